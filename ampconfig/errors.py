@@ -1,0 +1,81 @@
+"""Errors and findings that carry where the problem is and what to do about it.
+
+Every user-facing failure is an :class:`AmpconfigError` (exit code 2: unusable input or usage) or a list of
+:class:`Problem` findings (exit code 1 from ``validate``). The CLI prints them; it never prints a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: what is wrong, where (file, line, JSON path) and what to do."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    json_path: str | None = None
+    hint: str | None = None
+    severity: Severity = Severity.ERROR
+
+    def location(self) -> str:
+        parts = []
+        if self.file:
+            parts.append(self.file if self.line is None else f"{self.file}:{self.line}")
+        elif self.line is not None:
+            parts.append(f"line {self.line}")
+        if self.json_path:
+            parts.append(self.json_path)
+        return ": ".join(parts)
+
+    def format(self) -> str:
+        where = self.location()
+        text = f"{where}: {self.message}" if where else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "severity": self.severity.value,
+            "message": self.message,
+            "file": self.file,
+            "line": self.line,
+            "json_path": self.json_path,
+            "hint": self.hint,
+        }
+
+
+@dataclass
+class AmpconfigError(Exception):
+    """Input or usage error: the CLI reports it and exits with code 2."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    json_path: str | None = None
+    hint: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def as_problems(self) -> list[Problem]:
+        if self.problems:
+            return list(self.problems)
+        return [Problem(self.message, self.file, self.line, self.json_path, self.hint)]
+
+    def __str__(self) -> str:
+        return "\n".join(problem.format() for problem in self.as_problems())

@@ -1,0 +1,200 @@
+"""The built-in op info library (``ops_info/<target>.json``) and the op lists it defines.
+
+The file follows Ascend's ops-info convention: ``"precision_reduce": {"flag": "true"}`` is white (always low
+precision), ``"false"`` is black (keep fp32), absent is gray (follow the neighbours). ampconfig adds ``"clear":
+true`` for numerically neutral pass-through ops (TensorFlow's clear list). Each entry also lists the float dtypes
+the target has kernels for, which source that came from, and which reference the colour follows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ampconfig.errors import AmpconfigError, Problem
+
+TARGETS: tuple[str, ...] = ("cpu", "cuda")
+FLOAT_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
+DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
+
+
+class Colour(str, Enum):
+    WHITE = "white"
+    BLACK = "black"
+    GRAY = "gray"
+    CLEAR = "clear"
+
+
+def op_key(domain: str, op_type: str) -> str:
+    """The name an op type has in op info and mixlists: ``Op`` or ``domain::Op`` outside the default domain."""
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}::{op_type}"
+
+
+class PrecisionReduce(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    flag: Literal["true", "false"] = Field(
+        description='"true": white list (always computed in low precision); "false": black list (kept in fp32).'
+    )
+
+
+class OpInfoEntry(BaseModel):
+    """One op type on one target."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    precision_reduce: PrecisionReduce | None = Field(
+        default=None,
+        description="Ascend list flag. Absent means gray (the op follows its neighbours) unless `clear` is true.",
+    )
+    clear: bool = Field(
+        default=False,
+        description="Numerically neutral pass-through op (reshape, transpose, concat, relu...): it follows its "
+        "neighbours and never forces a cast. Only valid without precision_reduce.",
+    )
+    dtypes: list[Literal["float32", "float16", "bfloat16"]] = Field(
+        default_factory=list,
+        description="Float dtypes the target has a kernel for. Empty with dtype_source 'not-probed' means unknown.",
+    )
+    dtype_source: str = Field(
+        default="not-probed",
+        description="Where `dtypes` comes from: 'probe' (measured by `ampconfig ops-info probe`), "
+        "'kernel-table' (ONNX Runtime's docs/OperatorKernels.md), or 'not-probed'.",
+    )
+    reference: str = Field(
+        default="",
+        description="Which reference the colour follows (TensorFlow AMP lists, PyTorch autocast lists, ...).",
+    )
+
+    @model_validator(mode="after")
+    def _clear_is_uncoloured(self) -> OpInfoEntry:
+        if self.clear and self.precision_reduce is not None:
+            raise ValueError("an op cannot be both clear and carry precision_reduce")
+        return self
+
+    @property
+    def colour(self) -> Colour:
+        if self.precision_reduce is not None:
+            return Colour.WHITE if self.precision_reduce.flag == "true" else Colour.BLACK
+        return Colour.CLEAR if self.clear else Colour.GRAY
+
+
+class OpsInfoFile(BaseModel):
+    """ampconfig op info library for one execution target."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
+    target: Literal["cpu", "cuda"] = Field(description="Execution target these kernels belong to.")
+    provider: str = Field(description="ONNX Runtime execution provider name, e.g. CPUExecutionProvider.")
+    onnxruntime_version: str = Field(description="ONNX Runtime version the dtypes were measured or read for.")
+    generated_by: str = Field(default="", description="Command or process that wrote this file.")
+    ops: dict[str, OpInfoEntry] = Field(
+        description="Per op type (`Op`, or `domain::Op` outside the default ONNX domain)."
+    )
+
+
+@dataclass(frozen=True)
+class OpLists:
+    """Effective white/black/gray/clear lists: the op info, possibly modified by a mixlist."""
+
+    colours: Mapping[str, Colour]
+
+    def colour_of(self, key: str) -> Colour:
+        # Ascend: an op without precision_reduce is gray; an op nobody knows is gray too.
+        return self.colours.get(key, Colour.GRAY)
+
+    def members(self, colour: Colour) -> list[str]:
+        return sorted(key for key, value in self.colours.items() if value is colour)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {colour.value: self.members(colour) for colour in Colour}
+
+    def with_colours(self, changes: Mapping[str, Colour]) -> OpLists:
+        merged = dict(self.colours)
+        merged.update(changes)
+        return OpLists(merged)
+
+
+@dataclass(frozen=True)
+class OpInfoLibrary:
+    """The loaded op info of one target."""
+
+    target: str
+    provider: str
+    onnxruntime_version: str
+    entries: Mapping[str, OpInfoEntry]
+    source: str = field(default="")
+
+    def knows(self, key: str) -> bool:
+        return key in self.entries
+
+    def lists(self) -> OpLists:
+        return OpLists({key: entry.colour for key, entry in self.entries.items()})
+
+    def kernel_dtypes(self, key: str) -> frozenset[str] | None:
+        """Float dtypes with a kernel on this target; None when unknown (op absent or never probed)."""
+        entry = self.entries.get(key)
+        if entry is None or (entry.dtype_source == "not-probed" and not entry.dtypes):
+            return None
+        return frozenset(entry.dtypes)
+
+    def has_kernel(self, key: str, dtype: str) -> bool | None:
+        dtypes = self.kernel_dtypes(key)
+        return None if dtypes is None else dtype in dtypes
+
+
+def ops_info_path(target: str) -> Path:
+    return Path(str(resources.files("ampconfig") / "ops_info" / f"{target}.json"))
+
+
+def parse_ops_info(text: str, source: str) -> OpsInfoFile:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AmpconfigError(f"not valid JSON: {exc.msg}", file=source, line=exc.lineno) from None
+    try:
+        return OpsInfoFile.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            Problem(err["msg"], file=source, json_path="$." + ".".join(str(p) for p in err["loc"]))
+            for err in exc.errors()
+        ]
+        raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
+
+
+def library_from_file(model: OpsInfoFile, source: str) -> OpInfoLibrary:
+    return OpInfoLibrary(
+        target=model.target,
+        provider=model.provider,
+        onnxruntime_version=model.onnxruntime_version,
+        entries=dict(model.ops),
+        source=source,
+    )
+
+
+@cache
+def load_ops_info(target: str) -> OpInfoLibrary:
+    """The built-in op info library of a target ("cpu" or "cuda")."""
+    if target not in TARGETS:
+        raise AmpconfigError(f"unknown target {target!r}", hint="valid targets: " + ", ".join(TARGETS))
+    path = ops_info_path(target)
+    if not path.is_file():
+        raise AmpconfigError(
+            f"op info for target {target!r} is missing from the installation",
+            file=str(path),
+            hint="reinstall ampconfig or run `ampconfig ops-info probe --target " + target + "`",
+        )
+    model = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
+    return library_from_file(model, str(path))
+
+
+def unknown_op_keys(keys: Iterable[str], library: OpInfoLibrary) -> list[str]:
+    return sorted(key for key in set(keys) if not library.knows(key))
