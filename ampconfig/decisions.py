@@ -1,0 +1,93 @@
+"""What the engine decided, as plain data: one :class:`NodeDecision` per node, plus rewrite statistics.
+
+``explain`` prints these, ``run`` summarises them, the JSON report serialises them. Nothing here mutates a graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+import onnx
+
+
+class Rule(str, Enum):
+    """Why a node got its dtype. The value is the stable id shown in reports."""
+
+    NOT_FLOAT = "not_float"  # the node computes on no float32/16 tensor: nothing to decide
+    UNTYPED = "untyped"  # tensor types could not be inferred: the node is left exactly as it was
+    CONTROL_FLOW = "control_flow"  # If/Loop/Scan: the body is decided in its own scope
+    KEEP_DTYPE = "keep_dtype"  # pinned by a keep_dtype entry
+    NO_LOW_KERNEL = "no_low_kernel"  # the target has no low-precision kernel for the op
+    NO_SCHEMA = "no_schema"  # ONNX has no schema for the op (custom op): never retyped
+    SCHEMA_FORBIDS = "schema_forbids"  # the op schema does not allow the low type
+    NO_ORIGIN_KERNEL = "no_origin_kernel"  # the target lacks a kernel for the original dtype
+    MODE_KEEPS = "mode_keeps"  # the precision mode keeps this dtype
+    MODE_LOWERS = "mode_lowers"  # the precision mode lowers this op (force_fp16, allow_fp32_to_fp16 matrix ops)
+    MODE_RAISES = "mode_raises"  # force_fp32 raises low-precision ops
+    WHITE_LIST = "white_list"
+    BLACK_LIST = "black_list"
+    DENY_PROPAGATION = "deny_propagation"  # gray/clear downstream of a black node (TensorFlow)
+    FOLLOWS_INPUTS = "follows_inputs"  # gray/clear: every float input low -> low, else fp32 (Ascend)
+    FOLLOWS_CONSUMERS = "follows_consumers"  # clear (or constant-fed) node whose consumers are all low
+    ALREADY_LOW = "already_low"  # the node already ran in low precision and the mode keeps it
+    CAST_RETARGETED = "cast_retargeted"  # an existing Cast now produces the dtype its consumers need
+    RANGE_OVERFLOW = "range_overflow"  # calibration saw values beyond the low type's range
+
+
+@dataclass(frozen=True)
+class NodeDecision:
+    name: str
+    op_type: str  # `Op` or `domain::Op`
+    scope: str  # "" for the main graph, else the path of the subgraph ("loop_body/If_3.then_branch")
+    colour: str | None  # effective list colour, None where lists do not apply
+    original_dtype: str | None
+    dtype: str | None
+    rule: Rule
+    reason: str
+    cause: str | None = None  # the neighbour (node or value name) that caused the decision
+
+    @property
+    def changed(self) -> bool:
+        return self.original_dtype != self.dtype
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rule"] = self.rule.value
+        return data
+
+
+@dataclass
+class RewriteStats:
+    casts_inserted: int = 0
+    casts_retargeted: int = 0
+    initializers_converted: int = 0
+    constants_converted: int = 0
+    values_clamped: int = 0  # constant elements outside the low type's range, clamped to its max
+    opset_raised_to: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RewriteResult:
+    model: onnx.ModelProto
+    decisions: list[NodeDecision]
+    stats: RewriteStats
+    precision_mode: str
+    target: str
+    low_dtype: str
+    warnings: list[str] = field(default_factory=list)
+
+    def count_by_dtype(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for decision in self.decisions:
+            if decision.dtype is not None:
+                counts[decision.dtype] = counts.get(decision.dtype, 0) + 1
+        return counts
+
+    @property
+    def low_precision_nodes(self) -> int:
+        return sum(1 for d in self.decisions if d.dtype in ("float16", "bfloat16"))

@@ -1,0 +1,102 @@
+"""Type constraints of ONNX op schemas, read from ``onnx.defs``: which inputs/outputs share a type variable and
+which types that variable allows. Both the painting (may this node run in float16?) and the rewrite (which inputs
+follow the compute dtype, which are pinned, as Resize's scales are) derive their answers from here, not from hand
+lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+import onnx
+import onnx.defs
+
+#: dtype name <-> ONNX type string of a tensor of it.
+DTYPE_TO_TYPE_STR: Mapping[str, str] = {
+    "float32": "tensor(float)",
+    "float16": "tensor(float16)",
+    "bfloat16": "tensor(bfloat16)",
+    "float64": "tensor(double)",
+}
+DTYPE_TO_ELEM: Mapping[str, int] = {
+    "float32": onnx.TensorProto.FLOAT,
+    "float16": onnx.TensorProto.FLOAT16,
+    "bfloat16": onnx.TensorProto.BFLOAT16,
+    "float64": onnx.TensorProto.DOUBLE,
+}
+ELEM_TO_DTYPE: Mapping[int, str] = {elem: name for name, elem in DTYPE_TO_ELEM.items()}
+#: Float types ampconfig moves between. float64 is left alone: nobody asks for double -> half.
+MOVABLE_DTYPES = frozenset({"float32", "float16", "bfloat16"})
+
+
+@dataclass(frozen=True)
+class Slot:
+    """How one actual input or output of a node is typed by its schema."""
+
+    type_var: str | None  # the shared type variable, None when the parameter has its own fixed type set
+    allowed: frozenset[str]  # ONNX type strings the parameter accepts ("tensor(float16)", ...)
+    homogeneous: bool = True  # False for heterogeneous variadics (Loop/Scan state): each actual is independent
+
+
+@dataclass(frozen=True)
+class NodeTyping:
+    inputs: tuple[Slot, ...]
+    outputs: tuple[Slot, ...]
+    since_version: int
+
+    def var_allows(self, type_var: str, dtype: str) -> bool:
+        type_str = DTYPE_TO_TYPE_STR[dtype]
+        for slot in self.inputs + self.outputs:
+            if slot.type_var == type_var:
+                return type_str in slot.allowed
+        return False
+
+
+@cache
+def get_schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | None:
+    """The schema in force at ``opset`` for the op, or None when ONNX does not know it (custom/contrib ops)."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _slots(params: list[onnx.defs.OpSchema.FormalParameter], count: int, allowed_by_var: Mapping[str, frozenset[str]]) -> tuple[Slot, ...]:
+    slots: list[Slot] = []
+    for index in range(count):
+        if not params:
+            break
+        param = params[min(index, len(params) - 1)]
+        if index >= len(params) and param.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            break
+        var = param.type_str if param.type_str in allowed_by_var else None
+        allowed = allowed_by_var[var] if var is not None else frozenset({param.type_str})
+        variadic = param.option == onnx.defs.OpSchema.FormalParameterOption.Variadic
+        homogeneous = not variadic or param.is_homogeneous
+        slots.append(Slot(var if homogeneous else None, allowed, homogeneous))
+    return tuple(slots)
+
+
+@cache
+def node_typing(op_type: str, domain: str, opset: int, n_inputs: int, n_outputs: int) -> NodeTyping | None:
+    """Typing of a node with ``n_inputs``/``n_outputs`` actual (positional) inputs/outputs; None if unknown op."""
+    schema = get_schema(op_type, domain, opset)
+    if schema is None:
+        return None
+    allowed_by_var = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
+    return NodeTyping(
+        inputs=_slots(list(schema.inputs), n_inputs, allowed_by_var),
+        outputs=_slots(list(schema.outputs), n_outputs, allowed_by_var),
+        since_version=schema.since_version,
+    )
+
+
+def default_opset(opset_imports: Mapping[str, int], domain: str) -> int | None:
+    key = "" if domain == "ai.onnx" else domain
+    if key in opset_imports:
+        return opset_imports[key]
+    if key == "" and "ai.onnx" in opset_imports:
+        return opset_imports["ai.onnx"]
+    return None
