@@ -33,6 +33,7 @@ class Rule(str, Enum):
     FOLLOWS_CONSUMERS = "follows_consumers"  # clear (or constant-fed) node whose consumers are all low
     ALREADY_LOW = "already_low"  # the node already ran in low precision and the mode keeps it
     CAST_RETARGETED = "cast_retargeted"  # an existing Cast now produces the dtype its consumers need
+    CHECKER_REJECTS = "checker_rejects"  # the ONNX checker rejected the op in low precision: kept
     RANGE_OVERFLOW = "range_overflow"  # calibration saw values beyond the low type's range
 
 

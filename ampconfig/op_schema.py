@@ -63,7 +63,9 @@ def get_schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | No
         return None
 
 
-def _slots(params: list[onnx.defs.OpSchema.FormalParameter], count: int, allowed_by_var: Mapping[str, frozenset[str]]) -> tuple[Slot, ...]:
+def _slots(
+    params: list[onnx.defs.OpSchema.FormalParameter], count: int, allowed_by_var: Mapping[str, frozenset[str]]
+) -> tuple[Slot, ...]:
     slots: list[Slot] = []
     for index in range(count):
         if not params:

@@ -1,0 +1,166 @@
+"""The Python API: ``rewrite_model`` and ``rewrite_model_detailed``.
+
+>>> import ampconfig
+>>> model = ampconfig.rewrite_model("model.onnx", precision_mode="allow_mix_precision")  # doctest: +SKIP
+>>> result = ampconfig.rewrite_model_detailed("model.onnx", precision_mode="force_fp16")  # doctest: +SKIP
+>>> [d.name for d in result.decisions if d.dtype == "float16"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+
+from ampconfig.decisions import NodeDecision, RewriteResult
+from ampconfig.errors import AmpconfigError, Severity
+from ampconfig.model_io import check_input_model, load_model, output_model_problem, refuse_invalid_output
+from ampconfig.modes import PrecisionMode, parse_mode
+from ampconfig.opsinfo import OpInfoLibrary, OpLists, load_ops_info
+from ampconfig.plan import build_plan, match_keep_dtype
+from ampconfig.policy import DecisionContext
+from ampconfig.rewrite import annotate_dtypes, apply_plan, name_unnamed_nodes
+
+MixlistInput = str | Path | Mapping[str, Any] | None
+KeepDtypeInput = str | Path | Sequence[str] | None
+
+#: How many nodes the checker may veto before the rewrite gives up with an error.
+MAX_CHECKER_REPAIRS = 32
+_CHECKER_NODE = re.compile(r"node name: ([^)]+)\)")
+
+#: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
+BF16_MIN_OPSET = 13
+
+
+def effective_lists(
+    mode: PrecisionMode, library: OpInfoLibrary, modify_mixlist: MixlistInput = None
+) -> tuple[OpLists, list[str]]:
+    """The op lists after the mixlist (if any), and the mixlist's warnings as text."""
+    from ampconfig.mixlist import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
+
+    if modify_mixlist is None:
+        return library.lists(), []
+    source = "<inline mixlist>" if isinstance(modify_mixlist, Mapping) else str(modify_mixlist)
+    if not mode.accepts_mixlist:
+        raise AmpconfigError(
+            f"precision mode {mode.value} does not accept a modify_mixlist",
+            file=source,
+            hint="only allow_mix_precision, allow_mix_precision_fp16 and allow_mix_precision_bf16 do",
+        )
+    if isinstance(modify_mixlist, Mixlist):
+        mixlist = modify_mixlist
+    elif isinstance(modify_mixlist, Mapping):
+        mixlist = parse_mixlist(json.dumps(dict(modify_mixlist)), source)
+    else:
+        mixlist = load_mixlist(modify_mixlist)
+    lists, problems = apply_mixlist(library.lists(), mixlist)
+    return lists, [p.format() for p in problems if p.severity is Severity.WARNING]
+
+
+def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | None]:
+    from ampconfig.keepdtype import keep_dtype_from_config
+
+    if keep_dtype is None:
+        return [], None
+    source = None if isinstance(keep_dtype, Sequence) and not isinstance(keep_dtype, str) else str(keep_dtype)
+    value = Path(keep_dtype) if isinstance(keep_dtype, str) else keep_dtype
+    return list(keep_dtype_from_config(value)), source
+
+
+def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
+    match = _CHECKER_NODE.search(problem)
+    if match is None:
+        return None
+    name = match.group(1)
+    return name if any(d.name == name and d.changed for d in decisions) else None
+
+
+def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset >= BF16_MIN_OPSET:
+        return proto, None
+    try:
+        converted = onnx.version_converter.convert_version(proto, BF16_MIN_OPSET)
+    except Exception as exc:  # the converter raises plain RuntimeErrors for unsupported adapters
+        warnings.append(
+            f"bfloat16 needs opset >= {BF16_MIN_OPSET}; converting from opset {opset} failed ({exc}); "
+            "ops whose schema lacks bfloat16 at this opset stay float32"
+        )
+        return proto, None
+    warnings.append(f"opset raised from {opset} to {BF16_MIN_OPSET}: bfloat16 needs it")
+    return converted, BF16_MIN_OPSET
+
+
+def rewrite_model_detailed(
+    model: str | Path | onnx.ModelProto,
+    precision_mode: str | PrecisionMode,
+    modify_mixlist: MixlistInput = None,
+    keep_dtype: KeepDtypeInput = None,
+    target: str = "cpu",
+    keep_io_types: bool = True,
+) -> RewriteResult:
+    """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
+
+    ``model`` is a path or an ``onnx.ModelProto`` (never modified). ``modify_mixlist`` is a path to a mixlist JSON
+    or the mixlist as a dict; ``keep_dtype`` a path to a keep_dtype file or a list of node names
+    (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
+    Raises :class:`~ampconfig.errors.AmpconfigError` for bad input; the returned model always passes
+    ``onnx.checker.check_model(full_check=True)``.
+    """
+    mode = parse_mode(precision_mode)
+    library = load_ops_info(target)
+    lists, warnings = effective_lists(mode, library, modify_mixlist)
+    entries, keep_source = _keep_dtype_entries(keep_dtype)
+    proto, source = load_model(model)
+    check_input_model(proto, source)
+
+    opset_raised = None
+    if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16:
+        proto, opset_raised = _raise_opset_for_bf16(proto, warnings)
+
+    rejected: dict[str, str] = {}
+    while True:
+        ir_model = ir.serde.deserialize_model(proto)
+        name_unnamed_nodes(ir_model)
+        annotate_dtypes(ir_model)
+        pinned = match_keep_dtype(entries, ir_model, keep_source)
+        plan = build_plan(ir_model, DecisionContext(mode, lists, library, pinned, rejected), keep_io_types)
+        decisions = plan.decisions()
+        stats = apply_plan(ir_model, plan)
+        out = ir.serde.serialize_model(ir_model)
+        problem = output_model_problem(out)
+        if problem is None:
+            break
+        # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
+        culprit = _checker_culprit(problem, decisions)
+        if culprit is None or culprit in rejected or len(rejected) >= MAX_CHECKER_REPAIRS:
+            raise refuse_invalid_output(problem)
+        rejected[culprit] = problem
+        warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
+    stats.opset_raised_to = opset_raised
+    return RewriteResult(
+        model=out,
+        decisions=decisions,
+        stats=stats,
+        precision_mode=mode.value,
+        target=library.target,
+        low_dtype=mode.low_dtype,
+        warnings=warnings,
+    )
+
+
+def rewrite_model(
+    model: str | Path | onnx.ModelProto,
+    precision_mode: str | PrecisionMode,
+    modify_mixlist: MixlistInput = None,
+    keep_dtype: KeepDtypeInput = None,
+    target: str = "cpu",
+    keep_io_types: bool = True,
+) -> onnx.ModelProto:
+    """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""
+    return rewrite_model_detailed(model, precision_mode, modify_mixlist, keep_dtype, target, keep_io_types).model

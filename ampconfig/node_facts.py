@@ -1,0 +1,160 @@
+"""Read-only facts about each node of a model: which of its tensors follow its compute dtype, and what that
+dtype is today. Painting, policies and the rewrite all start from these facts.
+
+A node's *compute type variable* is the schema type variable of its first float output (else of its first
+float input). Only the tensors bound to that variable move when the node changes dtype; tensors typed by other
+variables (LayerNormalization's Mean/InvStdDev, Resize's roi/scales, Dropout's ratio) keep their types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import onnx_ir as ir
+
+from ampconfig.decisions import Rule
+from ampconfig.op_schema import MOVABLE_DTYPES, NodeTyping, node_typing
+from ampconfig.opsinfo import op_key
+
+DATA_TYPE_TO_DTYPE: dict[ir.DataType, str] = {
+    ir.DataType.FLOAT: "float32",
+    ir.DataType.FLOAT16: "float16",
+    ir.DataType.BFLOAT16: "bfloat16",
+}
+DTYPE_TO_DATA_TYPE: dict[str, ir.DataType] = {name: dt for dt, name in DATA_TYPE_TO_DTYPE.items()}
+LOW_DTYPES = frozenset({"float16", "bfloat16"})
+
+CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+#: Nodes whose output values are constants: their consumers may take them in any float dtype.
+CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
+
+
+def value_dtype(value: ir.Value | None) -> str | None:
+    """float32/float16/bfloat16 for a tensor of that type, None for anything else or unknown."""
+    if value is None or not isinstance(value.type, ir.TensorType):
+        return None
+    return DATA_TYPE_TO_DTYPE.get(value.type.dtype)
+
+
+def is_tensor_typed(value: ir.Value) -> bool:
+    return isinstance(value.type, ir.TensorType)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    node: ir.Node
+    key: str  # op key: `Op` or `domain::Op`
+    scope: str
+    compute_var: str | None
+    input_slots: tuple[int, ...]  # inputs bound to the compute variable
+    output_slots: tuple[int, ...]  # outputs bound to the compute variable
+    dtype: str | None  # today's dtype of those tensors (float32/float16/bfloat16), None if not float
+    blocker: Rule | None  # why this node can never be retyped, if it cannot
+    schema_allows: frozenset[str]  # float dtypes the schema allows for the compute variable
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype is not None
+
+    @property
+    def retypable(self) -> bool:
+        return self.dtype is not None and self.blocker is None
+
+
+def _opset_for(model: ir.Model, domain: str) -> int | None:
+    imports = model.opset_imports
+    key = "" if domain == "ai.onnx" else domain
+    return imports.get(key, imports.get("ai.onnx") if key == "" else None)
+
+
+def _first_float_var(values: tuple[ir.Value | None, ...], slots: tuple) -> str | None:
+    for value, slot in zip(values, slots):
+        if slot.type_var is not None and value_dtype(value) in MOVABLE_DTYPES:
+            return slot.type_var
+    return None
+
+
+def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "float16") -> NodeFacts:
+    key = op_key(node.domain, node.op_type)
+    touches_float = any(value_dtype(v) is not None for v in (*node.inputs, *node.outputs))
+
+    def fixed(blocker: Rule | None, dtype: str | None = None) -> NodeFacts:
+        return NodeFacts(node, key, scope, None, (), (), dtype, blocker, frozenset())
+
+    if not touches_float:
+        # Unknown types also land here when nothing around the node is typed.
+        untyped = any(v is not None and v.type is None for v in (*node.inputs, *node.outputs))
+        return fixed(Rule.UNTYPED if untyped else Rule.NOT_FLOAT)
+    if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
+        return fixed(Rule.CONTROL_FLOW)
+    opset = _opset_for(model, node.domain)
+    typing = (
+        None if opset is None else node_typing(node.op_type, node.domain, opset, len(node.inputs), len(node.outputs))
+    )
+    if typing is None:
+        return fixed(Rule.NO_SCHEMA)
+    var = _first_float_var(node.outputs, typing.outputs) or _first_float_var(node.inputs, typing.inputs)
+    if var is None:
+        return fixed(Rule.NOT_FLOAT)
+    variables = _moving_variables(node, typing, var, low_dtype)
+    input_slots = tuple(
+        i for i, (v, s) in enumerate(zip(node.inputs, typing.inputs)) if v is not None and s.type_var in variables
+    )
+    output_slots = tuple(
+        i for i, (v, s) in enumerate(zip(node.outputs, typing.outputs)) if v is not None and s.type_var in variables
+    )
+    bound = [node.inputs[i] for i in input_slots] + [node.outputs[i] for i in output_slots]
+    dtypes = {value_dtype(v) for v in bound}
+    allows = frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
+    dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
+    if any(v.type is None for v in bound) or dtype is None:
+        return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows)
+    if not input_slots and output_slots and node.op_type not in ("Cast", *CONSTANT_OPS):
+        # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.
+        return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows)
+    return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows)
+
+
+def _moving_variables(node: ir.Node, typing: NodeTyping, primary: str, low_dtype: str) -> frozenset[str]:
+    """The primary variable plus every other float variable of the node bound only to tensors of the primary's
+    dtype that also allows the low dtype: Attention's V (T2) and RMSNormalization's X (T) must move with the
+    data, while LayerNormalization's Mean (U: no float16) and Resize's roi... stay when their schema says so."""
+    slots = list(zip(node.inputs, typing.inputs)) + list(zip(node.outputs, typing.outputs))
+    primary_dtypes = {value_dtype(v) for v, s in slots if v is not None and s.type_var == primary}
+    variables = {primary}
+    for candidate in {s.type_var for v, s in slots if v is not None and s.type_var not in (None, primary)}:
+        bound = [v for v, s in slots if v is not None and s.type_var == candidate]
+        same_dtype = {value_dtype(v) for v in bound} == primary_dtypes and None not in primary_dtypes
+        if same_dtype and typing.var_allows(candidate, low_dtype) and typing.var_allows(primary, low_dtype):
+            variables.add(candidate)
+    return frozenset(variables)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One graph (the main graph or a subgraph) with the facts of its nodes in graph order."""
+
+    graph: ir.Graph
+    path: str
+    facts: tuple[NodeFacts, ...]
+
+
+def iter_scopes(model: ir.Model, low_dtype: str = "float16") -> Iterator[Scope]:
+    """The main graph first, then every subgraph, outer before inner."""
+    pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
+    while pending:
+        graph, path = pending.pop(0)
+        facts = tuple(node_facts(node, model, path, low_dtype) for node in graph)
+        yield Scope(graph, path, facts)
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    pending.append((attr.value, _join(path, f"{node.name}.{attr.name}")))
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for i, sub in enumerate(attr.value):
+                        pending.append((sub, _join(path, f"{node.name}.{attr.name}[{i}]")))
+
+
+def _join(path: str, part: str) -> str:
+    return f"{path}/{part}" if path else part

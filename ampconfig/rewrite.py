@@ -1,0 +1,302 @@
+"""The only module that mutates graphs: it applies a :class:`~ampconfig.plan.Plan` to an onnx-ir model.
+
+Invariants (design section 6): one Cast per (tensor, dtype) shared by all consumers, placed in the graph that
+owns the tensor (so a Loop body reuses a cast made once outside it); a cast back to a Cast's own source is
+replaced by the source (no round trips); existing Casts retargeted; initializers and Constant values converted
+once (in place when every consumer agrees, else one copy per dtype), with out-of-range values clamped and
+counted; graph outputs keep their names and dtypes; value types updated; nodes topologically sorted.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from ampconfig.decisions import RewriteStats
+from ampconfig.node_facts import DTYPE_TO_DATA_TYPE, LOW_DTYPES, value_dtype
+from ampconfig.plan import Plan
+
+_NUMPY_DTYPES = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+}
+_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+class NameAllocator:
+    """Unique node and value names across every scope of the model."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.node_names: set[str] = set()
+        self.value_names: set[str] = set()
+        for graph in model.graphs():
+            for value in (*graph.inputs, *graph.outputs, *graph.initializers.values()):
+                if value.name:
+                    self.value_names.add(value.name)
+            for node in graph:
+                if node.name:
+                    self.node_names.add(node.name)
+                self.value_names.update(v.name for v in node.outputs if v.name)
+
+    @staticmethod
+    def _fresh(base: str, taken: set[str]) -> str:
+        name, counter = base, 1
+        while name in taken:
+            name = f"{base}_{counter}"
+            counter += 1
+        taken.add(name)
+        return name
+
+    def node(self, base: str) -> str:
+        return self._fresh(base, self.node_names)
+
+    def value(self, base: str) -> str:
+        return self._fresh(base, self.value_names)
+
+
+def name_unnamed_nodes(model: ir.Model) -> None:
+    """Give every node a unique name (reports and keep_dtype refer to nodes by name); duplicates are renamed."""
+    names = NameAllocator(model)
+    seen: set[str] = set()
+    for graph in model.graphs():
+        for node in graph:
+            if not node.name or node.name in seen:
+                node.name = names.node(node.name or node.op_type)
+            seen.add(node.name)
+
+
+def annotate_dtypes(model: ir.Model) -> None:
+    """Fill in missing tensor dtypes with ONNX type inference; shapes are left as the model states them."""
+    try:
+        from onnx_ir.passes.common._c_api_utils import call_onnx_api
+    except ImportError:  # private helper moved: fall back to inferring on the full proto
+
+        def call_onnx_api(func, ir_model):  # type: ignore[no-redef]
+            return func(ir.serde.serialize_model(ir_model))
+
+    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+
+    try:
+        inferred = ir.serde.deserialize_model(call_onnx_api(infer, model))
+    except Exception:  # inference is best effort: untyped nodes are left alone by the planner
+        return
+    for original, typed in zip(model.graphs(), inferred.graphs()):
+        known = ir.convenience.create_value_mapping(typed)
+        for name, value in ir.convenience.create_value_mapping(original).items():
+            match = known.get(name)
+            if value.type is None and match is not None and match.type is not None:
+                value.type = match.type
+
+
+def _convert_array(array: np.ndarray, dtype: str, stats: RewriteStats) -> np.ndarray:
+    target = _NUMPY_DTYPES[dtype]
+    if dtype in LOW_DTYPES:
+        limit = float(np.finfo(target).max) if dtype == "float16" else float(ml_dtypes.finfo(target).max)
+        wide = array.astype(np.float64)
+        over = np.isfinite(wide) & (np.abs(wide) > limit)
+        count = int(over.sum())
+        if count:
+            stats.values_clamped += count
+            wide = np.where(over, np.sign(wide) * limit, wide)
+        return wide.astype(target)
+    return array.astype(target)
+
+
+def convert_tensor(tensor: ir.TensorProtocol, dtype: str, name: str, stats: RewriteStats) -> ir.Tensor:
+    return ir.tensor(_convert_array(tensor.numpy(), dtype, stats), dtype=DTYPE_TO_DATA_TYPE[dtype], name=name)
+
+
+def _set_dtype(value: ir.Value, dtype: str) -> None:
+    value.type = ir.TensorType(DTYPE_TO_DATA_TYPE[dtype])
+
+
+class Rewriter:
+    def __init__(self, model: ir.Model, plan: Plan) -> None:
+        self.model = model
+        self.plan = plan
+        self.names = NameAllocator(model)
+        self.stats = RewriteStats()
+        self._converted: dict[tuple[ir.Value, str], ir.Value] = {}
+
+    # -- producers ---------------------------------------------------------------------------------------------
+    def retype_nodes(self) -> None:
+        for node, dtype in self.plan.new_dtypes().items():
+            facts = self.plan.facts_of[node]
+            for index in facts.output_slots:
+                _set_dtype(node.outputs[index], dtype)
+            if node.op_type == "Cast":
+                node.attributes["to"] = ir.AttrInt64("to", DTYPE_TO_DATA_TYPE[dtype])
+                self.stats.casts_retargeted += 1
+
+    def retype_io(self) -> None:
+        """keep_io_types=False: float32 graph inputs whose every consumer computes low become low themselves."""
+        if self.plan.keep_io_types:
+            return
+        for value in self.model.graph.inputs:
+            if value_dtype(value) != "float32" or value.const_value is not None:
+                continue
+            wanted = {self.plan.required(use.node, use.idx) for use in value.uses()} - {None}
+            if len(wanted) == 1 and (dtype := next(iter(wanted))) in LOW_DTYPES:
+                _set_dtype(value, dtype)
+
+    # -- conversions -------------------------------------------------------------------------------------------
+    def converted(self, value: ir.Value, dtype: str) -> ir.Value:
+        key = (value, dtype)
+        if key not in self._converted:
+            self._converted[key] = self._make_converted(value, dtype)
+        return self._converted[key]
+
+    def _make_converted(self, value: ir.Value, dtype: str) -> ir.Value:
+        producer = value.producer()
+        if value.const_value is not None and not value.is_graph_input():
+            return self._initializer_copy(value, dtype)
+        if producer is not None and producer.op_type == "Constant" and "value" in producer.attributes:
+            return self._constant_copy(producer, dtype)
+        if (
+            producer is not None
+            and producer.op_type == "ConstantOfShape"
+            and self._wanted_dtypes(value) == {dtype}
+            and not value.is_graph_output()
+        ):
+            return self._convert_constant_of_shape(producer, dtype)
+        if producer is not None and producer.op_type == "Cast":
+            source = producer.inputs[0]
+            if source is not None and value_dtype(source) == dtype:
+                return source  # Cast(x -> T) wanted back as x's own dtype: use x, no round trip
+        return self._cast(value, dtype)
+
+    def _owner(self, value: ir.Value) -> ir.Graph:
+        producer = value.producer()
+        graph = producer.graph if producer is not None else value.graph
+        assert isinstance(graph, ir.Graph), f"value {value.name} belongs to no graph"
+        return graph
+
+    def _cast(self, value: ir.Value, dtype: str, output_name: str | None = None) -> ir.Value:
+        graph = self._owner(value)
+        base = value.name or "value"
+        out = ir.Value(name=output_name or self.names.value(f"{base}_{_SHORT[dtype]}"), shape=value.shape)
+        _set_dtype(out, dtype)
+        cast = ir.Node(
+            "",
+            "Cast",
+            [value],
+            [ir.AttrInt64("to", DTYPE_TO_DATA_TYPE[dtype])],
+            outputs=[out],
+            name=self.names.node(f"Cast_{base}_to_{_SHORT[dtype]}"),
+        )
+        producer = value.producer()
+        if producer is not None:
+            graph.insert_after(producer, cast)
+        elif len(graph) > 0:
+            graph.insert_before(next(iter(graph)), cast)
+        else:
+            graph.append(cast)
+        self.stats.casts_inserted += 1
+        return out
+
+    def _initializer_copy(self, value: ir.Value, dtype: str) -> ir.Value:
+        graph = self._owner(value)
+        wanted = self._wanted_dtypes(value)
+        if wanted == {dtype} and not value.is_graph_output():
+            # Every consumer wants the same dtype: convert in place, no second copy kept.
+            value.const_value = convert_tensor(value.const_value, dtype, value.name or "", self.stats)
+            _set_dtype(value, dtype)
+            self.stats.initializers_converted += 1
+            return value
+        name = self.names.value(f"{value.name}_{_SHORT[dtype]}")
+        copy = ir.Value(
+            name=name,
+            shape=value.shape,
+            const_value=convert_tensor(value.const_value, dtype, name, self.stats),
+        )
+        _set_dtype(copy, dtype)
+        graph.register_initializer(copy)
+        self.stats.initializers_converted += 1
+        return copy
+
+    def _constant_copy(self, constant: ir.Node, dtype: str) -> ir.Value:
+        value = constant.outputs[0]
+        tensor = constant.attributes["value"].value
+        if self._wanted_dtypes(value) == {dtype} and not value.is_graph_output():
+            constant.attributes["value"] = ir.AttrTensor("value", convert_tensor(tensor, dtype, "", self.stats))
+            _set_dtype(value, dtype)
+            self.stats.constants_converted += 1
+            return value
+        out = ir.Value(name=self.names.value(f"{value.name}_{_SHORT[dtype]}"), shape=value.shape)
+        _set_dtype(out, dtype)
+        copy = ir.Node(
+            "",
+            "Constant",
+            [],
+            [ir.AttrTensor("value", convert_tensor(tensor, dtype, "", self.stats))],
+            outputs=[out],
+            name=self.names.node(f"{constant.name}_{_SHORT[dtype]}"),
+        )
+        self._owner(value).insert_after(constant, copy)
+        self.stats.constants_converted += 1
+        return out
+
+    def _convert_constant_of_shape(self, node: ir.Node, dtype: str) -> ir.Value:
+        attr = node.attributes.get("value")
+        # ConstantOfShape's default value is a float32 zero.
+        tensor = attr.value if attr is not None else ir.tensor(np.zeros(1, dtype=np.float32))
+        node.attributes["value"] = ir.AttrTensor("value", convert_tensor(tensor, dtype, "", self.stats))
+        _set_dtype(node.outputs[0], dtype)
+        self.stats.constants_converted += 1
+        return node.outputs[0]
+
+    def _wanted_dtypes(self, value: ir.Value) -> set[str | None]:
+        wanted = {self.plan.required(use.node, use.idx) for use in value.uses()}
+        wanted.discard(None)
+        if value.is_graph_output():
+            wanted.add(self.plan.original_dtype.get(value))
+        return wanted
+
+    # -- wiring ------------------------------------------------------------------------------------------------
+    def fix_graph_outputs(self) -> None:
+        """Graph outputs keep their dtype (keep_io_types; always for subgraphs) and, in the main graph, name."""
+        for graph in self.model.graphs():
+            is_main = graph is self.model.graph
+            if is_main and not self.plan.keep_io_types:
+                continue
+            for index, value in enumerate(list(graph.outputs)):
+                wanted = self.plan.original_dtype.get(value)
+                have = value_dtype(value)
+                if wanted is None or have is None or have == wanted:
+                    continue
+                name = value.name
+                if is_main and value.producer() is not None and value.producer().graph is graph:
+                    # Keep the public name: the producer's tensor is renamed, the cast takes the old name.
+                    value.name = self.names.value(f"{name}_{_SHORT[have]}")
+                    out = self._cast(value, wanted, output_name=name)
+                else:
+                    out = self._cast(value, wanted)
+                self._converted[(value, wanted)] = out
+                graph.outputs[index] = out
+
+    def fix_inputs(self) -> None:
+        for graph in self.model.graphs():
+            for node in list(graph):
+                for index, value in enumerate(node.inputs):
+                    if value is None:
+                        continue
+                    wanted = self.plan.required(node, index)
+                    have = value_dtype(value)
+                    if wanted is None or have is None or wanted == have:
+                        continue
+                    node.replace_input_with(index, self.converted(value, wanted))
+
+
+def apply_plan(model: ir.Model, plan: Plan) -> RewriteStats:
+    """Mutate ``model`` to realise ``plan``; returns what was done."""
+    rewriter = Rewriter(model, plan)
+    rewriter.retype_nodes()
+    rewriter.retype_io()
+    rewriter.fix_graph_outputs()
+    rewriter.fix_inputs()
+    model.graph.sort()
+    return rewriter.stats
