@@ -3,3 +3,7 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+from ampconfig.api import rewrite_model, rewrite_model_detailed
+
+__all__ = ["__version__", "rewrite_model", "rewrite_model_detailed"]

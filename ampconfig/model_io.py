@@ -94,12 +94,20 @@ def save_model_atomic(proto: onnx.ModelProto, destination: str | Path, *, input_
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     os.close(handle)
     try:
+        # mkstemp creates 0600; the output should get the permissions any new file gets here.
+        os.chmod(temporary, 0o666 & ~_current_umask())
         onnx.save(proto, temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return target
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _first_line(exc: BaseException) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ampconfig.decisions import Rule
-from ampconfig.op_schema import MOVABLE_DTYPES, NodeTyping, node_typing
+from ampconfig.op_schema import MOVABLE_DTYPES, compute_variables, node_typing
 from ampconfig.opsinfo import op_key
 
 DATA_TYPE_TO_DTYPE: dict[ir.DataType, str] = {
@@ -68,13 +68,6 @@ def _opset_for(model: ir.Model, domain: str) -> int | None:
     return imports.get(key, imports.get("ai.onnx") if key == "" else None)
 
 
-def _first_float_var(values: tuple[ir.Value | None, ...], slots: tuple) -> str | None:
-    for value, slot in zip(values, slots):
-        if slot.type_var is not None and value_dtype(value) in MOVABLE_DTYPES:
-            return slot.type_var
-    return None
-
-
 def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "float16") -> NodeFacts:
     key = op_key(node.domain, node.op_type)
     touches_float = any(value_dtype(v) is not None for v in (*node.inputs, *node.outputs))
@@ -94,10 +87,12 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
     )
     if typing is None:
         return fixed(Rule.NO_SCHEMA)
-    var = _first_float_var(node.outputs, typing.outputs) or _first_float_var(node.inputs, typing.inputs)
-    if var is None:
+    found = compute_variables(
+        typing, [value_dtype(v) for v in node.inputs], [value_dtype(v) for v in node.outputs], low_dtype
+    )
+    if found is None:
         return fixed(Rule.NOT_FLOAT)
-    variables = _moving_variables(node, typing, var, low_dtype)
+    var, variables = found
     input_slots = tuple(
         i for i, (v, s) in enumerate(zip(node.inputs, typing.inputs)) if v is not None and s.type_var in variables
     )
@@ -114,21 +109,6 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
         # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.
         return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows)
     return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows)
-
-
-def _moving_variables(node: ir.Node, typing: NodeTyping, primary: str, low_dtype: str) -> frozenset[str]:
-    """The primary variable plus every other float variable of the node bound only to tensors of the primary's
-    dtype that also allows the low dtype: Attention's V (T2) and RMSNormalization's X (T) must move with the
-    data, while LayerNormalization's Mean (U: no float16) and Resize's roi... stay when their schema says so."""
-    slots = list(zip(node.inputs, typing.inputs)) + list(zip(node.outputs, typing.outputs))
-    primary_dtypes = {value_dtype(v) for v, s in slots if v is not None and s.type_var == primary}
-    variables = {primary}
-    for candidate in {s.type_var for v, s in slots if v is not None and s.type_var not in (None, primary)}:
-        bound = [v for v, s in slots if v is not None and s.type_var == candidate]
-        same_dtype = {value_dtype(v) for v in bound} == primary_dtypes and None not in primary_dtypes
-        if same_dtype and typing.var_allows(candidate, low_dtype) and typing.var_allows(primary, low_dtype):
-            variables.add(candidate)
-    return frozenset(variables)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ lists.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -102,3 +102,38 @@ def default_opset(opset_imports: Mapping[str, int], domain: str) -> int | None:
     if key == "" and "ai.onnx" in opset_imports:
         return opset_imports["ai.onnx"]
     return None
+
+
+def compute_variables(
+    typing: NodeTyping,
+    input_dtypes: Sequence[str | None],
+    output_dtypes: Sequence[str | None],
+    low_dtype: str,
+) -> tuple[str, frozenset[str]] | None:
+    """The node's primary float type variable and every variable that moves with it, or None if it has none.
+
+    ``input_dtypes``/``output_dtypes`` give, per actual input/output, its movable float dtype (None for an absent,
+    non-float or untyped tensor). The primary variable is that of the first float output, else of the first float
+    input. Another variable moves with it when every tensor it binds has the primary's dtype and both variables
+    allow ``low_dtype``: Attention's V (T2) and RMSNormalization's X (T) move with the data, while
+    LayerNormalization's Mean (U, no float16) and Resize's scales (a fixed float type) stay. The kernel probe
+    retypes by this same rule, so what the op info claims is what the rewrite produces.
+    """
+    slots = list(zip(input_dtypes, typing.inputs)) + list(zip(output_dtypes, typing.outputs))
+    outputs = list(zip(output_dtypes, typing.outputs))
+    inputs = list(zip(input_dtypes, typing.inputs))
+    primary = next((s.type_var for d, s in outputs + inputs if s.type_var is not None and d in MOVABLE_DTYPES), None)
+    if primary is None:
+        return None
+    primary_dtypes = {d for d, s in slots if s.type_var == primary and d is not None}
+    variables = {primary}
+    others = {s.type_var for d, s in slots if d is not None and s.type_var not in (None, primary)}
+    for candidate in others:
+        bound = {d for d, s in slots if s.type_var == candidate}
+        if (
+            bound == primary_dtypes
+            and typing.var_allows(candidate, low_dtype)
+            and typing.var_allows(primary, low_dtype)
+        ):
+            variables.add(candidate)
+    return primary, frozenset(variables)

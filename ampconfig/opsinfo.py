@@ -61,7 +61,14 @@ class OpInfoEntry(BaseModel):
     )
     dtypes: list[Literal["float32", "float16", "bfloat16"]] = Field(
         default_factory=list,
-        description="Float dtypes the target has a kernel for. Empty with dtype_source 'not-probed' means unknown.",
+        description="Float dtypes the target runs the op in: every probe model of the op that loads and runs in "
+        "float32 also loads and runs in this dtype. Empty with dtype_source 'not-probed' means unknown.",
+    )
+    native_dtypes: list[Literal["float32", "float16", "bfloat16"]] | None = Field(
+        default=None,
+        description="The subset of `dtypes` with a native kernel. A dtype in `dtypes` but not here runs through "
+        "casts ONNX Runtime inserts around the node (the CPU provider does this for float16): it is valid and "
+        "exact to float16 storage, but not faster. Absent when the source cannot tell (kernel table).",
     )
     dtype_source: str = Field(
         default="not-probed",
@@ -145,6 +152,13 @@ class OpInfoLibrary:
         if entry is None or (entry.dtype_source == "not-probed" and not entry.dtypes):
             return None
         return frozenset(entry.dtypes)
+
+    def is_emulated(self, key: str, dtype: str) -> bool:
+        """True when the target runs ``dtype`` only through casts ONNX Runtime inserts (no native kernel)."""
+        entry = self.entries.get(key)
+        return bool(
+            entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
+        )
 
     def has_kernel(self, key: str, dtype: str) -> bool | None:
         dtypes = self.kernel_dtypes(key)

@@ -1,0 +1,237 @@
+"""Accuracy of a rewritten model's outputs against the fp32 reference: pure numpy, computed in float64.
+
+Per output: relative L2 error ``||rewritten - reference|| / ||reference||``, max absolute error, cosine
+similarity, the number of non-finite values in the rewritten output, and for logits-like float outputs (rank 2
+or 3) the fraction of rows whose arg-max over the last axis agrees.
+
+Edge cases, decided here once:
+
+- Positions where both outputs hold the same non-finite value (``-inf`` masks, NaN in both) are left out of
+  the metrics; any other non-finite value makes ``rel_l2`` and ``max_abs`` infinite.
+- An all-zero reference has no relative error: ``rel_l2`` is then the absolute L2 norm of the difference, and
+  the metrics carry a note saying so.
+- Non-float outputs (integers, bools) also report the exact-match fraction and the mismatch count; their
+  numeric metrics are computed on the values cast to float64. String outputs have only the exact match.
+- Different shapes are an error (:class:`OutputMismatchError`), never a silently broadcast comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class OutputMismatchError(ValueError):
+    """The two outputs cannot be compared (shape or presence differs)."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """What a rewritten model must hold to pass; ``None`` bounds are not checked."""
+
+    rel_l2: float = 1e-2
+    max_abs: float | None = None
+    min_cosine: float | None = None
+
+    @classmethod
+    def from_object(cls, obj: object) -> Tolerance:
+        """From any object with ``rel_l2``/``max_abs``/``min_cosine`` attributes (the config's tolerance)."""
+        default = cls()
+        return cls(
+            rel_l2=float(getattr(obj, "rel_l2", default.rel_l2)),
+            max_abs=_optional_float(getattr(obj, "max_abs", None)),
+            min_cosine=_optional_float(getattr(obj, "min_cosine", None)),
+        )
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"rel_l2": self.rel_l2, "max_abs": self.max_abs, "min_cosine": self.min_cosine}
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class OutputMetrics:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    rel_l2: float | None
+    max_abs: float | None
+    cosine: float | None
+    nonfinite: int
+    argmax_agreement: float | None = None
+    exact_match: float | None = None  # non-float outputs: fraction of equal elements
+    mismatches: int | None = None  # non-float outputs: number of differing elements
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-safe: infinities and NaN become ``null`` (``nonfinite`` and ``passed`` still tell)."""
+        data: dict[str, object] = {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "rel_l2": _json_float(self.rel_l2),
+            "max_abs": _json_float(self.max_abs),
+            "cosine": _json_float(self.cosine),
+            "nonfinite": self.nonfinite,
+        }
+        if self.argmax_agreement is not None:
+            data["argmax_agreement"] = _json_float(self.argmax_agreement)
+        if self.exact_match is not None:
+            data["exact_match"] = _json_float(self.exact_match)
+            data["mismatches"] = self.mismatches
+        if self.notes:
+            data["notes"] = list(self.notes)
+        return data
+
+
+def _json_float(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return array.dtype.kind == "f" or array.dtype.name == "bfloat16"
+
+
+def _is_numeric(array: np.ndarray) -> bool:
+    return _is_float(array) or array.dtype.kind in "iub"
+
+
+def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputMetrics:
+    """Metrics for one output; raises :class:`OutputMismatchError` when the shapes differ."""
+    reference, candidate = np.asarray(reference), np.asarray(candidate)
+    if reference.shape != candidate.shape:
+        raise OutputMismatchError(
+            f"output {name!r}: the rewritten model gives shape {list(candidate.shape)}, "
+            f"the reference {list(reference.shape)}"
+        )
+    if not (_is_numeric(reference) and _is_numeric(candidate)):
+        return _compare_exact_only(name, reference, candidate)
+    ref = reference.astype(np.float64).ravel()
+    cand = candidate.astype(np.float64).ravel()
+    nonfinite = int(np.count_nonzero(~np.isfinite(cand)))
+    rel_l2, max_abs, cosine, notes = _float_metrics(ref, cand)
+    exact, mismatches = None, None
+    if not _is_float(reference):
+        mismatches = int(np.count_nonzero(reference != candidate))
+        exact = 1.0 - mismatches / reference.size if reference.size else 1.0
+    argmax = _argmax_agreement(reference, candidate) if _is_float(reference) else None
+    return OutputMetrics(
+        name=name,
+        dtype=str(reference.dtype),
+        shape=tuple(int(d) for d in reference.shape),
+        rel_l2=rel_l2,
+        max_abs=max_abs,
+        cosine=cosine,
+        nonfinite=nonfinite,
+        argmax_agreement=argmax,
+        exact_match=exact,
+        mismatches=mismatches,
+        notes=tuple(notes),
+    )
+
+
+def _compare_exact_only(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputMetrics:
+    mismatches = int(np.count_nonzero(reference != candidate))
+    return OutputMetrics(
+        name=name,
+        dtype=str(reference.dtype),
+        shape=tuple(int(d) for d in reference.shape),
+        rel_l2=None,
+        max_abs=None,
+        cosine=None,
+        nonfinite=0,
+        exact_match=1.0 - mismatches / reference.size if reference.size else 1.0,
+        mismatches=mismatches,
+    )
+
+
+def _float_metrics(ref: np.ndarray, cand: np.ndarray) -> tuple[float, float, float, list[str]]:
+    """rel_l2, max_abs, cosine on flattened float64 arrays, with the non-finite and zero rules."""
+    notes: list[str] = []
+    same_nonfinite = (~np.isfinite(ref)) & ((ref == cand) | (np.isnan(ref) & np.isnan(cand)))
+    if same_nonfinite.any():
+        notes.append(f"{int(same_nonfinite.sum())} non-finite value(s) equal in both outputs left out")
+    keep = ~same_nonfinite
+    ref, cand = ref[keep], cand[keep]
+    finite = np.isfinite(ref) & np.isfinite(cand)
+    if ref.size == 0:
+        return 0.0, 0.0, 1.0, notes
+    cosine = _cosine(ref[finite], cand[finite])
+    if not finite.all():
+        return math.inf, math.inf, cosine, notes
+    diff = cand - ref
+    diff_norm = float(np.linalg.norm(diff))
+    ref_norm = float(np.linalg.norm(ref))
+    max_abs = float(np.max(np.abs(diff)))
+    if ref_norm == 0.0:
+        notes.append("reference is all zeros: rel_l2 is the absolute L2 norm of the difference")
+        return diff_norm, max_abs, cosine, notes
+    return diff_norm / ref_norm, max_abs, cosine, notes
+
+
+def _cosine(ref: np.ndarray, cand: np.ndarray) -> float:
+    ref_norm, cand_norm = float(np.linalg.norm(ref)), float(np.linalg.norm(cand))
+    if ref_norm == 0.0 and cand_norm == 0.0:
+        return 1.0
+    if ref_norm == 0.0 or cand_norm == 0.0:
+        return 0.0
+    value = float(np.dot(ref, cand)) / (ref_norm * cand_norm)
+    return max(-1.0, min(1.0, value))
+
+
+def _argmax_agreement(reference: np.ndarray, candidate: np.ndarray) -> float | None:
+    """Fraction of rows whose arg-max over the last axis agrees, for rank-2/3 (logits-like) outputs."""
+    if reference.ndim not in (2, 3) or reference.shape[-1] < 2 or reference.size == 0:
+        return None
+    ref = np.argmax(reference.astype(np.float64), axis=-1)
+    cand = np.argmax(candidate.astype(np.float64), axis=-1)
+    return float(np.mean(ref == cand))
+
+
+def compare_outputs(
+    reference: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    names: Sequence[str] | None = None,
+) -> list[OutputMetrics]:
+    """Metrics for every output (in ``names`` order, else the reference's); a missing output is an error."""
+    order = list(names) if names is not None else list(reference)
+    metrics = []
+    for name in order:
+        if name not in reference or name not in candidate:
+            side = "reference" if name not in reference else "rewritten model"
+            raise OutputMismatchError(f"output {name!r} is missing from the {side}")
+        metrics.append(compare_output(name, reference[name], candidate[name]))
+    return metrics
+
+
+def tolerance_failures(metrics: Sequence[OutputMetrics], tolerance: Tolerance) -> list[str]:
+    """One line per broken bound; empty means the outputs meet the tolerance."""
+    failures: list[str] = []
+    for item in metrics:
+        failures.extend(output_failures(item, tolerance))
+    return failures
+
+
+def output_failures(item: OutputMetrics, tolerance: Tolerance) -> list[str]:
+    """The bounds one output breaks, one line each ("name: rel_l2 0.02 > 0.01")."""
+    if item.rel_l2 is None:  # strings: exact match only
+        return [f"{item.name}: {item.mismatches} element(s) differ"] if item.mismatches else []
+    failures = []
+    if not item.rel_l2 <= tolerance.rel_l2:
+        failures.append(f"{item.name}: rel_l2 {_fmt(item.rel_l2)} > {_fmt(tolerance.rel_l2)}")
+    if tolerance.max_abs is not None and not (item.max_abs is not None and item.max_abs <= tolerance.max_abs):
+        failures.append(f"{item.name}: max_abs {_fmt(item.max_abs)} > {_fmt(tolerance.max_abs)}")
+    if tolerance.min_cosine is not None and not (item.cosine is not None and item.cosine >= tolerance.min_cosine):
+        failures.append(f"{item.name}: cosine {_fmt(item.cosine)} < {_fmt(tolerance.min_cosine)}")
+    return failures
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"

@@ -1,0 +1,461 @@
+"""Model inputs for a run: read from ``.npz``/``.npy`` files, or generated from the model's input types.
+
+Generation is seeded and independent per input (each draws from ``default_rng([seed, crc32(name)])``), so
+giving one input from a file does not change the values generated for the others.
+
+- float inputs: standard normal.
+- integer inputs used as indices of a ``Gather`` (directly or through Cast/Reshape/Unsqueeze/Squeeze/Flatten/
+  Identity): integers in [0, rows of the gathered table) when the table's size is known. Other integer inputs:
+  [int_low, int_high) from the config, else [0, 100); integer inputs named like a mask (``*mask*``) are all
+  ones (a random mask can hide every position and turn a softmax into NaN).
+- bool inputs: random.
+- dynamic dimensions: from ``--shape NAME=1x128`` (or the config's ``run.shapes``), else from another input
+  that shares the dimension's symbol, else the defaults: the first dimension (batch-like) 1, every other 16.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from ampconfig.errors import AmpconfigError
+
+DEFAULT_BATCH_DIM = 1
+DEFAULT_OTHER_DIM = 16
+DEFAULT_INT_RANGE = (0, 100)
+
+#: Ops that carry an integer tensor's values through unchanged (only its shape or type changes).
+_VALUE_PRESERVING_OPS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"})
+
+_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)?\s*$")
+
+Dim = int | str | None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A graph input as the model declares it: ``dims`` is None when the rank is unknown."""
+
+    name: str
+    elem_type: int
+    dims: tuple[Dim, ...] | None
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(self.elem_type))
+
+    @property
+    def type_name(self) -> str:
+        return TensorProto.DataType.Name(self.elem_type).lower()
+
+
+@dataclass
+class PreparedInput:
+    """One input as it was fed, and where its values came from (for the report)."""
+
+    name: str
+    dtype: str
+    shape: list[int]
+    source: str  # "generated", or "npz:<file>" / "npy:<file>"
+    values: str  # how the values were chosen, in words
+    defaulted_dims: dict[str, int] = field(default_factory=dict)  # dimension label -> default used
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": self.shape,
+            "source": self.source,
+            "values": self.values,
+            "defaulted_dims": dict(self.defaulted_dims),
+        }
+
+
+@dataclass
+class InputSet:
+    feeds: dict[str, np.ndarray]
+    inputs: list[PreparedInput]
+
+    @property
+    def defaulted(self) -> bool:
+        return any(item.defaulted_dims for item in self.inputs)
+
+
+@dataclass(frozen=True)
+class IntRange:
+    low: int | None = None
+    high: int | None = None
+
+
+# --------------------------------------------------------------------------------------------------- parsing
+
+
+def parse_shape_option(text: str) -> tuple[str, list[int]]:
+    """``"input_ids=1x128"`` -> ``("input_ids", [1, 128])``; ``"x="`` is a scalar; commas work like ``x``."""
+    match = _SHAPE_RE.match(text)
+    if match is None:
+        raise AmpconfigError(
+            f"--shape {text!r}: expected NAME=DIMxDIM... with positive integers",
+            hint="for example --shape input_ids=1x128",
+        )
+    name, dims_text = match.group(1), match.group(2)
+    dims = [int(part) for part in re.split(r"\s*[x,]\s*", dims_text)] if dims_text else []
+    if any(dim <= 0 for dim in dims):
+        raise AmpconfigError(f"--shape {text!r}: dimensions must be positive integers")
+    return name, dims
+
+
+def parse_input_option(text: str) -> tuple[str, Path]:
+    """``"input_ids=ids.npy"`` -> ``("input_ids", Path("ids.npy"))``."""
+    name, sep, file = text.partition("=")
+    if not sep or not name.strip() or not file.strip():
+        raise AmpconfigError(f"--input {text!r}: expected NAME=FILE.npy", hint="for example --input input_ids=ids.npy")
+    return name.strip(), Path(file.strip())
+
+
+# ----------------------------------------------------------------------------------------------- model facts
+
+
+def _dims_of(value: onnx.ValueInfoProto) -> tuple[Dim, ...] | None:
+    tensor_type = value.type.tensor_type
+    if not tensor_type.HasField("shape"):
+        return None
+    dims: list[Dim] = []
+    for dim in tensor_type.shape.dim:
+        if dim.HasField("dim_value") and dim.dim_value > 0:
+            dims.append(int(dim.dim_value))
+        elif dim.HasField("dim_param") and dim.dim_param:
+            dims.append(dim.dim_param)
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def model_input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The inputs a caller must feed: graph inputs that are not initializers."""
+    initializers = {init.name for init in model.graph.initializer}
+    specs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        if not value.type.HasField("tensor_type"):
+            raise AmpconfigError(f"input {value.name!r} is not a tensor; ampconfig run feeds tensors only")
+        specs.append(InputSpec(value.name, value.type.tensor_type.elem_type, _dims_of(value)))
+    return specs
+
+
+def _known_first_dims(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Shapes of initializers and Constant outputs (the tables a Gather may read)."""
+    shapes = {init.name: list(init.dims) for init in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value" and attr.HasField("t"):
+                    shapes[node.output[0]] = list(attr.t.dims)
+    for value in list(model.graph.input) + list(model.graph.value_info):
+        dims = _dims_of(value)
+        if dims is not None and value.name not in shapes and all(isinstance(d, int) for d in dims):
+            shapes[value.name] = [int(d) for d in dims]  # type: ignore[arg-type]
+    return shapes
+
+
+def gather_table_rows(model: onnx.ModelProto, name: str) -> int | None:
+    """Rows of the table a Gather indexes with ``name`` (followed through value-preserving ops), if known."""
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for index, tensor in enumerate(node.input):
+            if node.op_type in _VALUE_PRESERVING_OPS and index > 0:
+                continue  # Reshape's shape, Unsqueeze's axes: not the value path
+            consumers.setdefault(tensor, []).append(node)
+    shapes = _known_first_dims(model)
+    seen: set[str] = set()
+    frontier = [name]
+    while frontier:
+        tensor = frontier.pop()
+        if tensor in seen:
+            continue
+        seen.add(tensor)
+        for node in consumers.get(tensor, []):
+            if node.op_type == "Gather" and node.domain in ("", "ai.onnx") and node.input[1] == tensor:
+                rows = _gather_rows(node, shapes)
+                if rows is not None:
+                    return rows
+            elif node.op_type in _VALUE_PRESERVING_OPS:
+                frontier.extend(node.output)
+    return None
+
+
+def _gather_rows(node: onnx.NodeProto, shapes: Mapping[str, list[int]]) -> int | None:
+    data_shape = shapes.get(node.input[0])
+    if not data_shape:
+        return None
+    axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
+    if axis < 0:
+        axis += len(data_shape)
+    return int(data_shape[axis]) if 0 <= axis < len(data_shape) else None
+
+
+def feeds_gather(model: onnx.ModelProto, name: str) -> bool:
+    return any(node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == name for node in model.graph.node)
+
+
+# -------------------------------------------------------------------------------------------------- loading
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise AmpconfigError("inputs file (.npz) not found", file=str(path), hint="check --inputs / run.inputs")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise AmpconfigError(f"cannot read the inputs file as a .npz archive: {exc}", file=str(path)) from None
+
+
+def _load_npy(name: str, path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise AmpconfigError(f"--input {name}: file not found", file=str(path))
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise AmpconfigError(f"--input {name}: cannot read the file as .npy: {exc}", file=str(path)) from None
+
+
+def _coerce(spec: InputSpec, array: np.ndarray, origin: str) -> np.ndarray:
+    """Check rank and fixed dims; convert the dtype when the kind matches (float64 -> float32 etc.)."""
+    array = np.asarray(array)
+    if spec.dims is not None:
+        if array.ndim != len(spec.dims):
+            raise AmpconfigError(
+                f"{origin}: input {spec.name!r} has shape {list(array.shape)} but the model expects rank "
+                f"{len(spec.dims)} ({_format_dims(spec.dims)})"
+            )
+        for axis, (want, got) in enumerate(zip(spec.dims, array.shape, strict=True)):
+            if isinstance(want, int) and want != got:
+                raise AmpconfigError(
+                    f"{origin}: input {spec.name!r} has {got} at axis {axis}; the model fixes it to {want}"
+                )
+    target = spec.dtype
+    if array.dtype == target:
+        return array
+    if _same_kind(array.dtype, target):
+        return array.astype(target)
+    raise AmpconfigError(f"{origin}: input {spec.name!r} is {array.dtype} but the model expects {target}")
+
+
+def _same_kind(a: np.dtype, b: np.dtype) -> bool:
+    def kind(dtype: np.dtype) -> str:
+        return "i" if dtype.kind in "iu" else dtype.kind
+
+    return kind(a) == kind(b)
+
+
+def _format_dims(dims: tuple[Dim, ...]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+# ----------------------------------------------------------------------------------------------- generation
+
+
+def _resolve_shape(
+    spec: InputSpec, explicit: list[int] | None, symbols: dict[str, int]
+) -> tuple[list[int], dict[str, int]]:
+    """Concrete shape for a generated input plus the dims that took a default (label -> value)."""
+    if spec.dims is None:
+        if explicit is None:
+            raise AmpconfigError(
+                f"input {spec.name!r} has no shape in the model",
+                hint=f"give it one with --shape {spec.name}=DIMxDIM...",
+            )
+        return list(explicit), {}
+    if explicit is not None:
+        _check_explicit(spec, explicit)
+        return list(explicit), {}
+    shape: list[int] = []
+    defaulted: dict[str, int] = {}
+    for axis, dim in enumerate(spec.dims):
+        if isinstance(dim, int):
+            shape.append(dim)
+        elif isinstance(dim, str) and dim in symbols:
+            shape.append(symbols[dim])
+        else:
+            value = DEFAULT_BATCH_DIM if axis == 0 else DEFAULT_OTHER_DIM
+            label = dim if isinstance(dim, str) else f"{spec.name}[{axis}]"
+            defaulted[label] = value
+            if isinstance(dim, str):
+                symbols[dim] = value
+            shape.append(value)
+    return shape, defaulted
+
+
+def _check_explicit(spec: InputSpec, explicit: list[int]) -> None:
+    assert spec.dims is not None
+    if len(explicit) != len(spec.dims):
+        raise AmpconfigError(
+            f"--shape {spec.name}: {len(explicit)} dimension(s) given but the input has rank "
+            f"{len(spec.dims)} ({_format_dims(spec.dims)})"
+        )
+    for axis, (want, got) in enumerate(zip(spec.dims, explicit, strict=True)):
+        if isinstance(want, int) and want != got:
+            raise AmpconfigError(f"--shape {spec.name}: axis {axis} is fixed to {want} by the model, not {got}")
+
+
+def _bind_symbols(spec: InputSpec, shape: tuple[int, ...] | list[int], symbols: dict[str, int]) -> None:
+    if spec.dims is None or len(spec.dims) != len(shape):
+        return
+    for dim, value in zip(spec.dims, shape, strict=True):
+        if isinstance(dim, str):
+            symbols.setdefault(dim, int(value))
+
+
+def _rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode("utf-8"))])
+
+
+def _generate(
+    model: onnx.ModelProto, spec: InputSpec, shape: list[int], seed: int, ints: IntRange
+) -> tuple[np.ndarray, str]:
+    rng = _rng(seed, spec.name)
+    dtype = spec.dtype
+    if spec.elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
+        return rng.standard_normal(shape).astype(dtype), "standard normal"
+    if spec.elem_type == TensorProto.BOOL:
+        return rng.integers(0, 2, size=shape).astype(np.bool_), "random booleans"
+    if dtype.kind in "iu":
+        return _generate_ints(model, spec, shape, rng, ints)
+    raise AmpconfigError(
+        f"cannot generate values for input {spec.name!r} of type {spec.type_name}",
+        hint=f"give it in a file: --input {spec.name}=FILE.npy or --inputs FILE.npz",
+    )
+
+
+def _generate_ints(
+    model: onnx.ModelProto, spec: InputSpec, shape: list[int], rng: np.random.Generator, ints: IntRange
+) -> tuple[np.ndarray, str]:
+    dtype = spec.dtype
+    rows = gather_table_rows(model, spec.name)
+    if rows is not None:
+        values = rng.integers(0, rows, size=shape).astype(dtype)
+        return values, f"token ids in [0, {rows}) (rows of the Gather)"
+    lowered = spec.name.lower()
+    if "mask" in lowered and ints.low is None and ints.high is None:
+        return np.ones(shape, dtype=dtype), "all ones (mask)"
+    low = DEFAULT_INT_RANGE[0] if ints.low is None else ints.low
+    high = DEFAULT_INT_RANGE[1] if ints.high is None else ints.high
+    info = np.iinfo(dtype)
+    low, high = max(low, int(info.min)), min(high, int(info.max) + 1)
+    if low >= high:
+        raise AmpconfigError(f"integer range [{low}, {high}) for input {spec.name!r} is empty")
+    kind = "token ids" if _looks_like_ids(model, spec.name) else "integers"
+    return rng.integers(low, high, size=shape).astype(dtype), f"{kind} in [{low}, {high})"
+
+
+def _looks_like_ids(model: onnx.ModelProto, name: str) -> bool:
+    lowered = name.lower()
+    return "ids" in lowered or "token" in lowered or feeds_gather(model, name)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+
+
+def prepare_inputs(
+    model: onnx.ModelProto,
+    *,
+    npz: Path | None = None,
+    arrays: Mapping[str, Path] | None = None,
+    shapes: Mapping[str, list[int]] | None = None,
+    seed: int = 0,
+    int_low: int | None = None,
+    int_high: int | None = None,
+) -> InputSet:
+    """Feeds for every model input: files first (``arrays`` override ``npz``), the rest generated.
+
+    With ``npz`` every input must be in the archive (or given by ``arrays``); names that are not model inputs
+    in ``arrays`` or ``shapes`` are errors that list the real inputs.
+    """
+    specs = model_input_specs(model)
+    by_name = {spec.name: spec for spec in specs}
+    arrays = dict(arrays or {})
+    shapes = dict(shapes or {})
+    _check_names(arrays, by_name, "--input")
+    _check_names(shapes, by_name, "--shape")
+
+    loaded = _load_files(specs, npz, arrays)
+    symbols: dict[str, int] = {}
+    for name, (array, _source) in loaded.items():
+        _bind_symbols(by_name[name], array.shape, symbols)
+    for name, dims in shapes.items():
+        if name not in loaded:
+            _bind_symbols(by_name[name], dims, symbols)
+
+    feeds: dict[str, np.ndarray] = {}
+    prepared: list[PreparedInput] = []
+    for spec in specs:
+        if spec.name in loaded:
+            array, source = loaded[spec.name]
+            _check_shape_agrees(spec.name, shapes.get(spec.name), array, source)
+            values = f"from {source.split(':', 1)[1]}"
+            prepared.append(PreparedInput(spec.name, str(array.dtype), list(array.shape), source, values))
+        else:
+            shape, defaulted = _resolve_shape(spec, shapes.get(spec.name), symbols)
+            array, values = _generate(model, spec, shape, seed, IntRange(int_low, int_high))
+            prepared.append(PreparedInput(spec.name, str(array.dtype), shape, "generated", values, defaulted))
+        feeds[spec.name] = array
+    return InputSet(feeds, prepared)
+
+
+def _check_names(given: Mapping[str, object], by_name: Mapping[str, InputSpec], flag: str) -> None:
+    for name in given:
+        if name not in by_name:
+            raise AmpconfigError(
+                f"{flag} {name}: the model has no input named {name!r}",
+                hint="model inputs: " + (", ".join(by_name) or "(none)"),
+            )
+
+
+def _load_files(
+    specs: list[InputSpec], npz: Path | None, arrays: Mapping[str, Path]
+) -> dict[str, tuple[np.ndarray, str]]:
+    loaded: dict[str, tuple[np.ndarray, str]] = {}
+    archive = _load_npz(npz) if npz is not None else {}
+    for spec in specs:
+        if spec.name in arrays:
+            path = arrays[spec.name]
+            array = _load_npy(spec.name, path)
+            loaded[spec.name] = (_coerce(spec, array, f"--input {spec.name}={path}"), f"npy:{path}")
+        elif npz is not None:
+            if spec.name not in archive:
+                raise AmpconfigError(
+                    f"the inputs file has no array for model input {spec.name!r}",
+                    file=str(npz),
+                    hint=f"arrays in it: {', '.join(archive) or '(none)'}; "
+                    f"model inputs: {', '.join(s.name for s in specs)}",
+                )
+            loaded[spec.name] = (_coerce(spec, archive[spec.name], str(npz)), f"npz:{npz}")
+    return loaded
+
+
+def _check_shape_agrees(name: str, explicit: list[int] | None, array: np.ndarray, source: str) -> None:
+    if explicit is not None and list(explicit) != list(array.shape):
+        raise AmpconfigError(
+            f"--shape {name}={'x'.join(map(str, explicit))} disagrees with {source.split(':', 1)[1]}, "
+            f"which holds shape {list(array.shape)}"
+        )
+
+
+def adapt_feeds(feeds: Mapping[str, np.ndarray], model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The same feeds converted to another model's input dtypes (a rewrite without keep_io_types)."""
+    adapted = {}
+    specs = {spec.name: spec for spec in model_input_specs(model)}
+    for name, array in feeds.items():
+        spec = specs.get(name)
+        adapted[name] = array if spec is None or array.dtype == spec.dtype else array.astype(spec.dtype)
+    return adapted

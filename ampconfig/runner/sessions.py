@@ -1,0 +1,234 @@
+"""ONNX Runtime sessions: which execution provider to use, and sessions that report the one they really got.
+
+onnxruntime-gpu lists ``CUDAExecutionProvider`` as available even where the CUDA libraries cannot be loaded,
+and then silently runs on the CPU. So the CUDA path is decided by building a tiny session and reading
+``InferenceSession.get_providers()``, and every real session is checked the same way.
+
+- target ``"cpu"``: ``providers=["CPUExecutionProvider"]``, always passed explicitly (so the GPU wheel does
+  not try, and fail loudly, to load its CUDA libraries).
+- target ``"cuda"``: CUDA or an error that says why; never a silent CPU run.
+- target ``None``/``"auto"``: CUDA when a CUDA session can really be built, else the CPU, said in a note.
+
+On CUDA the fp32 reference runs with TF32 off (``use_tf32=0``) and the rewritten model with TF32 as the
+config's ``allow_tf32`` says; runs go through IOBinding (inputs as device OrtValues, outputs bound to the
+device) so the host copies stay out of the timed loop.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from ampconfig.errors import AmpconfigError
+
+CPU_PROVIDER = "CPUExecutionProvider"
+CUDA_PROVIDER = "CUDAExecutionProvider"
+
+TARGETS: tuple[str, ...] = ("cpu", "cuda")
+AUTO = "auto"
+
+#: ONNX Runtime's own default severity for its process-wide logger (warning).
+_ORT_DEFAULT_LOG_SEVERITY = 2
+_SESSION_LOG_SEVERITY = 3  # errors only: ORT's placement warnings are not the user's business
+
+ModelSource = onnx.ModelProto | bytes | str | Path
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """Where the sessions run: ``device`` is "cpu" or "cuda"; ``requested`` is "cpu", "cuda" or "auto"."""
+
+    requested: str
+    device: str
+    notes: tuple[str, ...] = ()
+
+
+@contextmanager
+def _quiet_ort() -> Iterator[None]:
+    """Silence ORT's process-wide logger (its CUDA library load errors) while probing."""
+    ort.set_default_logger_severity(4)
+    try:
+        yield
+    finally:
+        ort.set_default_logger_severity(_ORT_DEFAULT_LOG_SEVERITY)
+
+
+def normalize_target(target: str | None) -> str:
+    """``None``/"auto" -> "auto"; "cpu"/"cuda" (any case) kept; anything else is an error."""
+    if target is None:
+        return AUTO
+    key = str(target).strip().lower()
+    if key in (AUTO, *TARGETS):
+        return key
+    raise AmpconfigError(f"unknown target {target!r}", hint="use cpu, cuda, or leave it out for auto")
+
+
+def _probe_model() -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "cuda_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    return model.SerializeToString()
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_unavailable_reason() -> str | None:
+    """``None`` when a CUDA session can really be built here, else why not (in words)."""
+    if CUDA_PROVIDER not in ort.get_available_providers():
+        return f"this onnxruntime build ({ort.get_device()}) has no {CUDA_PROVIDER}"
+    options = _session_options()
+    try:
+        with _quiet_ort():
+            session = ort.InferenceSession(_probe_model(), options, providers=[CUDA_PROVIDER, CPU_PROVIDER])
+    except Exception as exc:  # ORT raises its own exception types
+        return f"creating a CUDA session failed: {exc}"
+    if CUDA_PROVIDER not in session.get_providers():
+        return (
+            f"onnxruntime lists {CUDA_PROVIDER} but could not load it (CUDA 13 / cuDNN 9 libraries missing "
+            "or no GPU); the session got only " + ", ".join(session.get_providers())
+        )
+    return None
+
+
+def choose_device(target: str | None) -> DeviceChoice:
+    """Decide the device from the requested target; an unusable explicit ``cuda`` is an error."""
+    requested = normalize_target(target)
+    if requested == "cpu":
+        return DeviceChoice(requested, "cpu")
+    reason = cuda_unavailable_reason()
+    if reason is None:
+        return DeviceChoice(requested, "cuda")
+    if requested == "cuda":
+        raise AmpconfigError(
+            f"target cuda was asked for but CUDA cannot be used: {reason}",
+            hint="use --target cpu, or leave the target out to fall back to the CPU automatically",
+        )
+    return DeviceChoice(requested, "cpu", (f"CUDA not used ({reason}); running on the CPU",))
+
+
+def _session_options() -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.log_severity_level = _SESSION_LOG_SEVERITY
+    return options
+
+
+def _providers(device: str, tf32: bool) -> list[str | tuple[str, dict[str, str]]]:
+    if device == "cuda":
+        return [(CUDA_PROVIDER, {"use_tf32": "1" if tf32 else "0"}), CPU_PROVIDER]
+    return [CPU_PROVIDER]
+
+
+def _model_bytes_or_path(model: ModelSource) -> bytes | str:
+    if isinstance(model, onnx.ModelProto):
+        return model.SerializeToString()
+    if isinstance(model, Path):
+        return str(model)
+    return model
+
+
+@dataclass
+class Session:
+    """An ORT session plus what it really runs on."""
+
+    session: ort.InferenceSession
+    device: str
+    providers: list[str]
+    tf32: bool | None  # None on the CPU, where TF32 does not exist
+    output_names: list[str] = field(default_factory=list)
+
+    @property
+    def provider(self) -> str:
+        """The first (preferred) provider the session actually got."""
+        return self.providers[0]
+
+    def input_types(self) -> dict[str, str]:
+        return {arg.name: arg.type for arg in self.session.get_inputs()}
+
+    def bind(self, feeds: Mapping[str, np.ndarray]) -> BoundRun:
+        return BoundRun(self, feeds)
+
+
+def create_session(model: ModelSource, device: str, *, tf32: bool = False) -> Session:
+    """Build a session on ``device`` ("cpu" or "cuda") and check it got that device.
+
+    A CUDA session that came back without CUDA raises :class:`AmpconfigError`: ORT would otherwise run it on
+    the CPU without saying so.
+    """
+    try:
+        with _quiet_ort():
+            session = ort.InferenceSession(
+                _model_bytes_or_path(model), _session_options(), providers=_providers(device, tf32)
+            )
+    except AmpconfigError:
+        raise
+    except Exception as exc:
+        raise AmpconfigError(f"ONNX Runtime could not load the model: {exc}") from None
+    providers = list(session.get_providers())
+    if device == "cuda" and CUDA_PROVIDER not in providers:
+        raise AmpconfigError(f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(providers)}")
+    return Session(
+        session=session,
+        device=device,
+        providers=providers,
+        tf32=tf32 if device == "cuda" else None,
+        output_names=[arg.name for arg in session.get_outputs()],
+    )
+
+
+class BoundRun:
+    """One model with its inputs bound: calling it runs the model once; :meth:`outputs` fetches the results.
+
+    On CUDA the inputs live on the device and the outputs are bound to the device (IOBinding), so a call times
+    the model and not the host copies; on the CPU it is a plain ``session.run``.
+    """
+
+    def __init__(self, session: Session, feeds: Mapping[str, np.ndarray]) -> None:
+        self._session = session
+        self._feeds = dict(feeds)
+        self._last: list[np.ndarray] | None = None
+        self._ran = False
+        self._binding: ort.IOBinding | None = None
+        self._device_inputs: list[ort.OrtValue] = []
+        if session.device == "cuda":
+            self._bind_to_device()
+
+    def _bind_to_device(self) -> None:
+        binding = self._session.session.io_binding()
+        for name, array in self._feeds.items():
+            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", 0)
+            self._device_inputs.append(value)  # keep the device buffers alive
+            binding.bind_ortvalue_input(name, value)
+        for name in self._session.output_names:
+            binding.bind_output(name, "cuda", 0)
+        self._binding = binding
+
+    def __call__(self) -> None:
+        if self._binding is not None:
+            self._session.session.run_with_iobinding(self._binding)
+            self._binding.synchronize_outputs()
+        else:
+            self._last = self._session.session.run(None, self._feeds)
+        self._ran = True
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
+        if not self._ran:
+            self()
+        values = self._binding.copy_outputs_to_cpu() if self._binding is not None else (self._last or [])
+        return dict(zip(self._session.output_names, values, strict=True))
+
+
+def run_once(session: Session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a session once on host arrays and return its outputs by name."""
+    return session.bind(feeds).outputs()

@@ -1,0 +1,89 @@
+"""Latency: warm-up runs, then timed runs; median and p90 in milliseconds.
+
+``progress`` is a hook the CLI uses for its progress bar: it is called as ``progress(label, done, total)``
+after each run (warm-up runs count), and once with ``done == 0`` before the first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ampconfig.errors import AmpconfigError
+
+#: ``progress(label, done, total)``
+ProgressCallback = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Latency:
+    median_ms: float
+    p90_ms: float
+    min_ms: float
+    iterations: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "median": round(self.median_ms, 4),
+            "p90": round(self.p90_ms, 4),
+            "min": round(self.min_ms, 4),
+            "iterations": self.iterations,
+            "warmup": self.warmup,
+        }
+
+
+def check_counts(warmup: int, iterations: int) -> None:
+    if warmup < 0:
+        raise AmpconfigError(f"--warmup must be 0 or more, not {warmup}")
+    if iterations < 1:
+        raise AmpconfigError(f"--iterations must be 1 or more, not {iterations}")
+
+
+def summarize(samples_ms: list[float], warmup: int) -> Latency:
+    """Median, p90 (linear interpolation) and minimum of the timed samples."""
+    values = np.asarray(samples_ms, dtype=np.float64)
+    return Latency(
+        median_ms=float(np.median(values)),
+        p90_ms=float(np.percentile(values, 90)),
+        min_ms=float(values.min()),
+        iterations=len(samples_ms),
+        warmup=warmup,
+    )
+
+
+def measure(
+    step: Callable[[], object],
+    *,
+    warmup: int,
+    iterations: int,
+    label: str = "timing",
+    progress: ProgressCallback | None = None,
+) -> Latency:
+    """Run ``step`` ``warmup`` times untimed, then ``iterations`` times timed (``step`` blocks until done)."""
+    check_counts(warmup, iterations)
+    total = warmup + iterations
+    if progress is not None:
+        progress(label, 0, total)
+    for done in range(1, warmup + 1):
+        step()
+        if progress is not None:
+            progress(label, done, total)
+    samples: list[float] = []
+    for index in range(iterations):
+        start = time.perf_counter_ns()
+        step()
+        samples.append((time.perf_counter_ns() - start) / 1e6)
+        if progress is not None:
+            progress(label, warmup + index + 1, total)
+    return summarize(samples, warmup)
+
+
+def speedup(reference: Latency, candidate: Latency) -> float | None:
+    """Reference median over candidate median (> 1 means the candidate is faster)."""
+    if candidate.median_ms <= 0:
+        return None
+    return reference.median_ms / candidate.median_ms

@@ -1,0 +1,168 @@
+"""Small real ONNX models for the engine tests, built with onnx.helper, plus helpers to run them in ORT."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+
+from ampconfig.modes import parse_mode
+from ampconfig.opsinfo import OpInfoEntry, OpInfoLibrary, PrecisionReduce
+from ampconfig.plan import Plan, build_plan
+from ampconfig.policy import DecisionContext
+from ampconfig.rewrite import annotate_dtypes, name_unnamed_nodes
+
+IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23 would stamp 14
+FLOAT = TensorProto.FLOAT
+FLOAT16 = TensorProto.FLOAT16
+
+
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+    initializers: Sequence[onnx.TensorProto] = (),
+    opset: int = 17,
+    name: str = "test",
+) -> onnx.ModelProto:
+    graph = oh.make_graph(list(nodes), name, list(inputs), list(outputs), list(initializers))
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def tensor(name: str, elem: int = FLOAT, shape: Sequence[int | str] | None = None) -> onnx.ValueInfoProto:
+    return oh.make_tensor_value_info(name, elem, shape)
+
+
+def weight(name: str, *shape: int, seed: int = 0, scale: float = 0.1) -> onnx.TensorProto:
+    rng = np.random.default_rng(seed + sum(map(ord, name)))
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def const(name: str, value: float | np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
+
+
+def library(
+    colours: Mapping[str, str | None], dtypes: Iterable[str] = ("float32", "float16", "bfloat16")
+) -> OpInfoLibrary:
+    """An op info library with the given colours (None = gray) and the same kernels for every op."""
+
+    def entry(colour: str | None) -> OpInfoEntry:
+        kernels = dict(dtypes=list(dtypes), dtype_source="probe")
+        if colour in ("white", "black"):
+            return OpInfoEntry(precision_reduce=PrecisionReduce(flag="true" if colour == "white" else "false"), **kernels)
+        return OpInfoEntry(clear=colour == "clear", **kernels)
+
+    return OpInfoLibrary("cpu", "CPUExecutionProvider", "test", {op: entry(c) for op, c in colours.items()})
+
+
+#: Colours for the painting tests, as design section 5 uses them.
+DESIGN_COLOURS: dict[str, str | None] = {
+    "MatMul": "white",
+    "Gemm": "white",
+    "Softmax": "black",
+    "LayerNormalization": "black",
+    "Exp": "black",
+    "Add": None,
+    "Sub": None,
+    "Mul": None,
+    "Div": None,
+    "Erf": None,
+    "Sqrt": None,
+    "Reshape": "clear",
+    "Transpose": "clear",
+    "Relu": "clear",
+    "Identity": "clear",
+    "Concat": "clear",
+}
+
+
+def plan_for(model: onnx.ModelProto, mode: str, lib: OpInfoLibrary | None = None) -> tuple[ir.Model, Plan]:
+    ir_model = ir.serde.deserialize_model(model)
+    name_unnamed_nodes(ir_model)
+    annotate_dtypes(ir_model)
+    lib = lib or library(DESIGN_COLOURS)
+    plan = build_plan(ir_model, DecisionContext(parse_mode(mode), lib.lists(), lib))
+    return ir_model, plan
+
+
+def dtypes_by_name(plan: Plan) -> dict[str, str | None]:
+    return {d.name: d.dtype for d in plan.decisions()}
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    return session(model).run(None, dict(feeds))
+
+
+def rel_l2(got: np.ndarray, want: np.ndarray) -> float:
+    got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got64 - want64) / max(np.linalg.norm(want64), 1e-30))
+
+
+def casts(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == "Cast"]
+
+
+def transformer_block(hidden: int = 32, seq: int = 8, seed: int = 0) -> onnx.ModelProto:
+    """Pre-LN transformer block: LN -> Q/K/V MatMuls -> scaled QK^T -> Softmax -> AV -> out proj -> residual,
+    then LN -> MatMul -> GELU (Erf form) -> MatMul -> residual. Single head keeps it readable."""
+    h = hidden
+    nodes = [
+        oh.make_node("LayerNormalization", ["x", "ln1_g", "ln1_b"], ["ln1"], axis=-1, name="ln1"),
+        oh.make_node("MatMul", ["ln1", "wq"], ["q"], name="q_proj"),
+        oh.make_node("MatMul", ["ln1", "wk"], ["k"], name="k_proj"),
+        oh.make_node("MatMul", ["ln1", "wv"], ["v"], name="v_proj"),
+        oh.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="k_t"),
+        oh.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+        oh.make_node("Div", ["scores", "sqrt_d"], ["scaled"], name="scale"),
+        oh.make_node("Softmax", ["scaled"], ["probs"], axis=-1, name="softmax"),
+        oh.make_node("MatMul", ["probs", "v"], ["ctx"], name="av"),
+        oh.make_node("MatMul", ["ctx", "wo"], ["attn"], name="o_proj"),
+        oh.make_node("Add", ["attn", "x"], ["res1"], name="residual1"),
+        oh.make_node("LayerNormalization", ["res1", "ln2_g", "ln2_b"], ["ln2"], axis=-1, name="ln2"),
+        oh.make_node("MatMul", ["ln2", "w1"], ["h1"], name="fc1"),
+        oh.make_node("Div", ["h1", "sqrt2"], ["g_div"], name="gelu_div"),
+        oh.make_node("Erf", ["g_div"], ["g_erf"], name="gelu_erf"),
+        oh.make_node("Add", ["g_erf", "one"], ["g_add"], name="gelu_add"),
+        oh.make_node("Mul", ["h1", "g_add"], ["g_mul"], name="gelu_mul"),
+        oh.make_node("Mul", ["g_mul", "half"], ["gelu"], name="gelu_half"),
+        oh.make_node("MatMul", ["gelu", "w2"], ["mlp"], name="fc2"),
+        oh.make_node("Add", ["mlp", "res1"], ["y"], name="residual2"),
+    ]
+    initializers = [
+        const("ln1_g", np.ones(h)),
+        const("ln1_b", np.zeros(h)),
+        const("ln2_g", np.ones(h)),
+        const("ln2_b", np.zeros(h)),
+        weight("wq", h, h, seed=seed),
+        weight("wk", h, h, seed=seed),
+        weight("wv", h, h, seed=seed),
+        weight("wo", h, h, seed=seed),
+        weight("w1", h, 4 * h, seed=seed),
+        weight("w2", 4 * h, h, seed=seed),
+        const("sqrt_d", np.sqrt(h)),
+        const("sqrt2", np.sqrt(2.0)),
+        const("one", 1.0),
+        const("half", 0.5),
+    ]
+    return make_model(
+        nodes,
+        [tensor("x", FLOAT, ["batch", seq, h])],
+        [tensor("y", FLOAT, ["batch", seq, h])],
+        initializers,
+        name="transformer_block",
+    )
