@@ -92,8 +92,19 @@ def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[
             "ops whose schema lacks bfloat16 at this opset stay float32"
         )
         return proto, None
+    if _io_signature(converted) != _io_signature(proto):
+        # The converter's adapters are not all faithful (Scan-8 -> 9 drops the batch axis of the inputs).
+        warnings.append(
+            f"bfloat16 needs opset >= {BF16_MIN_OPSET}; converting from opset {opset} would change the model's "
+            "inputs/outputs, so the opset was kept and ops without bfloat16 at this opset stay float32"
+        )
+        return proto, None
     warnings.append(f"opset raised from {opset} to {BF16_MIN_OPSET}: bfloat16 needs it")
     return converted, BF16_MIN_OPSET
+
+
+def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
+    return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
 
 
 def rewrite_model_detailed(
@@ -128,7 +139,7 @@ def rewrite_model_detailed(
         ir_model = ir.serde.deserialize_model(proto)
         name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model)
-        pinned = match_keep_dtype(entries, ir_model, keep_source)
+        pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
         plan = build_plan(ir_model, DecisionContext(mode, lists, library, pinned, rejected), keep_io_types)
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan)
@@ -143,6 +154,7 @@ def rewrite_model_detailed(
         rejected[culprit] = problem
         warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
     stats.opset_raised_to = opset_raised
+    warnings.extend(keep_warnings)
     return RewriteResult(
         model=out,
         decisions=decisions,

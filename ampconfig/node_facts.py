@@ -68,6 +68,10 @@ def _opset_for(model: ir.Model, domain: str) -> int | None:
     return imports.get(key, imports.get("ai.onnx") if key == "" else None)
 
 
+def _first_float_dtype(node: ir.Node) -> str | None:
+    return next((d for d in map(value_dtype, (*node.inputs, *node.outputs)) if d is not None), None)
+
+
 def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "float16") -> NodeFacts:
     key = op_key(node.domain, node.op_type)
     touches_float = any(value_dtype(v) is not None for v in (*node.inputs, *node.outputs))
@@ -81,6 +85,9 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
         return fixed(Rule.UNTYPED if untyped else Rule.NOT_FLOAT)
     if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
         return fixed(Rule.CONTROL_FLOW)
+    if any(v is not None and v.type is not None and not is_tensor_typed(v) for v in (*node.inputs, *node.outputs)):
+        # A tensor put into (or taken from) a sequence must keep the sequence's element type.
+        return fixed(Rule.NON_TENSOR, _first_float_dtype(node))
     opset = _opset_for(model, node.domain)
     typing = (
         None if opset is None else node_typing(node.op_type, node.domain, opset, len(node.inputs), len(node.outputs))

@@ -18,6 +18,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.modes import PrecisionMode
 from ampconfig.node_facts import CONSTANT_OPS, NodeFacts, Scope, iter_scopes, value_dtype
 from ampconfig.op_schema import MOVABLE_DTYPES
+from ampconfig.opsinfo import op_key
 from ampconfig.paint import paint_scope
 from ampconfig.policy import (
     DecisionContext,
@@ -31,8 +32,9 @@ from ampconfig.policy import (
 
 
 class KeepDtypeLike(Protocol):
-    name: str
-    op_type: str | None
+    line: int | None
+
+    def matches(self, node_name: str, op_key: str) -> bool: ...
 
 
 @dataclass
@@ -98,29 +100,33 @@ def _original_dtypes(model: ir.Model) -> dict[ir.Value, str | None]:
     return dtypes
 
 
-def match_keep_dtype(entries: Sequence[KeepDtypeLike], model: ir.Model, source: str | None = None) -> set[ir.Node]:
-    """Nodes pinned by keep_dtype entries; an entry that matches no node is an error naming it."""
-    by_name: dict[str, list[ir.Node]] = {}
-    for graph in model.graphs():
-        for node in graph:
-            by_name.setdefault(node.name or "", []).append(node)
+def match_keep_dtype(
+    entries: Sequence[KeepDtypeLike], model: ir.Model, source: str | None = None
+) -> tuple[set[ir.Node], list[str]]:
+    """Nodes pinned by keep_dtype entries (a node name, or ``OpType::X`` for every X node), and warnings.
+
+    A node name that matches nothing is an error (a typo would otherwise silently pin nothing); an ``OpType::``
+    entry that matches nothing only warns, since one keep_dtype file often serves several models.
+    """
+    nodes = [(node, node.name or "", op_key(node.domain, node.op_type)) for graph in model.graphs() for node in graph]
     pinned: set[ir.Node] = set()
-    unmatched = []
+    unmatched, warnings = [], []
     for entry in entries:
-        nodes = [n for n in by_name.get(entry.name, []) if entry.op_type in (None, n.op_type)]
-        if not nodes:
+        matched = {node for node, name, key in nodes if entry.matches(name, key)}
+        if not matched and getattr(entry, "op_type", None) is not None:
+            warnings.append(f"keep_dtype entry {entry} matches no node in this model")
+        elif not matched:
             unmatched.append(entry)
-        pinned.update(nodes)
+        pinned |= matched
     if unmatched:
-        names = ", ".join(f"{e.op_type}::{e.name}" if e.op_type else e.name for e in unmatched)
-        line = getattr(unmatched[0], "line", None)
         raise AmpconfigError(
-            f"keep_dtype entries match no node in the model: {names}",
+            "keep_dtype entries match no node in the model: " + ", ".join(str(e) for e in unmatched),
             file=source,
-            line=line,
-            hint="use node names as `ampconfig explain` lists them (optionally `OpType::name`)",
+            line=unmatched[0].line,
+            hint="use node names as the model has them (`ampconfig rewrite --json` lists decisions), "
+            "or OpType::<op type>",
         )
-    return pinned
+    return pinned, warnings
 
 
 def _decide_scope(scope: Scope, ctx: DecisionContext, verdicts: dict[ir.Node, Verdict], facts_of: dict) -> None:

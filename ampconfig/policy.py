@@ -107,6 +107,7 @@ def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
             Rule.NO_SCHEMA: "ONNX has no schema for this op (custom op); never retyped",
             Rule.CONTROL_FLOW: "control flow; its body is decided in its own scope",
             Rule.MODE_KEEPS: "its output dtype is set by an attribute; kept",
+            Rule.NON_TENSOR: "reads or writes sequences/optionals, whose element type stays as it is",
         }
         return Verdict(facts.dtype, facts.blocker, reasons.get(facts.blocker, "kept as it was"))
     if facts.node in ctx.pinned:

@@ -58,7 +58,9 @@ def library(
     def entry(colour: str | None) -> OpInfoEntry:
         kernels = dict(dtypes=list(dtypes), dtype_source="probe")
         if colour in ("white", "black"):
-            return OpInfoEntry(precision_reduce=PrecisionReduce(flag="true" if colour == "white" else "false"), **kernels)
+            return OpInfoEntry(
+                precision_reduce=PrecisionReduce(flag="true" if colour == "white" else "false"), **kernels
+            )
         return OpInfoEntry(clear=colour == "clear", **kernels)
 
     return OpInfoLibrary("cpu", "CPUExecutionProvider", "test", {op: entry(c) for op, c in colours.items()})

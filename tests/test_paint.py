@@ -33,7 +33,9 @@ def test_tensorflow_deny_propagation_example() -> None:
         oh.make_node("MatMul", ["f", "w"], ["g"], name="white"),
         oh.make_node("Mul", ["g", "c"], ["y"], name="gray3"),
     ]
-    model = make_model(nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [const("c", 2.0), weight("w", 4, 4)])
+    model = make_model(
+        nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [const("c", 2.0), weight("w", 4, 4)]
+    )
     _, plan = plan_for(model, "allow_mix_precision")
     decisions = {d.name: d for d in plan.decisions()}
     assert [decisions[n].dtype for n in ("black", "gray1", "clear1", "gray2")] == [FP32] * 4

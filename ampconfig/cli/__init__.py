@@ -13,7 +13,14 @@ from ampconfig.cli.app import app
 from ampconfig.cli.output import print_error
 
 # Each module registers its command(s) on `app` when imported.
-_COMMAND_MODULES: tuple[str, ...] = ()
+_COMMAND_MODULES: tuple[str, ...] = (
+    "run_cmd",
+    "rewrite_cmd",
+    "ops_info_cmd",
+    "validate_cmd",
+    "lists_cmd",
+    "schema_cmd",
+)
 
 for _module in _COMMAND_MODULES:
     importlib.import_module(f"ampconfig.cli.{_module}")

@@ -1,0 +1,106 @@
+"""``ampconfig validate``: check configs, mixlists, keep_dtype and op info files; every problem at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ampconfig.cli.app import command
+from ampconfig.cli.output import print_json
+from ampconfig.errors import AmpconfigError, Problem
+from ampconfig.validate import FILE_KINDS, ValidationReport, validate_paths
+
+OUTPUT_FORMATS = ("text", "json", "github")
+
+
+def format_text(problem: Problem) -> str:
+    where = problem.location()
+    line = (
+        f"{where}: {problem.severity.value}: {problem.message}"
+        if where
+        else (f"{problem.severity.value}: {problem.message}")
+    )
+    return line + (f"\n    hint: {problem.hint}" if problem.hint else "")
+
+
+def _escape_data(text: str) -> str:
+    # GitHub workflow commands: https://docs.github.com/actions/reference/workflow-commands-for-github-actions
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def format_github(problem: Problem) -> str:
+    properties = []
+    if problem.file:
+        properties.append(f"file={_escape_property(problem.file)}")
+    if problem.line is not None:
+        properties.append(f"line={problem.line}")
+    if problem.json_path:
+        properties.append(f"title={_escape_property(problem.json_path)}")
+    message = problem.message + (f" ({problem.hint})" if problem.hint else "")
+    head = f"::{problem.severity.value}"
+    return (f"{head} {','.join(properties)}" if properties else head) + f"::{_escape_data(message)}"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _summary(report: ValidationReport) -> str:
+    files = len(report.files)
+    unusable = sum(file.unusable for file in report.files)
+    counts = f"{_count(report.errors, 'error')}, {_count(report.warnings, 'warning')}"
+    text = f"{_count(files, 'file')} checked: {counts}"
+    return text + (f"; {unusable} could not be read or parsed" if unusable else "")
+
+
+@command("validate")
+def validate(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="PATH...", help="Config, mixlist, keep_dtype or op info files.", show_default=False),
+    ],
+    kind: Annotated[
+        str | None,
+        typer.Option(
+            "--kind", help="Treat every file as this kind: " + ", ".join(FILE_KINDS) + ".", show_default=False
+        ),
+    ] = None,
+    output_format: Annotated[
+        str, typer.Option("--format", help="text, json (one JSON object) or github (workflow annotations).")
+    ] = "text",
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="Op info to check op types against (default: the config's target, else cpu).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Validate files and report every problem in one pass, with file, line and JSON path.
+
+    The kind is detected from the suffix and content: .yaml/.yml/.toml configs; .json configs, mixlists
+    (black-list/white-list/gray-list keys) and op info (ops + provider); .cfg/.txt keep_dtype files. A
+    config's mixlist and keep_dtype files are checked too, and its mode/mixlist pairing.
+
+    Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
+    """
+    if output_format not in OUTPUT_FORMATS:
+        raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
+    report = validate_paths(paths, kind, target)
+    if output_format == "json":
+        print_json(report.to_dict())
+    elif output_format == "github":
+        for problem in report.problems:
+            print(format_github(problem))
+    else:
+        for problem in report.problems:
+            print(format_text(problem))
+        print(_summary(report))
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,527 @@
+"""Reading user files (JSON, YAML, TOML) into plain data that remembers where every key came from.
+
+Config, mixlist and op-info loaders share this: a :class:`Document` is the parsed data plus a
+:class:`SourceMap` from JSON paths (``("run", "warmup")``) to line numbers, so a finding can say
+``config.yaml:7: $.run.warmup``. Reading and parsing failures (missing file, directory, non-UTF-8, syntax)
+raise :class:`AmpconfigError`: the input is unusable. Problems found in parsed data (duplicate keys, wrong
+types) are returned as :class:`Problem` findings.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ampconfig.errors import AmpconfigError, Problem, Severity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 only
+    import tomli as tomllib
+
+JsonPath = tuple[str | int, ...]
+DocumentFormat = Literal["json", "yaml", "toml"]
+
+#: File suffixes of the structured formats, and the format each one means.
+FORMAT_BY_SUFFIX: dict[str, DocumentFormat] = {
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+}
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+def format_json_path(path: Iterable[str | int]) -> str:
+    """``("black-list", "to-add", 0)`` → ``$.black-list.to-add[0]`` (odd keys quoted: ``$["a b"]``)."""
+    text = "$"
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            text += f".{part}"
+        else:
+            text += f"[{json.dumps(part)}]"
+    return text
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where the values of one document are: file name, and the line of each JSON path.
+
+    ``prefix`` places a document inside another one (a mixlist written inline in a config lives under
+    ``("modify_mixlist",)`` of the config file), so findings point into the file the user edits.
+    """
+
+    file: str | None = None
+    lines: Mapping[JsonPath, int] = field(default_factory=dict)
+    prefix: JsonPath = ()
+
+    def line_of(self, path: JsonPath) -> int | None:
+        """The line of ``path``, or of its nearest ancestor with one (a missing key points at its parent)."""
+        full = self.prefix + tuple(path)
+        for end in range(len(full), -1, -1):
+            line = self.lines.get(full[:end])
+            if line is not None:
+                return line
+        return None
+
+    def json_path(self, path: JsonPath) -> str:
+        return format_json_path(self.prefix + tuple(path))
+
+    def nested(self, path: JsonPath) -> SourceMap:
+        return SourceMap(self.file, self.lines, self.prefix + tuple(path))
+
+    def problem(
+        self,
+        message: str,
+        path: JsonPath = (),
+        *,
+        hint: str | None = None,
+        severity: Severity = Severity.ERROR,
+    ) -> Problem:
+        return Problem(
+            message,
+            file=self.file,
+            line=self.line_of(path),
+            json_path=self.json_path(path),
+            hint=hint,
+            severity=severity,
+        )
+
+
+@dataclass(frozen=True)
+class Document:
+    """Parsed data, where its parts came from, and the findings parsing made (duplicate keys)."""
+
+    data: Any
+    source: SourceMap
+    problems: tuple[Problem, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------------- reading
+def read_text(path: Path, what: str = "file") -> str:
+    """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read."""
+    source = str(path)
+    if not path.exists():
+        raise AmpconfigError(
+            f"{what} not found",
+            file=source,
+            hint="check the path (relative paths in a config are resolved against the config file's folder)",
+        )
+    if path.is_dir():
+        raise AmpconfigError(f"{what} is a directory, not a file", file=source)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
+    return decode_utf8(raw, source)
+
+
+def decode_utf8(raw: bytes, source: str | None) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise AmpconfigError(
+            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line} cannot be decoded",
+            file=source,
+            line=line,
+            hint="save the file as UTF-8",
+        ) from None
+    # A byte-order mark is legal UTF-8 but not legal JSON; editors on Windows add it.
+    return text.removeprefix("\ufeff")
+
+
+# --------------------------------------------------------------------------------------------------- parsing
+def parse_document(text: str, source: str | None, fmt: DocumentFormat) -> Document:
+    """Parse JSON/YAML/TOML text; syntax errors and empty documents raise AmpconfigError with the line."""
+    if not text.strip():
+        raise AmpconfigError("file is empty", file=source, hint="write a mapping of keys to values")
+    if fmt == "json":
+        return _parse_json(text, source)
+    if fmt == "yaml":
+        return _parse_yaml(text, source)
+    return _parse_toml(text, source)
+
+
+def document_format(path: Path) -> DocumentFormat:
+    fmt = FORMAT_BY_SUFFIX.get(path.suffix.lower())
+    if fmt is None:
+        raise AmpconfigError(
+            f"unsupported file type {path.suffix or '(no suffix)'!r}",
+            file=str(path),
+            hint="accepted suffixes: " + ", ".join(FORMAT_BY_SUFFIX),
+        )
+    return fmt
+
+
+def load_document(path: Path, what: str = "file") -> Document:
+    return parse_document(read_text(path, what), str(path), document_format(path))
+
+
+def find_json_comments(text: str) -> list[tuple[int, str]]:
+    """Lines of ``//``, ``/* */`` and ``#`` comments outside JSON strings (JSON has no comments)."""
+    comments: list[tuple[int, str]] = []
+    line, pos, in_string = 1, 0, False
+    while pos < len(text):
+        char = text[pos]
+        if char == "\n":
+            line += 1
+        elif in_string:
+            if char == "\\":
+                pos += 1  # the escaped character can be a quote
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "#" or text.startswith("//", pos):
+            comments.append((line, "#" if char == "#" else "//"))
+            end = text.find("\n", pos)
+            pos = len(text) if end < 0 else end
+            continue
+        elif text.startswith("/*", pos):
+            comments.append((line, "/* */"))
+            end = text.find("*/", pos + 2)
+            end = len(text) if end < 0 else end + 2
+            line += text.count("\n", pos, end)
+            pos = end
+            continue
+        pos += 1
+    return comments
+
+
+def _parse_json(text: str, source: str | None) -> Document:
+    comments = find_json_comments(text)
+    if comments:
+        first_line, marker = comments[0]
+        lines = ", ".join(str(line) for line, _ in comments)
+        raise AmpconfigError(
+            f"comments are not allowed in JSON: {marker} comment on line {lines}",
+            file=source,
+            line=first_line,
+            problems=[
+                Problem(
+                    f"comments are not allowed in JSON ({kind} comment)",
+                    file=source,
+                    line=line,
+                    hint="remove the comment; JSON has no comment syntax",
+                )
+                for line, kind in comments
+            ],
+        )
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AmpconfigError(
+            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=source, line=exc.lineno
+        ) from None
+    locator = _JsonLocator(text)
+    locator.value(0, ())
+    smap = SourceMap(source, locator.lines)
+    return Document(data, smap, tuple(_duplicate_problems(locator.duplicates, smap)))
+
+
+def _parse_yaml(text: str, source: str | None) -> Document:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        where = f" (line {line}, column {mark.column + 1})" if mark is not None else ""
+        reason = exc.problem or exc.context or "syntax error"
+        raise AmpconfigError(f"not valid YAML: {reason}{where}", file=source, line=line) from None
+    except yaml.YAMLError as exc:
+        raise AmpconfigError(f"not valid YAML: {exc}", file=source) from None
+    if data is None:
+        raise AmpconfigError("file is empty (only comments or `null`)", file=source)
+    lines: dict[JsonPath, int] = {}
+    duplicates: list[tuple[JsonPath, int]] = []
+    _walk_yaml(node, (), lines, duplicates)
+    smap = SourceMap(source, lines)
+    return Document(data, smap, tuple(_duplicate_problems(duplicates, smap)))
+
+
+_TOML_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TOML_TABLE = re.compile(r"^\[\[?\s*([^\]]+?)\s*\]\]?")
+_TOML_KEY = re.compile(
+    r"^((?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|\"[^\"]*\"|'[^']*'))*)\s*="
+)
+
+
+def _parse_toml(text: str, source: str | None) -> Document:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _TOML_LINE.search(message)
+        line = int(match.group(1)) if match else None
+        raise AmpconfigError(f"not valid TOML: {message}", file=source, line=line) from None
+    if not data:
+        raise AmpconfigError("file is empty (no keys)", file=source)
+    return Document(data, SourceMap(source, _toml_lines(text)))
+
+
+def _toml_key_parts(dotted: str) -> JsonPath:
+    parts = re.findall(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_\-]+)", dotted)
+    return tuple(next(group for group in groups if group) for groups in parts)
+
+
+def _toml_lines(text: str) -> dict[JsonPath, int]:
+    """Best-effort key lines: tomllib keeps no positions; follow `[table]` headers and `key =` lines."""
+    lines: dict[JsonPath, int] = {}
+    table: JsonPath = ()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        header = _TOML_TABLE.match(stripped)
+        if header:
+            table = _toml_key_parts(header.group(1))
+            lines.setdefault(table, number)
+            continue
+        key = _TOML_KEY.match(stripped)
+        if key:
+            lines.setdefault(table + _toml_key_parts(key.group(1)), number)
+    return lines
+
+
+def _walk_yaml(
+    node: yaml.Node, path: JsonPath, lines: dict[JsonPath, int], duplicates: list[tuple[JsonPath, int]]
+) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            key_path = (*path, key)
+            if key in seen:
+                duplicates.append((key_path, key_node.start_mark.line + 1))
+                continue
+            seen.add(key)
+            lines[key_path] = key_node.start_mark.line + 1
+            _walk_yaml(value_node, key_path, lines, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk_yaml(item, (*path, index), lines, duplicates)
+
+
+def _duplicate_problems(duplicates: list[tuple[JsonPath, int]], smap: SourceMap) -> list[Problem]:
+    first_lines = smap.lines
+    return [
+        Problem(
+            f"duplicate key {path[-1]!r} (first defined on line {first_lines.get(path, '?')})",
+            file=smap.file,
+            line=line,
+            json_path=format_json_path(path),
+            hint="a later value silently replaces the earlier one; keep one",
+        )
+        for path, line in duplicates
+    ]
+
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+_JSON_SCALAR = re.compile(r"true|false|null|NaN|-?Infinity|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+class _JsonLocator:
+    """Walks JSON text that ``json.loads`` accepted, recording the line of every key and array item.
+
+    The standard library parser keeps no positions; this small scanner does, and finds duplicate keys, which
+    ``json.loads`` silently resolves to the last value.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.newlines = [index for index, char in enumerate(text) if char == "\n"]
+        self.lines: dict[JsonPath, int] = {}
+        self.duplicates: list[tuple[JsonPath, int]] = []
+
+    def line_at(self, pos: int) -> int:
+        return bisect.bisect_right(self.newlines, pos) + 1
+
+    def skip(self, pos: int) -> int:
+        match = _JSON_WS.match(self.text, pos)
+        return match.end() if match else pos
+
+    def value(self, pos: int, path: JsonPath) -> int:
+        pos = self.skip(pos)
+        self.lines.setdefault(path, self.line_at(pos))
+        char = self.text[pos]
+        if char == "{":
+            return self.object(pos + 1, path)
+        if char == "[":
+            return self.array(pos + 1, path)
+        if char == '"':
+            return json.decoder.scanstring(self.text, pos + 1)[1]
+        match = _JSON_SCALAR.match(self.text, pos)
+        assert match is not None, "text was accepted by json.loads"
+        return match.end()
+
+    def object(self, pos: int, path: JsonPath) -> int:
+        seen: set[str] = set()
+        pos = self.skip(pos)
+        if self.text[pos] == "}":
+            return pos + 1
+        while True:
+            pos = self.skip(pos)
+            key, end = json.decoder.scanstring(self.text, pos + 1)
+            key_path = (*path, key)
+            if key in seen:
+                self.duplicates.append((key_path, self.line_at(pos)))
+            else:
+                self.lines[key_path] = self.line_at(pos)
+            seen.add(key)
+            pos = self.skip(end) + 1  # the colon
+            pos = self.skip(self.value(pos, key_path))
+            if self.text[pos] == "}":
+                return pos + 1
+            pos += 1  # the comma
+
+    def array(self, pos: int, path: JsonPath) -> int:
+        pos = self.skip(pos)
+        if self.text[pos] == "]":
+            return pos + 1
+        index = 0
+        while True:
+            pos = self.skip(self.value(pos, (*path, index)))
+            if self.text[pos] == "]":
+                return pos + 1
+            pos += 1
+            index += 1
+
+
+# --------------------------------------------------------------------------------------- pydantic → findings
+#: Discriminator tags of path-or-object unions: pydantic puts them in error locations; users never see them.
+UNION_TAGS = frozenset({"@path", "@object", "@list"})
+
+
+def validation_problems(exc: ValidationError, smap: SourceMap, model: type[BaseModel]) -> list[Problem]:
+    """Pydantic errors as located findings, worded for people editing the file."""
+    problems = []
+    for error in exc.errors():
+        path = tuple(part for part in error["loc"] if part not in UNION_TAGS)
+        message, hint = _describe_error(error, path, model)
+        problems.append(smap.problem(message, path, hint=hint))
+    return problems
+
+
+def _describe_error(error: Mapping[str, Any], path: JsonPath, model: type[BaseModel]) -> tuple[str, str | None]:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return _unknown_key(path, model)
+    if kind == "missing":
+        return f"missing required key {path[-1]!r}", None
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"])), None
+    if "hint" in ctx:  # our own PydanticCustomError with a hint
+        return error["msg"], str(ctx["hint"])
+    # Type and constraint errors: say what was found, since the reader may not have the file open.
+    return f"{_lower_first(error['msg'])}, got {describe_value(error.get('input'))}", None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def describe_value(value: Any) -> str:
+    """A short description of a parsed value for messages: its JSON type and a bounded repr."""
+    kind = {
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+    if isinstance(value, (dict, list)):
+        return kind
+    text = json.dumps(value) if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+    return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _unknown_key(path: JsonPath, model: type[BaseModel]) -> tuple[str, str | None]:
+    key = str(path[-1])
+    valid = valid_keys_at(model, path[:-1])
+    message = f"unknown key {key!r}"
+    if not valid:
+        return message, None
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    listing = "valid keys here: " + ", ".join(valid)
+    return message, (f"did you mean {close[0]!r}? " if close else "") + listing
+
+
+def valid_keys_at(model: type[BaseModel], path: JsonPath) -> list[str]:
+    """The keys a model accepts at ``path`` (aliases, as written in files), or [] where keys are free."""
+    annotation: Any = model
+    for part in path:
+        annotation = _descend(annotation, part)
+        if annotation is None:
+            return []
+    found = _model_in(annotation)
+    if found is None:
+        return []
+    return [info.alias or name for name, info in found.model_fields.items()]
+
+
+def _descend(annotation: Any, part: str | int) -> Any:
+    annotation = _strip_annotated(annotation)
+    if _is_union(annotation):
+        for member in typing.get_args(annotation):
+            inner = _descend(member, part)
+            if inner is not None:
+                return inner
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        for name, info in annotation.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is dict and len(args) == 2 and isinstance(part, str):
+        return args[1]
+    if origin is list and args and isinstance(part, int):
+        return args[0]
+    return None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    annotation = _strip_annotated(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if _is_union(annotation):
+        for member in typing.get_args(annotation):
+            found = _model_in(member)
+            if found is not None:
+                return found
+    return None
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (Union, types.UnionType)
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return matches[0] if matches else None

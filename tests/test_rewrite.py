@@ -1,0 +1,339 @@
+"""The rewrite on targeted graphs: every written model passes the full checker, loads and runs in ORT CPU."""
+
+from __future__ import annotations
+
+# The bundled CPU op info lists the dtypes ORT CPU runs (natively or through its own inserted casts), so CPU-run
+# tests can lower MatMul, Softmax... on this machine.
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper as oh
+from onnx import numpy_helper
+
+from ampconfig import rewrite_model, rewrite_model_detailed
+from ampconfig.errors import AmpconfigError
+from ampconfig.plan import build_plan
+from ampconfig.policy import DecisionContext
+from tests.graphs import (
+    FLOAT,
+    FLOAT16,
+    casts,
+    const,
+    library,
+    make_model,
+    plan_for,
+    rel_l2,
+    run,
+    tensor,
+    transformer_block,
+    weight,
+)
+
+TARGET = os.environ.get("AMPCONFIG_TEST_TARGET", "cpu")
+MODES = (
+    "force_fp32",
+    "force_fp16",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision",
+    "allow_mix_precision_bf16",
+    "allow_fp32_to_bf16",
+)
+
+
+def valid_and_close(original: onnx.ModelProto, rewritten: onnx.ModelProto, feeds: dict, tol: float = 2e-2) -> float:
+    onnx.checker.check_model(rewritten, full_check=True)
+    want = run(original, feeds)
+    got = run(rewritten, feeds)
+    errors = [rel_l2(g, w) for g, w in zip(got, want, strict=True)]
+    assert max(errors) < tol, errors
+    return max(errors)
+
+
+def dtype_of(model: onnx.ModelProto, name: str) -> int:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for info in (*inferred.graph.input, *inferred.graph.output, *inferred.graph.value_info):
+        if info.name == name:
+            return info.type.tensor_type.elem_type
+    for init in inferred.graph.initializer:
+        if init.name == name:
+            return init.data_type
+    raise KeyError(name)
+
+
+def block_feeds(scale: float = 1.0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {"x": (rng.standard_normal((2, 8, 32)) * scale).astype(np.float32)}
+
+
+def test_transformer_block_mixed_keeps_norms_fp32_with_minimal_casts() -> None:
+    model = transformer_block()
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    dtype = {d.name: d.dtype for d in result.decisions}
+    assert all(dtype[n] == "float32" for n in ("ln1", "ln2", "softmax"))
+    assert all(dtype[n] == "float16" for n in ("q_proj", "k_proj", "v_proj", "qk", "av", "o_proj", "fc1", "fc2"))
+    assert all(dtype[n] == "float16" for n in ("gelu_div", "gelu_erf", "gelu_add", "gelu_mul", "gelu_half"))
+    # Six boundaries and no fewer can exist with LayerNorm/Softmax in fp32 and the MatMuls in fp16:
+    # ln1->projections (one cast shared by q/k/v), scaled->softmax, probs->av, o_proj->residual1 (x is fp32),
+    # ln2->fc1, fc2->residual2.
+    assert result.stats.casts_inserted == 6
+    assert len(casts(result.model)) == 6
+    mixed_error = valid_and_close(model, result.model, block_feeds(4.0))
+    fp16_error = valid_and_close(model, rewrite_model(model, "force_fp16", target=TARGET), block_feeds(4.0))
+    assert mixed_error < fp16_error
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_mode_is_valid_and_idempotent(mode: str) -> None:
+    model = transformer_block()
+    once = rewrite_model(model, mode, target=TARGET)
+    valid_and_close(model, once, block_feeds(), tol=5e-2)
+    twice = rewrite_model(once, mode, target=TARGET)
+    assert twice.SerializeToString() == once.SerializeToString()
+
+
+def test_input_model_is_not_modified() -> None:
+    model = transformer_block()
+    before = model.SerializeToString()
+    rewrite_model(model, "force_fp16", target=TARGET)
+    assert model.SerializeToString() == before
+
+
+def test_resize_scales_stay_float32() -> None:
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+        oh.make_node("Resize", ["m", "", "scales"], ["r"], mode="nearest", name="resize"),
+        oh.make_node("MatMul", ["r", "w2"], ["y"], name="fc2"),
+    ]
+    model = make_model(
+        nodes,
+        [tensor("x", FLOAT, [1, 1, 4, 4])],
+        [tensor("y", FLOAT, [1, 1, 8, 4])],
+        [weight("w", 4, 4), weight("w2", 8, 4), const("scales", [1.0, 1.0, 2.0, 2.0])],
+    )
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    assert {d.name: d.dtype for d in result.decisions}["resize"] == "float16"
+    assert dtype_of(result.model, "scales") == FLOAT
+    assert dtype_of(result.model, "r") == FLOAT16
+    valid_and_close(
+        model, result.model, {"x": np.random.default_rng(0).standard_normal((1, 1, 4, 4)).astype(np.float32)}
+    )
+
+
+def _if_model() -> onnx.ModelProto:
+    then_branch = oh.make_graph(
+        [oh.make_node("MatMul", ["x", "w"], ["t"], name="then_fc")], "then", [], [tensor("t", FLOAT, [2, 4])]
+    )
+    else_branch = oh.make_graph(
+        [oh.make_node("Softmax", ["x"], ["e"], axis=-1, name="else_softmax")], "else", [], [tensor("e", FLOAT, [2, 4])]
+    )
+    nodes = [
+        oh.make_node("If", ["cond"], ["branch"], then_branch=then_branch, else_branch=else_branch, name="if"),
+        oh.make_node("MatMul", ["branch", "w"], ["y"], name="after"),
+    ]
+    return make_model(
+        nodes,
+        [tensor("x", FLOAT, [2, 4]), tensor("cond", onnx.TensorProto.BOOL, [])],
+        [tensor("y", FLOAT, [2, 4])],
+        [weight("w", 4, 4)],
+    )
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_if_branches_are_rewritten_in_their_own_scope(flag: bool) -> None:
+    model = _if_model()
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    decisions = {d.name: d for d in result.decisions}
+    assert decisions["then_fc"].dtype == "float16" and decisions["then_fc"].scope == "if.then_branch"
+    assert decisions["else_softmax"].dtype == "float32"
+    assert decisions["if"].dtype is None or decisions["if"].rule.value == "control_flow"
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    valid_and_close(model, result.model, {"x": x, "cond": np.array(flag)})
+
+
+def test_loop_body_with_outer_scope_weight() -> None:
+    body = oh.make_graph(
+        [
+            oh.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+            oh.make_node("MatMul", ["state_in", "w"], ["mm"], name="body_fc"),
+            oh.make_node("Tanh", ["mm"], ["state_out"], name="body_tanh"),
+        ],
+        "body",
+        [
+            tensor("i", onnx.TensorProto.INT64, []),
+            tensor("cond_in", onnx.TensorProto.BOOL, []),
+            tensor("state_in", FLOAT, [2, 4]),
+        ],
+        [tensor("cond_out", onnx.TensorProto.BOOL, []), tensor("state_out", FLOAT, [2, 4])],
+    )
+    nodes = [oh.make_node("Loop", ["trips", "", "x"], ["y"], body=body, name="loop")]
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
+    model = make_model(
+        nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [weight("w", 4, 4, scale=0.5), trips]
+    )
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    decisions = {d.name: d for d in result.decisions}
+    assert decisions["body_fc"].dtype == "float16"
+    # The loop-carried state keeps its dtype at the body's boundary.
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    valid_and_close(model, result.model, {"x": x})
+
+
+def test_shared_initializer_gets_one_copy_per_dtype() -> None:
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+        oh.make_node("Softmax", ["w"], ["sw"], axis=-1, name="softmax_w"),
+        oh.make_node("MatMul", ["m", "sw"], ["y"], name="fc2"),
+    ]
+    model = make_model(nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [weight("w", 4, 4)])
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    by_name = {init.name: init.data_type for init in result.model.graph.initializer}
+    assert by_name == {"w": FLOAT, "w_fp16": FLOAT16}
+    assert result.stats.initializers_converted == 1
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    valid_and_close(model, result.model, {"x": x})
+
+
+def test_existing_cast_is_retargeted_not_stacked() -> None:
+    nodes = [
+        oh.make_node("Cast", ["ids"], ["f"], to=FLOAT, name="to_float"),
+        oh.make_node("MatMul", ["f", "w"], ["y"], name="fc"),
+    ]
+    model = make_model(
+        nodes, [tensor("ids", onnx.TensorProto.INT64, [2, 4])], [tensor("y", FLOAT, [2, 4])], [weight("w", 4, 4)]
+    )
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    decisions = {d.name: d for d in result.decisions}
+    assert decisions["to_float"].dtype == "float16" and decisions["to_float"].rule.value == "cast_retargeted"
+    cast_nodes = casts(result.model)
+    # The retargeted Cast plus the one cast back to the fp32 graph output; no Cast feeds another Cast.
+    assert len(cast_nodes) == 2 and result.stats.casts_inserted == 1
+    produced_by_cast = {n.output[0] for n in cast_nodes}
+    assert not any(n.input[0] in produced_by_cast for n in cast_nodes)
+    valid_and_close(model, result.model, {"ids": np.arange(8, dtype=np.int64).reshape(2, 4)})
+
+
+def test_graph_output_fed_by_a_cast_keeps_name_and_dtype() -> None:
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+        oh.make_node("Cast", ["m"], ["y"], to=FLOAT, name="out_cast"),
+    ]
+    model = make_model(nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [weight("w", 4, 4)])
+    result = rewrite_model_detailed(model, "force_fp16", target=TARGET)
+    assert [o.name for o in result.model.graph.output] == ["y"]
+    assert result.model.graph.output[0].type.tensor_type.elem_type == FLOAT
+    assert result.stats.casts_inserted == 1  # only x -> fp16; the existing Cast already produces fp32
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    valid_and_close(model, result.model, {"x": x})
+
+
+def test_fp16_model_in_mixed_mode_raises_black_ops_only() -> None:
+    w16 = numpy_helper.from_array((np.random.default_rng(0).standard_normal((4, 4)) * 0.3).astype(np.float16), "w")
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+        oh.make_node("Softmax", ["m"], ["s"], axis=-1, name="softmax"),
+        oh.make_node("MatMul", ["s", "w"], ["y"], name="fc2"),
+    ]
+    model = make_model(nodes, [tensor("x", FLOAT16, [2, 4])], [tensor("y", FLOAT16, [2, 4])], [w16])
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    assert {d.name: d.dtype for d in result.decisions} == {"fc": "float16", "softmax": "float32", "fc2": "float16"}
+    assert result.model.graph.input[0].type.tensor_type.elem_type == FLOAT16
+    assert result.model.graph.output[0].type.tensor_type.elem_type == FLOAT16
+    assert result.stats.casts_inserted == 2
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float16)
+    valid_and_close(model, result.model, {"x": x})
+
+
+def test_keep_io_types_false_lowers_graph_io() -> None:
+    nodes = [oh.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    model = make_model(nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [weight("w", 4, 4)])
+    out = rewrite_model(model, "force_fp16", target=TARGET, keep_io_types=False)
+    onnx.checker.check_model(out, full_check=True)
+    assert out.graph.input[0].type.tensor_type.elem_type == FLOAT16
+    assert out.graph.output[0].type.tensor_type.elem_type == FLOAT16
+    assert not casts(out)
+
+
+def test_keep_dtype_pins_a_node_and_unmatched_entries_fail() -> None:
+    model = transformer_block()
+    result = rewrite_model_detailed(model, "allow_mix_precision", keep_dtype=["fc1", "OpType::Erf"], target=TARGET)
+    decisions = {d.name: d for d in result.decisions}
+    assert decisions["fc1"].dtype == "float32" and decisions["fc1"].rule.value == "keep_dtype"
+    assert decisions["gelu_erf"].dtype == "float32" and decisions["gelu_erf"].rule.value == "keep_dtype"
+    assert decisions["fc2"].dtype == "float16"
+    onnx.checker.check_model(result.model, full_check=True)
+    with pytest.raises(AmpconfigError, match="no_such_node"):
+        rewrite_model(model, "allow_mix_precision", keep_dtype=["no_such_node"], target=TARGET)
+    result = rewrite_model_detailed(model, "allow_mix_precision", keep_dtype=["OpType::Conv"], target=TARGET)
+    assert result.warnings == ["keep_dtype entry OpType::Conv matches no node in this model"]
+
+
+def test_must_keep_origin_dtype_names_nodes_the_target_cannot_run() -> None:
+    w16 = numpy_helper.from_array(np.eye(4, dtype=np.float16), "w")
+    model = make_model(
+        [oh.make_node("MatMul", ["x", "w"], ["y"], name="half_fc")],
+        [tensor("x", FLOAT16, [2, 4])],
+        [tensor("y", FLOAT16, [2, 4])],
+        [w16],
+    )
+    _, plan = plan_for(model, "allow_mix_precision")  # sanity: the graph itself is fine
+    assert plan.decisions()[0].dtype == "float16"
+    lib = library({"MatMul": "white"}, dtypes=("float32",))
+    ir_model, _ = plan_for(model, "force_fp32", lib)
+    from ampconfig.modes import PrecisionMode
+
+    with pytest.raises(AmpconfigError, match=r"half_fc \(MatMul, float16\)"):
+        build_plan(ir_model, DecisionContext(PrecisionMode.MUST_KEEP_ORIGIN_DTYPE, lib.lists(), lib))
+
+
+def test_out_of_range_constants_are_clamped_and_counted() -> None:
+    big = numpy_helper.from_array(np.array([[1e6, 1.0], [2.0, -7e4]], dtype=np.float32), "w")
+    model = make_model(
+        [oh.make_node("MatMul", ["x", "w"], ["y"], name="fc")],
+        [tensor("x", FLOAT, [2, 2])],
+        [tensor("y", FLOAT, [2, 2])],
+        [big],
+    )
+    result = rewrite_model_detailed(model, "force_fp16", target=TARGET)
+    assert result.stats.values_clamped == 2
+    (w,) = [numpy_helper.to_array(t) for t in result.model.graph.initializer]
+    assert w.dtype == np.float16 and w[0, 0] == np.float16(65504) and w[1, 1] == np.float16(-65504)
+
+
+def test_constant_node_shared_by_fp32_and_fp16_consumers() -> None:
+    nodes = [
+        oh.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.full((4, 4), 0.25, np.float32)), name="c"),
+        oh.make_node("MatMul", ["x", "c"], ["m"], name="fc"),
+        oh.make_node("Softmax", ["c"], ["s"], axis=-1, name="softmax"),
+        oh.make_node("MatMul", ["m", "s"], ["y"], name="fc2"),
+    ]
+    model = make_model(nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])])
+    result = rewrite_model_detailed(model, "allow_mix_precision", target=TARGET)
+    constants = [n for n in result.model.graph.node if n.op_type == "Constant"]
+    assert sorted(n.attribute[0].t.data_type for n in constants) == [FLOAT, FLOAT16]
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    valid_and_close(model, result.model, {"x": x})
+
+
+def test_bf16_on_old_opset_raises_opset_and_says_so() -> None:
+    nodes = [oh.make_node("MatMul", ["x", "w"], ["m"], name="fc"), oh.make_node("Relu", ["m"], ["y"], name="relu")]
+    model = make_model(nodes, [tensor("x", FLOAT, [2, 4])], [tensor("y", FLOAT, [2, 4])], [weight("w", 4, 4)], opset=11)
+    result = rewrite_model_detailed(model, "allow_mix_precision_bf16", target=TARGET)
+    assert result.stats.opset_raised_to == 13
+    assert any("opset raised from 11 to 13" in w for w in result.warnings)
+    onnx.checker.check_model(result.model, full_check=True)
+
+
+def test_invalid_input_model_is_a_clear_error(tmp_path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(transformer_block().SerializeToString()[:200])
+    with pytest.raises(AmpconfigError, match="cannot read model"):
+        rewrite_model(broken, "force_fp16")
+    nodes = [oh.make_node("Relu", ["missing"], ["y"], name="relu")]
+    graph = oh.make_graph(nodes, "bad", [tensor("x", FLOAT, [2])], [tensor("y", FLOAT, [2])])
+    bad = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    bad.ir_version = 10
+    with pytest.raises(AmpconfigError, match="not a valid ONNX model"):
+        rewrite_model(bad, "force_fp16")
