@@ -114,12 +114,15 @@ def rewrite_model_detailed(
     keep_dtype: KeepDtypeInput = None,
     target: str = "cpu",
     keep_io_types: bool = True,
+    overflow_nodes: Mapping[str, str] | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
     ``model`` is a path or an ``onnx.ModelProto`` (never modified). ``modify_mixlist`` is a path to a mixlist JSON
     or the mixlist as a dict; ``keep_dtype`` a path to a keep_dtype file or a list of node names
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
+    ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw
+    values beyond the low type's range); such float32 nodes keep float32 under rule ``range_overflow``.
     Raises :class:`~ampconfig.errors.AmpconfigError` for bad input; the returned model always passes
     ``onnx.checker.check_model(full_check=True)``.
     """
@@ -140,7 +143,9 @@ def rewrite_model_detailed(
         name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
-        plan = build_plan(ir_model, DecisionContext(mode, lists, library, pinned, rejected), keep_io_types)
+        plan = build_plan(
+            ir_model, DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {})), keep_io_types
+        )
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan)
         out = ir.serde.serialize_model(ir_model)

@@ -6,6 +6,7 @@ passes of :mod:`ampconfig.paint` on top of :func:`fixed_verdict`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import onnx_ir as ir
@@ -53,6 +54,8 @@ class DecisionContext:
     pinned: set[ir.Node] = field(default_factory=set)
     #: nodes the ONNX checker rejected in a first attempt, with its message (see api.rewrite_model_detailed)
     rejected: dict[str, str] = field(default_factory=dict)
+    #: nodes kept in float32 by range analysis (calibration saw values beyond the low type), with the reason
+    overflow: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def low(self) -> str:
@@ -112,6 +115,8 @@ def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
         return Verdict(facts.dtype, facts.blocker, reasons.get(facts.blocker, "kept as it was"))
     if facts.node in ctx.pinned:
         return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
+    if facts.node.name in ctx.overflow and facts.dtype == "float32":
+        return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[facts.node.name])
     if facts.node.name in ctx.rejected:
         return Verdict(
             facts.dtype,

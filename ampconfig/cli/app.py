@@ -55,10 +55,26 @@ def reporting_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def reflow_help(text: str) -> str:
+    """Join the wrapped lines of each prose paragraph (rich keeps source line breaks); indented lines (examples)
+    keep theirs."""
+    paragraphs = []
+    for block in text.strip().split("\n\n"):
+        lines = block.splitlines()
+        if any(line.startswith("  ") for line in lines):
+            paragraphs.append("\n".join(lines))
+        else:
+            paragraphs.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
+
+
 def command(name: str | None = None, **kwargs: Any) -> Callable[[F], F]:
     """Register a command on the app with error reporting."""
 
     def register(func: F) -> F:
+        help_text = kwargs.pop("help", None) or func.__doc__
+        if help_text:
+            kwargs["help"] = reflow_help(help_text)
         app.command(name, **kwargs)(reporting_errors(func))
         return func
 
