@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import onnx
-import onnx_ir as ir
 
 from ampconfig.decisions import NodeDecision, RewriteResult
 from ampconfig.errors import AmpconfigError, Severity
-from ampconfig.model_io import check_input_model, load_model, output_model_problem, refuse_invalid_output
+from ampconfig.model_io import check_input_model, open_model, output_model_problem, refuse_invalid_output
 from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.opsinfo import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.plan import build_plan, match_keep_dtype
@@ -130,26 +130,28 @@ def rewrite_model_detailed(
     library = load_ops_info(target)
     lists, warnings = effective_lists(mode, library, modify_mixlist)
     entries, keep_source = _keep_dtype_entries(keep_dtype)
-    proto, source = load_model(model)
-    check_input_model(proto, source)
+    opened = open_model(model)
+    source = opened.path
+    ir_model = opened.to_ir()
+    check_input_model(ir_model, source)
 
     opset_raised = None
-    if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16:
-        proto, opset_raised = _raise_opset_for_bf16(proto, warnings)
+    if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
+        proto, opset_raised = _raise_opset_for_bf16(opened.proto, warnings)
+        if opset_raised is not None:
+            opened = replace(opened, proto=proto)
+            ir_model = opened.to_ir()
 
     rejected: dict[str, str] = {}
     while True:
-        ir_model = ir.serde.deserialize_model(proto)
         name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
-        plan = build_plan(
-            ir_model, DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {})), keep_io_types
-        )
+        context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}))
+        plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan)
-        out = ir.serde.serialize_model(ir_model)
-        problem = output_model_problem(out)
+        problem = output_model_problem(ir_model)
         if problem is None:
             break
         # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
@@ -158,16 +160,18 @@ def rewrite_model_detailed(
             raise refuse_invalid_output(problem)
         rejected[culprit] = problem
         warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
+        ir_model = opened.to_ir()  # start again from the untouched input
     stats.opset_raised_to = opset_raised
     warnings.extend(keep_warnings)
     return RewriteResult(
-        model=out,
+        ir_model=ir_model,
         decisions=decisions,
         stats=stats,
         precision_mode=mode.value,
         target=library.target,
         low_dtype=mode.low_dtype,
         warnings=warnings,
+        input_files=opened.external_files,
     )
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx_ir as ir
 
 
 class Rule(str, Enum):
@@ -75,13 +78,19 @@ class RewriteStats:
 
 @dataclass
 class RewriteResult:
-    model: onnx.ModelProto
+    ir_model: ir.Model
     decisions: list[NodeDecision]
     stats: RewriteStats
     precision_mode: str
     target: str
     low_dtype: str
     warnings: list[str] = field(default_factory=list)
+    input_files: frozenset[Path] = frozenset()  # the input's external data files (never overwritten)
+
+    @cached_property
+    def model(self) -> onnx.ModelProto:
+        """The rewritten model as a proto (for models under 2 GiB; larger ones are saved from ``ir_model``)."""
+        return ir.serde.serialize_model(self.ir_model)
 
     def count_by_dtype(self) -> dict[str, int]:
         counts: dict[str, int] = {}

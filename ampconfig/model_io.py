@@ -9,28 +9,51 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
+import onnx_ir as ir
 from google.protobuf.message import DecodeError
+from onnx import external_data_helper
 
 from ampconfig.errors import AmpconfigError
+
+try:  # onnx-ir's helper that lifts large initializers out before calling ONNX's C APIs
+    from onnx_ir.passes.common._c_api_utils import call_onnx_api
+except ImportError:  # pragma: no cover - private helper moved: check the whole model instead
+
+    def call_onnx_api(func, model):  # type: ignore[no-redef]
+        return func(ir.serde.serialize_model(model))
+
 
 #: Protobuf cannot serialise a single message above 2 GiB.
 PROTOBUF_LIMIT = 2**31 - 1
 
 
-def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> tuple[onnx.ModelProto, str | None]:
-    """The model proto and its path (None for an in-memory model)."""
-    if isinstance(model, onnx.ModelProto):
-        return model, None
-    path = Path(model)
+@dataclass(frozen=True)
+class OpenedModel:
+    """An input model: its proto (without external tensor data, which stays on disk) and where it came from."""
+
+    proto: onnx.ModelProto
+    path: str | None
+    external_files: frozenset[Path]  # resolved external data files; empty when every tensor is inline
+
+    def to_ir(self) -> ir.Model:
+        """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
+        model = ir.serde.deserialize_model(self.proto)
+        if self.external_files and self.path is not None:
+            ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(self.path)))
+        return model
+
+
+def _read_proto(path: Path, what: str, *, load_external_data: bool) -> onnx.ModelProto:
     if not path.exists():
         raise AmpconfigError(f"{what} file not found", file=str(path), hint="check the path")
     if path.is_dir():
         raise AmpconfigError(f"{what} path is a directory, expected an .onnx file", file=str(path))
     try:
-        proto = onnx.load(str(path), load_external_data=True)
+        proto = onnx.load(str(path), load_external_data=load_external_data)
     except (
         DecodeError,
         ValueError,
@@ -45,31 +68,85 @@ def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> t
         ) from None
     if not proto.graph.node and not proto.graph.output:
         raise AmpconfigError(f"{what} has an empty graph", file=str(path), hint="is it really an ONNX model?")
+    return proto
+
+
+def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[Path]:
+    """The external data files the model's tensors name, each checked to stay inside the model's folder:
+    an absolute location, a `..` that climbs out, or a symlink pointing elsewhere is refused, since a model
+    file must not be able to make ampconfig read (or overwrite) arbitrary files."""
+    folder = model_path.resolve().parent
+    files = set()
+    for tensor in external_data_helper._get_all_tensors(proto):
+        if not external_data_helper.uses_external_data(tensor):
+            continue
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+        where = f"external data of tensor {tensor.name!r} ({location!r})"
+        if not location or os.path.isabs(location) or Path(location).is_absolute():
+            raise AmpconfigError(f"{where} is not a path relative to the model", file=str(model_path))
+        resolved = (folder / location).resolve()
+        if not resolved.is_relative_to(folder):
+            raise AmpconfigError(
+                f"{where} points outside the model's folder ({resolved}); refused",
+                file=str(model_path),
+                hint="external data must live next to the model (ONNX requires relative locations)",
+            )
+        if not resolved.is_file():
+            raise AmpconfigError(f"{where} is missing", file=str(model_path), hint="copy the data file next to it")
+        files.add(resolved)
+    return frozenset(files)
+
+
+def open_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> OpenedModel:
+    """Open an input model for rewriting without reading its external tensor data."""
+    if isinstance(model, onnx.ModelProto):
+        return OpenedModel(model, None, frozenset())
+    path = Path(model)
+    proto = _read_proto(path, what, load_external_data=False)
+    return OpenedModel(proto, str(path), external_data_files(proto, path))
+
+
+def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> tuple[onnx.ModelProto, str | None]:
+    """The complete model proto (external data read in) and its path (None for an in-memory model)."""
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    path = Path(model)
+    proto = _read_proto(path, what, load_external_data=False)
+    external_data_files(proto, path)  # refuse escaping locations before reading anything
+    external_data_helper.load_external_data_for_model(proto, str(path.resolve().parent))
     return proto, str(path)
 
 
-def check_input_model(proto: onnx.ModelProto, source: str | None) -> None:
-    """The input must pass the same full check as every output: a model that already fails it cannot be
-    rewritten into one that passes, so it is refused up front with the checker's reason."""
-    try:
-        if proto.ByteSize() > PROTOBUF_LIMIT:
-            return  # too large for the in-memory checker; the path-based check runs on the output instead
-        onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise AmpconfigError(
-            f"the input model is not a valid ONNX model: {_first_line(exc)}",
-            file=source,
-            hint="fix or re-export the model; `python -m onnx.checker` style errors point at the node",
-        ) from None
+def _checker_failure(model: ir.Model) -> str | None:
+    """The full checker's complaint about ``model``, or None. Large initializers are lifted to graph inputs for
+    the check (onnx-ir's way of calling ONNX's C APIs): the graph, types and shapes are checked exactly as
+    ``check_model(full_check=True)`` does, without copying hundreds of MB of weights into a protobuf twice."""
 
-
-def output_model_problem(proto: onnx.ModelProto) -> str | None:
-    """The full checker's complaint about a model about to be written, or None when it passes."""
-    try:
+    def check(proto: onnx.ModelProto) -> None:
         onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+
+    try:
+        call_onnx_api(check, model)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         return _first_line(exc)
     return None
+
+
+def check_input_model(model: ir.Model, source: str | None) -> None:
+    """The input must pass the same full check as every output: a model that already fails it cannot be
+    rewritten into one that passes, so it is refused up front with the checker's reason."""
+    problem = _checker_failure(model)
+    if problem is not None:
+        raise AmpconfigError(
+            f"the input model is not a valid ONNX model: {problem}",
+            file=source,
+            hint="fix or re-export the model; `python -m onnx.checker` style errors point at the node",
+        )
+
+
+def output_model_problem(model: ir.Model) -> str | None:
+    """The full checker's complaint about a model about to be written, or None when it passes."""
+    return _checker_failure(model)
 
 
 def refuse_invalid_output(problem: str) -> AmpconfigError:
@@ -79,8 +156,39 @@ def refuse_invalid_output(problem: str) -> AmpconfigError:
     )
 
 
-def save_model_atomic(proto: onnx.ModelProto, destination: str | Path, *, input_path: str | Path | None = None) -> Path:
-    """Write ``proto`` to ``destination`` atomically; refuse to overwrite the input model."""
+#: Above this many bytes of tensors, outputs keep their weights in an external data file next to the model.
+EXTERNAL_DATA_THRESHOLD = 1 << 30
+
+
+def _tensor_bytes(model: ir.Model) -> int:
+    return sum(
+        value.const_value.nbytes
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+        if value.const_value is not None
+    )
+
+
+def _has_external_tensors(model: ir.Model) -> bool:
+    return any(
+        isinstance(value.const_value, (ir.ExternalTensor, ir.LazyTensor))
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+    )
+
+
+def save_model_atomic(
+    model: onnx.ModelProto | ir.Model,
+    destination: str | Path,
+    *,
+    input_path: str | Path | None = None,
+    input_files: frozenset[Path] = frozenset(),
+) -> Path:
+    """Write ``model`` to ``destination`` atomically; refuse to overwrite the input model or its data.
+
+    An IR model whose weights live on disk (external or lazily converted tensors) or exceed 1 GiB is written with
+    its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are never all in memory.
+    """
     target = Path(destination)
     if input_path is not None and target.resolve() == Path(input_path).resolve():
         raise AmpconfigError(
@@ -91,12 +199,27 @@ def save_model_atomic(proto: onnx.ModelProto, destination: str | Path, *, input_
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise AmpconfigError("output folder does not exist", file=str(folder), hint="create it first")
+    external = isinstance(model, ir.Model) and (
+        _has_external_tensors(model) or _tensor_bytes(model) > EXTERNAL_DATA_THRESHOLD
+    )
+    data_name = f"{target.name}.data"
+    if external and (folder.resolve() / data_name) in input_files:
+        raise AmpconfigError(
+            "refusing to overwrite the input model's external data",
+            file=str(folder / data_name),
+            hint="choose another output name",
+        )
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     os.close(handle)
     try:
         # mkstemp creates 0600; the output should get the permissions any new file gets here.
         os.chmod(temporary, 0o666 & ~_current_umask())
-        onnx.save(proto, temporary)
+        if external:
+            # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
+            ir.save(model, temporary, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
+        else:
+            proto = model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
+            onnx.save(proto, temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

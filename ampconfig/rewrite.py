@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decisions import RewriteStats
+from ampconfig.model_io import call_onnx_api
 from ampconfig.node_facts import DTYPE_TO_DATA_TYPE, LOW_DTYPES, value_dtype
 from ampconfig.plan import Plan
 
@@ -70,12 +71,6 @@ def name_unnamed_nodes(model: ir.Model) -> None:
 
 def annotate_dtypes(model: ir.Model) -> None:
     """Fill in missing tensor dtypes with ONNX type inference; shapes are left as the model states them."""
-    try:
-        from onnx_ir.passes.common._c_api_utils import call_onnx_api
-    except ImportError:  # private helper moved: fall back to inferring on the full proto
-
-        def call_onnx_api(func, ir_model):  # type: ignore[no-redef]
-            return func(ir.serde.serialize_model(ir_model))
 
     def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
         return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
@@ -95,19 +90,36 @@ def annotate_dtypes(model: ir.Model) -> None:
 def _convert_array(array: np.ndarray, dtype: str, stats: RewriteStats) -> np.ndarray:
     target = _NUMPY_DTYPES[dtype]
     if dtype in LOW_DTYPES:
-        limit = float(np.finfo(target).max) if dtype == "float16" else float(ml_dtypes.finfo(target).max)
-        wide = array.astype(np.float64)
-        over = np.isfinite(wide) & (np.abs(wide) > limit)
-        count = int(over.sum())
+        limit = np.float32(np.finfo(target).max if dtype == "float16" else ml_dtypes.finfo(target).max)
+        # Values beyond the low type's range would become inf: clamp them to its max and count them. Two
+        # reductions first, so the common case (everything in range) allocates nothing.
+        in_range = array.size == 0 or (np.nanmax(array) <= limit and np.nanmin(array) >= -limit)
+        over = None if in_range else np.abs(array) > limit
+        count = 0 if over is None else int(np.count_nonzero(over & np.isfinite(array)))
         if count:
             stats.values_clamped += count
-            wide = np.where(over, np.sign(wide) * limit, wide)
-        return wide.astype(target)
+            array = np.where(over & np.isfinite(array), np.sign(array) * limit, array).astype(array.dtype)
     return array.astype(target)
 
 
-def convert_tensor(tensor: ir.TensorProtocol, dtype: str, name: str, stats: RewriteStats) -> ir.Tensor:
+def convert_tensor(tensor: ir.TensorProtocol, dtype: str, name: str, stats: RewriteStats) -> ir.TensorProtocol:
+    if isinstance(tensor, ir.ExternalTensor):
+        return _lazily_converted(tensor, dtype, name, stats)
     return ir.tensor(_convert_array(tensor.numpy(), dtype, stats), dtype=DTYPE_TO_DATA_TYPE[dtype], name=name)
+
+
+def _lazily_converted(tensor: ir.ExternalTensor, dtype: str, name: str, stats: RewriteStats) -> ir.LazyTensor:
+    """A tensor on disk is converted when the output is written, one tensor at a time, so a model larger than
+    memory can be rewritten. Out-of-range values are counted now in one pass over the mapped file."""
+    _convert_array(tensor.numpy(), dtype, stats)  # counts (and discards) the clamped values
+    tensor.release()
+
+    def convert() -> ir.TensorProtocol:
+        converted = ir.tensor(_convert_array(tensor.numpy(), dtype, RewriteStats()), dtype=DTYPE_TO_DATA_TYPE[dtype])
+        tensor.release()
+        return converted
+
+    return ir.LazyTensor(convert, DTYPE_TO_DATA_TYPE[dtype], tensor.shape, name=name)
 
 
 def _set_dtype(value: ir.Value, dtype: str) -> None:
@@ -300,3 +312,52 @@ def apply_plan(model: ir.Model, plan: Plan) -> RewriteStats:
     rewriter.fix_inputs()
     model.graph.sort()
     return rewriter.stats
+
+
+#: Suffix of the float32 copy under which :func:`expose_values` exposes a bfloat16 value (numpy has no bfloat16,
+#: so ONNX Runtime's Python API cannot hand one back; the Cast to float32 is exact).
+EXPOSED_FLOAT32_SUFFIX = "::as_float32"
+
+
+def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) -> onnx.ModelProto:
+    """A copy of ``model`` whose main graph also outputs the node-output values ``names`` (for debugging runs).
+
+    Values no main-graph node produces, values already graph outputs and values of unknown element type are
+    skipped. A bfloat16 value is exposed through an exact Cast to float32 named ``name + EXPOSED_FLOAT32_SUFFIX``.
+    The input model is not modified.
+    """
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    produced = {output for node in graph.node for output in node.output if output}
+    taken = produced | {value.name for value in (*graph.input, *graph.output)} | {i.name for i in graph.initializer}
+    present = {value.name for value in graph.output}
+    elem_types = known_elem_types(copy)
+    for name in dict.fromkeys(names):
+        elem = elem_types.get(name)
+        if name not in produced or name in present or not elem:
+            continue
+        if elem == onnx.TensorProto.BFLOAT16:
+            exposed = name + EXPOSED_FLOAT32_SUFFIX
+            if exposed in taken:
+                continue
+            graph.node.append(
+                onnx.helper.make_node("Cast", [name], [exposed], name=exposed, to=onnx.TensorProto.FLOAT)
+            )
+            name, elem = exposed, onnx.TensorProto.FLOAT
+        graph.output.append(onnx.helper.make_tensor_value_info(name, elem, None))
+    return copy
+
+
+def known_elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every main-graph value the model states or ONNX type inference derives."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # inference is best effort: the values the model states still count
+        inferred = model
+    types: dict[str, int] = {}
+    for source in (model.graph, inferred.graph):
+        for value in (*source.input, *source.output, *source.value_info):
+            if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+                types.setdefault(value.name, value.type.tensor_type.elem_type)
+    return types

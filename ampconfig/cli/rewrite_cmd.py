@@ -140,7 +140,9 @@ def rewrite(
         target=settings["target"],
         keep_io_types=settings["keep_io_types"],
     )
-    written = save_model_atomic(result.model, settings["output"], input_path=settings["model"])
+    written = save_model_atomic(
+        result.ir_model, settings["output"], input_path=settings["model"], input_files=result.input_files
+    )
     summary = rewrite_summary(result, Path(settings["model"]), written)
     if json_output:
         print_json(summary)
