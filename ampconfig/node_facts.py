@@ -8,13 +8,13 @@ variables (LayerNormalization's Mean/InvStdDev, Resize's roi/scales, Dropout's r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import onnx_ir as ir
 
 from ampconfig.decisions import Rule
-from ampconfig.op_schema import MOVABLE_DTYPES, compute_variables, node_typing
+from ampconfig.op_schema import ABSENT, MOVABLE_DTYPES, compute_variables, node_typing
 from ampconfig.opsinfo import op_key
 
 DATA_TYPE_TO_DTYPE: dict[ir.DataType, str] = {
@@ -68,6 +68,10 @@ def _opset_for(model: ir.Model, domain: str) -> int | None:
     return imports.get(key, imports.get("ai.onnx") if key == "" else None)
 
 
+def _slot_dtypes(values: Sequence[ir.Value | None]) -> list[str | None]:
+    return [ABSENT if v is None else value_dtype(v) for v in values]
+
+
 def _first_float_dtype(node: ir.Node) -> str | None:
     return next((d for d in map(value_dtype, (*node.inputs, *node.outputs)) if d is not None), None)
 
@@ -94,9 +98,7 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
     )
     if typing is None:
         return fixed(Rule.NO_SCHEMA)
-    found = compute_variables(
-        typing, [value_dtype(v) for v in node.inputs], [value_dtype(v) for v in node.outputs], low_dtype
-    )
+    found = compute_variables(typing, _slot_dtypes(node.inputs), _slot_dtypes(node.outputs), low_dtype)
     if found is None:
         return fixed(Rule.NOT_FLOAT)
     var, variables = found

@@ -104,6 +104,10 @@ def default_opset(opset_imports: Mapping[str, int], domain: str) -> int | None:
     return None
 
 
+#: Marks an optional input/output a node leaves out (its type variable binds nothing there).
+ABSENT = ""
+
+
 def compute_variables(
     typing: NodeTyping,
     input_dtypes: Sequence[str | None],
@@ -112,16 +116,17 @@ def compute_variables(
 ) -> tuple[str, frozenset[str]] | None:
     """The node's primary float type variable and every variable that moves with it, or None if it has none.
 
-    ``input_dtypes``/``output_dtypes`` give, per actual input/output, its movable float dtype (None for an absent,
-    non-float or untyped tensor). The primary variable is that of the first float output, else of the first float
-    input. Another variable moves with it when every tensor it binds has the primary's dtype and both variables
-    allow ``low_dtype``: Attention's V (T2) and RMSNormalization's X (T) move with the data, while
-    LayerNormalization's Mean (U, no float16) and Resize's scales (a fixed float type) stay. The kernel probe
-    retypes by this same rule, so what the op info claims is what the rewrite produces.
+    ``input_dtypes``/``output_dtypes`` give, per actual input/output, its movable float dtype, None for a present
+    non-float or untyped tensor, and :data:`ABSENT` for an optional input/output the node leaves out. The primary
+    variable is that of the first float output, else of the first float input. Another variable moves with it
+    when every tensor it binds has the primary's dtype and both variables allow ``low_dtype``: Attention's V (T2)
+    and RMSNormalization's X (T) move with the data, while LayerNormalization's Mean (U, no float16) and Resize's
+    scales (a fixed float type) stay. The kernel probe retypes by this same rule, so what the op info claims is
+    what the rewrite produces.
     """
-    slots = list(zip(input_dtypes, typing.inputs)) + list(zip(output_dtypes, typing.outputs))
-    outputs = list(zip(output_dtypes, typing.outputs))
-    inputs = list(zip(input_dtypes, typing.inputs))
+    outputs = [(d, s) for d, s in zip(output_dtypes, typing.outputs) if d != ABSENT]
+    inputs = [(d, s) for d, s in zip(input_dtypes, typing.inputs) if d != ABSENT]
+    slots = inputs + outputs
     primary = next((s.type_var for d, s in outputs + inputs if s.type_var is not None and d in MOVABLE_DTYPES), None)
     if primary is None:
         return None
