@@ -17,7 +17,7 @@ from ampconfig.compare import OutputMismatchError, Tolerance, compare_outputs, t
 from ampconfig.config import SessionConfig, check_mode_accepts_mixlist, load_session_config
 from ampconfig.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
-from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+from ampconfig.bundled_examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.model_io import load_model, save_model_atomic
 from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.report import RunReport
