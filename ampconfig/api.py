@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx_ir as ir
 
 from ampconfig.decisions import NodeDecision, RewriteResult
 from ampconfig.errors import AmpconfigError, Severity
@@ -24,7 +25,7 @@ from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.opsinfo import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.plan import build_plan, match_keep_dtype
 from ampconfig.policy import DecisionContext
-from ampconfig.rewrite import annotate_dtypes, apply_plan, name_unnamed_nodes
+from ampconfig.rewrite import annotate_dtypes, apply_plan, name_unnamed_nodes, round_like_low_precision
 
 MixlistInput = str | Path | Mapping[str, Any] | None
 KeepDtypeInput = str | Path | Sequence[str] | None
@@ -173,6 +174,20 @@ def rewrite_model_detailed(
         warnings=warnings,
         input_files=opened.external_files,
     )
+
+
+def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    """A copy of a rewritten model whose CPU run rounds every float16 value as float16 hardware stores it.
+
+    ONNX Runtime's CPU provider drops that rounding for ops it has no native float16 kernel for (see
+    :func:`ampconfig.rewrite.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
+    Returns the copy and how many nodes compute in float32 between explicit casts in it.
+    """
+    library = load_ops_info("cpu")
+    ir_model = ir.serde.deserialize_model(model)
+    annotate_dtypes(ir_model)
+    wrapped = round_like_low_precision(ir_model, library.is_emulated)
+    return ir.serde.serialize_model(ir_model), wrapped
 
 
 def rewrite_model(

@@ -9,6 +9,8 @@ counted; graph outputs keep their names and dtypes; value types updated; nodes t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -324,7 +326,7 @@ def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) ->
 
     Values no main-graph node produces, values already graph outputs and values of unknown element type are
     skipped. A bfloat16 value is exposed through an exact Cast to float32 named ``name + EXPOSED_FLOAT32_SUFFIX``.
-    The input model is not modified.
+    Outputs carry the stated or inferred shape where known. The input model is not modified.
     """
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
@@ -332,32 +334,98 @@ def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) ->
     produced = {output for node in graph.node for output in node.output if output}
     taken = produced | {value.name for value in (*graph.input, *graph.output)} | {i.name for i in graph.initializer}
     present = {value.name for value in graph.output}
-    elem_types = known_elem_types(copy)
+    types = known_tensor_types(copy)
     for name in dict.fromkeys(names):
-        elem = elem_types.get(name)
-        if name not in produced or name in present or not elem:
+        known = types.get(name)
+        if name not in produced or name in present or known is None:
             continue
-        if elem == onnx.TensorProto.BFLOAT16:
-            exposed = name + EXPOSED_FLOAT32_SUFFIX
-            if exposed in taken:
+        exposed = onnx.ValueInfoProto(name=name)
+        exposed.type.CopyFrom(known)
+        if known.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+            exposed.name = name + EXPOSED_FLOAT32_SUFFIX
+            if exposed.name in taken:
                 continue
             graph.node.append(
-                onnx.helper.make_node("Cast", [name], [exposed], name=exposed, to=onnx.TensorProto.FLOAT)
+                onnx.helper.make_node("Cast", [name], [exposed.name], name=exposed.name, to=onnx.TensorProto.FLOAT)
             )
-            name, elem = exposed, onnx.TensorProto.FLOAT
-        graph.output.append(onnx.helper.make_tensor_value_info(name, elem, None))
+            exposed.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        graph.output.append(exposed)
     return copy
 
 
-def known_elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element type of every main-graph value the model states or ONNX type inference derives."""
+def known_tensor_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Tensor type of every main-graph value the model states or ONNX type inference derives (stated first)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
     except Exception:  # inference is best effort: the values the model states still count
         inferred = model
-    types: dict[str, int] = {}
+    types: dict[str, onnx.TypeProto] = {}
     for source in (model.graph, inferred.graph):
         for value in (*source.input, *source.output, *source.value_info):
             if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
-                types.setdefault(value.name, value.type.tensor_type.elem_type)
+                types.setdefault(value.name, value.type)
     return types
+
+
+def known_elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every main-graph value the model states or ONNX type inference derives."""
+    return {name: known.tensor_type.elem_type for name, known in known_tensor_types(model).items()}
+
+
+def round_like_low_precision(model: ir.Model, emulated: Callable[[str, str], bool]) -> int:
+    """Make a CPU run of ``model`` round every low-precision value the way low-precision hardware stores it.
+
+    ONNX Runtime's CPU provider runs a float16 node that has no float16 kernel by casting around it, and then
+    removes each Cast(float32->float16)->Cast(float16->float32) pair its own casts create: chains of such nodes
+    compute in float32 and never round to float16, so accuracy measured on the CPU would be the fp32 model's.
+    Here each such node (``emulated(op_key, dtype)`` is true) computes in float32 between explicit casts, which
+    ONNX Runtime keeps: every value it produces is rounded to float16 exactly once, as stored on a GPU.
+    Used for accuracy only (the casts cost time). Returns how many nodes were wrapped; mutates ``model``.
+    """
+    from ampconfig.node_facts import node_facts
+
+    names = NameAllocator(model)
+    widened: dict[ir.Value, ir.Value] = {}
+    wrapped = 0
+    for graph in model.graphs():
+        for node in list(graph):
+            facts = node_facts(node, model, "")
+            if facts.dtype not in LOW_DTYPES or facts.blocker is not None or not emulated(facts.key, facts.dtype):
+                continue
+            for index in facts.input_slots:
+                value = node.inputs[index]
+                if value not in widened:
+                    widened[value] = _explicit_cast(value, "float32", names, after=value.producer(), graph=graph)
+                node.replace_input_with(index, widened[value])
+            for index in facts.output_slots:
+                _store_rounded(node, node.outputs[index], facts.dtype, names)
+            wrapped += 1
+    model.graph.sort()
+    return wrapped
+
+
+def _explicit_cast(
+    value: ir.Value, dtype: str, names: NameAllocator, *, after: ir.Node | None, graph: ir.Graph
+) -> ir.Value:
+    out = ir.Value(name=names.value(f"{value.name}_{_SHORT[dtype]}"), shape=value.shape)
+    _set_dtype(out, dtype)
+    cast = ir.Node("", "Cast", [value], [ir.AttrInt64("to", DTYPE_TO_DATA_TYPE[dtype])], outputs=[out])
+    cast.name = names.node(f"Cast_{value.name}_to_{_SHORT[dtype]}")
+    owner = after.graph if after is not None else (value.graph if isinstance(value.graph, ir.Graph) else graph)
+    if after is not None:
+        owner.insert_after(after, cast)
+    else:
+        owner.insert_before(next(iter(owner)), cast)
+    return out
+
+
+def _store_rounded(node: ir.Node, value: ir.Value, dtype: str, names: NameAllocator) -> None:
+    """The node now produces ``value`` in float32; its consumers (and graph outputs) read a rounded copy."""
+    rounded = ir.Value(name=value.name, shape=value.shape)
+    _set_dtype(rounded, dtype)
+    value.name = names.value(f"{value.name}_fp32")
+    _set_dtype(value, "float32")
+    ir.convenience.replace_all_uses_with(value, rounded, replace_graph_outputs=True)
+    cast = ir.Node("", "Cast", [value], [ir.AttrInt64("to", DTYPE_TO_DATA_TYPE[dtype])], outputs=[rounded])
+    cast.name = names.node(f"Cast_{rounded.name}_store_{_SHORT[dtype]}")
+    node.graph.insert_after(node, cast)

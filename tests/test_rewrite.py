@@ -337,3 +337,24 @@ def test_invalid_input_model_is_a_clear_error(tmp_path) -> None:
     bad.ir_version = 10
     with pytest.raises(AmpconfigError, match="not a valid ONNX model"):
         rewrite_model(bad, "force_fp16")
+
+
+def test_cpu_accuracy_copy_rounds_like_float16_hardware() -> None:
+    from ampconfig.api import low_precision_rounding_model
+
+    nodes = [
+        oh.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+        oh.make_node("Mul", ["sq", "scale"], ["y"], name="scale_down"),
+    ]
+    model = make_model(nodes, [tensor("x", FLOAT, [2])], [tensor("y", FLOAT, [2])], [const("scale", [1e-3, 1e-3])])
+    rewritten = rewrite_model(model, "force_fp16", target="cpu")
+    x = {"x": np.array([300.0, 2.0], dtype=np.float32)}
+    # ORT's CPU provider computes both fp16 Muls in fp32 and drops the rounding in between: 300^2 = 90000 never
+    # overflows float16 there, although float16 storage cannot hold it.
+    assert run(rewritten, x)[0][0] == pytest.approx(90.0, rel=1e-3)
+    faithful, wrapped = low_precision_rounding_model(rewritten)
+    onnx.checker.check_model(faithful, full_check=True)
+    assert wrapped == 2
+    got = run(faithful, x)[0]
+    assert np.isinf(got[0])  # 90000 stored as float16 is inf, as on a GPU
+    assert got[1] == pytest.approx(4e-3, rel=1e-3)

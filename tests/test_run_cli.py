@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from ampconfig.cli import app
 from ampconfig.bundled_examples import DEFAULT_EXAMPLE, example_names, example_path
+from ampconfig.cli import app
 
 FAST = ["--warmup", "1", "--iterations", "2"]
 runner = CliRunner()
@@ -163,10 +163,12 @@ def test_json_payload(mlp_path: Path, mixlist_path: Path) -> None:
 
 
 def test_keep_dtype_pins_the_lowered_node(mlp_path: Path, mixlist_path: Path, tmp_path: Path) -> None:
+    # Pinning every node (by name) keeps the whole model fp32: the run is then exact.
     keep = tmp_path / "keep_dtype.cfg"
-    keep.write_text("ln\n")
+    keep.write_text("".join(f"{node.name}\n" for node in onnx.load(str(mlp_path)).graph.node))
     payload = run_json(*mixed(mlp_path, mixlist_path), "--keep-dtype", str(keep), "--tolerance", "0")
     assert payload["outputs"][0]["rel_l2"] == 0.0 and payload["passed"] is True
+    assert payload["low_precision_nodes"] == 0
 
 
 def test_default_mode_is_allow_mix_precision_and_said(mlp_path: Path) -> None:

@@ -20,6 +20,9 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "validate_cmd",
     "lists_cmd",
     "schema_cmd",
+    "explain_cmd",
+    "compare_cmd",
+    "tune_cmd",
 )
 
 for _module in _COMMAND_MODULES:

@@ -12,12 +12,12 @@ from typing import Any
 
 import onnx
 
-from ampconfig.api import rewrite_model_detailed
+from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed
+from ampconfig.bundled_examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.compare import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
 from ampconfig.config import SessionConfig, check_mode_accepts_mixlist, load_session_config
 from ampconfig.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
-from ampconfig.bundled_examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.model_io import load_model, save_model_atomic
 from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.report import RunReport
@@ -222,6 +222,7 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         warmup=request.warmup,
         iterations=request.iterations,
         progress=progress,
+        cpu_accuracy_model=lambda: low_precision_rounding_model(result.model),
     )
     return build_report(request, inputs, result, proof, written)
 

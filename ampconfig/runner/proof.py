@@ -6,7 +6,7 @@ runs once for its outputs, then each is timed (warm-up + timed iterations).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +16,8 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import AUTO, DeviceChoice, ModelSource, Session, create_session
 from ampconfig.runner.timing import Latency, ProgressCallback, measure
+
+REFERENCE_LABEL = "fp32 reference"
 
 
 @dataclass
@@ -75,9 +77,27 @@ def _run_model(
     progress: ProgressCallback | None,
 ) -> ModelRun:
     bound = session.bind(feeds)
-    outputs = bound.outputs()
+    try:
+        outputs = bound.outputs()
+    except Exception as exc:  # ORT's own exception types; the first run is the one that fails on bad inputs
+        raise _run_failure(label, exc) from None
     latency = measure(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
     return ModelRun(label, session.providers, session.tf32, outputs, latency)
+
+
+def _run_failure(label: str, exc: Exception) -> AmpconfigError:
+    """A model that loads but fails to run: on the fp32 reference it is the inputs (shapes that disagree with
+    the model, e.g. one dim_param bound to two sizes); on the rewritten model, with the reference fine, a bug."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if label == REFERENCE_LABEL:
+        return AmpconfigError(
+            f"ONNX Runtime failed to run the fp32 model on these inputs: {message}",
+            hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
+        )
+    return AmpconfigError(
+        f"ONNX Runtime failed to run the rewritten model (the fp32 model ran): {message}",
+        hint="this is a bug in ampconfig; please report it with the model and the command",
+    )
 
 
 def prove(
@@ -90,9 +110,26 @@ def prove(
     warmup: int = 3,
     iterations: int = 20,
     progress: ProgressCallback | None = None,
+    cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto, int]] | None = None,
 ) -> Proof:
-    """Run both models on ``feeds`` (converted to each model's input dtypes) and time them."""
+    """Run both models on ``feeds`` (converted to each model's input dtypes) and time them.
+
+    On the CPU, ``cpu_accuracy_model`` (if given) supplies a copy of the rewritten model that rounds float16
+    values the way float16 hardware does; its outputs are the ones compared, the rewritten model is still the
+    one timed.
+    """
     ref_session, rew_session, choice = open_sessions(reference, rewritten, choice, allow_tf32)
-    ref_run = _run_model("fp32 reference", ref_session, adapt_feeds(feeds, reference), warmup, iterations, progress)
+    ref_run = _run_model(REFERENCE_LABEL, ref_session, adapt_feeds(feeds, reference), warmup, iterations, progress)
     rew_run = _run_model("rewritten", rew_session, adapt_feeds(feeds, rewritten), warmup, iterations, progress)
-    return Proof(choice, ref_run, rew_run, list(ref_session.output_names), list(choice.notes))
+    notes = list(choice.notes)
+    if choice.device == "cpu" and cpu_accuracy_model is not None:
+        faithful, wrapped = cpu_accuracy_model()
+        if wrapped:
+            session = create_session(faithful, "cpu", tf32=False)
+            rew_run.outputs = session.bind(adapt_feeds(feeds, faithful)).outputs()
+            notes.append(
+                f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native "
+                "CPU float16 kernel compute between explicit float16 casts: ONNX Runtime's CPU provider would "
+                "otherwise skip their float16 rounding. Latency is the rewritten model's own."
+            )
+    return Proof(choice, ref_run, rew_run, list(ref_session.output_names), notes)

@@ -1,0 +1,58 @@
+"""Options shared by ``explain``, ``compare`` and ``tune``: the rewrite settings and the inputs, resolved exactly as
+``ampconfig run`` resolves them (flags over the session config over defaults)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ModelArg = Annotated[
+    Path | None, typer.Argument(help="ONNX model (default: the config's model, else the bundled example).")
+]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="Session config (YAML/JSON/TOML).")]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--precision-mode",
+        "-m",
+        metavar="MODE",
+        help="Precision mode (v1 or v2 name).",
+        show_default="allow_mix_precision",
+    ),
+]
+MixlistOpt = Annotated[Path | None, typer.Option("--modify-mixlist", help="modify_mixlist JSON (mixed modes only).")]
+KeepDtypeOpt = Annotated[
+    Path | None, typer.Option("--keep-dtype", help="keep_dtype file: node names kept in their dtype.")
+]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option("--target", metavar="cpu|cuda", help="Execution target.", show_default="cuda if it loads, else cpu"),
+]
+InputsOpt = Annotated[Path | None, typer.Option("--inputs", help=".npz with one array per model input.")]
+InputFilesOpt = Annotated[
+    list[str] | None,
+    typer.Option("--input", metavar="NAME=FILE.npy", help="One input from a .npy file; repeat for more."),
+]
+ShapesOpt = Annotated[
+    list[str] | None,
+    typer.Option("--shape", metavar="NAME=1x128", help="Shape of a generated input; repeat for more."),
+]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for generated inputs.", show_default="0")]
+DataMaxOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--data-max",
+        help="Range analysis: largest |value| a low-precision node may see.",
+        show_default="the low type's max (65504 for float16)",
+    ),
+]
+ThresholdOpt = Annotated[
+    float,
+    typer.Option("--threshold", help="Relative L2 error at which a node counts as bad (first bad node)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+HtmlOpt = Annotated[
+    Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML report here.")
+]

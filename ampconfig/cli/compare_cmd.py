@@ -1,0 +1,108 @@
+"""``ampconfig compare``: per-node error of the rewritten model against fp32, and the first node that goes bad."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ampconfig.cli.analysis_options import (
+    ConfigOpt,
+    DataMaxOpt,
+    HtmlOpt,
+    InputFilesOpt,
+    InputsOpt,
+    JsonOpt,
+    KeepDtypeOpt,
+    MixlistOpt,
+    ModelArg,
+    ModeOpt,
+    SeedOpt,
+    ShapesOpt,
+    TargetOpt,
+    ThresholdOpt,
+)
+from ampconfig.cli.app import command
+from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
+from ampconfig.locate import DEFAULT_THRESHOLD
+
+_HELP = """Run the fp32 model and its rewrite on the same inputs with every intermediate float tensor exposed,
+align the tensors by name and rank the nodes by the error they add: a node's relative L2 error over the largest
+error of its float inputs. Names the first node (topological order) whose error jumps above --threshold, and
+every node that overflows (inf/NaN in the rewrite, or fp32 values beyond the low type's range).
+
+Settings and inputs resolve as for [bold]ampconfig run[/bold]. Exit codes: 0 the outputs meet the tolerance,
+1 they do not, 2 usage or input error.
+
+[bold]Examples[/bold]
+
+  ampconfig compare model.onnx -m allow_mix_precision --shape input_ids=1x128
+
+  ampconfig compare model.onnx -m force_fp16 --inputs batch.npz --json
+
+  ampconfig compare model.onnx -m force_fp16 --range-check --html report.html
+"""
+
+
+@command("compare", help=_HELP)
+def compare(
+    model: ModelArg = None,
+    config: ConfigOpt = None,
+    precision_mode: ModeOpt = None,
+    modify_mixlist: MixlistOpt = None,
+    keep_dtype: KeepDtypeOpt = None,
+    target: TargetOpt = None,
+    inputs_npz: InputsOpt = None,
+    input_files: InputFilesOpt = None,
+    shapes: ShapesOpt = None,
+    seed: SeedOpt = None,
+    tolerance: Annotated[
+        float | None,
+        typer.Option("--tolerance", help="Largest relative L2 error per output.", show_default="0.01"),
+    ] = None,
+    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
+    range_check: Annotated[
+        bool,
+        typer.Option("--range-check/--no-range-check", help="Keep nodes whose calibration values overflow fp32."),
+    ] = False,
+    data_max: DataMaxOpt = None,
+    json_output: JsonOpt = False,
+    html: HtmlOpt = None,
+) -> None:
+    from ampconfig.atomic_write import write_text_atomic
+    from ampconfig.compare_report import compare_payload, render_compare
+    from ampconfig.explain import explain_payload
+    from ampconfig.html_report import render_html
+    from ampconfig.runner.diagnose import compare_rewrite, prepare
+    from ampconfig.runner.pipeline import RunFlags, resolve_request
+
+    flags = RunFlags(
+        model=model,
+        config=config,
+        precision_mode=precision_mode,
+        modify_mixlist=modify_mixlist,
+        keep_dtype=keep_dtype,
+        target=target,
+        inputs_npz=inputs_npz,
+        input_files=list(input_files or []),
+        shapes=list(shapes or []),
+        seed=seed,
+        tolerance=tolerance,
+    )
+    prepared = prepare(resolve_request(flags))
+    result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
+    payload = compare_payload(result, prepared)
+    if html is not None:
+        explained = explain_payload(
+            result.rewrite,
+            model=str(prepared.request.model_path),
+            range_report=result.range.to_dict() if result.range is not None else None,
+        )
+        written = write_text_atomic(html, render_html(explained, payload), what="HTML report")
+        stderr.print(f"wrote {written}", markup=False)
+    if json_output:
+        print_json(payload)
+    else:
+        render_compare(result, prepared, stdout)
+    raise typer.Exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)

@@ -1,0 +1,278 @@
+"""The ``explain --html`` / ``compare --html`` report: ONE self-contained HTML file.
+
+Inline CSS and JavaScript, no network access (no external URL anywhere, not even an SVG namespace: inline SVG in
+HTML5 needs none), so the file can be mailed or archived and opens offline. It holds the summary, a searchable
+and filterable node table, and, when compare data is given, an inline SVG plot of each node's relative L2 error
+in topological order with the threshold and the first bad node marked. Every text from the model is escaped.
+Pure: payload dicts in, a string out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+_CSS = """
+body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1d2430;background:#fafbfc}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
+.sub{color:#5b6472;margin-bottom:16px}
+.cards{display:flex;flex-wrap:wrap;gap:10px}
+.card{background:#fff;border:1px solid #d8dde4;border-radius:6px;padding:8px 12px;min-width:150px}
+.card b{display:block;font-size:18px}.card span{color:#5b6472;font-size:12px}
+.controls{display:flex;gap:10px;align-items:center;margin:8px 0;flex-wrap:wrap}
+input[type=search]{width:320px;padding:5px 8px;border:1px solid #b8c0cc;border-radius:4px}
+select{padding:4px}
+table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
+th,td{border-bottom:1px solid #e4e8ee;padding:4px 6px;text-align:left;vertical-align:top}
+th{position:sticky;top:0;background:#eef1f5;cursor:pointer}
+tr.changed td.dt{font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.c-white{color:#334}.c-black{color:#b3261e}.c-gray{color:#8a6d00}.c-clear{color:#00707a}
+tr.bad{background:#fdecea}.warn{color:#8a4b00}
+svg{background:#fff;border:1px solid #d8dde4;border-radius:6px}
+svg text{font-size:11px;fill:#5b6472}
+"""
+
+_JS = """
+(function(){
+  var q=document.getElementById('q'),col=document.getElementById('colour'),dt=document.getElementById('dtype'),
+      ch=document.getElementById('changed'),count=document.getElementById('count'),
+      rows=Array.prototype.slice.call(document.querySelectorAll('#nodes tbody tr'));
+  function apply(){
+    var text=q.value.toLowerCase(),c=col.value,d=dt.value,only=ch.checked,shown=0;
+    rows.forEach(function(r){
+      var ok=(!text||r.textContent.toLowerCase().indexOf(text)>=0)&&(!c||r.dataset.colour===c)&&
+             (!d||r.dataset.dtype===d)&&(!only||r.dataset.changed==='1');
+      r.style.display=ok?'':'none'; if(ok){shown++;}
+    });
+    count.textContent=shown+' of '+rows.length+' nodes';
+  }
+  [q,col,dt,ch].forEach(function(el){el.addEventListener('input',apply);el.addEventListener('change',apply);});
+  document.querySelectorAll('#nodes th').forEach(function(th,i){
+    th.addEventListener('click',function(){
+      var body=document.querySelector('#nodes tbody'),asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
+      rows.sort(function(a,b){
+        var x=a.children[i].dataset.v||a.children[i].textContent,y=b.children[i].dataset.v||b.children[i].textContent;
+        var nx=parseFloat(x),ny=parseFloat(y),r=(!isNaN(nx)&&!isNaN(ny))?nx-ny:x.localeCompare(y);
+        return asc?r:-r;});
+      rows.forEach(function(r){body.appendChild(r);});
+    });
+  });
+  apply();
+})();
+"""
+
+_PLOT_W, _PLOT_H, _PAD_L, _PAD_R, _PAD_T, _PAD_B = 1000, 280, 56, 16, 16, 36
+_LOG_FLOOR = -8.0  # errors below 1e-8 (exact nodes) are drawn on the floor
+
+
+def _e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return "inf" if math.isinf(value) else "nan" if math.isnan(value) else format(value, ".3g")
+    return str(value)
+
+
+def _sort_value(value: Any) -> str:
+    """A numeric sort key for the table (inf sorts last)."""
+    if isinstance(value, str) and value in ("inf", "nan"):
+        return "1e308"
+    return "" if value is None else str(value)
+
+
+def _cards(summary: Mapping[str, Any], extra: Sequence[tuple[str, str]]) -> str:
+    items = [
+        ("nodes", str(summary["nodes"])),
+        ("dtype changed", str(summary["changed"])),
+        ("low precision", str(summary["low_precision_nodes"])),
+        ("casts inserted", str(summary["casts_inserted"])),
+        ("casts retargeted", str(summary["casts_retargeted"])),
+        ("values clamped", str(summary["values_clamped"])),
+        *extra,
+    ]
+    for group in ("by_colour", "by_dtype"):
+        for key, value in summary[group].items():
+            items.append((f"{group.removeprefix('by_')} {key}", str(value)))
+    return "".join(f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in items)
+
+
+def _options(values: Sequence[str]) -> str:
+    return "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+
+
+def _table(nodes: Sequence[Mapping[str, Any]], errors: Mapping[str, Mapping[str, Any]], first_bad: str | None) -> str:
+    headers = ["#", "scope", "node", "op", "colour", "dtype before", "dtype after", "rule", "cause", "reason"]
+    if errors:
+        headers += ["rel L2", "gain", "overflow"]
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    rows = []
+    for node in nodes:
+        colour = node.get("colour") or "none"
+        dtype = node.get("dtype") or "none"
+        classes = ["changed"] if node.get("changed") else []
+        if node["name"] == first_bad:
+            classes.append("bad")
+        cells = [
+            f'<td class="num" data-v="{node["index"]}">{node["index"]}</td>',
+            f"<td>{_e(node.get('scope'))}</td>",
+            f"<td>{_e(node['name'])}</td>",
+            f"<td>{_e(node['op_type'])}</td>",
+            f'<td class="c-{_e(colour)}">{_e(colour)}</td>',
+            f"<td>{_e(node.get('original_dtype') or '-')}</td>",
+            f'<td class="dt">{_e(dtype)}</td>',
+            f"<td>{_e(node['rule'])}</td>",
+            f"<td>{_e(node.get('cause') or '-')}</td>",
+            f"<td>{_e(node['reason'])}</td>",
+        ]
+        if errors:
+            err = errors.get(node["name"]) if not node.get("scope") else None
+            error = err.get("error") if err else None
+            gain = err.get("gain") if err else None
+            cells += [
+                f'<td class="num" data-v="{_e(_sort_value(error))}">{_e(_fmt(error))}</td>',
+                f'<td class="num" data-v="{_e(_sort_value(gain))}">{_e(_fmt(gain))}</td>',
+                f'<td class="warn">{_e("; ".join(err.get("overflow", [])) if err else "")}</td>',
+            ]
+        rows.append(
+            f'<tr class="{" ".join(classes)}" data-colour="{_e(colour)}" data-dtype="{_e(dtype)}" '
+            f'data-changed="{1 if node.get("changed") else 0}">{"".join(cells)}</tr>'
+        )
+    return f'<table id="nodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _log_error(value: Any) -> float | None:
+    """log10 of an error for the plot; None for NaN; +inf stays +inf (drawn at the top)."""
+    if isinstance(value, str):
+        return math.inf if value == "inf" else None
+    if value is None or math.isnan(value):
+        return None
+    if math.isinf(value):
+        return math.inf
+    return max(_LOG_FLOOR, math.log10(value)) if value > 0 else _LOG_FLOOR
+
+
+def error_plot(nodes: Sequence[Mapping[str, Any]], threshold: float, first_bad: str | None) -> str:
+    """Inline SVG: per-node rel L2 error (log scale) in topological order, the threshold, the first bad node."""
+    points = [(node, _log_error(node.get("error"))) for node in nodes]
+    finite = [y for _, y in points if y is not None and math.isfinite(y)]
+    top = math.ceil(max([*finite, math.log10(threshold), _LOG_FLOOR + 1.0]) + 0.5)
+    bottom = math.floor(max(min([*finite, math.log10(threshold), 0.0]) - 0.5, _LOG_FLOOR))
+    has_inf = any(y is not None and math.isinf(y) for _, y in points)
+    ceiling = top + 1 if has_inf else top  # non-finite errors get their own row above the top decade
+    inner_w, inner_h = _PLOT_W - _PAD_L - _PAD_R, _PLOT_H - _PAD_T - _PAD_B
+    count = max(len(points), 1)
+
+    def x_of(index: int) -> float:
+        return _PAD_L + (index + 0.5) * inner_w / count
+
+    def y_of(value: float) -> float:
+        value = min(value, float(ceiling))
+        return _PAD_T + (ceiling - value) / (ceiling - bottom) * inner_h
+
+    parts = [
+        f'<svg id="error-plot" width="{_PLOT_W}" height="{_PLOT_H}" viewBox="0 0 {_PLOT_W} {_PLOT_H}" role="img" '
+        'aria-label="per-node relative L2 error">'
+    ]
+    for decade in range(int(bottom), int(top) + 1):
+        y = y_of(decade)
+        parts.append(f'<line x1="{_PAD_L}" x2="{_PLOT_W - _PAD_R}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef1f5"/>')
+        parts.append(f'<text x="{_PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end">1e{decade}</text>')
+    if has_inf:
+        y = y_of(ceiling)
+        parts.append(f'<line x1="{_PAD_L}" x2="{_PLOT_W - _PAD_R}" y1="{y:.1f}" y2="{y:.1f}" stroke="#f3d6d3"/>')
+        parts.append(f'<text x="{_PAD_L - 6}" y="{y + 4:.1f}" text-anchor="end">inf</text>')
+    ty = y_of(math.log10(threshold))
+    parts.append(
+        f'<line x1="{_PAD_L}" x2="{_PLOT_W - _PAD_R}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#b3261e" '
+        'stroke-dasharray="5 4"/>'
+        f'<text x="{_PLOT_W - _PAD_R}" y="{ty - 4:.1f}" text-anchor="end">threshold {threshold:g}</text>'
+    )
+    line = [f"{x_of(i):.1f},{y_of(y):.1f}" for i, (_, y) in enumerate(points) if y is not None]
+    if line:
+        parts.append(f'<polyline fill="none" stroke="#7a8594" stroke-width="1" points="{" ".join(line)}"/>')
+    for index, (node, y) in enumerate(points):
+        if y is None:
+            continue
+        bad = node.get("name") == first_bad
+        fill = "#b3261e" if bad or node.get("overflow") else "#1f5fbf"
+        radius = 6 if bad else 3.5
+        label = f"{node.get('name')} ({node.get('op_type')}, {node.get('dtype')}): rel L2 {_fmt(node.get('error'))}"
+        parts.append(
+            f'<circle cx="{x_of(index):.1f}" cy="{y_of(y):.1f}" r="{radius}" fill="{fill}">'
+            f"<title>{_e(label)}</title></circle>"
+        )
+        if bad:
+            # Label on the side with room, so it is not clipped at the plot's right edge.
+            right_half = x_of(index) > _PAD_L + inner_w / 2
+            anchor, dx = ("end", -10) if right_half else ("start", 10)
+            parts.append(
+                f'<text x="{x_of(index) + dx:.1f}" y="{y_of(y) + 4:.1f}" text-anchor="{anchor}" '
+                f'style="fill:#b3261e;font-weight:600">first bad: {_e(node.get("name"))}</text>'
+            )
+    parts.append(
+        f'<text x="{_PAD_L + inner_w / 2:.0f}" y="{_PLOT_H - 8}" text-anchor="middle">'
+        f"nodes in topological order ({len(points)}); y: relative L2 error vs fp32, log scale</text></svg>"
+    )
+    return "".join(parts)
+
+
+def render_html(explain: Mapping[str, Any], compare: Mapping[str, Any] | None = None) -> str:
+    """The whole report; ``compare`` (a compare payload) adds the error plot and per-node error columns."""
+    summary = explain["summary"]
+    nodes = explain["nodes"]
+    errors: dict[str, Mapping[str, Any]] = {}
+    extra: list[tuple[str, str]] = []
+    plot = ""
+    first_bad = None
+    if compare is not None:
+        localization = compare["localization"]
+        errors = {node["name"]: node for node in localization["nodes"]}
+        first_bad = localization.get("first_bad_node")
+        extra = [
+            ("first bad node", first_bad or "none"),
+            ("outputs", "PASS" if compare.get("passed") else "FAIL"),
+        ]
+        plot = (
+            "<h2>Per-node error vs fp32</h2>"
+            + error_plot(localization["nodes"], float(localization["threshold"]), first_bad)
+            + "".join(f'<p class="warn">{_e(f)}</p>' for f in compare.get("failures", []))
+        )
+    ranges = explain.get("range_analysis") or (compare or {}).get("range_analysis")
+    range_html = ""
+    if ranges:
+        kept = ranges.get("overflow_nodes", {})
+        items = "".join(f"<li><b>{_e(name)}</b>: {_e(reason)}</li>" for name, reason in kept.items())
+        range_html = f"<h2>Range analysis (data_max {_e(_fmt(float(ranges['data_max'])))})</h2>" + (
+            f"<ul>{items}</ul>" if items else "<p>no value out of range</p>"
+        )
+    colours = sorted({node.get("colour") or "none" for node in nodes})
+    dtypes = sorted({node.get("dtype") or "none" for node in nodes})
+    warnings = "".join(f'<p class="warn">warning: {_e(w)}</p>' for w in explain.get("warnings", []))
+    title = f"ampconfig explain: {explain.get('model', '')}"
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{_CSS}</style></head><body>"
+        f"<h1>{_e(title)}</h1>"
+        f'<div class="sub">precision mode <b>{_e(explain["precision_mode"])}</b>, target '
+        f"<b>{_e(explain['target'])}</b>, low dtype {_e(explain['low_dtype'])}</div>"
+        f'<div class="cards">{_cards(summary, extra)}</div>'
+        f"{warnings}{plot}{range_html}"
+        "<h2>Nodes</h2>"
+        '<div class="controls"><input id="q" type="search" placeholder="search name, op, rule, reason..." '
+        'aria-label="search nodes">'
+        f'<select id="colour" aria-label="colour"><option value="">every colour</option>{_options(colours)}</select>'
+        f'<select id="dtype" aria-label="dtype"><option value="">every dtype</option>{_options(dtypes)}</select>'
+        '<label><input id="changed" type="checkbox"> changed only</label><span id="count"></span></div>'
+        f"{_table(nodes, errors, first_bad)}"
+        f"<script>{_JS}</script></body></html>\n"
+    )

@@ -1,0 +1,165 @@
+"""The runs behind ``explain --range-check``, ``compare`` and ``tune``: one calibration run of the fp32 model and
+one of the rewritten model, both with every intermediate float tensor exposed, on the same inputs.
+
+Settings come from :func:`ampconfig.runner.pipeline.resolve_request` (the same flags and config as ``run``);
+inputs from :func:`ampconfig.runner.inputs.prepare_inputs`. The analysis itself is pure
+(:mod:`ampconfig.locate`, :mod:`ampconfig.range_analysis`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx
+
+from ampconfig.api import rewrite_model_detailed
+from ampconfig.compare import OutputMetrics, compare_outputs, tolerance_failures
+from ampconfig.decisions import RewriteResult
+from ampconfig.locate import DEFAULT_THRESHOLD, Localization, locate
+from ampconfig.model_io import load_model
+from ampconfig.model_values import float_constants, graph_nodes, with_node_names
+from ampconfig.range_analysis import RangeFinding, check_data_max, overflow_nodes, range_findings
+from ampconfig.runner.inputs import InputSet, prepare_inputs
+from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
+from ampconfig.runner.pipeline import RunRequest
+from ampconfig.runner.sessions import DeviceChoice, choose_device
+
+
+@dataclass
+class Prepared:
+    """A resolved request with its model (nodes named as the rewrite names them), inputs and device."""
+
+    request: RunRequest
+    model: onnx.ModelProto
+    inputs: InputSet
+    device: DeviceChoice
+
+    @property
+    def low_dtype(self) -> str:
+        return self.request.precision_mode.low_dtype
+
+    def rewrite(
+        self,
+        overflow: Mapping[str, str] | None = None,
+        modify_mixlist: Any = None,
+        keep_dtype: Any = None,
+        *,
+        use_request_lists: bool = True,
+    ) -> RewriteResult:
+        """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
+        given instead of the request's."""
+        return rewrite_model_detailed(
+            self.model,
+            self.request.precision_mode,
+            modify_mixlist=self.request.modify_mixlist if use_request_lists else modify_mixlist,
+            keep_dtype=self.request.keep_dtype if use_request_lists else keep_dtype,
+            target=self.device.device,
+            keep_io_types=self.request.keep_io_types,
+            overflow_nodes=overflow,
+        )
+
+
+def prepare(request: RunRequest, *, need_inputs: bool = True) -> Prepared:
+    model, _source = load_model(request.model_path)
+    named = with_node_names(model)
+    inputs = (
+        prepare_inputs(
+            named,
+            npz=request.npz,
+            arrays=request.arrays,
+            shapes=request.shapes,
+            seed=request.seed,
+            int_low=request.int_low,
+            int_high=request.int_high,
+        )
+        if need_inputs
+        else InputSet({}, [])
+    )
+    return Prepared(request, named, inputs, choose_device(request.target))
+
+
+@dataclass
+class RangeReport:
+    findings: list[RangeFinding]
+    data_max: float
+    low_dtype: str
+    calibration: str  # where the calibration inputs came from, in words
+
+    @property
+    def overflow_nodes(self) -> dict[str, str]:
+        return overflow_nodes(self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "data_max": self.data_max,
+            "low_dtype": self.low_dtype,
+            "calibration": self.calibration,
+            "overflow_nodes": self.overflow_nodes,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def reference_run(prepared: Prepared) -> IntermediateRun:
+    """The fp32 model once, every intermediate exposed (the calibration run and the compare reference)."""
+    return run_with_intermediates(prepared.model, prepared.inputs.feeds, prepared.device.device)
+
+
+def range_report(prepared: Prepared, reference: IntermediateRun, data_max: float | None = None) -> RangeReport:
+    limit = check_data_max(data_max, prepared.low_dtype)
+    findings = range_findings(graph_nodes(prepared.model), reference.values, float_constants(prepared.model), limit)
+    sources = sorted({item.source.split(":", 1)[0] for item in prepared.inputs.inputs}) or ["none"]
+    return RangeReport(findings, limit, prepared.low_dtype, "inputs: " + ", ".join(sources))
+
+
+@dataclass
+class CompareResult:
+    rewrite: RewriteResult
+    reference: IntermediateRun
+    rewritten: IntermediateRun
+    localization: Localization
+    outputs: list[OutputMetrics]
+    failures: list[str]
+    range: RangeReport | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def compare_rewrite(
+    prepared: Prepared,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    range_check: bool = False,
+    data_max: float | None = None,
+    reference: IntermediateRun | None = None,
+) -> CompareResult:
+    """Rewrite (with range-analysis pins when asked), run both models exposing intermediates, locate the error."""
+    reference = reference if reference is not None else reference_run(prepared)
+    ranges = range_report(prepared, reference, data_max) if range_check else None
+    result = prepared.rewrite(ranges.overflow_nodes if ranges is not None else None)
+    rewritten = run_with_intermediates(
+        result.model, prepared.inputs.feeds, prepared.device.device, names=list(reference.values)
+    )
+    localization = locate(
+        graph_nodes(prepared.model),
+        reference.values,
+        rewritten.values,
+        result.decisions,
+        low_dtype=result.low_dtype,
+        threshold=threshold,
+    )
+    metrics = compare_outputs(reference.outputs, rewritten.outputs, reference.output_names)
+    return CompareResult(
+        rewrite=result,
+        reference=reference,
+        rewritten=rewritten,
+        localization=localization,
+        outputs=metrics,
+        failures=tolerance_failures(metrics, prepared.request.tolerance),
+        range=ranges,
+        notes=list(prepared.device.notes),
+    )
