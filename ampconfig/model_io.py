@@ -8,7 +8,6 @@ Inputs: a path or an in-memory ``onnx.ModelProto``; unreadable, truncated or inv
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 from onnx import external_data_helper
 
+from ampconfig.atomic_write import atomic_destination, check_destination
 from ampconfig.errors import AmpconfigError
 
 try:  # onnx-ir's helper that lifts large initializers out before calling ONNX's C APIs
@@ -189,48 +189,29 @@ def save_model_atomic(
     An IR model whose weights live on disk (external or lazily converted tensors) or exceed 1 GiB is written with
     its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are never all in memory.
     """
-    target = Path(destination)
+    target = check_destination(destination, what="output model")
     if input_path is not None and target.resolve() == Path(input_path).resolve():
         raise AmpconfigError(
             "refusing to overwrite the input model", file=str(target), hint="choose another output path"
         )
-    if target.is_dir():
-        raise AmpconfigError("output path is a directory", file=str(target), hint="give a file name ending in .onnx")
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise AmpconfigError("output folder does not exist", file=str(folder), hint="create it first")
     external = isinstance(model, ir.Model) and (
         _has_external_tensors(model) or _tensor_bytes(model) > EXTERNAL_DATA_THRESHOLD
     )
     data_name = f"{target.name}.data"
-    if external and (folder.resolve() / data_name) in input_files:
+    if external and (target.parent.resolve() / data_name) in input_files:
         raise AmpconfigError(
             "refusing to overwrite the input model's external data",
-            file=str(folder / data_name),
+            file=str(target.parent / data_name),
             hint="choose another output name",
         )
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    os.close(handle)
-    try:
-        # mkstemp creates 0600; the output should get the permissions any new file gets here.
-        os.chmod(temporary, 0o666 & ~_current_umask())
+    with atomic_destination(target, what="output model") as temporary:
         if external:
             # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
             ir.save(model, temporary, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
         else:
             proto = model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
             onnx.save(proto, temporary)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
     return target
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _first_line(exc: BaseException) -> str:
