@@ -68,8 +68,13 @@ def _opset_for(model: ir.Model, domain: str) -> int | None:
     return imports.get(key, imports.get("ai.onnx") if key == "" else None)
 
 
+def _is_absent(value: ir.Value | None) -> bool:
+    """An optional input or output the node leaves out (ONNX writes ""; onnx-ir keeps an unnamed output)."""
+    return value is None or not value.name
+
+
 def _slot_dtypes(values: Sequence[ir.Value | None]) -> list[str | None]:
-    return [ABSENT if v is None else value_dtype(v) for v in values]
+    return [ABSENT if _is_absent(v) else value_dtype(v) for v in values]
 
 
 def _first_float_dtype(node: ir.Node) -> str | None:
@@ -85,7 +90,7 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
 
     if not touches_float:
         # Unknown types also land here when nothing around the node is typed.
-        untyped = any(v is not None and v.type is None for v in (*node.inputs, *node.outputs))
+        untyped = any(not _is_absent(v) and v.type is None for v in (*node.inputs, *node.outputs))
         return fixed(Rule.UNTYPED if untyped else Rule.NOT_FLOAT)
     if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
         return fixed(Rule.CONTROL_FLOW)
@@ -106,7 +111,7 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
         i for i, (v, s) in enumerate(zip(node.inputs, typing.inputs)) if v is not None and s.type_var in variables
     )
     output_slots = tuple(
-        i for i, (v, s) in enumerate(zip(node.outputs, typing.outputs)) if v is not None and s.type_var in variables
+        i for i, (v, s) in enumerate(zip(node.outputs, typing.outputs)) if not _is_absent(v) and s.type_var in variables
     )
     bound = [node.inputs[i] for i in input_slots] + [node.outputs[i] for i in output_slots]
     dtypes = {value_dtype(v) for v in bound}

@@ -1,9 +1,9 @@
 """``ampconfig ops-info``: build and inspect the built-in op info library (``ampconfig/ops_info/<target>.json``).
 
-``probe`` measures which float dtypes the target's ONNX Runtime provider has native kernels for (one-node probe
-models, see :mod:`ampconfig.probe`) and merges them with the built-in colour strategy
-(:mod:`ampconfig.strategy`). ``import-table`` does the same from ONNX Runtime's published kernel table, for
-targets that cannot be measured here. ``show`` prints entries.
+``probe`` measures which float dtypes the target's ONNX Runtime provider runs each op in, and in which of them
+natively (one-node probe models, see :mod:`ampconfig.probe` and :func:`ampconfig.runner.kernels.measure_op`), and
+merges them with the built-in colour strategy (:mod:`ampconfig.strategy`). ``import-table`` does the same from ONNX
+Runtime's published kernel table, for targets that cannot be measured here. ``show`` prints entries.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from ampconfig.opsinfo import (
     ops_info_path,
     parse_ops_info,
 )
-from ampconfig.probe import probe_models
 from ampconfig.strategy import STRATEGY, StrategyEntry
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -79,13 +78,19 @@ def _selected_keys(ops: str | None) -> list[str]:
     return keys
 
 
-def _entry(strategy: StrategyEntry, dtypes: Iterable[str], source: str) -> OpInfoEntry:
+def _ordered(dtypes: Iterable[str]) -> list[str]:
+    wanted = set(dtypes)
+    return [dtype for dtype in FLOAT_DTYPES if dtype in wanted]
+
+
+def _entry(strategy: StrategyEntry, dtypes: Iterable[str], native: Iterable[str], source: str) -> OpInfoEntry:
     flags = {Colour.WHITE: "true", Colour.BLACK: "false"}
     flag = flags.get(strategy.colour)
     return OpInfoEntry(
         precision_reduce=PrecisionReduce(flag=flag) if flag else None,  # type: ignore[arg-type]
         clear=strategy.colour is Colour.CLEAR,
-        dtypes=[dtype for dtype in FLOAT_DTYPES if dtype in set(dtypes)],  # type: ignore[misc]
+        dtypes=_ordered(dtypes),  # type: ignore[arg-type]
+        native_dtypes=_ordered(native),  # type: ignore[arg-type]
         dtype_source=source,
         reference=strategy.reference,
     )
@@ -103,21 +108,6 @@ def _write_atomic(document: OpsInfoFile, path: Path) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
-
-
-def _measured_dtypes(key: str, provider: str) -> tuple[list[str], str]:
-    """Native float dtypes of op ``key`` on ``provider`` and the dtype source ('probe' or 'not-probed')."""
-    from ampconfig.runner.kernels import check_kernel  # ORT only loads for commands that run sessions
-
-    native: list[str] = []
-    built_any = False
-    for dtype in FLOAT_DTYPES:
-        for probe in probe_models(key, dtype):
-            built_any = True
-            if check_kernel(probe.model, provider).native:
-                native.append(dtype)
-                break
-    return native, "probe" if built_any else "not-probed"
 
 
 def _merge_existing(ops: dict[str, OpInfoEntry], path: Path, target: str, partial: bool) -> dict[str, OpInfoEntry]:
@@ -144,12 +134,15 @@ def probe_command(
         typer.Option("--ops", help="Comma-separated op keys to probe (default: every op of the strategy)."),
     ] = None,
 ) -> None:
-    """Measure the target's native float kernels and write its op info file.
+    """Measure which float dtypes the target runs each op in, and which natively; write its op info file.
 
     For every op (or those in --ops) and each of float32/float16/bfloat16, one-node probe models (ONNX's node
-    test cases retyped by type constraint, else a model built from the schema) are loaded in ONNX Runtime with
-    the target's provider alone. A dtype counts only if some probe loads with a native kernel: ORT CPU's
-    inserted fp16->fp32 casts do not count. Colours come from the built-in strategy.
+    test cases retyped as the rewrite retypes, else a model built from the schema) are loaded in ONNX Runtime
+    with the target's provider alone and run on the test case's data (or random inputs where shapes are known).
+    A dtype goes into `dtypes` when every probe that runs in float32 also runs in it, natively or through casts
+    ORT inserts (ORT CPU's fp16 fallback); into `native_dtypes` when every one runs without inserted casts.
+    Control-flow and sequence ops, which cannot be retyped, stay float32 only. Colours come from the built-in
+    strategy.
 
     With --ops and an existing file of the same target at the output path, the other entries are kept.
 
@@ -159,7 +152,7 @@ def probe_command(
 
       ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json
     """
-    from ampconfig.runner.kernels import onnxruntime_version, require_provider
+    from ampconfig.runner.kernels import measure_op, onnxruntime_version, require_provider
 
     target = _check_target(target)
     provider = PROVIDERS[target]
@@ -167,9 +160,13 @@ def probe_command(
     keys = _selected_keys(ops)
     started = time.monotonic()
     entries: dict[str, OpInfoEntry] = {}
+    float32_only: list[str] = []
     for key in keys:
-        dtypes, source = _measured_dtypes(key, provider)
-        entries[key] = _entry(STRATEGY[key], dtypes, source)
+        measured = measure_op(key, provider)
+        source = "probe" if measured.probed else "not-probed"
+        entries[key] = _entry(STRATEGY[key], measured.dtypes, measured.native_dtypes, source)
+        if "float32" in measured.dtypes and not measured.low_dtype_probes:
+            float32_only.append(key)
     path = output or ops_info_path(target)
     document = OpsInfoFile(
         target=target,  # type: ignore[arg-type]
@@ -182,15 +179,26 @@ def probe_command(
     if path.resolve() == ops_info_path(target).resolve():
         load_ops_info.cache_clear()
     _report(entries, path, time.monotonic() - started)
+    if float32_only:
+        stderr.print(
+            f"float32 only, no probe model retypes to a low dtype (control flow, sequences, or a schema that "
+            f"allows float32 only) ({len(float32_only)}): " + ", ".join(float32_only),
+            markup=False,
+        )
+
+
+def _count(entries: dict[str, OpInfoEntry], field: str) -> str:
+    def listed(entry: OpInfoEntry) -> list[str]:
+        return getattr(entry, field) or []
+
+    return ", ".join(f"{dtype} {sum(dtype in listed(e) for e in entries.values())}" for dtype in FLOAT_DTYPES)
 
 
 def _report(entries: dict[str, OpInfoEntry], path: Path, seconds: float) -> None:
     not_probed = sum(entry.dtype_source == "not-probed" for entry in entries.values())
-    counts = {dtype: sum(dtype in entry.dtypes for entry in entries.values()) for dtype in FLOAT_DTYPES}
     stderr.print(
-        f"wrote {path}: {len(entries)} ops in {seconds:.1f} s; native kernels: "
-        + ", ".join(f"{dtype} {count}" for dtype, count in counts.items())
-        + f"; not probed: {not_probed}",
+        f"wrote {path}: {len(entries)} ops in {seconds:.1f} s; runs in: {_count(entries, 'dtypes')}; "
+        f"natively: {_count(entries, 'native_dtypes')}; not probed: {not_probed}",
         markup=False,
     )
 
@@ -211,8 +219,9 @@ def import_table_command(
     """Write a target's op info from ONNX Runtime's published kernel table instead of measuring it.
 
     For targets this machine cannot run (CUDA without a GPU). dtype_source is 'kernel-table'; ops of the
-    strategy the table does not list are 'not-probed'. The table lists registered kernels, so it can claim a
-    dtype that a real session still refuses; prefer `probe` where the provider works.
+    strategy the table does not list are 'not-probed'. The table lists registered kernels, so its dtypes are
+    native ones (native_dtypes = dtypes; CUDA sessions run with CPU fallback disabled), but it can claim a dtype
+    that a real session still refuses; prefer `probe` where the provider works.
 
     Example:
 
@@ -224,7 +233,7 @@ def import_table_command(
     provider = PROVIDERS[target]
     listed = kernel_table_dtypes(table, provider, opset)
     entries = {
-        key: _entry(entry, listed.get(key, []), "kernel-table" if key in listed else "not-probed")
+        key: _entry(entry, listed.get(key, []), listed.get(key, []), "kernel-table" if key in listed else "not-probed")
         for key, entry in STRATEGY.items()
     }
     path = output or ops_info_path(target)
@@ -248,7 +257,8 @@ def show_command(
     target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cpu",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
-    """Print op info entries of the built-in library: colour, kernel dtypes, where they come from.
+    """Print op info entries of the built-in library: colour, the dtypes the target runs the op in (natively, or
+    emulated through casts ONNX Runtime inserts), where they come from.
 
     Examples:
 
@@ -268,14 +278,38 @@ def show_command(
                 "target": library.target,
                 "provider": library.provider,
                 "onnxruntime_version": library.onnxruntime_version,
-                "ops": {key: {"colour": e.colour.value, **e.model_dump(exclude_none=True)} for key, e in shown.items()},
+                "ops": {key: _json_entry(e) for key, e in shown.items()},
                 "unknown": missing,
             }
         )
         return
     table = Table(title=f"{library.target} op info ({library.provider}, onnxruntime {library.onnxruntime_version})")
-    for column in ("op", "colour", "dtypes", "source", "reference"):
+    for column in ("op", "colour", "dtypes", "native", "emulated", "source", "reference"):
         table.add_column(column, overflow="fold")
     for key, entry in shown.items():
-        table.add_row(key, entry.colour.value, ", ".join(entry.dtypes) or "-", entry.dtype_source, entry.reference)
+        native, emulated = (_joined(part) for part in _native_and_emulated(entry))
+        table.add_row(
+            key, entry.colour.value, _joined(entry.dtypes), native, emulated, entry.dtype_source, entry.reference
+        )
     stdout.print(table)
+
+
+def _joined(dtypes: list[str] | None) -> str:
+    return "?" if dtypes is None else ", ".join(dtypes) or "-"
+
+
+def _native_and_emulated(entry: OpInfoEntry) -> tuple[list[str] | None, list[str] | None]:
+    """The dtypes the target runs natively, and those it runs only through casts ONNX Runtime inserts; None
+    for both when the source cannot tell."""
+    if entry.native_dtypes is None:
+        return None, None
+    native = list(entry.native_dtypes)
+    return native, [dtype for dtype in entry.dtypes if dtype not in native]
+
+
+def _json_entry(entry: OpInfoEntry) -> dict[str, Any]:
+    shown: dict[str, Any] = {"colour": entry.colour.value, **entry.model_dump(exclude_none=True)}
+    emulated = _native_and_emulated(entry)[1]
+    if emulated is not None:
+        shown["emulated_dtypes"] = emulated
+    return shown

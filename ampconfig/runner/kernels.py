@@ -1,30 +1,37 @@
-"""Does an execution provider have a native kernel for a model's nodes? Measured by building an ORT session.
+"""Can an execution provider run a model's nodes, and with its own kernels? Measured with a real ORT session.
 
 The CPU provider does not fail on a float16 node it has no kernel for: ORT's InsertCastTransformer wraps the node
-in ``InsertedPrecisionFreeCast_*`` Casts and runs it in float32. That is a fallback, not a kernel, so the check
-writes the session's optimized graph (at ORT_DISABLE_ALL, where nothing else rewrites it) and looks for the
-casts ORT inserted. The CUDA provider is checked with CPU fallback disabled, so a missing CUDA
-kernel fails the session instead of silently running on the CPU. A function op that ORT inlines (Gelu, ...)
-counts as native when every node of its body runs natively in that dtype: that is what precision needs.
+in ``InsertedPrecisionFreeCast_*`` Casts and runs it in float32. That is valid (and numerically what float16
+storage gives) but not a native kernel, so the check writes the session's optimized graph (at ORT_DISABLE_ALL,
+where nothing else rewrites it) and looks for the casts ORT inserted. Building the session is not enough either:
+ScatterND with ``reduction`` loads in float16 and fails when run, so probes with inputs are run too. The CUDA
+provider is checked with CPU fallback disabled, so a missing CUDA kernel fails the session instead of silently
+running on the CPU. A function op that ORT inlines (Gelu, ...) counts as native when every node of its body runs
+natively in that dtype: that is what precision needs.
 
-Also here: :func:`kernel_table_dtypes`, reading ONNX Runtime's published kernel table (docs/OperatorKernels.md).
+:func:`measure_op` turns the verdicts of an op's probe models into its op info claim. Also here:
+:func:`kernel_table_dtypes`, reading ONNX Runtime's published kernel table (docs/OperatorKernels.md).
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+import ml_dtypes
+import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.op_schema import get_schema, node_typing
+from ampconfig.op_schema import DTYPE_TO_TYPE_STR, compute_variables, get_schema, node_typing
+from ampconfig.opsinfo import FLOAT_DTYPES
+from ampconfig.probe import Feeds, probe_models
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -38,10 +45,10 @@ _NO_KERNEL_MARKERS = (
 
 
 class KernelStatus(str, Enum):
-    NATIVE = "native"  # the provider runs every node with its own kernel
-    CAST_FALLBACK = "cast-fallback"  # loads, but only because ORT inserted casts to another dtype's kernel
-    NO_KERNEL = "no-kernel"  # the provider has no kernel for some node
-    FAILED = "failed"  # the session failed for another reason (invalid model, shape inference...)
+    NATIVE = "native"  # loads (and runs, when it has inputs) with the provider's own kernels
+    EMULATED = "emulated"  # loads and runs only because ORT inserted casts to another dtype's kernel
+    NO_KERNEL = "no_kernel"  # the provider has no kernel for some node
+    FAILED = "fails"  # the session failed to load for another reason, or failed when run
 
 
 @dataclass(frozen=True)
@@ -49,10 +56,16 @@ class KernelVerdict:
     status: KernelStatus
     provider: str
     message: str = ""
+    ran: bool = False  # the session was run on inputs, not only loaded
 
     @property
     def native(self) -> bool:
         return self.status is KernelStatus.NATIVE
+
+    @property
+    def runs(self) -> bool:
+        """The provider runs the model, with its own kernel or through inserted casts."""
+        return self.status in (KernelStatus.NATIVE, KernelStatus.EMULATED)
 
 
 def _session_options(provider: str) -> ort.SessionOptions:
@@ -84,8 +97,25 @@ def _classify_failure(message: str, provider: str) -> KernelVerdict:
     return KernelVerdict(status, provider, message.strip())
 
 
-def check_kernel(model: onnx.ModelProto, provider: str) -> KernelVerdict:
-    """Build a session for ``model`` with ``provider`` alone and say whether its kernels are native.
+def run_session(session: ort.InferenceSession, inputs: Feeds) -> None:
+    """Run ``session`` on ``inputs``; bfloat16 arrays go in as OrtValues (ORT's numpy bridge refuses them)."""
+    if not all(isinstance(value, np.ndarray) for value in inputs.values()):
+        session.run(None, dict(inputs))  # sequences / optionals: only the plain numpy bridge takes them
+        return
+    values = {name: _ort_value(array) for name, array in inputs.items()}  # type: ignore[arg-type]
+    session.run_with_ort_values(None, values)  # outputs stay OrtValues: a bfloat16 output never meets numpy
+
+
+def _ort_value(array: np.ndarray) -> ort.OrtValue:
+    if array.dtype == ml_dtypes.bfloat16:
+        bits = np.ascontiguousarray(array).view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+
+
+def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = None) -> KernelVerdict:
+    """Build a session for ``model`` with ``provider`` alone, run it on ``inputs`` when given, and say whether it
+    runs natively, through ORT-inserted casts, or not at all.
 
     Raises AmpconfigError when the provider cannot create sessions at all on this machine.
     """
@@ -99,9 +129,69 @@ def check_kernel(model: onnx.ModelProto, provider: str) -> KernelVerdict:
             return _classify_failure(str(exc), provider)
         if provider not in session.get_providers():
             raise _unusable(provider, session.get_providers())
-        if _inserted_casts(onnx.load(str(optimized)).graph) > _inserted_casts(model.graph):
-            return KernelVerdict(KernelStatus.CAST_FALLBACK, provider, "ORT inserted Cast nodes around the op")
-    return KernelVerdict(KernelStatus.NATIVE, provider)
+        emulated = _inserted_casts(onnx.load(str(optimized)).graph) > _inserted_casts(model.graph)
+    if inputs is not None:
+        try:
+            run_session(session, inputs)
+        except Exception as exc:  # a kernel that loads can still refuse the dtype at run time
+            return KernelVerdict(KernelStatus.FAILED, provider, f"run: {str(exc).strip()}", ran=True)
+    if emulated:
+        message = "ORT inserted Cast nodes around the op"
+        return KernelVerdict(KernelStatus.EMULATED, provider, message, ran=inputs is not None)
+    return KernelVerdict(KernelStatus.NATIVE, provider, ran=inputs is not None)
+
+
+# --------------------------------------------------------------------------------------------- op claims
+
+
+@dataclass(frozen=True)
+class OpMeasurement:
+    """What the probe measured for one op: its claim and the verdicts behind it."""
+
+    key: str
+    dtypes: tuple[str, ...]  # runs (natively or emulated) wherever float32 runs
+    native_dtypes: tuple[str, ...]  # runs natively wherever float32 runs
+    verdicts: Mapping[str, Mapping[str, KernelVerdict]] = field(repr=False)  # dtype -> origin -> verdict
+
+    @property
+    def probed(self) -> bool:
+        return any(self.verdicts.values())
+
+    @property
+    def low_dtype_probes(self) -> bool:
+        """Some probe model could be retyped to a low dtype (control-flow / sequence ops cannot)."""
+        return any(self.verdicts.get(dtype) for dtype in FLOAT_DTYPES if dtype != "float32")
+
+
+def claim(verdicts: Mapping[str, Mapping[str, KernelVerdict]]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The conservative claim from per-dtype, per-origin verdicts: ``(dtypes, native_dtypes)``.
+
+    A dtype is claimed only when every probe model that runs in float32 and has a model in that dtype (the
+    same origin, retyped) runs in it too: a float32 model that itself fails proves nothing and is not counted,
+    and attributes matter (ScatterND's reduction cases fail in float16, so ScatterND has no float16). Natively
+    likewise. A dtype with no probe model to compare is not claimed.
+    """
+    baseline = {origin for origin, verdict in verdicts.get("float32", {}).items() if verdict.runs}
+    dtypes: list[str] = []
+    native: list[str] = []
+    for dtype in FLOAT_DTYPES:
+        by_origin = verdicts.get(dtype, {})
+        compared = [by_origin[origin] for origin in sorted(baseline) if origin in by_origin]
+        if compared and all(verdict.runs for verdict in compared):
+            dtypes.append(dtype)
+            if all(verdict.native for verdict in compared):
+                native.append(dtype)
+    return tuple(dtypes), tuple(native)
+
+
+def measure_op(key: str, provider: str, dtypes: Sequence[str] = FLOAT_DTYPES) -> OpMeasurement:
+    """Probe op ``key`` on ``provider`` in each dtype (see :mod:`ampconfig.probe`) and derive its claim."""
+    verdicts = {
+        dtype: {probe.origin: check_kernel(probe.model, provider, probe.inputs) for probe in probe_models(key, dtype)}
+        for dtype in dtypes
+    }
+    claimed, native = claim(verdicts)
+    return OpMeasurement(key, claimed, native, verdicts)
 
 
 def _unusable(provider: str, got: list[str]) -> AmpconfigError:
@@ -152,6 +242,7 @@ _VAR_TYPES = re.compile(r"\*\*(?P<var>\w+)\*\* = (?P<types>[^<|]*)")
 _PARAM = re.compile(r"\*(?P<dir>in|out)\* [\w.]+:\*\*(?P<type>[^*]+)\*\*")
 _INNER = re.compile(r"tensor\((\w+)\)")
 _TABLE_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(bfloat16)": "bfloat16"}
+_FLOAT_TYPE = DTYPE_TO_TYPE_STR["float32"]
 
 
 @dataclass(frozen=True)
@@ -218,29 +309,53 @@ def _float_dtypes(types: frozenset[str]) -> list[str]:
     return [dtype for type_str, dtype in _TABLE_DTYPES.items() if type_str in inner]
 
 
-def _primary_var(domain: str, op_type: str, row: _KernelRow, opset: int) -> str | None:
-    """The variable of output 0 if it can be float, else of the first input that can (schema first, then row)."""
-    candidates: list[str] = []
-    schema = get_schema(op_type, domain, opset) if domain == "" else None
-    if schema is not None:
-        typing = node_typing(op_type, domain, opset, len(schema.inputs), len(schema.outputs))
-        if typing is not None:
-            candidates += [slot.type_var for slot in (*typing.outputs, *typing.inputs) if slot.type_var]
-    # The row's own parameter list covers contrib ops and heterogeneous variadics (If/Loop outputs).
-    candidates += [t for d, t in row.params if d == "out"][:1] + [t for d, t in row.params if d == "in"]
+def _row_allows(row: _KernelRow, var: str, dtype: str) -> bool:
+    return dtype in _float_dtypes(row.types.get(var, frozenset()))
+
+
+def _schema_dtypes(op_type: str, row: _KernelRow, opset: int) -> list[str] | None:
+    """Float dtypes of a default-domain op by the rewrite's rule: a dtype counts when the row registers it for
+    every variable :func:`compute_variables` moves (LayerNormalization's ``T`` but not ``U``, Attention's ``T1``
+    and ``T2``). Variables the row does not list are not required; None when the schema gives no float variable
+    or the row does not list the primary one."""
+    schema = get_schema(op_type, "", opset)
+    typing = node_typing(op_type, "", opset, len(schema.inputs), len(schema.outputs)) if schema else None
+    if typing is None:
+        return None
+    # The node the rewrite starts from: every parameter that can be float32 is float32.
+    inputs = ["float32" if _FLOAT_TYPE in slot.allowed else None for slot in typing.inputs]
+    outputs = ["float32" if _FLOAT_TYPE in slot.allowed else None for slot in typing.outputs]
+    dtypes: list[str] = []
+    for dtype in FLOAT_DTYPES:
+        found = compute_variables(typing, inputs, outputs, dtype)
+        if found is None or found[0] not in row.types:
+            return None
+        primary, variables = found
+        listed = [var for var in variables if var == primary or var in row.types]
+        if all(typing.var_allows(var, dtype) and _row_allows(row, var, dtype) for var in listed):
+            dtypes.append(dtype)
+    return dtypes
+
+
+def _row_dtypes(row: _KernelRow) -> list[str]:
+    """Contrib ops and heterogeneous variadics (If/Loop outputs) have no schema variable to go by: the float
+    dtypes of the row's own first float parameter (output 0's, else the first input's)."""
+    candidates = [t for d, t in row.params if d == "out"][:1] + [t for d, t in row.params if d == "in"]
     for var in candidates:
-        if _float_dtypes(row.types.get(var, frozenset())):
-            return var
-    return None
+        found = _float_dtypes(row.types.get(var, frozenset()))
+        if found:
+            return found
+    return []
 
 
 def kernel_table_dtypes(path: str | Path, provider: str, opset: int = 23) -> dict[str, list[str]]:
     """Float dtypes per op key that ``provider`` registers kernels for, read from a local copy of ONNX Runtime's
     ``docs/OperatorKernels.md`` (github.com/microsoft/onnxruntime).
 
-    For each op the row in force at ``opset`` is read, and of it the types of the op's primary float type
-    variable (output 0's, else the first input's: LayerNormalization's ``T``, not ``U``). Ops of the
-    ``com.microsoft`` domain get ``com.microsoft::Op`` keys; internal layout domains are skipped.
+    For each op the row in force at ``opset`` is read; a dtype is listed when the row registers it for every
+    type variable the rewrite moves (:func:`compute_variables`: LayerNormalization's ``T``, not ``U``). The
+    table lists registered kernels, so these are native dtypes. Ops of the ``com.microsoft`` domain get
+    ``com.microsoft::Op`` keys (typed by the row's own parameters); internal layout domains are skipped.
     """
     path = Path(path)
     if not path.is_file():
@@ -253,7 +368,7 @@ def kernel_table_dtypes(path: str | Path, provider: str, opset: int = 23) -> dic
         if domain not in ("", "com.microsoft"):
             continue
         row = _row_for(op_rows, opset)
-        var = _primary_var(domain, op_type, row, opset)
+        dtypes = _schema_dtypes(op_type, row, opset) if domain == "" else None
         key = op_type if domain == "" else f"{domain}::{op_type}"
-        result[key] = _float_dtypes(row.types.get(var, frozenset())) if var else []
+        result[key] = _row_dtypes(row) if dtypes is None else dtypes
     return result
