@@ -20,7 +20,15 @@ import onnx_ir as ir
 
 from ampconfig.decisions import NodeDecision, RewriteResult
 from ampconfig.errors import AmpconfigError, Severity
-from ampconfig.model_io import check_input_model, open_model, output_model_problem, refuse_invalid_output
+from ampconfig.model_io import (
+    check_input_model,
+    checker_problem,
+    inferred_types,
+    light_proto,
+    open_model,
+    output_model_problem,
+    refuse_invalid_output,
+)
 from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.opsinfo import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.plan import build_plan, match_keep_dtype
@@ -71,6 +79,15 @@ def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | No
     source = None if isinstance(keep_dtype, Sequence) and not isinstance(keep_dtype, str) else str(keep_dtype)
     value = Path(keep_dtype) if isinstance(keep_dtype, str) else keep_dtype
     return list(keep_dtype_from_config(value)), source
+
+
+def _checked_output(ir_model: ir.Model, *, lazy_tensors: bool) -> tuple[onnx.ModelProto | None, str | None]:
+    """The output proto (None for models whose tensors stay on disk) and the full checker's complaint."""
+    if lazy_tensors:
+        # Serialising would read (and convert) every external tensor: check a stripped copy instead.
+        return None, output_model_problem(ir_model)
+    proto = ir.serde.serialize_model(ir_model)
+    return proto, checker_problem(light_proto(proto))
 
 
 def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
@@ -132,27 +149,26 @@ def rewrite_model_detailed(
     lists, warnings = effective_lists(mode, library, modify_mixlist)
     entries, keep_source = _keep_dtype_entries(keep_dtype)
     opened = open_model(model)
-    source = opened.path
-    ir_model = opened.to_ir()
-    check_input_model(ir_model, source)
+    check_input_model(light_proto(opened.proto), opened.path)
 
     opset_raised = None
     if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
         proto, opset_raised = _raise_opset_for_bf16(opened.proto, warnings)
         if opset_raised is not None:
             opened = replace(opened, proto=proto)
-            ir_model = opened.to_ir()
+    types = inferred_types(light_proto(opened.proto))
 
     rejected: dict[str, str] = {}
     while True:
+        ir_model = opened.to_ir()
         name_unnamed_nodes(ir_model)
-        annotate_dtypes(ir_model)
+        annotate_dtypes(ir_model, types)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
         context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}))
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan)
-        problem = output_model_problem(ir_model)
+        written, problem = _checked_output(ir_model, lazy_tensors=bool(opened.external_files))
         if problem is None:
             break
         # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
@@ -161,10 +177,9 @@ def rewrite_model_detailed(
             raise refuse_invalid_output(problem)
         rejected[culprit] = problem
         warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
-        ir_model = opened.to_ir()  # start again from the untouched input
     stats.opset_raised_to = opset_raised
     warnings.extend(keep_warnings)
-    return RewriteResult(
+    result = RewriteResult(
         ir_model=ir_model,
         decisions=decisions,
         stats=stats,
@@ -174,6 +189,9 @@ def rewrite_model_detailed(
         warnings=warnings,
         input_files=opened.external_files,
     )
+    if written is not None:
+        result.model = written  # already serialised for the check: keep it (cached_property slot)
+    return result
 
 
 def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:

@@ -117,6 +117,66 @@ def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> t
     return proto, str(path)
 
 
+#: Initializers larger than this are lifted to graph inputs in :func:`light_proto`.
+_LIFT_BYTES = 1024
+
+
+def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` for ONNX's checker and type inference: large main-graph initializers become graph
+    inputs of the same type and shape. Graph, types and shapes check exactly as in the full model, without
+    serialising hundreds of MB of weights for a C API call. Copies happen in protobuf's C++, so this is cheap
+    for models with many nodes too."""
+    light = onnx.ModelProto()
+    for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        setattr(light, field, getattr(proto, field))
+    light.opset_import.extend(proto.opset_import)
+    light.functions.extend(proto.functions)
+    source, graph = proto.graph, light.graph
+    graph.name = source.name
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    graph.sparse_initializer.extend(source.sparse_initializer)
+    declared = {value.name for value in source.input}
+    for tensor in source.initializer:
+        if len(tensor.raw_data) <= _LIFT_BYTES and not external_data_helper.uses_external_data(tensor):
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    return light
+
+
+def checker_problem(proto: onnx.ModelProto) -> str | None:
+    """The full checker's complaint about a (light) proto, or None when it passes."""
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        return _first_line(exc)
+    return None
+
+
+def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Every value type ONNX type inference finds, by value name, subgraphs included (best effort: {} when
+    inference itself fails; the planner leaves untyped nodes alone)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:
+        return {}
+    types: dict[str, onnx.TypeProto] = {}
+    pending = [inferred.graph]
+    while pending:
+        graph = pending.pop()
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            if value.type.WhichOneof("value") is not None:
+                types.setdefault(value.name, value.type)
+        for node in graph.node:
+            for attribute in node.attribute:
+                pending.extend([attribute.g] if attribute.HasField("g") else [])
+                pending.extend(attribute.graphs)
+    return types
+
+
 def _checker_failure(model: ir.Model) -> str | None:
     """The full checker's complaint about ``model``, or None. Large initializers are lifted to graph inputs for
     the check (onnx-ir's way of calling ONNX's C APIs): the graph, types and shapes are checked exactly as
@@ -132,10 +192,11 @@ def _checker_failure(model: ir.Model) -> str | None:
     return None
 
 
-def check_input_model(model: ir.Model, source: str | None) -> None:
+def check_input_model(light: onnx.ModelProto, source: str | None) -> None:
     """The input must pass the same full check as every output: a model that already fails it cannot be
-    rewritten into one that passes, so it is refused up front with the checker's reason."""
-    problem = _checker_failure(model)
+    rewritten into one that passes, so it is refused up front with the checker's reason. ``light`` is the
+    model's :func:`light_proto`."""
+    problem = checker_problem(light)
     if problem is not None:
         raise AmpconfigError(
             f"the input model is not a valid ONNX model: {problem}",

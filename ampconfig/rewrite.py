@@ -9,7 +9,7 @@ counted; graph outputs keep their names and dtypes; value types updated; nodes t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import ml_dtypes
 import numpy as np
@@ -17,7 +17,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decisions import RewriteStats
-from ampconfig.model_io import call_onnx_api
+from ampconfig.model_io import call_onnx_api, inferred_types
 from ampconfig.node_facts import DTYPE_TO_DATA_TYPE, LOW_DTYPES, value_dtype
 from ampconfig.plan import Plan
 
@@ -71,22 +71,23 @@ def name_unnamed_nodes(model: ir.Model) -> None:
             seen.add(node.name)
 
 
-def annotate_dtypes(model: ir.Model) -> None:
-    """Fill in missing tensor dtypes with ONNX type inference; shapes are left as the model states them."""
-
-    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
-
-    try:
-        inferred = ir.serde.deserialize_model(call_onnx_api(infer, model))
-    except Exception:  # inference is best effort: untyped nodes are left alone by the planner
+def annotate_dtypes(model: ir.Model, types: Mapping[str, onnx.TypeProto] | None = None) -> None:
+    """Fill in missing value types from ONNX type inference (``types`` by value name, else inferred here);
+    shapes are left as the model states them."""
+    if types is None:
+        types = inferred_types(light_proto_of(model))
+    if not types:
         return
-    for original, typed in zip(model.graphs(), inferred.graphs()):
-        known = ir.convenience.create_value_mapping(typed)
-        for name, value in ir.convenience.create_value_mapping(original).items():
-            match = known.get(name)
-            if value.type is None and match is not None and match.type is not None:
-                value.type = match.type
+    for graph in model.graphs():
+        values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
+        for value in values:
+            if value.type is None and value.name in types:
+                value.type = ir.serde.deserialize_type_proto_for_type(types[value.name])
+
+
+def light_proto_of(model: ir.Model) -> onnx.ModelProto:
+    """A proto of ``model`` for type inference, without serialising large tensors (onnx-ir lifts them)."""
+    return call_onnx_api(lambda proto: proto, model)
 
 
 def _convert_array(array: np.ndarray, dtype: str, stats: RewriteStats) -> np.ndarray:
