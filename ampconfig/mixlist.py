@@ -275,6 +275,11 @@ def is_onnx_op(key: str) -> bool:
     return onnx.defs.has(op_type, domain if domain not in DEFAULT_DOMAINS else "")
 
 
+#: "Did you mean" costs ~5 ms per unknown op (difflib against every op name); a generated mixlist with thousands
+#: of custom ops took 25 s, so only the first unknown ops of a mixlist get a suggestion.
+MAX_SUGGESTIONS = 20
+
+
 def mixlist_problems(
     mixlist: Mixlist, source: str | None = None, known_ops: Collection[str] | None = None
 ) -> list[Problem]:
@@ -290,14 +295,17 @@ def mixlist_problems(
     if not grouped:
         return [origin.problem("the mixlist changes nothing: no op types listed", severity=Severity.WARNING)]
     problems: list[Problem] = []
+    unknown = 0
     for op, entries in grouped.items():
-        problems.extend(_op_problems(op, entries, origin, known_ops))
+        problems.extend(_op_problems(op, entries, origin))
+        if not (known_ops is not None and op in known_ops) and not is_onnx_op(op):
+            unknown += 1
+            suggest = unknown <= MAX_SUGGESTIONS
+            problems.append(_unknown_op_warning(op, entries[0].path, origin, known_ops, suggest))
     return problems
 
 
-def _op_problems(
-    op: str, entries: list[MixlistEntry], origin: SourceMap, known_ops: Collection[str] | None
-) -> list[Problem]:
+def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap) -> list[Problem]:
     problems = []
     first = entries[0]
     combination = combination_of(entries)
@@ -329,8 +337,6 @@ def _op_problems(
                 severity=Severity.WARNING,
             )
         )
-    if not (known_ops is not None and op in known_ops) and not is_onnx_op(op):
-        problems.append(_unknown_op_warning(op, first.path, origin, known_ops))
     return problems
 
 
@@ -350,8 +356,10 @@ def _repeat_warnings(op: str, entries: list[MixlistEntry], origin: SourceMap) ->
     return problems
 
 
-def _unknown_op_warning(op: str, path: JsonPath, origin: SourceMap, known_ops: Collection[str] | None) -> Problem:
-    suggestion = closest(op, [*(known_ops or ()), *_onnx_op_names()])
+def _unknown_op_warning(
+    op: str, path: JsonPath, origin: SourceMap, known_ops: Collection[str] | None, suggest: bool = True
+) -> Problem:
+    suggestion = closest(op, [*(known_ops or ()), *_onnx_op_names()]) if suggest else None
     hint = f"did you mean {suggestion!r}? op types are case-sensitive" if suggestion else None
     return origin.problem(
         f"op type {op!r} is unknown to the op info and to the ONNX schemas; kept as written (custom op?)",

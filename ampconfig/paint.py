@@ -58,6 +58,7 @@ def paint_scope(
     _propagate_deny(scope, candidates, colour, decided, facts_of)
     pending = _follow_inputs(candidates, colour, ctx, decided, facts_of)
     _follow_consumers(scope, candidates, colour, pending, ctx, decided, facts_of)
+    _guard_layer_norm_fusion(scope, candidates, colour, decided, facts_of)
 
 
 def float_consumers(node: ir.Node, facts_of: Mapping[ir.Node, NodeFacts]) -> Iterator[tuple[ir.Node, ir.Value]]:
@@ -217,6 +218,48 @@ def _follow_consumers(
                 cause=cause,
             )
             pending.discard(node)
+
+
+def _guard_layer_norm_fusion(
+    scope: Scope,
+    candidates: list[NodeFacts],
+    colour: Mapping[ir.Node, Colour],
+    decided: dict[ir.Node, Verdict],
+    facts_of: Mapping[ir.Node, NodeFacts],
+) -> None:
+    """Keep a gray/clear node float32 when its low output would be cast up straight into a decomposed
+    LayerNorm (ReduceMean + Sub of the same tensor, as exports below opset 17 write it). ONNX Runtime's
+    LayerNormFusion absorbs such a Cast into the fused LayerNormalization, which then binds its type T to both
+    float16 and float32 and fails to load. With the producer in float32 the cast sits upstream instead."""
+    for facts in reversed(candidates):
+        node = facts.node
+        verdict = decided.get(node)
+        if verdict is None or verdict.dtype not in LOW_DTYPES or colour[node] not in (Colour.GRAY, Colour.CLEAR):
+            continue
+        for index in facts.output_slots:
+            head = _layer_norm_head(node.outputs[index], decided)
+            if head is not None:
+                decided[node] = Verdict(
+                    "float32",
+                    Rule.FUSION_GUARD,
+                    "feeds a decomposed LayerNorm kept in float32; a cast between them would be absorbed by "
+                    "ONNX Runtime's LayerNorm fusion and break the model, so this node stays float32",
+                    cause=head,
+                )
+                break
+
+
+def _layer_norm_head(value: ir.Value, decided: Mapping[ir.Node, Verdict]) -> str | None:
+    """The ReduceMean starting a float32 decomposed LayerNorm on ``value``, if one does."""
+    consumers = {use.node for use in value.uses()}
+    for reduce_mean in consumers:
+        verdict = decided.get(reduce_mean)
+        if reduce_mean.op_type != "ReduceMean" or verdict is None or verdict.dtype != "float32":
+            continue
+        mean_users = {use.node for use in reduce_mean.outputs[0].uses()}
+        if any(node.op_type == "Sub" and node in mean_users for node in consumers):
+            return reduce_mean.name
+    return None
 
 
 def _live_float_inputs(facts: NodeFacts) -> int:

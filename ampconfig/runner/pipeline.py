@@ -210,9 +210,6 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         target=choice.device,
         keep_io_types=request.keep_io_types,
     )
-    written = None
-    if request.output is not None:
-        written = save_model_atomic(result.model, request.output, input_path=request.model_path)
     proof = prove(
         model,
         result.model,
@@ -224,6 +221,11 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         progress=progress,
         cpu_accuracy_model=lambda: low_precision_rounding_model(result.model),
     )
+    # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
+    # (exit 1) still writes the model, which is what the user needs to look into it.
+    written = None
+    if request.output is not None:
+        written = save_model_atomic(result.model, request.output, input_path=request.model_path)
     return build_report(request, inputs, result, proof, written)
 
 

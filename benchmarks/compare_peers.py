@@ -1,0 +1,901 @@
+"""Compare ampconfig with its peers: conversion time and memory, validity on ONNX's node tests, GPU latency.
+
+Peers (both with keep_io_types=True):
+  occ          onnxconverter-common ``float16.convert_float_to_float16`` (``pip install onnxconverter-common``)
+  ort-float16  onnxruntime's ``onnxruntime.transformers.float16.convert_float_to_float16``
+ampconfig runs as ``allow_mix_precision`` and ``force_fp16`` for target cpu (target cuda in the GPU part).
+
+Run by hand, not by the test suite:
+
+  python benchmarks/compare_peers.py --parts time,memory,validity,profile --repeat 3 --json bench.json
+
+Parts:
+  time, memory  one fresh subprocess per (model, tool): build/load the model, then convert ``--repeat`` times from
+                an in-memory ModelProto to a ModelProto (each run gets a fresh copy, made outside the timer, since
+                a converter may mutate its input). Memory is the first conversion's peak RSS above the RSS after
+                loading: the kernel's high-water mark is reset (``/proc/self/clear_refs`` = 5) after the load, so
+                VmHWM (the counter behind ``getrusage().ru_maxrss``, without the parent's RSS that ru_maxrss
+                inherits across fork+exec) sees the conversion alone. RSS, not tracemalloc: protobuf's C++
+                allocations are invisible to tracemalloc, and it slows Python down several times.
+  validity      every float32 case of ``tests/node_cases.py``: converter raised, checker(full_check) rejects,
+                ORT refuses to load/run, matches expected within rtol=atol=1e-2 (each row counted on its own,
+                like docs/anchors: a model the checker rejects is still offered to ORT).
+  profile       cProfile of ampconfig allow_mix_precision on the BERT-size model, top entries by cumulative time.
+  gpu           ResNet50 / ViT-B/16 / BERT-base / GPT-2 built here, latency (ORT CUDA EP, IOBinding, median of 50)
+                and rel-L2 error against fp32, for fp32, each peer and ampconfig. Runs only when a real CUDA session
+                can be built; ``--gpu-smoke-on-cpu`` runs the same code on the CPU EP with tiny batches to test it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import datetime
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # tests/node_cases.py is the conformance corpus
+
+IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23's make_model would stamp 14
+OPSET = 17
+TOOLS = ("ampconfig:allow_mix_precision", "ampconfig:force_fp16", "occ", "ort-float16")
+BASELINE_TOOL = "ampconfig:allow_mix_precision"
+ALL_PARTS = ("time", "memory", "validity", "profile", "gpu")
+DEFAULT_PARTS = ("time", "memory", "validity", "profile", "gpu")
+SYNTHETIC_SIZES = (25_000, 50_000, 100_000)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Model builders (onnx.helper, random weights): transformer stacks with the op mix real exports have.
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformerSize:
+    layers: int = 12
+    hidden: int = 768
+    heads: int = 12
+    ffn: int = 3072
+    vocab: int = 30522
+    max_positions: int = 512
+
+
+class GraphBuilder:
+    """Collects nodes and initializers; every node gets a unique name and output."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[TensorProto] = []
+        self.rng = np.random.default_rng(seed)
+        self._count = 0
+
+    def node(self, op: str, inputs: Sequence[str], outputs: int = 1, **attrs: Any) -> Any:
+        self._count += 1
+        name = f"{op.lower()}_{self._count}"
+        names = [f"{name}_out{i}" if outputs > 1 else f"{name}_out" for i in range(outputs)]
+        self.nodes.append(oh.make_node(op, list(inputs), names, name=name, **attrs))
+        return names if outputs > 1 else names[0]
+
+    def const(self, name: str, value: Any, dtype: Any = np.float32) -> str:
+        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def weight(self, name: str, *shape: int, scale: float = 0.02) -> str:
+        return self.const(name, self.rng.standard_normal(shape, dtype=np.float32) * scale)
+
+    def linear(self, x: str, prefix: str, n_in: int, n_out: int) -> str:
+        y = self.node("MatMul", [x, self.weight(f"{prefix}.weight", n_in, n_out)])
+        return self.node("Add", [y, self.const(f"{prefix}.bias", np.zeros(n_out))])
+
+    def model(
+        self, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto]
+    ) -> onnx.ModelProto:
+        graph = oh.make_graph(self.nodes, name, inputs, outputs, self.initializers)
+        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", OPSET)])
+        model.ir_version = IR_VERSION
+        return model
+
+
+def _layer_norm(b: GraphBuilder, x: str, prefix: str, hidden: int, decomposed: bool) -> str:
+    gamma = b.const(f"{prefix}.gamma", np.ones(hidden))
+    beta = b.const(f"{prefix}.beta", np.zeros(hidden))
+    if not decomposed:
+        return b.node("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=1e-5)
+    # The form older exporters emit: ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul, Add.
+    mean = b.node("ReduceMean", [x], axes=[-1])
+    centred = b.node("Sub", [x, mean])
+    var = b.node("ReduceMean", [b.node("Pow", [centred, b.const(f"{prefix}.two", 2.0)])], axes=[-1])
+    std = b.node("Sqrt", [b.node("Add", [var, b.const(f"{prefix}.eps", 1e-5)])])
+    return b.node("Add", [b.node("Mul", [b.node("Div", [centred, std]), gamma]), beta])
+
+
+def _gelu_erf(b: GraphBuilder, x: str, prefix: str) -> str:
+    erf = b.node("Erf", [b.node("Div", [x, b.const(f"{prefix}.sqrt2", np.sqrt(2.0))])])
+    inner = b.node("Add", [erf, b.const(f"{prefix}.one", 1.0)])
+    return b.node("Mul", [b.node("Mul", [x, inner]), b.const(f"{prefix}.half", 0.5)])
+
+
+def _gelu_tanh(b: GraphBuilder, x: str, prefix: str) -> str:
+    # GPT-2's gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    cube = b.node("Mul", [b.node("Pow", [x, b.const(f"{prefix}.three", 3.0)]), b.const(f"{prefix}.c", 0.044715)])
+    scaled = b.node("Mul", [b.node("Add", [x, cube]), b.const(f"{prefix}.k", np.sqrt(2.0 / np.pi))])
+    inner = b.node("Add", [b.node("Tanh", [scaled]), b.const(f"{prefix}.one", 1.0)])
+    return b.node("Mul", [b.node("Mul", [x, inner]), b.const(f"{prefix}.half", 0.5)])
+
+
+def _split_heads(b: GraphBuilder, x: str, heads_shape: str, perm: list[int]) -> str:
+    return b.node("Transpose", [b.node("Reshape", [x, heads_shape])], perm=perm)
+
+
+def _attention(b: GraphBuilder, q: str, k: str, v: str, size: TransformerSize, prefix: str, bias: str) -> str:
+    """Multi-head attention as exporters write it: Reshape/Transpose per head, QK^T, scale, mask, Softmax, AV."""
+    head_dim = size.hidden // size.heads
+    heads_shape = b.const(f"{prefix}.heads_shape", [0, 0, size.heads, head_dim], np.int64)
+    qh = _split_heads(b, q, heads_shape, [0, 2, 1, 3])
+    kt = _split_heads(b, k, heads_shape, [0, 2, 3, 1])
+    vh = _split_heads(b, v, heads_shape, [0, 2, 1, 3])
+    scores = b.node("Div", [b.node("MatMul", [qh, kt]), b.const(f"{prefix}.scale", np.sqrt(head_dim))])
+    probs = b.node("Softmax", [b.node("Add", [scores, bias])], axis=-1)
+    ctx = b.node("Transpose", [b.node("MatMul", [probs, vh])], perm=[0, 2, 1, 3])
+    merged = b.node("Reshape", [ctx, b.const(f"{prefix}.merge_shape", [0, 0, size.hidden], np.int64)])
+    return b.linear(merged, f"{prefix}.out", size.hidden, size.hidden)
+
+
+def _positions(b: GraphBuilder, ids: str) -> str:
+    """Position ids 0..seq-1 from the input's shape (Shape, Gather, Range), as exports compute them."""
+    seq = b.node("Gather", [b.node("Shape", [ids]), b.const("seq_axis", 1, np.int64)], axis=0)
+    return b.node("Range", [b.const("range_start", 0, np.int64), seq, b.const("range_step", 1, np.int64)])
+
+
+def build_bert(size: TransformerSize = TransformerSize(), seed: int = 0) -> onnx.ModelProto:
+    """BERT-base-sized post-LN encoder: word/position/type embeddings, extended attention mask, 12 layers,
+    LayerNormalization, Erf GELU, pooler (Gather CLS, MatMul, Tanh)."""
+    b = GraphBuilder(seed)
+    h = size.hidden
+    word = b.node("Gather", [b.weight("embeddings.word", size.vocab, h), "input_ids"])
+    pos = b.node("Gather", [b.weight("embeddings.position", size.max_positions, h), _positions(b, "input_ids")])
+    typ = b.node("Gather", [b.weight("embeddings.type", 2, h), "token_type_ids"])
+    x = _layer_norm(b, b.node("Add", [b.node("Add", [word, pos]), typ]), "embeddings.ln", h, decomposed=False)
+    # Extended mask: (1 - mask[:, None, None, :]) * -10000, as HF BERT exports it.
+    mask = b.node("Cast", [b.node("Unsqueeze", ["attention_mask", b.const("mask_axes", [1, 2], np.int64)])], to=1)
+    bias = b.node("Mul", [b.node("Sub", [b.const("mask_one", 1.0), mask]), b.const("mask_fill", -10000.0)])
+    for layer in range(size.layers):
+        p = f"layer{layer}"
+        q, k, v = (b.linear(x, f"{p}.{n}", h, h) for n in ("query", "key", "value"))
+        attn = _attention(b, q, k, v, size, f"{p}.attn", bias)
+        x = _layer_norm(b, b.node("Add", [attn, x]), f"{p}.ln1", h, decomposed=False)
+        ffn = b.linear(_gelu_erf(b, b.linear(x, f"{p}.fc1", h, size.ffn), p), f"{p}.fc2", size.ffn, h)
+        x = _layer_norm(b, b.node("Add", [ffn, x]), f"{p}.ln2", h, decomposed=False)
+    cls = b.node("Gather", [x, b.const("cls_index", 0, np.int64)], axis=1)
+    pooled = b.node("Tanh", [b.linear(cls, "pooler", h, h)])
+    b.nodes.append(oh.make_node("Identity", [x], ["last_hidden_state"], name="out_hidden"))
+    b.nodes.append(oh.make_node("Identity", [pooled], ["pooler_output"], name="out_pooled"))
+    ids = [oh.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in ("input_ids", "token_type_ids")]
+    return b.model(
+        "bert_base_like",
+        [*ids, oh.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+        [
+            oh.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", h]),
+            oh.make_tensor_value_info("pooler_output", TensorProto.FLOAT, ["batch", h]),
+        ],
+    )
+
+
+def build_gpt2(
+    size: TransformerSize = TransformerSize(vocab=50257, max_positions=1024), seed: int = 1
+) -> onnx.ModelProto:
+    """GPT-2-small-sized pre-LN decoder: fused QKV + Split, causal mask sliced from a bias buffer (Where),
+    decomposed LayerNorm (ReduceMean/Pow/Sqrt), tanh GELU, LM head tied to the word embedding (Transpose)."""
+    b = GraphBuilder(seed)
+    h = size.hidden
+    wte = b.weight("wte", size.vocab, h)
+    x = b.node(
+        "Add",
+        [
+            b.node("Gather", [wte, "input_ids"]),
+            b.node("Gather", [b.weight("wpe", size.max_positions, h), _positions(b, "input_ids")]),
+        ],
+    )
+    # The causal mask: a [1, 1, max, max] boolean buffer sliced to [seq, seq], then Where(mask, scores, -inf-ish).
+    seq = b.node(
+        "Unsqueeze",
+        [
+            b.node("Gather", [b.node("Shape", ["input_ids"]), b.const("seq_axis2", 1, np.int64)], axis=0),
+            b.const("zero_axis", [0], np.int64),
+        ],
+    )
+    tri = np.tril(np.ones((size.max_positions, size.max_positions), dtype=bool))[None, None]
+    axes = b.const("mask_slice_axes", [2, 3], np.int64)
+    starts = b.const("mask_slice_starts", [0, 0], np.int64)
+    ends = b.node("Concat", [seq, seq], axis=0)
+    causal = b.node("Slice", [b.const("causal_bias", tri, bool), starts, ends, axes])
+    bias = b.node("Where", [causal, b.const("mask_zero", 0.0), b.const("mask_fill", -10000.0)])
+    split = b.const("qkv_split", [h, h, h], np.int64)
+    for layer in range(size.layers):
+        p = f"h{layer}"
+        qkv = b.linear(_layer_norm(b, x, f"{p}.ln_1", h, decomposed=True), f"{p}.attn.c_attn", h, 3 * h)
+        q, k, v = b.node("Split", [qkv, split], outputs=3, axis=-1)
+        x = b.node("Add", [x, _attention(b, q, k, v, size, f"{p}.attn", bias)])
+        hidden = _gelu_tanh(
+            b, b.linear(_layer_norm(b, x, f"{p}.ln_2", h, decomposed=True), f"{p}.mlp.c_fc", h, size.ffn), p
+        )
+        x = b.node("Add", [x, b.linear(hidden, f"{p}.mlp.c_proj", size.ffn, h)])
+    final = _layer_norm(b, x, "ln_f", h, decomposed=True)
+    b.nodes.append(oh.make_node("MatMul", [final, b.node("Transpose", [wte], perm=[1, 0])], ["logits"], name="lm_head"))
+    return b.model(
+        "gpt2_small_like",
+        [oh.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"])],
+        [oh.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "seq", size.vocab])],
+    )
+
+
+#: One block of the synthetic graph: 10 nodes mixing white, black, gray and clear ops, with a residual.
+SYNTHETIC_BLOCK_NODES = 10
+
+
+def build_synthetic(nodes: int, width: int = 16, seed: int = 2) -> onnx.ModelProto:
+    """A chain of ``nodes // 10`` blocks (MatMul, Add, Relu, Mul, Softmax, Transpose x2, Sub, Tanh,
+    LayerNormalization), each with its own small weights: a long graph of small tensors, to see how each tool's
+    time grows with node count."""
+    b = GraphBuilder(seed)
+    gamma = b.const("ln.gamma", np.ones(width))
+    beta = b.const("ln.beta", np.zeros(width))
+    x = "x"
+    for block in range(nodes // SYNTHETIC_BLOCK_NODES):
+        p = f"b{block}"
+        y = b.node(
+            "Add",
+            [b.node("MatMul", [x, b.weight(f"{p}.w", width, width, scale=0.2)]), b.const(f"{p}.b", np.zeros(width))],
+        )
+        y = b.node("Mul", [b.node("Relu", [y]), b.const(f"{p}.s", 0.5)])
+        y = b.node("Transpose", [b.node("Transpose", [b.node("Softmax", [y], axis=-1)], perm=[1, 0])], perm=[1, 0])
+        y = b.node("Tanh", [b.node("Sub", [y, x])])
+        x = b.node("LayerNormalization", [y, gamma, beta], axis=-1)
+    b.nodes.append(oh.make_node("Identity", [x], ["y"], name="out"))
+    return b.model(
+        f"synthetic_{nodes}",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [4, width])],
+    )
+
+
+def model_builders() -> dict[str, Callable[[], onnx.ModelProto]]:
+    builders: dict[str, Callable[[], onnx.ModelProto]] = {"bert-base": build_bert, "gpt2-small": build_gpt2}
+    for size in SYNTHETIC_SIZES:
+        builders[f"synthetic-{size // 1000}k"] = lambda size=size: build_synthetic(size)
+    return builders
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The converters, each from an in-memory ModelProto to a ModelProto.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def converter(tool: str, target: str = "cpu") -> Callable[[onnx.ModelProto], onnx.ModelProto]:
+    """The tool as a function; imports happen here, outside any timer."""
+    if tool.startswith("ampconfig:"):
+        from ampconfig import rewrite_model
+
+        mode = tool.split(":", 1)[1]
+        return lambda model: rewrite_model(model, mode, target=target)
+    if tool == "occ":
+        from onnxconverter_common import float16 as occ_float16
+
+        return lambda model: occ_float16.convert_float_to_float16(model, keep_io_types=True)
+    if tool == "ort-float16":
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        return lambda model: convert_float_to_float16(model, keep_io_types=True)
+    raise SystemExit(f"unknown tool {tool!r}; tools: {', '.join(TOOLS)}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Time and memory: one subprocess per (model, tool).
+# --------------------------------------------------------------------------------------------------------------
+
+
+def _status_kib(field_name: str) -> int | None:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def _peak_kib() -> int:
+    """The RSS high-water mark. VmHWM, not ru_maxrss: after exec, getrusage's maxrss also holds the parent's RSS at
+    fork time (the kernel keeps it in signal->maxrss), which hid every conversion below ~2 GB in the first run."""
+    hwm = _status_kib("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's RSS high-water mark (Linux >= 4.0) so ru_maxrss measures only what follows."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def worker(model_path: str, tool: str, repeat: int) -> dict[str, Any]:
+    """Runs inside the subprocess: load, convert ``repeat`` times, report times and the first run's peak RSS."""
+    convert = converter(tool)
+    model = onnx.load(model_path)
+    copies = [copy.deepcopy(model) for _ in range(repeat)] if not tool.startswith("ampconfig:") else [model] * repeat
+    gc.collect()
+    reset = _reset_peak_rss()
+    baseline_kib = (_status_kib("VmRSS") if reset else None) or _peak_kib()
+    times = []
+    peak_kib = 0
+    for index, source in enumerate(copies):
+        start = time.perf_counter()
+        result = convert(source)
+        times.append(time.perf_counter() - start)
+        if index == 0:
+            peak_kib = _peak_kib()
+            output_bytes = result.ByteSize()
+        del result
+        copies[index] = None  # type: ignore[call-overload]  # a peer's mutated copy is not reused
+        gc.collect()
+    return {
+        "times_s": times,
+        "peak_delta_bytes": (peak_kib - baseline_kib) * 1024,
+        "peak_method": "VmHWM after a clear_refs reset - VmRSS after load" if reset else "VmHWM - VmHWM after load",
+        "model_bytes": model.ByteSize(),
+        "output_bytes": output_bytes,
+    }
+
+
+def run_worker(model_path: Path, tool: str, repeat: int, timeout_s: float) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--worker", str(model_path), tool, str(repeat)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s:.0f} s"}
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["?"]
+        return {"error": f"exit {done.returncode}: {tail[0][:300]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_and_memory(models: Sequence[str], tools: Sequence[str], repeat: int, timeout_s: float) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    builders = model_builders()
+    with tempfile.TemporaryDirectory(prefix="ampconfig-bench-") as folder:
+        for name in models:
+            model = builders[name]()
+            path = Path(folder) / f"{name}.onnx"
+            onnx.save(model, str(path))
+            info = {"nodes": len(model.graph.node), "bytes": model.ByteSize(), "tools": {}}
+            del model
+            for tool in tools:
+                print(f"  {name:15s} {tool:30s} ...", end="", flush=True, file=sys.stderr)
+                row = run_worker(path, tool, repeat, timeout_s)
+                if "times_s" in row:
+                    row["median_s"] = statistics.median(row["times_s"])
+                print(f" {row.get('median_s', row.get('error'))}", file=sys.stderr)
+                info["tools"][tool] = row
+            results[name] = info
+    return results
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    return f"{seconds:.3f}" if seconds < 10 else f"{seconds:.1f}"
+
+
+def time_table(results: dict[str, Any], tools: Sequence[str]) -> str:
+    header = (
+        "| model | nodes | MB | "
+        + " | ".join(f"{t} s" for t in tools)
+        + " | "
+        + " | ".join(f"{t} / ampconfig" for t in tools if not t.startswith("ampconfig:"))
+        + " |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for name, info in results.items():
+        rows = info["tools"]
+        base = rows.get(BASELINE_TOOL, {}).get("median_s")
+        cells = [name, f"{info['nodes']:,}", f"{info['bytes'] / 1e6:.0f}"]
+        cells += [_fmt_s(rows[t].get("median_s")) if "median_s" in rows[t] else rows[t]["error"] for t in tools]
+        for tool in tools:
+            if tool.startswith("ampconfig:"):
+                continue
+            peer = rows[tool].get("median_s")
+            cells.append(f"{peer / base:.1f}×" if peer and base else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def memory_table(results: dict[str, Any], tools: Sequence[str]) -> str:
+    header = "| model | model MB | " + " | ".join(f"{t} peak MB (× model)" for t in tools) + " |"
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for name, info in results.items():
+        cells = [name, f"{info['bytes'] / 1e6:.0f}"]
+        for tool in tools:
+            row = info["tools"][tool]
+            if "peak_delta_bytes" not in row:
+                cells.append(row.get("error", "—"))
+                continue
+            delta = row["peak_delta_bytes"]
+            cells.append(f"{delta / 1e6:.0f} ({delta / info['bytes']:.2f}×)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def linearity_note(results: dict[str, Any], tools: Sequence[str]) -> str:
+    """Seconds per 1,000 nodes at each synthetic size: flat means linear."""
+    synthetic = [(info["nodes"], info["tools"]) for name, info in results.items() if name.startswith("synthetic")]
+    if len(synthetic) < 2:
+        return ""
+    lines = ["| tool | " + " | ".join(f"ms per 1k nodes @ {n:,}" for n, _ in synthetic) + " |"]
+    lines.append("|" + "---|" * (len(synthetic) + 1))
+    for tool in tools:
+        cells = [tool]
+        for nodes, rows in synthetic:
+            median = rows[tool].get("median_s")
+            cells.append(f"{median / nodes * 1e6:.1f}" if median else rows[tool].get("error", "—"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Validity on ONNX's node test cases.
+# --------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ValidityCounts:
+    tool: str
+    counts: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+
+
+def _classify_case(case: Any, convert: Callable[[onnx.ModelProto], onnx.ModelProto], counts: Counter) -> None:
+    from ampconfig.errors import AmpconfigError
+    from tests.node_cases import _session, outputs_match
+
+    counts["cases"] += 1
+    try:
+        converted = convert(copy.deepcopy(case.model))
+    except AmpconfigError:
+        counts["refused with a clear error"] += 1  # ampconfig's documented refusals, not crashes
+        return
+    except Exception:
+        counts["converter raised"] += 1
+        return
+    try:
+        onnx.checker.check_model(converted, full_check=True)
+    except Exception:
+        counts["checker rejects"] += 1
+    try:
+        got = _session(converted).run(None, case.feeds)
+    except Exception:
+        counts["ORT refuses to load/run"] += 1
+        return
+    if not case.reference_matches:
+        counts["fp32 reference itself off"] += 1
+    elif outputs_match(got, case.expected):
+        counts["matches within 1e-2"] += 1
+    else:
+        counts["runs, outside 1e-2"] += 1
+
+
+def validity(tools: Sequence[str]) -> list[ValidityCounts]:
+    from tests.node_cases import float32_cases
+
+    cases = float32_cases()
+    reports = []
+    for tool in tools:
+        convert = converter(tool)
+        report = ValidityCounts(tool)
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for case in cases:
+                _classify_case(case, convert, report.counts)
+        report.seconds = time.perf_counter() - start
+        print(f"  validity {tool}: {dict(report.counts)}", file=sys.stderr)
+        reports.append(report)
+    return reports
+
+
+VALIDITY_ROWS = (
+    "cases",
+    "converter raised",
+    "refused with a clear error",
+    "checker rejects",
+    "ORT refuses to load/run",
+    "matches within 1e-2",
+    "runs, outside 1e-2",
+    "fp32 reference itself off",
+)
+
+
+def validity_table(reports: Sequence[ValidityCounts]) -> str:
+    lines = ["| | " + " | ".join(r.tool for r in reports) + " |", "|---|" + "---|" * len(reports)]
+    for row in VALIDITY_ROWS:
+        lines.append(f"| {row} | " + " | ".join(f"{r.counts[row]:,}" for r in reports) + " |")
+    lines.append("| seconds for the corpus | " + " | ".join(f"{r.seconds:.0f}" for r in reports) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Profile: where ampconfig's time goes on the BERT-size model.
+# --------------------------------------------------------------------------------------------------------------
+
+
+#: The phases of ``rewrite_model_detailed`` as (file suffix, function) in the profile.
+PHASES: tuple[tuple[str, str, str], ...] = (
+    ("check_input_model (full_check of the input)", "ampconfig/model_io.py", "check_input_model"),
+    ("output_model_problem (full_check of the output)", "ampconfig/model_io.py", "output_model_problem"),
+    ("onnx-ir deserialize_model", "onnx_ir/serde.py", "deserialize_model"),
+    ("name_unnamed_nodes", "ampconfig/rewrite.py", "name_unnamed_nodes"),
+    ("annotate_dtypes", "ampconfig/rewrite.py", "annotate_dtypes"),
+    ("build_plan (facts, policy, painting)", "ampconfig/plan.py", "build_plan"),
+    ("apply_plan (rewrite)", "ampconfig/rewrite.py", "apply_plan"),
+    ("RewriteResult.model (serializing the result)", "ampconfig/decisions.py", "model"),
+    ("onnx-ir serialize_model (all callers, checks included)", "onnx_ir/serde.py", "serialize_model"),
+)
+
+
+def _phase_rows(stats: pstats.Stats, total: float) -> list[str]:
+    """Cumulative seconds and calls per phase. Phases nest (the checks serialize through onnx-ir), so shares do
+    not add up to 100%; a deserialize count above 2 means checker repair rounds."""
+    rows = ["| phase | calls | cumulative s | share |", "|---|---|---|---|"]
+    for label, suffix, name in PHASES:
+        hits = [v for (f, _, fn), v in stats.stats.items() if fn == name and f.endswith(suffix)]  # type: ignore[attr-defined]
+        calls, seconds = sum(v[1] for v in hits), sum(v[3] for v in hits)
+        rows.append(f"| {label} | {calls} | {seconds:.3f} | {seconds / total:.0%} |")
+    return rows
+
+
+def profile(
+    models: Sequence[str] = ("bert-base", "gpt2-small"), mode: str = "allow_mix_precision", top: int = 25
+) -> str:
+    from ampconfig import rewrite_model
+
+    rewrite_model(build_synthetic(100), mode, target="cpu")  # warm caches (op info, schemas) outside the profile
+    builders = model_builders()
+    parts = []
+    for name in models:
+        model = builders[name]()
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        rewrite_model(model, mode, target="cpu")
+        profiler.disable()
+        total = time.perf_counter() - start
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(top)
+        parts.append(f"ampconfig {mode} on {name}: {total:.2f} s wall under cProfile")
+        parts.extend(_phase_rows(stats, total))
+        parts.append("\n" + _trim_pstats(text.getvalue()) + "\n")
+    return "\n".join(parts)
+
+
+def _trim_pstats(text: str) -> str:
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip().startswith("ncalls")), 0)
+    return "\n".join(line.replace(str(REPO) + "/", "").replace(sys.prefix, "<venv>") for line in lines[start:] if line)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# GPU: latency and error of the converted models (only with a working CUDA session).
+# --------------------------------------------------------------------------------------------------------------
+
+
+def build_resnet50(seed: int = 3) -> onnx.ModelProto:
+    """ResNet50 v1.5 (Conv/BatchNormalization/Relu/MaxPool/Add/GlobalAveragePool/Flatten/Gemm), random weights."""
+    b = GraphBuilder(seed)
+
+    def conv_bn(x: str, prefix: str, c_in: int, c_out: int, k: int, stride: int, relu: bool = True) -> str:
+        w = b.weight(f"{prefix}.w", c_out, c_in, k, k, scale=float(np.sqrt(2.0 / (c_in * k * k))))
+        y = b.node("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+        stats = [
+            b.const(f"{prefix}.{n}", np.full(c_out, v)) for n, v in (("g", 1.0), ("b", 0.0), ("m", 0.0), ("v", 1.0))
+        ]
+        y = b.node("BatchNormalization", [y, *stats])
+        return b.node("Relu", [y]) if relu else y
+
+    x = b.node("MaxPool", [conv_bn("images", "stem", 3, 64, 7, 2)], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    c_in = 64
+    for stage, (blocks, width) in enumerate(((3, 64), (4, 128), (6, 256), (3, 512))):
+        for block in range(blocks):
+            p, stride = f"s{stage}b{block}", (2 if block == 0 and stage > 0 else 1)
+            y = conv_bn(
+                conv_bn(conv_bn(x, f"{p}.c1", c_in, width, 1, 1), f"{p}.c2", width, width, 3, stride),
+                f"{p}.c3",
+                width,
+                width * 4,
+                1,
+                1,
+                relu=False,
+            )
+            short = conv_bn(x, f"{p}.down", c_in, width * 4, 1, stride, relu=False) if block == 0 else x
+            x, c_in = b.node("Relu", [b.node("Add", [y, short])]), width * 4
+    pooled = b.node("Flatten", [b.node("GlobalAveragePool", [x])])
+    b.nodes.append(
+        oh.make_node(
+            "Gemm",
+            [pooled, b.weight("fc.w", 1000, 2048), b.const("fc.b", np.zeros(1000))],
+            ["logits"],
+            name="fc",
+            transB=1,
+        )
+    )
+    return b.model(
+        "resnet50_like",
+        [oh.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, 224, 224])],
+        [oh.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])],
+    )
+
+
+def build_vit(
+    size: TransformerSize = TransformerSize(), patch: int = 16, image: int = 224, seed: int = 4
+) -> onnx.ModelProto:
+    """ViT-B/16: Conv patch embedding, CLS token (Concat), position embedding, 12 pre-LN layers, Erf GELU."""
+    b = GraphBuilder(seed)
+    h, tokens = size.hidden, (image // patch) ** 2
+    patches = b.node(
+        "Conv", ["images", b.weight("patch.w", h, 3, patch, patch)], kernel_shape=[patch, patch], strides=[patch, patch]
+    )
+    seq = b.node(
+        "Transpose", [b.node("Reshape", [patches, b.const("flat_shape", [0, h, tokens], np.int64)])], perm=[0, 2, 1]
+    )
+    batch = b.node("Slice", [b.node("Shape", ["images"]), b.const("s0", [0], np.int64), b.const("s1", [1], np.int64)])
+    cls_shape = b.node("Concat", [batch, b.const("cls_rest", [1, h], np.int64)], axis=0)
+    cls = b.node("Expand", [b.weight("cls", 1, 1, h), cls_shape])
+    x = b.node("Add", [b.node("Concat", [cls, seq], axis=1), b.weight("pos", 1, tokens + 1, h)])
+    no_mask = b.const("no_mask", 0.0)
+    for layer in range(size.layers):
+        p = f"l{layer}"
+        ln = _layer_norm(b, x, f"{p}.ln1", h, decomposed=False)
+        q, k, v = (b.linear(ln, f"{p}.{n}", h, h) for n in ("q", "k", "v"))
+        x = b.node("Add", [x, _attention(b, q, k, v, size, f"{p}.attn", no_mask)])
+        ln = _layer_norm(b, x, f"{p}.ln2", h, decomposed=False)
+        x = b.node(
+            "Add", [x, b.linear(_gelu_erf(b, b.linear(ln, f"{p}.fc1", h, size.ffn), p), f"{p}.fc2", size.ffn, h)]
+        )
+    cls_out = b.node(
+        "Gather", [_layer_norm(b, x, "ln_f", h, decomposed=False), b.const("cls_index", 0, np.int64)], axis=1
+    )
+    b.nodes.append(
+        oh.make_node(
+            "Gemm",
+            [cls_out, b.weight("head.w", 1000, h), b.const("head.b", np.zeros(1000))],
+            ["logits"],
+            name="head",
+            transB=1,
+        )
+    )
+    return b.model(
+        "vit_b16_like",
+        [oh.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, image, image])],
+        [oh.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1000])],
+    )
+
+
+def _gpu_feeds(name: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    if name in ("resnet50", "vit-b16"):
+        return {"images": rng.standard_normal((batch, 3, 224, 224), dtype=np.float32)}
+    if name == "bert-base":
+        return {
+            "input_ids": rng.integers(0, 30522, (batch, seq), dtype=np.int64),
+            "token_type_ids": np.zeros((batch, seq), np.int64),
+            "attention_mask": np.ones((batch, seq), np.int64),
+        }
+    return {"input_ids": rng.integers(0, 50257, (batch, seq), dtype=np.int64)}
+
+
+#: (builder, batch, seq) as in docs/anchors; the smoke run on CPU uses batch 1 and short sequences.
+GPU_MODELS: dict[str, tuple[Callable[[], onnx.ModelProto], int, int]] = {
+    "resnet50": (build_resnet50, 64, 0),
+    "vit-b16": (build_vit, 32, 0),
+    "bert-base": (build_bert, 32, 128),
+    "gpt2-small": (build_gpt2, 8, 512),
+}
+
+
+def _latency_ms(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], provider: str, runs: int
+) -> tuple[float, list[np.ndarray]]:
+    """Median latency with IOBinding (inputs copied to the device once, outputs left there) and the outputs."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    providers = [(provider, {"use_tf32": "0"})] if provider == "CUDAExecutionProvider" else [provider]
+    if provider == "CUDAExecutionProvider":
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "0")
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+    device = "cuda" if provider == "CUDAExecutionProvider" else "cpu"
+    binding = session.io_binding()
+    for name, value in feeds.items():
+        binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, device, 0))
+    for output in session.get_outputs():
+        binding.bind_output(output.name, device)
+    for _ in range(5):
+        session.run_with_iobinding(binding)
+    samples = []
+    for _ in range(runs):
+        binding.synchronize_inputs()
+        start = time.perf_counter()
+        session.run_with_iobinding(binding)
+        binding.synchronize_outputs()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples), [np.asarray(v, np.float64) for v in binding.copy_outputs_to_cpu()]
+
+
+def _rel_l2(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    return max(float(np.linalg.norm(g - w) / max(np.linalg.norm(w), 1e-30)) for g, w in zip(got, want, strict=True))
+
+
+def gpu(smoke_on_cpu: bool) -> dict[str, Any]:
+    """Latency/error per model and tool; returns {"skipped": reason} when no CUDA session can be built."""
+    from ampconfig.runner.sessions import cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if reason is not None and not smoke_on_cpu:
+        return {"skipped": reason}
+    provider = "CPUExecutionProvider" if smoke_on_cpu else "CUDAExecutionProvider"
+    target = "cpu" if smoke_on_cpu else "cuda"
+    tools = ("fp32", "ort-float16", "occ", "ampconfig:allow_mix_precision", "ampconfig:force_fp16")
+    rng = np.random.default_rng(0)
+    results: dict[str, Any] = {"provider": provider}
+    for name, (build, batch, seq) in GPU_MODELS.items():
+        batch, seq = (1, min(seq, 16)) if smoke_on_cpu else (batch, seq)
+        model, feeds = build(), _gpu_feeds(name, batch, seq, rng)
+        reference: list[np.ndarray] | None = None
+        rows: dict[str, Any] = {}
+        for tool in tools:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # occ warns once per clamped weight value
+                    converted = model if tool == "fp32" else converter(tool, target)(copy.deepcopy(model))
+                median, outputs = _latency_ms(converted, feeds, provider, 3 if smoke_on_cpu else 50)
+            except Exception as exc:  # a peer's invalid model is a result, not a benchmark failure
+                rows[tool] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                continue
+            reference = outputs if tool == "fp32" else reference
+            rows[tool] = {"median_ms": median, "rel_l2": _rel_l2(outputs, reference) if reference else None}
+            print(f"  gpu {name} {tool}: {rows[tool]}", file=sys.stderr)
+        results[name] = rows
+    return results
+
+
+def gpu_table(results: dict[str, Any]) -> str:
+    if "skipped" in results:
+        return f"GPU part did not run: {results['skipped']}"
+    tools = ("fp32", "ort-float16", "occ", "ampconfig:allow_mix_precision", "ampconfig:force_fp16")
+    lines = [
+        f"provider: {results['provider']}",
+        "",
+        "| model | " + " | ".join(tools) + " |",
+        "|---|" + "---|" * len(tools),
+    ]
+    for name, rows in results.items():
+        if name == "provider":
+            continue
+        cells = [
+            rows[t]["error"][:60]
+            if "error" in rows[t]
+            else f"{rows[t]['median_ms']:.2f} ms (rel-L2 {rows[t]['rel_l2']:.1e})"
+            for t in tools
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Machine description and the command line.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    import onnxruntime
+
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), "?")
+    mem_kib = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal")), 0)
+    versions = {"python": platform.python_version(), "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__}
+    for package in ("onnx_ir", "onnxconverter_common", "numpy", "ampconfig"):
+        try:
+            versions[package] = __import__(package).__version__
+        except (ImportError, AttributeError):
+            versions[package] = "not installed"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(mem_kib / 2**20, 1),
+        "date": datetime.date.today().isoformat(),
+        "versions": versions,
+    }
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default=",".join(DEFAULT_PARTS), help=f"comma-separated: {', '.join(ALL_PARTS)}")
+    parser.add_argument("--repeat", type=int, default=3, help="conversions per (model, tool); the median is reported")
+    parser.add_argument("--models", default=",".join(model_builders()), help="models for time/memory")
+    parser.add_argument("--tools", default=",".join(TOOLS), help="tools to compare")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per (model, tool) subprocess")
+    parser.add_argument("--json", dest="json_out", type=Path, help="write every number to this JSON file")
+    parser.add_argument("--profile-models", default="bert-base,gpt2-small", help="models the profile part runs")
+    parser.add_argument("--gpu-smoke-on-cpu", action="store_true", help="run the GPU part on the CPU EP, batch 1")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str]) -> int:
+    if argv[:1] == ["--worker"]:
+        print(json.dumps(worker(argv[1], argv[2], int(argv[3]))))
+        return 0
+    args = parse_args(argv)
+    parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+    unknown = sorted(set(parts) - set(ALL_PARTS))
+    if unknown:
+        raise SystemExit(f"unknown part(s) {unknown}; parts: {', '.join(ALL_PARTS)}")
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    report: dict[str, Any] = {"machine": machine(), "command": " ".join([Path(sys.argv[0]).name, *argv])}
+    print(json.dumps(report["machine"], indent=2))
+    if "time" in parts or "memory" in parts:
+        results = time_and_memory([m.strip() for m in args.models.split(",")], tools, args.repeat, args.timeout)
+        report["time_memory"] = results
+        if "time" in parts:
+            ratio = "ratio = peer time / ampconfig allow_mix_precision time"
+            print(f"\nConversion time, median of {args.repeat} (seconds; {ratio})")
+            print(time_table(results, tools))
+            print("\nLinearity (synthetic graphs)\n" + linearity_note(results, tools))
+        if "memory" in parts:
+            method = next(
+                (r["peak_method"] for i in results.values() for r in i["tools"].values() if "peak_method" in r), ""
+            )
+            print(f"\nPeak memory of one conversion above the loaded model ({method})")
+            print(memory_table(results, tools))
+    if "validity" in parts:
+        reports = validity(tools)
+        report["validity"] = {r.tool: {**dict(r.counts), "seconds": r.seconds} for r in reports}
+        print("\nValidity on ONNX's node test cases (float32 cases that run in ORT CPU)")
+        print(validity_table(reports))
+    if "profile" in parts:
+        report["profile"] = profile([m for m in args.profile_models.split(",") if m])
+        print("\nProfile (cProfile, cumulative)\n" + report["profile"])
+    if "gpu" in parts:
+        report["gpu"] = gpu(args.gpu_smoke_on_cpu)
+        print("\nGPU latency and error\n" + gpu_table(report["gpu"]))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
