@@ -125,6 +125,19 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
     return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows)
 
 
+_GRAPHS_KEY = "ampconfig.graphs"
+
+
+def graphs_of(model: ir.Model) -> list[ir.Graph]:
+    """The main graph and every subgraph. onnx-ir's ``Model.graphs()`` walks every node each time; a rewrite
+    never adds subgraphs, so the walk is done once per model and kept in its (unserialised) ``meta``."""
+    cached = model.meta.get(_GRAPHS_KEY)
+    if cached is None:
+        cached = list(model.graphs())
+        model.meta[_GRAPHS_KEY] = cached
+    return cached
+
+
 @dataclass(frozen=True)
 class Scope:
     """One graph (the main graph or a subgraph) with the facts of its nodes in graph order."""

@@ -16,7 +16,7 @@ import onnx_ir as ir
 from ampconfig.decisions import NodeDecision, Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.modes import PrecisionMode
-from ampconfig.node_facts import CONSTANT_OPS, NodeFacts, Scope, iter_scopes, value_dtype
+from ampconfig.node_facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes, value_dtype
 from ampconfig.op_schema import MOVABLE_DTYPES
 from ampconfig.opsinfo import op_key
 from ampconfig.paint import paint_scope
@@ -91,7 +91,7 @@ class Plan:
 
 def _original_dtypes(model: ir.Model) -> dict[ir.Value, str | None]:
     dtypes: dict[ir.Value, str | None] = {}
-    for graph in model.graphs():
+    for graph in graphs_of(model):
         for value in (*graph.inputs, *graph.initializers.values()):
             dtypes[value] = value_dtype(value)
         for node in graph:
@@ -108,7 +108,7 @@ def match_keep_dtype(
     A node name that matches nothing is an error (a typo would otherwise silently pin nothing); an ``OpType::``
     entry that matches nothing only warns, since one keep_dtype file often serves several models.
     """
-    nodes = [(node, node.name or "", op_key(node.domain, node.op_type)) for graph in model.graphs() for node in graph]
+    nodes = [(node, node.name or "", op_key(node.domain, node.op_type)) for graph in graphs_of(model) for node in graph]
     pinned: set[ir.Node] = set()
     unmatched, warnings = [], []
     for entry in entries:

@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from ampconfig.decisions import RewriteStats
 from ampconfig.model_io import call_onnx_api, inferred_types
-from ampconfig.node_facts import DTYPE_TO_DATA_TYPE, LOW_DTYPES, value_dtype
+from ampconfig.node_facts import DTYPE_TO_DATA_TYPE, LOW_DTYPES, graphs_of, value_dtype
 from ampconfig.plan import Plan
 
 _NUMPY_DTYPES = {
@@ -35,7 +35,7 @@ class NameAllocator:
     def __init__(self, model: ir.Model) -> None:
         self.node_names: set[str] = set()
         self.value_names: set[str] = set()
-        for graph in model.graphs():
+        for graph in graphs_of(model):
             for value in (*graph.inputs, *graph.outputs, *graph.initializers.values()):
                 if value.name:
                     self.value_names.add(value.name)
@@ -64,7 +64,7 @@ def name_unnamed_nodes(model: ir.Model) -> None:
     """Give every node a unique name (reports and keep_dtype refer to nodes by name); duplicates are renamed."""
     names = NameAllocator(model)
     seen: set[str] = set()
-    for graph in model.graphs():
+    for graph in graphs_of(model):
         for node in graph:
             if not node.name or node.name in seen:
                 node.name = names.node(node.name or node.op_type)
@@ -78,7 +78,7 @@ def annotate_dtypes(model: ir.Model, types: Mapping[str, onnx.TypeProto] | None 
         types = inferred_types(light_proto_of(model))
     if not types:
         return
-    for graph in model.graphs():
+    for graph in graphs_of(model):
         values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
         for value in values:
             if value.type is None and value.name in types:
@@ -274,7 +274,7 @@ class Rewriter:
     # -- wiring ------------------------------------------------------------------------------------------------
     def fix_graph_outputs(self) -> None:
         """Graph outputs keep their dtype (keep_io_types; always for subgraphs) and, in the main graph, name."""
-        for graph in self.model.graphs():
+        for graph in graphs_of(self.model):
             is_main = graph is self.model.graph
             if is_main and not self.plan.keep_io_types:
                 continue
@@ -294,7 +294,7 @@ class Rewriter:
                 graph.outputs[index] = out
 
     def fix_inputs(self) -> None:
-        for graph in self.model.graphs():
+        for graph in graphs_of(self.model):
             for node in list(graph):
                 for index, value in enumerate(node.inputs):
                     if value is None:
@@ -388,7 +388,7 @@ def round_like_low_precision(model: ir.Model, emulated: Callable[[str, str], boo
     names = NameAllocator(model)
     widened: dict[ir.Value, ir.Value] = {}
     wrapped = 0
-    for graph in model.graphs():
+    for graph in graphs_of(model):
         for node in list(graph):
             facts = node_facts(node, model, "")
             if facts.dtype not in LOW_DTYPES or facts.blocker is not None or not emulated(facts.key, facts.dtype):
