@@ -149,14 +149,16 @@ def rewrite_model_detailed(
     lists, warnings = effective_lists(mode, library, modify_mixlist)
     entries, keep_source = _keep_dtype_entries(keep_dtype)
     opened = open_model(model)
-    check_input_model(light_proto(opened.proto), opened.path)
+    light = light_proto(opened.proto)
+    check_input_model(light, opened.path)
 
     opset_raised = None
     if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
         proto, opset_raised = _raise_opset_for_bf16(opened.proto, warnings)
         if opset_raised is not None:
             opened = replace(opened, proto=proto)
-    types = inferred_types(light_proto(opened.proto))
+            light = light_proto(proto)
+    types = inferred_types(light)
 
     rejected: dict[str, str] = {}
     while True:

@@ -140,11 +140,23 @@ def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
     graph.sparse_initializer.extend(source.sparse_initializer)
     declared = {value.name for value in source.input}
     for tensor in source.initializer:
-        if len(tensor.raw_data) <= _LIFT_BYTES and not external_data_helper.uses_external_data(tensor):
+        if _tensor_nbytes(tensor) <= _LIFT_BYTES and not external_data_helper.uses_external_data(tensor):
             graph.initializer.append(tensor)
         elif tensor.name not in declared:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
     return light
+
+
+def _tensor_nbytes(tensor: onnx.TensorProto) -> int:
+    """Bytes of a tensor from its dims and type: reading ``raw_data`` from Python would copy the whole payload."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError):
+        itemsize = 8
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count * itemsize
 
 
 def checker_problem(proto: onnx.ModelProto) -> str | None:
