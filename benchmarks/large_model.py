@@ -53,7 +53,9 @@ def build(folder: Path, layers: int, width: int) -> Path:
     rng = np.random.default_rng(0)
     nodes, weights, current = [], [], "x"
     for layer in range(layers):
-        weights.append(numpy_helper.from_array(rng.standard_normal((width, width), dtype=np.float32) * 0.01, f"w{layer}"))
+        weights.append(
+            numpy_helper.from_array(rng.standard_normal((width, width), dtype=np.float32) * 0.01, f"w{layer}")
+        )
         nodes.append(oh.make_node("MatMul", [current, f"w{layer}"], [f"h{layer}"], name=f"fc{layer}"))
         current = f"h{layer}"
     graph = oh.make_graph(
@@ -76,7 +78,7 @@ def measured(command: list[str]) -> dict[str, object]:
     seconds = None
     if wall:
         parts = [float(p) for p in wall.group(1).split(":")]
-        seconds = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+        seconds = sum(p * 60**i for i, p in enumerate(reversed(parts)))
     return {
         "exit_code": done.returncode,
         "seconds": seconds,
