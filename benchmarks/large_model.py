@@ -83,7 +83,8 @@ def measured(command: list[str]) -> dict[str, object]:
         "exit_code": done.returncode,
         "seconds": seconds,
         "peak_rss_mb": int(rss.group(1)) / 1024 if rss else None,
-        "error": done.stderr.strip().splitlines()[-25:] if done.returncode else None,
+        # The program's own last lines, before /usr/bin/time's report.
+        "error": done.stderr.split("\tCommand being timed")[0].strip().splitlines()[-4:] if done.returncode else None,
     }
 
 
