@@ -19,7 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decisions import NodeDecision, RewriteResult
-from ampconfig.errors import AmpconfigError, Severity
+from ampconfig.errors import Severity
 from ampconfig.model_io import (
     check_input_model,
     checker_problem,
@@ -50,17 +50,13 @@ def effective_lists(
     mode: PrecisionMode, library: OpInfoLibrary, modify_mixlist: MixlistInput = None
 ) -> tuple[OpLists, list[str]]:
     """The op lists after the mixlist (if any), and the mixlist's warnings as text."""
+    from ampconfig.config import check_mode_accepts_mixlist
     from ampconfig.mixlist import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
 
     if modify_mixlist is None:
         return library.lists(), []
     source = "<inline mixlist>" if isinstance(modify_mixlist, Mapping) else str(modify_mixlist)
-    if not mode.accepts_mixlist:
-        raise AmpconfigError(
-            f"precision mode {mode.value} does not accept a modify_mixlist",
-            file=source,
-            hint="only allow_mix_precision, allow_mix_precision_fp16 and allow_mix_precision_bf16 do",
-        )
+    check_mode_accepts_mixlist(mode, True, source)
     if isinstance(modify_mixlist, Mixlist):
         mixlist = modify_mixlist
     elif isinstance(modify_mixlist, Mapping):

@@ -47,13 +47,14 @@ class OpenedModel:
         return model
 
 
-def _read_proto(path: Path, what: str, *, load_external_data: bool) -> onnx.ModelProto:
+def _read_proto(path: Path, what: str) -> onnx.ModelProto:
+    """The model proto with its external tensors left on disk."""
     if not path.exists():
         raise AmpconfigError(f"{what} file not found", file=str(path), hint="check the path")
     if path.is_dir():
         raise AmpconfigError(f"{what} path is a directory, expected an .onnx file", file=str(path))
     try:
-        proto = onnx.load(str(path), load_external_data=load_external_data)
+        proto = onnx.load(str(path), load_external_data=False)
     except (
         DecodeError,
         ValueError,
@@ -102,7 +103,7 @@ def open_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> O
     if isinstance(model, onnx.ModelProto):
         return OpenedModel(model, None, frozenset())
     path = Path(model)
-    proto = _read_proto(path, what, load_external_data=False)
+    proto = _read_proto(path, what)
     return OpenedModel(proto, str(path), external_data_files(proto, path))
 
 
@@ -111,7 +112,7 @@ def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> t
     if isinstance(model, onnx.ModelProto):
         return model, None
     path = Path(model)
-    proto = _read_proto(path, what, load_external_data=False)
+    proto = _read_proto(path, what)
     external_data_files(proto, path)  # refuse escaping locations before reading anything
     external_data_helper.load_external_data_for_model(proto, str(path.resolve().parent))
     return proto, str(path)

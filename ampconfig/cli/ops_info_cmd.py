@@ -9,8 +9,6 @@ Runtime's published kernel table, for targets that cannot be measured here. ``sh
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ampconfig.atomic_write import write_text_atomic
 from ampconfig.cli.app import app, reporting_errors
 from ampconfig.cli.output import print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
@@ -100,14 +99,7 @@ def _write_atomic(document: OpsInfoFile, path: Path) -> None:
     """Write via a temp file in the same folder + os.replace, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(document.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2) + "\n"
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text, what="op info file")
 
 
 def _merge_existing(ops: dict[str, OpInfoEntry], path: Path, target: str, partial: bool) -> dict[str, OpInfoEntry]:
