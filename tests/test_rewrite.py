@@ -80,9 +80,18 @@ def test_transformer_block_mixed_keeps_norms_fp32_with_minimal_casts() -> None:
     # ln2->fc1, fc2->residual2.
     assert result.stats.casts_inserted == 6
     assert len(casts(result.model)) == 6
-    mixed_error = valid_and_close(model, result.model, block_feeds(4.0))
-    fp16_error = valid_and_close(model, rewrite_model(model, "force_fp16", target=TARGET), block_feeds(4.0))
-    assert mixed_error < fp16_error
+    valid_and_close(model, result.model, block_feeds(4.0))
+    # Errors measured with float16 rounding kept (ORT's CPU provider would skip it, see
+    # low_precision_rounding_model): keeping LayerNorm/Softmax in fp32 cuts the error several-fold.
+    from ampconfig.api import low_precision_rounding_model
+
+    def rounded_error(rewritten: onnx.ModelProto) -> float:
+        faithful, _ = low_precision_rounding_model(rewritten)
+        return valid_and_close(model, faithful, block_feeds(4.0))
+
+    mixed_error = rounded_error(result.model)
+    fp16_error = rounded_error(rewrite_model(model, "force_fp16", target=TARGET))
+    assert mixed_error * 3 < fp16_error, (mixed_error, fp16_error)
 
 
 @pytest.mark.parametrize("mode", MODES)
