@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ampconfig.cli.analysis_options import (
+from ampconfig.cli.app import command
+from ampconfig.cli.options import (
     ConfigOpt,
     DataMaxOpt,
     HtmlOpt,
@@ -21,8 +22,8 @@ from ampconfig.cli.analysis_options import (
     ShapesOpt,
     TargetOpt,
     ThresholdOpt,
+    ToleranceOpt,
 )
-from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.locate import DEFAULT_THRESHOLD
@@ -57,10 +58,7 @@ def compare(
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
     seed: SeedOpt = None,
-    tolerance: Annotated[
-        float | None,
-        typer.Option("--tolerance", help="Largest relative L2 error per output.", show_default="0.01"),
-    ] = None,
+    tolerance: ToleranceOpt = None,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     range_check: Annotated[
         bool,

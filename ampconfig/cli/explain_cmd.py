@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ampconfig.cli.analysis_options import (
+from ampconfig.cli.app import command
+from ampconfig.cli.options import (
     ConfigOpt,
     DataMaxOpt,
     HtmlOpt,
@@ -22,7 +23,6 @@ from ampconfig.cli.analysis_options import (
     TargetOpt,
     ThresholdOpt,
 )
-from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.locate import DEFAULT_THRESHOLD
 

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli.app import command
+from ampconfig.cli.options import ConfigOpt, JsonOpt, KeepDtypeOpt, MixlistOpt
 from ampconfig.cli.output import print_json, print_warning, stdout
 from ampconfig.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
@@ -114,22 +115,18 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def rewrite(
     model: Annotated[Path | None, typer.Argument(help="Input ONNX model (default: the config's model).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write the rewritten model.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Session config (YAML/JSON/TOML).")] = None,
+    config: ConfigOpt = None,
     precision_mode: Annotated[
         str | None, typer.Option("--precision-mode", "-m", help="Precision mode (v1 name or v2 alias).")
     ] = None,
-    modify_mixlist: Annotated[
-        Path | None, typer.Option("--modify-mixlist", help="modify_mixlist JSON (mixed modes only).")
-    ] = None,
-    keep_dtype: Annotated[
-        Path | None, typer.Option("--keep-dtype", help="keep_dtype file: node names kept in their dtype.")
-    ] = None,
+    modify_mixlist: MixlistOpt = None,
+    keep_dtype: KeepDtypeOpt = None,
     target: Annotated[str | None, typer.Option("--target", help="Op info target: cpu or cuda (default cpu).")] = None,
     keep_io_types: Annotated[
         bool | None,
         typer.Option("--keep-io-types/--no-keep-io-types", help="Keep graph input/output dtypes (default on)."),
     ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
+    json_output: JsonOpt = False,
 ) -> None:
     settings = _settings(model, output, config, precision_mode, modify_mixlist, keep_dtype, target, keep_io_types)
     result = rewrite_model_detailed(

@@ -11,6 +11,20 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ampconfig.cli.app import command
+from ampconfig.cli.options import (
+    ConfigOpt,
+    InputFilesOpt,
+    InputsOpt,
+    JsonOpt,
+    KeepDtypeOpt,
+    MixlistOpt,
+    ModelArg,
+    ModeOpt,
+    SeedOpt,
+    ShapesOpt,
+    TargetOpt,
+    ToleranceOpt,
+)
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.report import render_run, run_payload
@@ -71,45 +85,15 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
 
 @command("run", help=_HELP)
 def run(
-    model: Annotated[
-        Path | None,
-        typer.Argument(help="ONNX model (default: the config's model, else the bundled example)."),
-    ] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Session config (YAML/JSON/TOML).")] = None,
-    precision_mode: Annotated[
-        str | None,
-        typer.Option(
-            "--precision-mode",
-            "-m",
-            metavar="MODE",
-            help="Precision mode (v1 or v2 name).",
-            show_default="allow_mix_precision",
-        ),
-    ] = None,
-    modify_mixlist: Annotated[
-        Path | None, typer.Option("--modify-mixlist", help="modify_mixlist JSON (mixed modes only).")
-    ] = None,
-    keep_dtype: Annotated[
-        Path | None, typer.Option("--keep-dtype", help="keep_dtype file: node names kept in their dtype.")
-    ] = None,
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            metavar="cpu|cuda",
-            help="Execution target.",
-            show_default="cuda if it loads, else cpu",
-        ),
-    ] = None,
-    input_files: Annotated[
-        list[str] | None,
-        typer.Option("--input", metavar="NAME=FILE.npy", help="One input from a .npy file; repeat for more."),
-    ] = None,
-    inputs_npz: Annotated[Path | None, typer.Option("--inputs", help=".npz with one array per model input.")] = None,
-    shapes: Annotated[
-        list[str] | None,
-        typer.Option("--shape", metavar="NAME=1x128", help="Shape of a generated input; repeat for more."),
-    ] = None,
+    model: ModelArg = None,
+    config: ConfigOpt = None,
+    precision_mode: ModeOpt = None,
+    modify_mixlist: MixlistOpt = None,
+    keep_dtype: KeepDtypeOpt = None,
+    target: TargetOpt = None,
+    input_files: InputFilesOpt = None,
+    inputs_npz: InputsOpt = None,
+    shapes: ShapesOpt = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the rewritten model here (atomically).")
     ] = None,
@@ -117,12 +101,9 @@ def run(
     iterations: Annotated[
         int | None, typer.Option("--iterations", help="Timed runs per model.", show_default="20")
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed for generated inputs.", show_default="0")] = None,
-    tolerance: Annotated[
-        float | None,
-        typer.Option("--tolerance", help="Largest relative L2 error per output.", show_default="0.01"),
-    ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+    seed: SeedOpt = None,
+    tolerance: ToleranceOpt = None,
+    json_output: JsonOpt = False,
 ) -> None:
     from ampconfig.runner.pipeline import RunFlags, execute, resolve_request  # ONNX Runtime: only when running
 

@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ampconfig.cli.analysis_options import (
+from ampconfig.cli.app import command
+from ampconfig.cli.options import (
     ConfigOpt,
     DataMaxOpt,
     InputFilesOpt,
@@ -24,8 +25,8 @@ from ampconfig.cli.analysis_options import (
     ShapesOpt,
     TargetOpt,
     ThresholdOpt,
+    ToleranceOpt,
 )
-from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.locate import DEFAULT_THRESHOLD
@@ -73,10 +74,7 @@ def tune(
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
     seed: SeedOpt = None,
-    tolerance: Annotated[
-        float | None,
-        typer.Option("--tolerance", help="Largest relative L2 error per output.", show_default="0.01"),
-    ] = None,
+    tolerance: ToleranceOpt = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the mixlist JSON here.")] = None,
     keep_dtype_out: Annotated[
         Path | None, typer.Option("--keep-dtype-out", help="Write the keep_dtype file here.")

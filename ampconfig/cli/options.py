@@ -1,5 +1,5 @@
-"""Options shared by ``explain``, ``compare`` and ``tune``: the rewrite settings and the inputs, resolved exactly as
-``ampconfig run`` resolves them (flags over the session config over defaults)."""
+"""Options shared by the commands that resolve settings like ``ampconfig run`` (run, explain, compare, tune; the
+rewrite settings also by ``rewrite``): flags over the session config over defaults."""
 
 from __future__ import annotations
 
@@ -55,4 +55,8 @@ ThresholdOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 HtmlOpt = Annotated[
     Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML report here.")
+]
+ToleranceOpt = Annotated[
+    float | None,
+    typer.Option("--tolerance", help="Largest relative L2 error per output.", show_default="0.01"),
 ]
