@@ -17,6 +17,16 @@ from ampconfig.plan import Plan, build_plan
 from ampconfig.policy import DecisionContext
 from ampconfig.rewrite import annotate_dtypes, name_unnamed_nodes
 
+#: Every distinct precision mode (allow_mix_precision_fp16 is allow_mix_precision under another name).
+MODES = (
+    "force_fp32",
+    "force_fp16",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision",
+    "allow_mix_precision_bf16",
+    "allow_fp32_to_bf16",
+)
 IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23 would stamp 14
 FLOAT = TensorProto.FLOAT
 FLOAT16 = TensorProto.FLOAT16

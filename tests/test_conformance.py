@@ -10,17 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ampconfig import rewrite_model
+from tests.graphs import MODES
 from tests.node_cases import conform, float32_cases
-
-MODES = (
-    "force_fp32",
-    "force_fp16",
-    "allow_fp32_to_fp16",
-    "must_keep_origin_dtype",
-    "allow_mix_precision",
-    "allow_mix_precision_bf16",
-    "allow_fp32_to_bf16",
-)
 
 
 def _convert(model, mode):

@@ -19,6 +19,7 @@ from ampconfig.policy import DecisionContext
 from tests.graphs import (
     FLOAT,
     FLOAT16,
+    MODES,
     casts,
     const,
     library,
@@ -32,15 +33,6 @@ from tests.graphs import (
 )
 
 TARGET = os.environ.get("AMPCONFIG_TEST_TARGET", "cpu")
-MODES = (
-    "force_fp32",
-    "force_fp16",
-    "allow_fp32_to_fp16",
-    "must_keep_origin_dtype",
-    "allow_mix_precision",
-    "allow_mix_precision_bf16",
-    "allow_fp32_to_bf16",
-)
 
 
 def valid_and_close(original: onnx.ModelProto, rewritten: onnx.ModelProto, feeds: dict, tol: float = 2e-2) -> float:
