@@ -27,10 +27,6 @@ except ImportError:  # pragma: no cover - private helper moved: check the whole 
         return func(ir.serde.serialize_model(model))
 
 
-#: Protobuf cannot serialise a single message above 2 GiB.
-PROTOBUF_LIMIT = 2**31 - 1
-
-
 @dataclass(frozen=True)
 class OpenedModel:
     """An input model: its proto (without external tensor data, which stays on disk) and where it came from."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ampconfig.decisions import Rule
-from ampconfig.op_schema import ABSENT, MOVABLE_DTYPES, compute_variables, node_typing
+from ampconfig.op_schema import ABSENT, MOVABLE_DTYPES, compute_variables, default_opset, node_typing
 from ampconfig.opsinfo import op_key
 
 DATA_TYPE_TO_DTYPE: dict[ir.DataType, str] = {
@@ -54,18 +54,8 @@ class NodeFacts:
     schema_allows: frozenset[str]  # float dtypes the schema allows for the compute variable
 
     @property
-    def is_float(self) -> bool:
-        return self.dtype is not None
-
-    @property
     def retypable(self) -> bool:
         return self.dtype is not None and self.blocker is None
-
-
-def _opset_for(model: ir.Model, domain: str) -> int | None:
-    imports = model.opset_imports
-    key = "" if domain == "ai.onnx" else domain
-    return imports.get(key, imports.get("ai.onnx") if key == "" else None)
 
 
 def _is_absent(value: ir.Value | None) -> bool:
@@ -97,7 +87,7 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
     if any(v is not None and v.type is not None and not is_tensor_typed(v) for v in (*node.inputs, *node.outputs)):
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
         return fixed(Rule.NON_TENSOR, _first_float_dtype(node))
-    opset = _opset_for(model, node.domain)
+    opset = default_opset(model.opset_imports, node.domain)
     typing = (
         None if opset is None else node_typing(node.op_type, node.domain, opset, len(node.inputs), len(node.outputs))
     )

@@ -9,7 +9,7 @@ the target has kernels for, which source that came from, and which reference the
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -208,7 +208,3 @@ def load_ops_info(target: str) -> OpInfoLibrary:
         )
     model = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
     return library_from_file(model, str(path))
-
-
-def unknown_op_keys(keys: Iterable[str], library: OpInfoLibrary) -> list[str]:
-    return sorted(key for key in set(keys) if not library.knows(key))

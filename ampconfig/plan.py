@@ -67,6 +67,15 @@ class Plan:
             return verdict.dtype
         return self.original_dtype.get(value)
 
+    def wanted_dtypes(self, value: ir.Value) -> set[str]:
+        """The dtypes ``value``'s consumers need (Casts need none), plus its own where it must stay a graph
+        output of that dtype (always in a subgraph; in the main graph with keep_io_types)."""
+        wanted = {self.required(use.node, use.idx) for use in value.uses()}
+        if value.is_graph_output() and (self.keep_io_types or value.graph is not self.scopes[0].graph):
+            wanted.add(self.original_dtype.get(value))
+        wanted.discard(None)
+        return wanted  # type: ignore[return-value]
+
     def decisions(self) -> list[NodeDecision]:
         result = []
         for scope in self.scopes:
@@ -148,7 +157,7 @@ def _settle_flexible(plan: Plan, facts_list: Iterable[NodeFacts]) -> None:
         if node in plan.ctx.pinned:
             plan.verdicts[node] = Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
             continue
-        wanted = _wanted_by_consumers(plan, node.outputs[0])
+        wanted = plan.wanted_dtypes(node.outputs[0])
         kind = "Cast" if node.op_type == "Cast" else "constant"
         if len(wanted) == 1 and (dtype := next(iter(wanted))) != facts.dtype and dtype in MOVABLE_DTYPES:
             rule = Rule.CAST_RETARGETED if node.op_type == "Cast" else Rule.FOLLOWS_CONSUMERS
@@ -156,14 +165,6 @@ def _settle_flexible(plan: Plan, facts_list: Iterable[NodeFacts]) -> None:
         else:
             detail = "consumers need several dtypes" if len(wanted) > 1 else "consumers need its dtype"
             plan.verdicts[node] = Verdict(facts.dtype, Rule.MODE_KEEPS, f"{kind} kept: {detail}")
-
-
-def _wanted_by_consumers(plan: Plan, value: ir.Value) -> set[str]:
-    wanted = {plan.required(use.node, use.idx) for use in value.uses()}
-    if value.is_graph_output() and (plan.keep_io_types or value.graph is not plan.scopes[0].graph):
-        wanted.add(plan.original_dtype.get(value))
-    wanted.discard(None)
-    return wanted  # type: ignore[return-value]
 
 
 def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True) -> Plan:

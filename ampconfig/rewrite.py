@@ -176,7 +176,7 @@ class Rewriter:
         if (
             producer is not None
             and producer.op_type == "ConstantOfShape"
-            and self._wanted_dtypes(value) == {dtype}
+            and self.plan.wanted_dtypes(value) == {dtype}
             and not value.is_graph_output()
         ):
             return self._convert_constant_of_shape(producer, dtype)
@@ -217,7 +217,7 @@ class Rewriter:
 
     def _initializer_copy(self, value: ir.Value, dtype: str) -> ir.Value:
         graph = self._owner(value)
-        wanted = self._wanted_dtypes(value)
+        wanted = self.plan.wanted_dtypes(value)
         if wanted == {dtype} and not value.is_graph_output():
             # Every consumer wants the same dtype: convert in place, no second copy kept.
             value.const_value = convert_tensor(value.const_value, dtype, value.name or "", self.stats)
@@ -238,7 +238,7 @@ class Rewriter:
     def _constant_copy(self, constant: ir.Node, dtype: str) -> ir.Value:
         value = constant.outputs[0]
         tensor = constant.attributes["value"].value
-        if self._wanted_dtypes(value) == {dtype} and not value.is_graph_output():
+        if self.plan.wanted_dtypes(value) == {dtype} and not value.is_graph_output():
             constant.attributes["value"] = ir.AttrTensor("value", convert_tensor(tensor, dtype, "", self.stats))
             _set_dtype(value, dtype)
             self.stats.constants_converted += 1
@@ -265,13 +265,6 @@ class Rewriter:
         _set_dtype(node.outputs[0], dtype)
         self.stats.constants_converted += 1
         return node.outputs[0]
-
-    def _wanted_dtypes(self, value: ir.Value) -> set[str | None]:
-        wanted = {self.plan.required(use.node, use.idx) for use in value.uses()}
-        wanted.discard(None)
-        if value.is_graph_output():
-            wanted.add(self.plan.original_dtype.get(value))
-        return wanted
 
     # -- wiring ------------------------------------------------------------------------------------------------
     def fix_graph_outputs(self) -> None:
