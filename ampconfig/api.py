@@ -20,6 +20,7 @@ import onnx_ir as ir
 
 from ampconfig.decisions import NodeDecision, RewriteResult
 from ampconfig.errors import Severity
+from ampconfig.gc_pause import with_gc_paused
 from ampconfig.model_io import (
     check_input_model,
     checker_problem,
@@ -121,6 +122,7 @@ def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
     return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
 
 
+@with_gc_paused
 def rewrite_model_detailed(
     model: str | Path | onnx.ModelProto,
     precision_mode: str | PrecisionMode,
@@ -159,13 +161,13 @@ def rewrite_model_detailed(
     rejected: dict[str, str] = {}
     while True:
         ir_model = opened.to_ir()
-        name_unnamed_nodes(ir_model)
+        names = name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model, types)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
         context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}))
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
-        stats = apply_plan(ir_model, plan)
+        stats = apply_plan(ir_model, plan, names)
         written, problem = _checked_output(ir_model, lazy_tensors=bool(opened.external_files))
         if problem is None:
             break
@@ -192,6 +194,7 @@ def rewrite_model_detailed(
     return result
 
 
+@with_gc_paused
 def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of a rewritten model whose CPU run rounds every float16 value as float16 hardware stores it.
 

@@ -63,51 +63,71 @@ def _is_absent(value: ir.Value | None) -> bool:
     return value is None or not value.name
 
 
-def _slot_dtypes(values: Sequence[ir.Value | None]) -> list[str | None]:
-    return [ABSENT if _is_absent(v) else value_dtype(v) for v in values]
+def _slot_dtypes(values: Sequence[ir.Value | None], dtypes: Sequence[str | None]) -> list[str | None]:
+    return [ABSENT if _is_absent(v) else d for v, d in zip(values, dtypes)]
 
 
-def _first_float_dtype(node: ir.Node) -> str | None:
-    return next((d for d in map(value_dtype, (*node.inputs, *node.outputs)) if d is not None), None)
+@dataclass
+class _ValueKinds:
+    """What a node's values are, collected in one pass (this runs for every node of the model)."""
+
+    dtypes: list[str | None]
+    untyped: bool = False  # a present value with no type at all
+    non_tensor: bool = False  # a sequence/optional/map value
+
+    @classmethod
+    def of(cls, values: Sequence[ir.Value | None]) -> _ValueKinds:
+        kinds = cls([])
+        for value in values:
+            value_type = None if value is None else value.type
+            if value_type is None:
+                kinds.dtypes.append(None)
+                kinds.untyped = kinds.untyped or not _is_absent(value)
+            elif isinstance(value_type, ir.TensorType):
+                kinds.dtypes.append(DATA_TYPE_TO_DTYPE.get(value_type.dtype))
+            else:
+                kinds.dtypes.append(None)
+                kinds.non_tensor = True
+        return kinds
 
 
 def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "float16") -> NodeFacts:
     key = op_key(node.domain, node.op_type)
-    touches_float = any(value_dtype(v) is not None for v in (*node.inputs, *node.outputs))
+    inputs, outputs = node.inputs, node.outputs
+    ins, outs = _ValueKinds.of(inputs), _ValueKinds.of(outputs)
+    in_dtypes, out_dtypes = ins.dtypes, outs.dtypes
+    first_float = next((d for d in (*in_dtypes, *out_dtypes) if d is not None), None)
 
     def fixed(blocker: Rule | None, dtype: str | None = None) -> NodeFacts:
         return NodeFacts(node, key, scope, None, (), (), dtype, blocker, frozenset())
 
-    if not touches_float:
+    if first_float is None:
         # Unknown types also land here when nothing around the node is typed.
-        untyped = any(not _is_absent(v) and v.type is None for v in (*node.inputs, *node.outputs))
-        return fixed(Rule.UNTYPED if untyped else Rule.NOT_FLOAT)
+        return fixed(Rule.UNTYPED if ins.untyped or outs.untyped else Rule.NOT_FLOAT)
     if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
         return fixed(Rule.CONTROL_FLOW)
-    if any(v is not None and v.type is not None and not is_tensor_typed(v) for v in (*node.inputs, *node.outputs)):
+    if ins.non_tensor or outs.non_tensor:
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
-        return fixed(Rule.NON_TENSOR, _first_float_dtype(node))
+        return fixed(Rule.NON_TENSOR, first_float)
     opset = default_opset(model.opset_imports, node.domain)
-    typing = (
-        None if opset is None else node_typing(node.op_type, node.domain, opset, len(node.inputs), len(node.outputs))
-    )
+    typing = None if opset is None else node_typing(node.op_type, node.domain, opset, len(inputs), len(outputs))
     if typing is None:
         return fixed(Rule.NO_SCHEMA)
-    found = compute_variables(typing, _slot_dtypes(node.inputs), _slot_dtypes(node.outputs), low_dtype)
+    found = compute_variables(typing, _slot_dtypes(inputs, in_dtypes), _slot_dtypes(outputs, out_dtypes), low_dtype)
     if found is None:
         return fixed(Rule.NOT_FLOAT)
     var, variables = found
     input_slots = tuple(
-        i for i, (v, s) in enumerate(zip(node.inputs, typing.inputs)) if v is not None and s.type_var in variables
+        i for i, (v, s) in enumerate(zip(inputs, typing.inputs)) if v is not None and s.type_var in variables
     )
     output_slots = tuple(
-        i for i, (v, s) in enumerate(zip(node.outputs, typing.outputs)) if not _is_absent(v) and s.type_var in variables
+        i for i, (v, s) in enumerate(zip(outputs, typing.outputs)) if not _is_absent(v) and s.type_var in variables
     )
-    bound = [node.inputs[i] for i in input_slots] + [node.outputs[i] for i in output_slots]
-    dtypes = {value_dtype(v) for v in bound}
+    dtypes = {in_dtypes[i] for i in input_slots} | {out_dtypes[i] for i in output_slots}
     allows = frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
     dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
-    if any(v.type is None for v in bound) or dtype is None:
+    untyped = any(inputs[i].type is None for i in input_slots) or any(outputs[i].type is None for i in output_slots)
+    if untyped or dtype is None:
         return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows)
     if not input_slots and output_slots and node.op_type not in ("Cast", *CONSTANT_OPS):
         # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.

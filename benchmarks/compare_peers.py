@@ -1,4 +1,5 @@
-"""Compare ampconfig with its peers: conversion time and memory, validity on ONNX's node tests, GPU latency.
+"""Compare ampconfig with its peers: conversion time and memory, validity on ONNX's node tests, GPU latency, and
+time and peak memory on a > 2 GB model with external data.
 
 Peers (both with keep_io_types=True):
   occ          onnxconverter-common ``float16.convert_float_to_float16`` (``pip install onnxconverter-common``)
@@ -7,10 +8,11 @@ ampconfig runs as ``allow_mix_precision`` and ``force_fp16`` for target cpu (tar
 
 Run by hand, not by the test suite:
 
-  python benchmarks/compare_peers.py --parts time,memory,validity,profile --repeat 3 --json bench.json
+  python benchmarks/compare_peers.py --parts time,memory,validity,profile,gpu,large --repeat 3 --json bench.json
 
 Parts:
-  time, memory  one fresh subprocess per (model, tool): build/load the model, then convert ``--repeat`` times from
+  time, memory  BERT-base, GPT-2 small, ViT-B/16, ResNet50 and synthetic graphs of 25k/50k/100k nodes (``--models``).
+                One fresh subprocess per (model, tool): build/load the model, then convert ``--repeat`` times from
                 an in-memory ModelProto to a ModelProto (each run gets a fresh copy, made outside the timer, since
                 a converter may mutate its input). Memory is the first conversion's peak RSS above the RSS after
                 loading: the kernel's high-water mark is reset (``/proc/self/clear_refs`` = 5) after the load, so
@@ -24,6 +26,12 @@ Parts:
   gpu           ResNet50 / ViT-B/16 / BERT-base / GPT-2 built here, latency (ORT CUDA EP, IOBinding, median of 50)
                 and rel-L2 error against fp32, for fp32, each peer and ampconfig. Runs only when a real CUDA session
                 can be built; ``--gpu-smoke-on-cpu`` runs the same code on the CPU EP with tiny batches to test it.
+  large         ``benchmarks/large_model.py``'s comparison: a chain of ``--large-layers`` MatMuls with float32
+                ``--large-width``² weights in an external data file (default 10 x 8192² = 2.68 GB, built once in
+                ``--large-folder``), converted to float16 by each tool in a fresh process under ``/usr/bin/time -v``
+                (wall time, peak RSS). Every ``ampconfig:*`` tool is one row, the CLI's ``rewrite --precision-mode
+                force_fp16``; the peers load with external data, convert and save with external data. Each output
+                is checked with ``check_model(path, full_check=True)``.
 """
 
 from __future__ import annotations
@@ -56,16 +64,18 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # tests/node_cases.py is the conformance corpus
+BENCHMARKS = Path(__file__).resolve().parent
+REPO = BENCHMARKS.parent
+for folder in (REPO, BENCHMARKS):  # tests/node_cases.py is the conformance corpus; large_model.py the > 2 GB part
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
 
 IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23's make_model would stamp 14
 OPSET = 17
 TOOLS = ("ampconfig:allow_mix_precision", "ampconfig:force_fp16", "occ", "ort-float16")
 BASELINE_TOOL = "ampconfig:allow_mix_precision"
-ALL_PARTS = ("time", "memory", "validity", "profile", "gpu")
-DEFAULT_PARTS = ("time", "memory", "validity", "profile", "gpu")
+ALL_PARTS = ("time", "memory", "validity", "profile", "gpu", "large")
+DEFAULT_PARTS = ("time", "memory", "validity", "profile", "gpu", "large")
 SYNTHETIC_SIZES = (25_000, 50_000, 100_000)
 
 
@@ -284,7 +294,13 @@ def build_synthetic(nodes: int, width: int = 16, seed: int = 2) -> onnx.ModelPro
 
 
 def model_builders() -> dict[str, Callable[[], onnx.ModelProto]]:
-    builders: dict[str, Callable[[], onnx.ModelProto]] = {"bert-base": build_bert, "gpt2-small": build_gpt2}
+    # build_vit and build_resnet50 are defined with the GPU part below; they are looked up when this is called.
+    builders: dict[str, Callable[[], onnx.ModelProto]] = {
+        "bert-base": build_bert,
+        "gpt2-small": build_gpt2,
+        "vit-b16": build_vit,
+        "resnet50": build_resnet50,
+    }
     for size in SYNTHETIC_SIZES:
         builders[f"synthetic-{size // 1000}k"] = lambda size=size: build_synthetic(size)
     return builders
@@ -412,13 +428,10 @@ def _fmt_s(seconds: float | None) -> str:
 
 
 def time_table(results: dict[str, Any], tools: Sequence[str]) -> str:
-    header = (
-        "| model | nodes | MB | "
-        + " | ".join(f"{t} s" for t in tools)
-        + " | "
-        + " | ".join(f"{t} / ampconfig" for t in tools if not t.startswith("ampconfig:"))
-        + " |"
-    )
+    # Built as a list: with only ampconfig tools there are no ratio columns (joining an empty list left a blank one).
+    columns = ["model", "nodes", "MB", *(f"{t} s" for t in tools)]
+    columns += [f"{t} / ampconfig" for t in tools if not t.startswith("ampconfig:")]
+    header = "| " + " | ".join(columns) + " |"
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for name, info in results.items():
         rows = info["tools"]
@@ -454,7 +467,7 @@ def linearity_note(results: dict[str, Any], tools: Sequence[str]) -> str:
     """Seconds per 1,000 nodes at each synthetic size: flat means linear."""
     synthetic = [(info["nodes"], info["tools"]) for name, info in results.items() if name.startswith("synthetic")]
     if len(synthetic) < 2:
-        return ""
+        return "(needs at least two synthetic models in --models)"
     lines = ["| tool | " + " | ".join(f"ms per 1k nodes @ {n:,}" for n, _ in synthetic) + " |"]
     lines.append("|" + "---|" * (len(synthetic) + 1))
     for tool in tools:
@@ -816,6 +829,70 @@ def gpu_table(results: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Large: a > 2 GB model with external data, each tool in its own process (benchmarks/large_model.py).
+# --------------------------------------------------------------------------------------------------------------
+
+
+def large_tools(tools: Sequence[str]) -> list[str]:
+    """compare_peers' tools as large_model's: every ``ampconfig:*`` is the one CLI force_fp16 row."""
+    mapped = ["ampconfig" if tool.startswith("ampconfig:") else tool for tool in tools]
+    return list(dict.fromkeys(mapped))
+
+
+def large(folder: Path, layers: int, width: int, tools: Sequence[str]) -> dict[str, Any]:
+    from large_model import compare_large
+
+    return compare_large(folder, layers, width, large_tools(tools))
+
+
+def _excerpt(row: dict[str, Any]) -> str:
+    if not row.get("error"):
+        return ""
+    return row["error"][-1].strip().replace("|", "/")[:100]
+
+
+def large_table(results: dict[str, Any]) -> str:
+    model_mb = results["model_bytes"] / 1e6
+    lines = [
+        f"model: {results['layers']} MatMuls, {results['width']}² float32 weights, {model_mb:,.0f} MB external data",
+        "",
+        "| tool | exit | wall s | peak RSS MB | peak RSS / model bytes | output valid | error |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for tool, row in results["tools"].items():
+        rss = row.get("peak_rss_mb")
+        over = row.get("peak_rss_over_model")
+        cells = [
+            tool,
+            str(row["exit_code"]),
+            _fmt_s(row.get("seconds")),
+            f"{rss:,.0f}" if rss is not None else "—",
+            f"{over:.2f}×" if over is not None else "—",
+            "yes" if row["valid"] else "no",
+            _excerpt(row),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def large_ratios(results: dict[str, Any]) -> str:
+    """Peer / ampconfig for wall time and peak RSS; a peer that failed is timed up to its failure."""
+    rows = results["tools"]
+    base = rows.get("ampconfig")
+    if base is None or not base.get("seconds") or not base.get("peak_rss_mb"):
+        return "(no ampconfig row to compare with)"
+    lines = ["| peer | wall / ampconfig | peak RSS / ampconfig |", "|---|---|---|"]
+    for tool, row in rows.items():
+        if tool == "ampconfig":
+            continue
+        note = "" if row["exit_code"] == 0 else f" (exit {row['exit_code']})"
+        wall = f"{row['seconds'] / base['seconds']:.1f}×" if row.get("seconds") is not None else "—"
+        rss = f"{row['peak_rss_mb'] / base['peak_rss_mb']:.1f}×" if row.get("peak_rss_mb") is not None else "—"
+        lines.append(f"| {tool}{note} | {wall} | {rss} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Machine description and the command line.
 # --------------------------------------------------------------------------------------------------------------
 
@@ -852,6 +929,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--json", dest="json_out", type=Path, help="write every number to this JSON file")
     parser.add_argument("--profile-models", default="bert-base,gpt2-small", help="models the profile part runs")
     parser.add_argument("--gpu-smoke-on-cpu", action="store_true", help="run the GPU part on the CPU EP, batch 1")
+    parser.add_argument(
+        "--large-folder", type=Path, default=Path("/tmp/ampconfig-large"), help="where the large part builds its model"
+    )
+    parser.add_argument("--large-layers", type=int, default=10, help="MatMul layers of the large part's model")
+    parser.add_argument("--large-width", type=int, default=8192, help="each large-part weight is width x width")
     return parser.parse_args(argv)
 
 
@@ -892,6 +974,11 @@ def main(argv: Sequence[str]) -> int:
     if "gpu" in parts:
         report["gpu"] = gpu(args.gpu_smoke_on_cpu)
         print("\nGPU latency and error\n" + gpu_table(report["gpu"]))
+    if "large" in parts:
+        report["large"] = large(args.large_folder, args.large_layers, args.large_width, tools)
+        print("\nA model with external data, each tool in a fresh process (/usr/bin/time -v)")
+        print(large_table(report["large"]))
+        print("\nPeer / ampconfig (force_fp16 CLI)\n" + large_ratios(report["large"]))
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2, default=str))
     return 0

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import helper as oh
 from onnx import numpy_helper
@@ -301,6 +302,30 @@ def test_out_of_range_constants_are_clamped_and_counted() -> None:
     assert result.stats.values_clamped == 2
     (w,) = [numpy_helper.to_array(t) for t in result.model.graph.initializer]
     assert w.dtype == np.float16 and w[0, 0] == np.float16(65504) and w[1, 1] == np.float16(-65504)
+
+
+@pytest.mark.parametrize("mode", ["force_fp16", "allow_mix_precision"])
+def test_large_weight_converted_at_write_is_clamped_counted_once_and_keeps_nans(mode: str) -> None:
+    from ampconfig.rewrite import LAZY_CONVERSION_BYTES
+
+    rows = LAZY_CONVERSION_BYTES // (4 * 64) + 1  # just over the size converted while the output is written
+    weight = np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32)
+    weight[0, :4] = [1e6, -7e4, np.nan, np.inf]
+    model = make_model(
+        [oh.make_node("MatMul", ["x", "w"], ["y"], name="fc")],
+        [tensor("x", FLOAT, [2, rows])],
+        [tensor("y", FLOAT, [2, 64])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    result = rewrite_model_detailed(model, mode, target=TARGET)
+    assert result.stats.values_clamped == 2  # the finite out-of-range values; inf stays inf
+    ir.serde.serialize_model(result.ir_model)  # a second serialisation converts again but counts nothing new
+    assert result.stats.values_clamped == 2
+    (w,) = [numpy_helper.to_array(t) for t in result.model.graph.initializer]
+    assert w.dtype == np.float16 and w[0, 0] == np.float16(65504) and w[0, 1] == np.float16(-65504)
+    assert np.isnan(w[0, 2]) and w[0, 3] == np.inf
+    np.testing.assert_array_equal(w[1:], weight[1:].astype(np.float16))
+    assert numpy_helper.to_array(model.graph.initializer[0]).dtype == np.float32  # the input is untouched
 
 
 def test_constant_node_shared_by_fp32_and_fp16_consumers() -> None:

@@ -1,0 +1,59 @@
+"""ONNX Runtime's Cast kernel converts large weights exactly as numpy's astype would."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ampconfig.runner.float_cast import MIN_ELEMENTS, float32_to_float16
+
+EDGES = np.array(
+    [
+        *(0.0, -0.0, 1.0, -1.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e30, np.inf, -np.inf, np.nan, -np.nan),
+        *(5.96e-8, 2.98e-8, 2.9802322e-08, 2.9802326e-08, 6.1e-5, 6.103515625e-05, 1e-45, -1e-45, 3.4e38),
+    ],
+    dtype=np.float32,
+)
+
+
+def _assert_same_as_numpy(values: np.ndarray) -> None:
+    got = float32_to_float16(values)
+    with np.errstate(over="ignore"):
+        want = values.astype(np.float16)
+    assert got.dtype == np.float16 and got.shape == values.shape
+    got_bits, want_bits = got.view(np.uint16), want.view(np.uint16)
+    # A NaN stays a NaN of the same sign; its payload may differ (ONNX Runtime writes the quiet NaN).
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    assert np.array_equal(got_bits[nan] >> 15, want_bits[nan] >> 15)
+    assert np.array_equal(got_bits[~nan], want_bits[~nan])
+
+
+def test_random_bit_patterns_match_numpy() -> None:
+    bits = np.random.default_rng(0).integers(0, 1 << 32, size=1 << 21, dtype=np.uint64).astype(np.uint32)
+    values = bits.view(np.float32).copy()
+    values[: EDGES.size] = EDGES
+    assert values.size >= MIN_ELEMENTS  # the ONNX Runtime path, not numpy's
+    _assert_same_as_numpy(values)
+
+
+def test_rounding_around_every_float16_value_matches_numpy() -> None:
+    # Each float16 value, the midpoints between neighbours (ties to even) and one float32 step on each side.
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = np.sort(halves[np.isfinite(halves)].astype(np.float32))
+    mids = (finite[:-1] + finite[1:]) / 2
+    values = np.concatenate([finite, mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf)])
+    _assert_same_as_numpy(values.astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (MIN_ELEMENTS * 2, 2), (0,), (2, 0, 4)])
+def test_shapes_and_small_arrays(shape: tuple[int, ...]) -> None:
+    values = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    _assert_same_as_numpy(values)
+
+
+def test_non_contiguous_and_non_float32_input() -> None:
+    values = np.random.default_rng(2).standard_normal((512, 512)).astype(np.float32)
+    _assert_same_as_numpy(values.T)  # a transposed view: converted in its logical order
+    doubles = np.random.default_rng(3).standard_normal(MIN_ELEMENTS * 2)
+    np.testing.assert_array_equal(float32_to_float16(doubles), doubles.astype(np.float16))
