@@ -29,6 +29,7 @@ from ampconfig.model_io import (
     open_model,
     output_model_problem,
     refuse_invalid_output,
+    save_model_sharing_data,
 )
 from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.opsinfo import OpInfoLibrary, OpLists, load_ops_info
@@ -148,15 +149,14 @@ def rewrite_model_detailed(
     entries, keep_source = _keep_dtype_entries(keep_dtype)
     opened = open_model(model)
     light = light_proto(opened.proto)
-    check_input_model(light, opened.path)
+    types = check_input_model(light, opened.path)
 
     opset_raised = None
     if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
         proto, opset_raised = _raise_opset_for_bf16(opened.proto, warnings)
         if opset_raised is not None:
             opened = replace(opened, proto=proto)
-            light = light_proto(proto)
-    types = inferred_types(light)
+            types = inferred_types(light_proto(proto))
 
     rejected: dict[str, str] = {}
     while True:
@@ -207,6 +207,20 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
     annotate_dtypes(ir_model)
     wrapped = round_like_low_precision(ir_model, library.is_emulated)
     return ir.serde.serialize_model(ir_model), wrapped
+
+
+@with_gc_paused
+def save_low_precision_rounding_copy(source: str | Path, destination: str | Path) -> int:
+    """:func:`low_precision_rounding_model` for a rewritten model saved at ``source``, without reading its
+    tensors: the copy is written to ``destination`` (in the same folder), its weights still those of ``source``'s
+    external data file. Writes nothing when no node needs rounding; returns how many nodes were wrapped."""
+    library = load_ops_info("cpu")
+    ir_model = ir.load(str(source))  # external tensors stay on disk (memory-mapped only when read)
+    annotate_dtypes(ir_model)
+    wrapped = round_like_low_precision(ir_model, library.is_emulated)
+    if wrapped:
+        save_model_sharing_data(ir_model, destination)
+    return wrapped
 
 
 def rewrite_model(

@@ -27,6 +27,12 @@ except ImportError:  # pragma: no cover - private helper moved: check the whole 
         return func(ir.serde.serialize_model(model))
 
 
+#: Models larger than this (proto plus external data) are never built as one in-memory proto to serialise:
+#: protobuf cannot serialise 2 GiB or more, and a rewrite may grow a model (casts, float32 copies). Read at call
+#: time, so tests can lower it.
+IN_MEMORY_LIMIT = int(1.8 * (1 << 30))
+
+
 @dataclass(frozen=True)
 class OpenedModel:
     """An input model: its proto (without external tensor data, which stays on disk) and where it came from."""
@@ -34,6 +40,15 @@ class OpenedModel:
     proto: onnx.ModelProto
     path: str | None
     external_files: frozenset[Path]  # resolved external data files; empty when every tensor is inline
+
+    def stored_bytes(self) -> int:
+        """The model's size on disk: its proto plus its external data files (an upper bound on the tensors)."""
+        return self.proto.ByteSize() + sum(path.stat().st_size for path in self.external_files)
+
+    def fits_in_memory(self) -> bool:
+        """Whether the whole model, tensors included, may be handled as one in-memory proto
+        (see :data:`IN_MEMORY_LIMIT`)."""
+        return self.stored_bytes() <= IN_MEMORY_LIMIT
 
     def to_ir(self) -> ir.Model:
         """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
@@ -172,6 +187,10 @@ def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
         inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
     except Exception:
         return {}
+    return _value_types(inferred)
+
+
+def _value_types(inferred: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     types: dict[str, onnx.TypeProto] = {}
     pending = [inferred.graph]
     while pending:
@@ -201,17 +220,22 @@ def _checker_failure(model: ir.Model) -> str | None:
     return None
 
 
-def check_input_model(light: onnx.ModelProto, source: str | None) -> None:
+def check_input_model(light: onnx.ModelProto, source: str | None) -> dict[str, onnx.TypeProto]:
     """The input must pass the same full check as every output: a model that already fails it cannot be
     rewritten into one that passes, so it is refused up front with the checker's reason. ``light`` is the
-    model's :func:`light_proto`."""
-    problem = checker_problem(light)
-    if problem is not None:
+    model's :func:`light_proto`. Returns the value types the check's type inference found (as
+    :func:`inferred_types` would), so the model is inferred once, not twice."""
+    try:
+        # What check_model(full_check=True) does, in two steps so the strict inference's result is kept.
+        onnx.checker.check_model(light)
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=False)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         raise AmpconfigError(
-            f"the input model is not a valid ONNX model: {problem}",
+            f"the input model is not a valid ONNX model: {_first_line(exc)}",
             file=source,
             hint="fix or re-export the model; `python -m onnx.checker` style errors point at the node",
-        )
+        ) from None
+    return _value_types(inferred)
 
 
 def output_model_problem(model: ir.Model) -> str | None:
@@ -281,6 +305,24 @@ def save_model_atomic(
         else:
             proto = model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
             onnx.save(proto, temporary)
+    return target
+
+
+def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
+    """Write ``model`` (loaded with :func:`onnx_ir.load`, tensors left on disk) into the folder of the model it
+    was loaded from, its external tensors still pointing at that model's data file(s): nothing is copied. For a
+    private variant of a saved model (e.g. the CPU accuracy copy of ``run``); new tensors are stored inline."""
+    target = check_destination(destination, what="model")
+    folder = target.parent.resolve()
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.LazyTensor) or (
+                isinstance(tensor, ir.ExternalTensor) and Path(tensor.base_dir).resolve() != folder
+            ):
+                raise AmpconfigError(f"tensor {value.name!r} does not live next to {target}: cannot share its data")
+    with atomic_destination(target, what="model") as temporary:
+        ir.save(model, temporary)
     return target
 
 

@@ -8,13 +8,14 @@ variables (LayerNormalization's Mean/InvStdDev, Resize's roi/scales, Dropout's r
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import onnx_ir as ir
 
 from ampconfig.decisions import Rule
-from ampconfig.op_schema import ABSENT, MOVABLE_DTYPES, compute_variables, default_opset, node_typing
+from ampconfig.op_schema import ABSENT, MOVABLE_DTYPES, NodeTyping, compute_variables, default_opset, node_typing
 from ampconfig.opsinfo import op_key
 
 DATA_TYPE_TO_DTYPE: dict[ir.DataType, str] = {
@@ -91,6 +92,17 @@ class _ValueKinds:
         return kinds
 
 
+def _fixed(node: ir.Node, key: str, scope: str, blocker: Rule | None, dtype: str | None = None) -> NodeFacts:
+    """Facts of a node whose dtype nothing here may change."""
+    return NodeFacts(node, key, scope, None, (), (), dtype, blocker, frozenset())
+
+
+@functools.cache
+def _schema_allows(typing: NodeTyping, variables: frozenset[str]) -> frozenset[str]:
+    """The float dtypes every one of ``variables`` allows (cached: a model has few distinct node typings)."""
+    return frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
+
+
 def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "float16") -> NodeFacts:
     key = op_key(node.domain, node.op_type)
     inputs, outputs = node.inputs, node.outputs
@@ -98,24 +110,21 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
     in_dtypes, out_dtypes = ins.dtypes, outs.dtypes
     first_float = next((d for d in (*in_dtypes, *out_dtypes) if d is not None), None)
 
-    def fixed(blocker: Rule | None, dtype: str | None = None) -> NodeFacts:
-        return NodeFacts(node, key, scope, None, (), (), dtype, blocker, frozenset())
-
     if first_float is None:
         # Unknown types also land here when nothing around the node is typed.
-        return fixed(Rule.UNTYPED if ins.untyped or outs.untyped else Rule.NOT_FLOAT)
+        return _fixed(node, key, scope, Rule.UNTYPED if ins.untyped or outs.untyped else Rule.NOT_FLOAT)
     if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
-        return fixed(Rule.CONTROL_FLOW)
+        return _fixed(node, key, scope, Rule.CONTROL_FLOW)
     if ins.non_tensor or outs.non_tensor:
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
-        return fixed(Rule.NON_TENSOR, first_float)
+        return _fixed(node, key, scope, Rule.NON_TENSOR, first_float)
     opset = default_opset(model.opset_imports, node.domain)
     typing = None if opset is None else node_typing(node.op_type, node.domain, opset, len(inputs), len(outputs))
     if typing is None:
-        return fixed(Rule.NO_SCHEMA)
+        return _fixed(node, key, scope, Rule.NO_SCHEMA)
     found = compute_variables(typing, _slot_dtypes(inputs, in_dtypes), _slot_dtypes(outputs, out_dtypes), low_dtype)
     if found is None:
-        return fixed(Rule.NOT_FLOAT)
+        return _fixed(node, key, scope, Rule.NOT_FLOAT)
     var, variables = found
     input_slots = tuple(
         i for i, (v, s) in enumerate(zip(inputs, typing.inputs)) if v is not None and s.type_var in variables
@@ -124,7 +133,7 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "flo
         i for i, (v, s) in enumerate(zip(outputs, typing.outputs)) if not _is_absent(v) and s.type_var in variables
     )
     dtypes = {in_dtypes[i] for i in input_slots} | {out_dtypes[i] for i in output_slots}
-    allows = frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
+    allows = _schema_allows(typing, variables)
     dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
     untyped = any(inputs[i].type is None for i in input_slots) or any(outputs[i].type is None for i in output_slots)
     if untyped or dtype is None:

@@ -40,7 +40,7 @@ class Slot:
     homogeneous: bool = True  # False for heterogeneous variadics (Loop/Scan state): each actual is independent
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: node_typing hands out one object per key
 class NodeTyping:
     inputs: tuple[Slot, ...]
     outputs: tuple[Slot, ...]

@@ -88,7 +88,7 @@ def compare(
         seed=seed,
         tolerance=tolerance,
     )
-    prepared = prepare(resolve_request(flags))
+    prepared = prepare(resolve_request(flags), command="compare")
     result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
     payload = compare_payload(result, prepared)
     if html is not None:

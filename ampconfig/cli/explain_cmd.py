@@ -89,7 +89,7 @@ def explain(
         seed=seed,
     )
     request = resolve_request(flags)
-    prepared = prepare(request, need_inputs=range_check or compare)
+    prepared = prepare(request, need_inputs=range_check or compare, command="explain --range-check/--compare")
     compare_data: dict[str, Any] | None = None
     ranges = None
     if compare:

@@ -112,7 +112,7 @@ def tune(
     request = resolve_request(flags)
     prepared = prepare(request, need_inputs=False)
     check_outputs(prepared, output, keep_dtype_out)  # before any input is generated or model run
-    prepared = prepare(request)
+    prepared = prepare(request, command="tune")
     report: TuneReport = run_tune(
         prepared,
         mixlist_out=output,

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import onnx
 
+from ampconfig import model_io
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.compare import OutputMetrics, compare_outputs, tolerance_failures
 from ampconfig.decisions import RewriteResult
+from ampconfig.errors import AmpconfigError
 from ampconfig.locate import DEFAULT_THRESHOLD, Localization, locate
-from ampconfig.model_io import load_model
+from ampconfig.model_io import load_model, open_model
 from ampconfig.model_values import float_constants, graph_nodes, with_node_names
 from ampconfig.range_analysis import RangeFinding, check_data_max, overflow_nodes, range_findings
 from ampconfig.runner.inputs import InputSet, prepare_inputs
@@ -29,12 +32,17 @@ from ampconfig.runner.sessions import DeviceChoice, choose_device
 
 @dataclass
 class Prepared:
-    """A resolved request with its model (nodes named as the rewrite names them), inputs and device."""
+    """A resolved request with its model (nodes named as the rewrite names them), inputs and device.
+
+    ``source`` is what the rewrite reads: ``model`` itself, or the model's path for a model too large to hold in
+    memory (then ``model`` lacks its external tensor data, and nothing may run it).
+    """
 
     request: RunRequest
     model: onnx.ModelProto
     inputs: InputSet
     device: DeviceChoice
+    source: onnx.ModelProto | Path | None = None
 
     @property
     def low_dtype(self) -> str:
@@ -51,7 +59,7 @@ class Prepared:
         """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
         given instead of the request's."""
         return rewrite_model_detailed(
-            self.model,
+            self.source if self.source is not None else self.model,
             self.request.precision_mode,
             modify_mixlist=self.request.modify_mixlist if use_request_lists else modify_mixlist,
             keep_dtype=self.request.keep_dtype if use_request_lists else keep_dtype,
@@ -61,8 +69,31 @@ class Prepared:
         )
 
 
-def prepare(request: RunRequest, *, need_inputs: bool = True) -> Prepared:
-    model, _source = load_model(request.model_path)
+def prepare(request: RunRequest, *, need_inputs: bool = True, command: str = "this command") -> Prepared:
+    """The request's model, named, with inputs when ``need_inputs`` (something will run).
+
+    Runs here (exposed intermediates, tune's trials) hand ONNX Runtime in-memory protos, so a model larger than
+    :data:`~ampconfig.model_io.IN_MEMORY_LIMIT` with its external data is refused when something would run it;
+    without runs it is rewritten from its path, its tensors left on disk.
+    """
+    opened = open_model(request.model_path)
+    if not opened.fits_in_memory():
+        if need_inputs:
+            raise AmpconfigError(
+                f"models over {model_io.IN_MEMORY_LIMIT / (1 << 30):.1f} GiB (external data included) are not "
+                f"supported by {command} yet: it runs in-memory copies of the model, and this one holds "
+                f"{opened.stored_bytes() / (1 << 30):.2f} GiB",
+                file=str(request.model_path),
+                hint="ampconfig run, ampconfig rewrite and explain without --range-check/--compare work from files",
+            )
+        return Prepared(
+            request,
+            with_node_names(opened.proto),
+            InputSet({}, []),
+            choose_device(request.target),
+            source=request.model_path,
+        )
+    model = load_model(request.model_path)[0] if opened.external_files else opened.proto
     named = with_node_names(model)
     inputs = (
         prepare_inputs(

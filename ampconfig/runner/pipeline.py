@@ -6,19 +6,22 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed
+from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed, save_low_precision_rounding_copy
 from ampconfig.bundled_examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.compare import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
 from ampconfig.config import SessionConfig, check_mode_accepts_mixlist, load_session_config
 from ampconfig.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
-from ampconfig.model_io import load_model, save_model_atomic
+from ampconfig.model_io import OpenedModel, open_model, save_model_atomic
 from ampconfig.modes import PrecisionMode, parse_mode
 from ampconfig.report import RunReport
 from ampconfig.runner.inputs import (
@@ -30,7 +33,7 @@ from ampconfig.runner.inputs import (
     prepare_inputs,
 )
 from ampconfig.runner.proof import Proof, prove
-from ampconfig.runner.sessions import choose_device, normalize_target
+from ampconfig.runner.sessions import ModelFile, choose_device, normalize_target
 from ampconfig.runner.timing import ProgressCallback, check_counts, speedup
 
 #: The mode ``run`` uses when neither ``--precision-mode`` nor the config names one.
@@ -190,10 +193,13 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def execute(request: RunRequest, progress: ProgressCallback | None = None) -> RunReport:
-    """Rewrite, write ``--output`` (atomically), run reference and rewrite on the same inputs, compare."""
-    model, _source = load_model(request.model_path)
+    """Rewrite, write ``--output`` (atomically), run reference and rewrite on the same inputs, compare.
+
+    A model with external data, or too large for one in-memory proto, runs from files (:func:`_prove_from_files`).
+    """
+    opened = open_model(request.model_path)  # external tensor data stays on disk
     inputs = prepare_inputs(
-        model,
+        opened.proto,
         npz=request.npz,
         arrays=request.arrays,
         shapes=request.shapes,
@@ -202,31 +208,69 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         int_high=request.int_high,
     )
     choice = choose_device(request.target)
+    from_files = bool(opened.external_files) or not opened.fits_in_memory()
     result = rewrite_model_detailed(
-        _copy(model),
+        request.model_path if from_files else _copy(opened.proto),
         request.precision_mode,
         modify_mixlist=request.modify_mixlist,
         keep_dtype=request.keep_dtype,
         target=choice.device,
         keep_io_types=request.keep_io_types,
     )
-    proof = prove(
-        model,
-        result.model,
-        inputs.feeds,
-        choice,
-        allow_tf32=request.allow_tf32,
-        warmup=request.warmup,
-        iterations=request.iterations,
-        progress=progress,
-        cpu_accuracy_model=lambda: low_precision_rounding_model(result.model),
-    )
+    with _models_to_run(request, opened, result, from_files) as (reference, rewritten, accuracy_copy):
+        proof = prove(
+            reference,
+            rewritten,
+            inputs.feeds,
+            choice,
+            allow_tf32=request.allow_tf32,
+            warmup=request.warmup,
+            iterations=request.iterations,
+            progress=progress,
+            cpu_accuracy_model=accuracy_copy,
+        )
+    if from_files:
+        what = "has external data" if opened.external_files else "is too large for one in-memory protobuf"
+        proof.notes.append(
+            f"the model {what}: ONNX Runtime ran both models from files (the rewrite from a temporary copy)"
+        )
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = None
     if request.output is not None:
-        written = save_model_atomic(result.model, request.output, input_path=request.model_path)
+        model = result.ir_model if from_files else result.model
+        written = save_model_atomic(
+            model, request.output, input_path=request.model_path, input_files=result.input_files
+        )
     return build_report(request, inputs, result, proof, written)
+
+
+RunnableModel = onnx.ModelProto | ModelFile
+
+
+@contextmanager
+def _models_to_run(
+    request: RunRequest, opened: OpenedModel, result: RewriteResult, from_files: bool
+) -> Iterator[tuple[RunnableModel, RunnableModel, Callable[[], tuple[RunnableModel, int]]]]:
+    """The fp32 reference, the rewritten model and a maker of the CPU accuracy copy, as :func:`prove` takes them.
+
+    In memory for ordinary models. From files for a model with external data or too large for one serialised
+    proto (protobuf refuses 2 GiB): the reference is the input model itself; the rewritten model (and the accuracy
+    copy, which shares its data file) live in a private temporary folder with external data, removed afterwards
+    whatever happens."""
+    if not from_files:
+        yield opened.proto, result.model, lambda: low_precision_rounding_model(result.model)
+        return
+    with tempfile.TemporaryDirectory(prefix="ampconfig-run-") as folder:
+        rewritten_path = save_model_atomic(result.ir_model, Path(folder) / "rewritten.onnx")
+        rewritten = ModelFile(rewritten_path, open_model(rewritten_path).proto)
+
+        def accuracy_copy() -> tuple[RunnableModel, int]:
+            path = Path(folder) / "accuracy.onnx"
+            wrapped = save_low_precision_rounding_copy(rewritten_path, path)
+            return (ModelFile(path, open_model(path).proto) if wrapped else rewritten), wrapped
+
+        yield ModelFile(request.model_path, opened.proto), rewritten, accuracy_copy
 
 
 def _input_notes(inputs: InputSet) -> list[str]:

@@ -14,7 +14,15 @@ import onnx
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.runner.inputs import adapt_feeds
-from ampconfig.runner.sessions import AUTO, DeviceChoice, ModelSource, Session, create_session
+from ampconfig.runner.sessions import (
+    AUTO,
+    DeviceChoice,
+    ModelFile,
+    ModelSource,
+    Session,
+    create_session,
+    model_proto,
+)
 from ampconfig.runner.timing import Latency, ProgressCallback, measure
 
 REFERENCE_LABEL = "fp32 reference"
@@ -101,8 +109,8 @@ def _run_failure(label: str, exc: Exception) -> AmpconfigError:
 
 
 def prove(
-    reference: onnx.ModelProto,
-    rewritten: onnx.ModelProto,
+    reference: onnx.ModelProto | ModelFile,
+    rewritten: onnx.ModelProto | ModelFile,
     feeds: Mapping[str, np.ndarray],
     choice: DeviceChoice,
     *,
@@ -110,26 +118,30 @@ def prove(
     warmup: int = 3,
     iterations: int = 20,
     progress: ProgressCallback | None = None,
-    cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto, int]] | None = None,
+    cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto | ModelFile, int]] | None = None,
 ) -> Proof:
     """Run both models on ``feeds`` (converted to each model's input dtypes) and time them.
 
-    On the CPU, ``cpu_accuracy_model`` (if given) supplies a copy of the rewritten model that rounds float16
-    values the way float16 hardware does; its outputs are the ones compared, the rewritten model is still the
-    one timed.
+    A model is an in-memory proto or a :class:`ModelFile` (ONNX Runtime loads it from disk: how models with
+    external data, or too large for one protobuf, are run). On the CPU, ``cpu_accuracy_model`` (if given)
+    supplies a copy of the rewritten model that rounds float16 values the way float16 hardware does; its outputs
+    are the ones compared, the rewritten model is still the one timed.
     """
     ref_session, rew_session, choice = open_sessions(reference, rewritten, choice, allow_tf32)
-    ref_run = _run_model(REFERENCE_LABEL, ref_session, adapt_feeds(feeds, reference), warmup, iterations, progress)
-    rew_run = _run_model("rewritten", rew_session, adapt_feeds(feeds, rewritten), warmup, iterations, progress)
+    ref_feeds, rew_feeds = adapt_feeds(feeds, model_proto(reference)), adapt_feeds(feeds, model_proto(rewritten))
+    ref_run = _run_model(REFERENCE_LABEL, ref_session, ref_feeds, warmup, iterations, progress)
+    rew_run = _run_model("rewritten", rew_session, rew_feeds, warmup, iterations, progress)
+    output_names = list(ref_session.output_names)
+    del ref_session, rew_session  # their weights are freed before the accuracy copy loads its own
     notes = list(choice.notes)
     if choice.device == "cpu" and cpu_accuracy_model is not None:
         faithful, wrapped = cpu_accuracy_model()
         if wrapped:
             session = create_session(faithful, "cpu", tf32=False)
-            rew_run.outputs = session.bind(adapt_feeds(feeds, faithful)).outputs()
+            rew_run.outputs = session.bind(adapt_feeds(feeds, model_proto(faithful))).outputs()
             notes.append(
                 f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native "
                 "CPU float16 kernel compute between explicit float16 casts: ONNX Runtime's CPU provider would "
                 "otherwise skip their float16 rounding. Latency is the rewritten model's own."
             )
-    return Proof(choice, ref_run, rew_run, list(ref_session.output_names), notes)
+    return Proof(choice, ref_run, rew_run, output_names, notes)

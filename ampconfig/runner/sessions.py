@@ -39,7 +39,20 @@ AUTO = "auto"
 _ORT_DEFAULT_LOG_SEVERITY = 2
 _SESSION_LOG_SEVERITY = 3  # errors only: ORT's placement warnings are not the user's business
 
-ModelSource = onnx.ModelProto | bytes | str | Path
+#: Protobuf cannot serialise a message of 2 GiB or more: such models reach ONNX Runtime only as files.
+PROTOBUF_LIMIT = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A model ONNX Runtime loads from its file (it resolves external data next to the file), with the model's
+    proto without its external tensor data, for what callers read from the graph (its inputs' dtypes)."""
+
+    path: Path
+    proto: onnx.ModelProto
+
+
+ModelSource = onnx.ModelProto | ModelFile | bytes | str | Path
 
 
 @dataclass(frozen=True)
@@ -131,10 +144,24 @@ def _providers(device: str, tf32: bool) -> list[str | tuple[str, dict[str, str]]
 
 def _model_bytes_or_path(model: ModelSource) -> bytes | str:
     if isinstance(model, onnx.ModelProto):
+        size = model.ByteSize()
+        if size > PROTOBUF_LIMIT:
+            raise AmpconfigError(
+                f"the model is too large to hand to ONNX Runtime from memory ({size / (1 << 30):.1f} GiB; protobuf "
+                "cannot serialise 2 GiB or more)",
+                hint="ampconfig run and ampconfig rewrite handle such models from files with external data",
+            )
         return model.SerializeToString()
+    if isinstance(model, ModelFile):
+        return str(model.path)
     if isinstance(model, Path):
         return str(model)
     return model
+
+
+def model_proto(model: onnx.ModelProto | ModelFile) -> onnx.ModelProto:
+    """The graph proto of an in-memory model or of a model file (for its inputs; tensor data may be absent)."""
+    return model.proto if isinstance(model, ModelFile) else model
 
 
 @dataclass
