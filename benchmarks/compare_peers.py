@@ -567,15 +567,18 @@ def validity_table(reports: Sequence[ValidityCounts]) -> str:
 
 #: The phases of ``rewrite_model_detailed`` as (file suffix, function) in the profile.
 PHASES: tuple[tuple[str, str, str], ...] = (
-    ("check_input_model (full_check of the input)", "ampconfig/model_io.py", "check_input_model"),
-    ("output_model_problem (full_check of the output)", "ampconfig/model_io.py", "output_model_problem"),
+    ("check_input_model (full check + type inference of the input)", "ampconfig/model_io.py", "check_input_model"),
+    ("light_proto (graph-only copies for the checks)", "ampconfig/model_io.py", "light_proto"),
+    ("checker_problem (full_check of the output)", "ampconfig/model_io.py", "checker_problem"),
+    ("output_model_problem (full_check of an external-data output)", "ampconfig/model_io.py", "output_model_problem"),
     ("onnx-ir deserialize_model", "onnx_ir/serde.py", "deserialize_model"),
     ("name_unnamed_nodes", "ampconfig/rewrite.py", "name_unnamed_nodes"),
     ("annotate_dtypes", "ampconfig/rewrite.py", "annotate_dtypes"),
     ("build_plan (facts, policy, painting)", "ampconfig/plan.py", "build_plan"),
     ("apply_plan (rewrite)", "ampconfig/rewrite.py", "apply_plan"),
     ("RewriteResult.model (serializing the result)", "ampconfig/decisions.py", "model"),
-    ("onnx-ir serialize_model (all callers, checks included)", "onnx_ir/serde.py", "serialize_model"),
+    ("onnx-ir serialize_model (weights converted here, at write time)", "onnx_ir/serde.py", "serialize_model"),
+    ("… of which float32 -> float16 casts (ORT kernel)", "ampconfig/runner/float_cast.py", "float32_to_float16"),
 )
 
 

@@ -24,6 +24,8 @@ import onnx_ir as ir
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
+from ampconfig.gc_pause import gc_paused
+
 
 def chain_model(nodes: int, width: int = 4) -> onnx.ModelProto:
     """A long chain of Add/Mul/Relu nodes over ``width`` parallel lanes, each fed by a small initializer."""
@@ -109,11 +111,14 @@ def with_protobuf(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def median_seconds(func: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``func``, with Python's cyclic garbage collector paused as ampconfig's rewrite pauses
+    it (``ampconfig.gc_pause``): both representations are timed the same way."""
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
+        with gc_paused():
+            start = time.perf_counter()
+            func()
+            times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
