@@ -158,8 +158,9 @@ def convert_tensor(tensor: ir.TensorProtocol, dtype: str, name: str, stats: Rewr
     array, clamped = _convert_array(tensor.numpy(), dtype)
     stats.values_clamped += clamped
     # ir.Tensor, not the ir.tensor() convenience: that one runs Protocol isinstance checks costing ~0.1 ms a
-    # tensor, which dominates on graphs with thousands of small weights.
-    return ir.Tensor(array, dtype=DTYPE_TO_DATA_TYPE[dtype], name=name)
+    # tensor, which dominates on graphs with thousands of small weights. The source's (frozen) shape is reused
+    # rather than rebuilt from the array, for the same reason.
+    return ir.Tensor(array, dtype=DTYPE_TO_DATA_TYPE[dtype], shape=tensor.shape, name=name)
 
 
 def _converted_from_disk(tensor: ir.ExternalTensor, dtype: str, name: str, stats: RewriteStats) -> ir.LazyTensor:
