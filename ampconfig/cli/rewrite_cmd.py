@@ -23,6 +23,9 @@ _HELP = """Rewrite MODEL for a precision mode and write the result to --output. 
 Flags override the session config (--config). The written model passes onnx.checker.check_model(full_check=True);
 when it could not, nothing is written and the exit code is 2. The input model is never overwritten.
 
+Models with external data (any model over 2 GB) are read lazily, one weight at a time; the output's weights are
+written to OUTPUT.data next to --output.
+
 [bold]Examples[/bold]
 
   ampconfig rewrite model.onnx -o model.mixed.onnx --precision-mode allow_mix_precision

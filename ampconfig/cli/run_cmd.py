@@ -42,7 +42,8 @@ standard normal, token ids within the embedding table; dynamic dimensions come f
 dimension is 1 and the others 16.
 
 The device is CUDA when it really loads (reported from the session), else the CPU; --target cuda fails instead
-of falling back.
+of falling back. A model with external data (any model over 2 GB) runs from files: the rewritten model is kept in
+a temporary folder, removed afterwards, and --output gets its weights in OUTPUT.data next to it.
 
 Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
 
