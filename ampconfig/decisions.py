@@ -93,6 +93,13 @@ class RewriteResult:
         """The rewritten model as a proto (for models under 2 GiB; larger ones are saved from ``ir_model``)."""
         return ir.serde.serialize_model(self.ir_model)
 
+    @property
+    def savable(self) -> onnx.ModelProto | ir.Model:
+        """What to write to disk: ``ir_model`` when the input's weights stay on disk (it is streamed tensor by
+        tensor), else the proto. For an in-memory model that proto is the one the output check already built:
+        saving the IR instead would convert its large weights a second time (they convert when serialised)."""
+        return self.ir_model if self.input_files else self.model
+
     def count_by_dtype(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for decision in self.decisions:

@@ -280,10 +280,13 @@ def save_model_atomic(
 ) -> Path:
     """Write ``model`` to ``destination`` atomically; refuse to overwrite the input model or its data.
 
-    An IR model whose weights live on disk (external or lazily converted tensors) or exceed 1 GiB is written with
-    its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are never all in memory.
+    An IR model whose weights live on disk (external or lazily converted tensors), or a model whose weights exceed
+    1 GiB, is written with its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are
+    never all in memory.
     """
     target = check_destination(destination, what="output model")
+    if isinstance(model, onnx.ModelProto) and model.ByteSize() > EXTERNAL_DATA_THRESHOLD:
+        model = ir.serde.deserialize_model(model)  # tensors wrap the proto's bytes: nothing is copied here
     if input_path is not None and target.resolve() == Path(input_path).resolve():
         raise AmpconfigError(
             "refusing to overwrite the input model", file=str(target), hint="choose another output path"

@@ -72,6 +72,43 @@ def test_external_tensors_are_converted_lazily(tmp_path: Path) -> None:
     assert (tmp_path / "o.onnx.data").is_file() and saved.is_file()
 
 
+def test_in_memory_model_with_large_weights_is_written_as_one_file(tmp_path: Path) -> None:
+    """Weights of 1 MiB or more convert when serialised (LazyTensor); that must not make ``rewrite`` split an
+    ordinary model into .onnx + .data, nor convert them a second time for the file."""
+    from ampconfig.rewrite import LAZY_CONVERSION_BYTES
+
+    rows = LAZY_CONVERSION_BYTES // (4 * 256) + 1
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((rows, 256)).astype(np.float32), "w")
+    model = make_model(
+        [oh.make_node("MatMul", ["x", "w"], ["y"], name="fc")],
+        [tensor("x", FLOAT, [2, rows])],
+        [tensor("y", FLOAT, [2, 256])],
+        [weight],
+    )
+    source = tmp_path / "m.onnx"
+    onnx.save(model, source)
+    result = runner.invoke(app, ["rewrite", str(source), "-o", str(tmp_path / "o.onnx"), "-m", "force_fp16"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "o.onnx"]
+    written = onnx.load(str(tmp_path / "o.onnx"))
+    assert written.graph.initializer[0].data_type == onnx.TensorProto.FLOAT16
+    onnx.checker.check_model(written, full_check=True)
+
+
+def test_a_proto_over_the_external_data_threshold_is_written_with_its_data_next_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ampconfig import model_io
+
+    proto = onnx.load(str(_external_model(tmp_path)))  # weights read into the proto
+    monkeypatch.setattr(model_io, "EXTERNAL_DATA_THRESHOLD", proto.ByteSize() // 2)
+    (tmp_path / "out").mkdir()
+    saved = save_model_atomic(proto, tmp_path / "out" / "o.onnx")
+    assert (tmp_path / "out" / "o.onnx.data").stat().st_size >= 3 * 256 * 256 * 4
+    assert saved.stat().st_size < 64 * 1024
+    onnx.checker.check_model(str(saved), full_check=True)
+
+
 @pytest.mark.parametrize("location", ["../outside.bin", "/etc/passwd"])
 def test_locations_outside_the_model_folder_are_refused(tmp_path: Path, location: str) -> None:
     inner = tmp_path / "inner"

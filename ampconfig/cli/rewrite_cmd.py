@@ -141,7 +141,7 @@ def rewrite(
         keep_io_types=settings["keep_io_types"],
     )
     written = save_model_atomic(
-        result.ir_model, settings["output"], input_path=settings["model"], input_files=result.input_files
+        result.savable, settings["output"], input_path=settings["model"], input_files=result.input_files
     )
     summary = rewrite_summary(result, Path(settings["model"]), written)
     if json_output:

@@ -238,9 +238,8 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = None
     if request.output is not None:
-        model = result.ir_model if from_files else result.model
         written = save_model_atomic(
-            model, request.output, input_path=request.model_path, input_files=result.input_files
+            result.savable, request.output, input_path=request.model_path, input_files=result.input_files
         )
     return build_report(request, inputs, result, proof, written)
 
