@@ -194,6 +194,12 @@ def rewrite_model_detailed(
     return result
 
 
+def _round_like_cpu_low_precision(ir_model: ir.Model) -> int:
+    """Wrap the nodes the CPU provider would run in float32 without rounding (see ``round_like_low_precision``)."""
+    annotate_dtypes(ir_model)
+    return round_like_low_precision(ir_model, load_ops_info("cpu").is_emulated)
+
+
 @with_gc_paused
 def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of a rewritten model whose CPU run rounds every float16 value as float16 hardware stores it.
@@ -202,10 +208,8 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
     :func:`ampconfig.rewrite.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
     Returns the copy and how many nodes compute in float32 between explicit casts in it.
     """
-    library = load_ops_info("cpu")
     ir_model = ir.serde.deserialize_model(model)
-    annotate_dtypes(ir_model)
-    wrapped = round_like_low_precision(ir_model, library.is_emulated)
+    wrapped = _round_like_cpu_low_precision(ir_model)
     return ir.serde.serialize_model(ir_model), wrapped
 
 
@@ -214,10 +218,8 @@ def save_low_precision_rounding_copy(source: str | Path, destination: str | Path
     """:func:`low_precision_rounding_model` for a rewritten model saved at ``source``, without reading its
     tensors: the copy is written to ``destination`` (in the same folder), its weights still those of ``source``'s
     external data file. Writes nothing when no node needs rounding; returns how many nodes were wrapped."""
-    library = load_ops_info("cpu")
     ir_model = ir.load(str(source))  # external tensors stay on disk (memory-mapped only when read)
-    annotate_dtypes(ir_model)
-    wrapped = round_like_low_precision(ir_model, library.is_emulated)
+    wrapped = _round_like_cpu_low_precision(ir_model)
     if wrapped:
         save_model_sharing_data(ir_model, destination)
     return wrapped

@@ -24,7 +24,7 @@ from ampconfig.locate import DEFAULT_THRESHOLD, Localization, locate
 from ampconfig.model_io import load_model, open_model
 from ampconfig.model_values import float_constants, graph_nodes, with_node_names
 from ampconfig.range_analysis import RangeFinding, check_data_max, overflow_nodes, range_findings
-from ampconfig.runner.inputs import InputSet, prepare_inputs
+from ampconfig.runner.inputs import InputSet
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.runner.pipeline import RunRequest
 from ampconfig.runner.sessions import DeviceChoice, choose_device
@@ -95,19 +95,7 @@ def prepare(request: RunRequest, *, need_inputs: bool = True, command: str = "th
         )
     model = load_model(request.model_path)[0] if opened.external_files else opened.proto
     named = with_node_names(model)
-    inputs = (
-        prepare_inputs(
-            named,
-            npz=request.npz,
-            arrays=request.arrays,
-            shapes=request.shapes,
-            seed=request.seed,
-            int_low=request.int_low,
-            int_high=request.int_high,
-        )
-        if need_inputs
-        else InputSet({}, [])
-    )
+    inputs = request.inputs_for(named) if need_inputs else InputSet({}, [])
     return Prepared(request, named, inputs, choose_device(request.target))
 
 

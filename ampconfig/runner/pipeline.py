@@ -88,6 +88,18 @@ class RunRequest:
     tolerance: Tolerance = field(default_factory=Tolerance)
     notes: list[str] = field(default_factory=list)
 
+    def inputs_for(self, model: onnx.ModelProto) -> InputSet:
+        """The inputs for ``model`` that the request's --inputs/--input/--shape/--seed (or config) describe."""
+        return prepare_inputs(
+            model,
+            npz=self.npz,
+            arrays=self.arrays,
+            shapes=self.shapes,
+            seed=self.seed,
+            int_low=self.int_low,
+            int_high=self.int_high,
+        )
+
 
 # ---------------------------------------------------------------------------------------------------- resolve
 
@@ -186,31 +198,17 @@ def resolve_request(flags: RunFlags) -> RunRequest:
 # ---------------------------------------------------------------------------------------------------- execute
 
 
-def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy
-
-
 def execute(request: RunRequest, progress: ProgressCallback | None = None) -> RunReport:
     """Rewrite, write ``--output`` (atomically), run reference and rewrite on the same inputs, compare.
 
-    A model with external data, or too large for one in-memory proto, runs from files (:func:`_prove_from_files`).
+    A model with external data, or too large for one in-memory proto, runs from files (:func:`_models_to_run`).
     """
     opened = open_model(request.model_path)  # external tensor data stays on disk
-    inputs = prepare_inputs(
-        opened.proto,
-        npz=request.npz,
-        arrays=request.arrays,
-        shapes=request.shapes,
-        seed=request.seed,
-        int_low=request.int_low,
-        int_high=request.int_high,
-    )
+    inputs = request.inputs_for(opened.proto)
     choice = choose_device(request.target)
     from_files = bool(opened.external_files) or not opened.fits_in_memory()
     result = rewrite_model_detailed(
-        request.model_path if from_files else _copy(opened.proto),
+        request.model_path if from_files else opened.proto,  # never modified: no copy needed
         request.precision_mode,
         modify_mixlist=request.modify_mixlist,
         keep_dtype=request.keep_dtype,
