@@ -18,10 +18,11 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
-from ampconfig.decisions import NodeDecision, RewriteResult
+from ampconfig.decide.decisions import NodeDecision, RewriteResult
+from ampconfig.decide.plan import build_plan, match_keep_dtype
+from ampconfig.decide.policy import DecisionContext
 from ampconfig.errors import Severity
-from ampconfig.gc_pause import with_gc_paused
-from ampconfig.model_io import (
+from ampconfig.files.models import (
     check_input_model,
     checker_problem,
     inferred_types,
@@ -31,11 +32,10 @@ from ampconfig.model_io import (
     refuse_invalid_output,
     save_model_sharing_data,
 )
-from ampconfig.modes import PrecisionMode, parse_mode
-from ampconfig.opsinfo import OpInfoLibrary, OpLists, load_ops_info
-from ampconfig.plan import build_plan, match_keep_dtype
-from ampconfig.policy import DecisionContext
-from ampconfig.rewrite import annotate_dtypes, apply_plan, name_unnamed_nodes, round_like_low_precision
+from ampconfig.gc_pause import with_gc_paused
+from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
+from ampconfig.rewrite.apply import annotate_dtypes, apply_plan, name_unnamed_nodes, round_like_low_precision
+from ampconfig.settings.modes import PrecisionMode, parse_mode
 
 MixlistInput = str | Path | Mapping[str, Any] | None
 KeepDtypeInput = str | Path | Sequence[str] | None
@@ -52,8 +52,8 @@ def effective_lists(
     mode: PrecisionMode, library: OpInfoLibrary, modify_mixlist: MixlistInput = None
 ) -> tuple[OpLists, list[str]]:
     """The op lists after the mixlist (if any), and the mixlist's warnings as text."""
-    from ampconfig.config import check_mode_accepts_mixlist
-    from ampconfig.mixlist import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
+    from ampconfig.settings.config import check_mode_accepts_mixlist
+    from ampconfig.settings.mixlist import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
 
     if modify_mixlist is None:
         return library.lists(), []
@@ -70,7 +70,7 @@ def effective_lists(
 
 
 def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | None]:
-    from ampconfig.keepdtype import keep_dtype_from_config
+    from ampconfig.settings.keep_dtype import keep_dtype_from_config
 
     if keep_dtype is None:
         return [], None
@@ -205,7 +205,7 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
     """A copy of a rewritten model whose CPU run rounds every float16 value as float16 hardware stores it.
 
     ONNX Runtime's CPU provider drops that rounding for ops it has no native float16 kernel for (see
-    :func:`ampconfig.rewrite.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
+    :func:`ampconfig.rewrite.apply.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
     Returns the copy and how many nodes compute in float32 between explicit casts in it.
     """
     ir_model = ir.serde.deserialize_model(model)

@@ -11,11 +11,11 @@ import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.modes import parse_mode
-from ampconfig.opsinfo import OpInfoEntry, OpInfoLibrary, PrecisionReduce
-from ampconfig.plan import Plan, build_plan
-from ampconfig.policy import DecisionContext
-from ampconfig.rewrite import annotate_dtypes, name_unnamed_nodes
+from ampconfig.decide.plan import Plan, build_plan
+from ampconfig.decide.policy import DecisionContext
+from ampconfig.opinfo.library import OpInfoEntry, OpInfoLibrary, PrecisionReduce
+from ampconfig.rewrite.apply import annotate_dtypes, name_unnamed_nodes
+from ampconfig.settings.modes import parse_mode
 
 #: Every distinct precision mode (allow_mix_precision_fp16 is allow_mix_precision under another name).
 MODES = (

@@ -1,4 +1,4 @@
-"""Accuracy metrics of ampconfig.compare on hand-computed cases."""
+"""Accuracy metrics of ampconfig.prove.accuracy on hand-computed cases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ampconfig.compare import (
+from ampconfig.prove.accuracy import (
     OutputMismatchError,
     Tolerance,
     compare_output,

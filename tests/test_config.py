@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ampconfig.config import (
+from ampconfig.errors import AmpconfigError
+from ampconfig.settings.config import (
     SessionConfig,
     check_mode_accepts_mixlist,
     load_session_config,
     mode_mixlist_problem,
     session_config_from_data,
 )
-from ampconfig.documents import parse_document
-from ampconfig.errors import AmpconfigError
-from ampconfig.keepdtype import KeepDtypeEntry
-from ampconfig.mixlist import Mixlist
-from ampconfig.modes import V1_NAMES, V2_ALIASES, PrecisionMode
+from ampconfig.settings.documents import parse_document
+from ampconfig.settings.keep_dtype import KeepDtypeEntry
+from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 
 YAML = """\
 precision_mode: allow_mix_precision

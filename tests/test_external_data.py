@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.model_io import save_model_atomic
+from ampconfig.files.models import save_model_atomic
 from tests.graphs import FLOAT, make_model, rel_l2, run, tensor
 
 runner = CliRunner()
@@ -75,7 +75,7 @@ def test_external_tensors_are_converted_lazily(tmp_path: Path) -> None:
 def test_in_memory_model_with_large_weights_is_written_as_one_file(tmp_path: Path) -> None:
     """Weights of 1 MiB or more convert when serialised (LazyTensor); that must not make ``rewrite`` split an
     ordinary model into .onnx + .data, nor convert them a second time for the file."""
-    from ampconfig.rewrite import LAZY_CONVERSION_BYTES
+    from ampconfig.rewrite.apply import LAZY_CONVERSION_BYTES
 
     rows = LAZY_CONVERSION_BYTES // (4 * 256) + 1
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((rows, 256)).astype(np.float32), "w")
@@ -98,7 +98,7 @@ def test_in_memory_model_with_large_weights_is_written_as_one_file(tmp_path: Pat
 def test_a_proto_over_the_external_data_threshold_is_written_with_its_data_next_to_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ampconfig import model_io
+    from ampconfig.files import models as model_io
 
     proto = onnx.load(str(_external_model(tmp_path)))  # weights read into the proto
     monkeypatch.setattr(model_io, "EXTERNAL_DATA_THRESHOLD", proto.ByteSize() // 2)

@@ -33,7 +33,7 @@ from typer.testing import CliRunner, Result
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.mixlist import VALID_COMBINATIONS, Edit
+from ampconfig.settings.mixlist import VALID_COMBINATIONS, Edit
 from tests.graphs import IR_VERSION
 
 settings.register_profile(

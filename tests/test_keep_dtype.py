@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ampconfig.documents import SourceMap
 from ampconfig.errors import AmpconfigError, Severity
-from ampconfig.keepdtype import (
+from ampconfig.settings.documents import SourceMap
+from ampconfig.settings.keep_dtype import (
     KeepDtypeEntry,
     keep_dtype_from_config,
     keep_dtype_list_problems,

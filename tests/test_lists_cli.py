@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.opsinfo import load_ops_info, ops_info_path
+from ampconfig.opinfo.library import load_ops_info, ops_info_path
 
 runner = CliRunner()
 

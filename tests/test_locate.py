@@ -9,14 +9,14 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.locate import locate
-from ampconfig.mixlist import Mixlist, apply_mixlist, parse_mixlist
-from ampconfig.model_values import GraphNode, float_constants, graph_nodes
-from ampconfig.opsinfo import load_ops_info
-from ampconfig.range_analysis import overflow_nodes, range_findings
-from ampconfig.rewrite import EXPOSED_FLOAT32_SUFFIX, expose_values
+from ampconfig.diagnose.graph_values import GraphNode, float_constants, graph_nodes
+from ampconfig.diagnose.locate import locate
+from ampconfig.diagnose.ranges import overflow_nodes, range_findings
+from ampconfig.diagnose.tune.search import Candidate, keep_dtype_lines, mixlist_data
+from ampconfig.opinfo.library import load_ops_info
+from ampconfig.rewrite.apply import EXPOSED_FLOAT32_SUFFIX, expose_values
 from ampconfig.runner.intermediates import run_with_intermediates
-from ampconfig.tune import Candidate, keep_dtype_lines, mixlist_data
+from ampconfig.settings.mixlist import Mixlist, apply_mixlist, parse_mixlist
 
 CHAIN = [
     GraphNode("a", "MatMul", ("x", "w"), ("va",)),

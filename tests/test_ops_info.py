@@ -15,11 +15,11 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.op_schema import DTYPE_TO_ELEM, compute_variables, node_typing
-from ampconfig.opsinfo import Colour, load_ops_info, parse_ops_info
-from ampconfig.probe import default_domain_op_types
+from ampconfig.decide.schema import DTYPE_TO_ELEM, compute_variables, node_typing
+from ampconfig.opinfo.colours import STRATEGY
+from ampconfig.opinfo.library import Colour, load_ops_info, parse_ops_info
+from ampconfig.opinfo.probe_models import default_domain_op_types
 from ampconfig.runner.kernels import CUDA, kernel_table_dtypes
-from ampconfig.strategy import STRATEGY
 
 runner = CliRunner()
 F32, I64, BOOL = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper as oh
 
-from ampconfig.decisions import Rule
+from ampconfig.decide.decisions import Rule
 from tests.graphs import (
     FLOAT,
     FLOAT16,

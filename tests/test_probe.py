@@ -10,11 +10,17 @@ import onnx_ir as ir
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.decisions import Rule
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.facts import node_facts
 from ampconfig.errors import AmpconfigError
-from ampconfig.node_facts import node_facts
-from ampconfig.opsinfo import parse_ops_info
-from ampconfig.probe import PROBE_IR_VERSION, node_test_op_types, probe_models, random_inputs, synthesise_probe
+from ampconfig.opinfo.library import parse_ops_info
+from ampconfig.opinfo.probe_models import (
+    PROBE_IR_VERSION,
+    node_test_op_types,
+    probe_models,
+    random_inputs,
+    synthesise_probe,
+)
 from ampconfig.runner.kernels import (
     CPU,
     CUDA,

@@ -14,9 +14,9 @@ from onnx import helper as oh
 from onnx import numpy_helper
 
 from ampconfig import rewrite_model, rewrite_model_detailed
+from ampconfig.decide.plan import build_plan
+from ampconfig.decide.policy import DecisionContext
 from ampconfig.errors import AmpconfigError
-from ampconfig.plan import build_plan
-from ampconfig.policy import DecisionContext
 from tests.graphs import (
     FLOAT,
     FLOAT16,
@@ -284,7 +284,7 @@ def test_must_keep_origin_dtype_names_nodes_the_target_cannot_run() -> None:
     assert plan.decisions()[0].dtype == "float16"
     lib = library({"MatMul": "white"}, dtypes=("float32",))
     ir_model, _ = plan_for(model, "force_fp32", lib)
-    from ampconfig.modes import PrecisionMode
+    from ampconfig.settings.modes import PrecisionMode
 
     with pytest.raises(AmpconfigError, match=r"half_fc \(MatMul, float16\)"):
         build_plan(ir_model, DecisionContext(PrecisionMode.MUST_KEEP_ORIGIN_DTYPE, lib.lists(), lib))
@@ -306,7 +306,7 @@ def test_out_of_range_constants_are_clamped_and_counted() -> None:
 
 @pytest.mark.parametrize("mode", ["force_fp16", "allow_mix_precision"])
 def test_large_weight_converted_at_write_is_clamped_counted_once_and_keeps_nans(mode: str) -> None:
-    from ampconfig.rewrite import LAZY_CONVERSION_BYTES
+    from ampconfig.rewrite.apply import LAZY_CONVERSION_BYTES
 
     rows = LAZY_CONVERSION_BYTES // (4 * 64) + 1  # just over the size converted while the output is written
     weight = np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32)

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from ampconfig.bundled_examples import DEFAULT_EXAMPLE, example_names, example_path
 from ampconfig.cli import app
+from ampconfig.examples import DEFAULT_EXAMPLE, example_names, example_path
 
 FAST = ["--warmup", "1", "--iterations", "2"]
 runner = CliRunner()

@@ -16,9 +16,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
-from ampconfig import model_io
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
+from ampconfig.files import models as model_io
 from ampconfig.runner import sessions
 
 FAST = ["--warmup", "0", "--iterations", "1", "--target", "cpu"]

@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ampconfig.compare import compare_outputs
 from ampconfig.errors import AmpconfigError
+from ampconfig.prove.accuracy import compare_outputs
 from ampconfig.runner.inputs import (
     DEFAULT_BATCH_DIM,
     DEFAULT_OTHER_DIM,

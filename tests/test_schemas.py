@@ -10,8 +10,8 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.opsinfo import ops_info_path
-from ampconfig.schema_gen import SCHEMA_KINDS, generate_schema, packaged_schema_dir, schema_text
+from ampconfig.opinfo.library import ops_info_path
+from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema, packaged_schema_dir, schema_text
 
 runner = CliRunner()
 KINDS = list(SCHEMA_KINDS)

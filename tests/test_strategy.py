@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ampconfig.opsinfo import Colour
-from ampconfig.probe import default_domain_op_types
-from ampconfig.strategy import STRATEGY, strategy_entry
+from ampconfig.opinfo.colours import STRATEGY, strategy_entry
+from ampconfig.opinfo.library import Colour
+from ampconfig.opinfo.probe_models import default_domain_op_types
 
 
 def test_every_default_domain_schema_has_a_colour() -> None:

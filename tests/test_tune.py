@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.validate import validate_paths
+from ampconfig.settings.validate import validate_paths
 from tests.overflow_model import CULPRIT, write_case
 
 runner = CliRunner()
@@ -34,7 +34,7 @@ def _json(args: list[str]) -> tuple[int, dict]:
 
 
 def test_ops_are_lowered_on_the_cpu_target() -> None:
-    from ampconfig.opsinfo import load_ops_info
+    from ampconfig.opinfo.library import load_ops_info
 
     library = load_ops_info("cpu")
     for op in ("MatMul", "Add", "Relu", "Pow"):

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.modes import V1_NAMES, V2_ALIASES, parse_mode
-from ampconfig.opsinfo import ops_info_path
-from ampconfig.validate import validate_paths
+from ampconfig.opinfo.library import ops_info_path
+from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, parse_mode
+from ampconfig.settings.validate import validate_paths
 
 runner = CliRunner()
 

@@ -25,8 +25,8 @@ from ampconfig.cli.options import (
     ToleranceOpt,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.locate import DEFAULT_THRESHOLD
 
 _HELP = """Run the fp32 model and its rewrite on the same inputs with every intermediate float tensor exposed,
 align the tensors by name and rank the nodes by the error they add: a node's relative L2 error over the largest
@@ -68,12 +68,12 @@ def compare(
     json_output: JsonOpt = False,
     html: HtmlOpt = None,
 ) -> None:
-    from ampconfig.atomic_write import write_text_atomic
-    from ampconfig.compare_report import compare_payload, render_compare
-    from ampconfig.explain import explain_payload
-    from ampconfig.html_report import render_html
-    from ampconfig.runner.diagnose import compare_rewrite, prepare
-    from ampconfig.runner.pipeline import RunFlags, resolve_request
+    from ampconfig.diagnose.calibrate import compare_rewrite, prepare
+    from ampconfig.files.atomic import write_text_atomic
+    from ampconfig.prove.run import RunFlags, resolve_request
+    from ampconfig.report.compare import compare_payload, render_compare
+    from ampconfig.report.explain import explain_payload
+    from ampconfig.report.html import render_html
 
     flags = RunFlags(
         model=model,

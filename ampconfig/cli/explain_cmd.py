@@ -24,7 +24,7 @@ from ampconfig.cli.options import (
     ThresholdOpt,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
-from ampconfig.locate import DEFAULT_THRESHOLD
+from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -69,12 +69,12 @@ def explain(
     json_output: JsonOpt = False,
     html: HtmlOpt = None,
 ) -> None:
-    from ampconfig.atomic_write import write_text_atomic
-    from ampconfig.compare_report import compare_payload
-    from ampconfig.explain import explain_payload, render_explain
-    from ampconfig.html_report import render_html
-    from ampconfig.runner.diagnose import compare_rewrite, prepare, range_report, reference_run
-    from ampconfig.runner.pipeline import RunFlags, resolve_request
+    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
+    from ampconfig.files.atomic import write_text_atomic
+    from ampconfig.prove.run import RunFlags, resolve_request
+    from ampconfig.report.compare import compare_payload
+    from ampconfig.report.explain import explain_payload, render_explain
+    from ampconfig.report.html import render_html
 
     flags = RunFlags(
         model=model,

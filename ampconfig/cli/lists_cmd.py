@@ -9,11 +9,11 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json, print_warning
-from ampconfig.config import check_mode_accepts_mixlist
 from ampconfig.errors import AmpconfigError
-from ampconfig.mixlist import apply_mixlist, load_mixlist
-from ampconfig.modes import parse_mode
-from ampconfig.opsinfo import TARGETS, Colour, load_ops_info
+from ampconfig.opinfo.library import TARGETS, Colour, load_ops_info
+from ampconfig.settings.config import check_mode_accepts_mixlist
+from ampconfig.settings.mixlist import apply_mixlist, load_mixlist
+from ampconfig.settings.modes import parse_mode
 
 
 @command("lists")

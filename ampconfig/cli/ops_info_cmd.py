@@ -1,9 +1,10 @@
 """``ampconfig ops-info``: build and inspect the built-in op info library (``ampconfig/ops_info/<target>.json``).
 
 ``probe`` measures which float dtypes the target's ONNX Runtime provider runs each op in, and in which of them
-natively (one-node probe models, see :mod:`ampconfig.probe` and :func:`ampconfig.runner.kernels.measure_op`), and
-merges them with the built-in colour strategy (:mod:`ampconfig.strategy`). ``import-table`` does the same from ONNX
-Runtime's published kernel table, for targets that cannot be measured here. ``show`` prints entries.
+natively (one-node probe models, see :mod:`ampconfig.opinfo.probe_models` and
+:func:`ampconfig.runner.kernels.measure_op`), and merges them with the built-in colour strategy
+(:mod:`ampconfig.opinfo.colours`). ``import-table`` does the same from ONNX Runtime's published kernel table, for
+targets that cannot be measured here. ``show`` prints entries.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ampconfig.atomic_write import write_text_atomic
 from ampconfig.cli.app import app, reporting_errors
 from ampconfig.cli.output import print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
-from ampconfig.opsinfo import (
+from ampconfig.files.atomic import write_text_atomic
+from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
+from ampconfig.opinfo.library import (
     FLOAT_DTYPES,
     TARGETS,
     Colour,
@@ -32,7 +34,6 @@ from ampconfig.opsinfo import (
     ops_info_path,
     parse_ops_info,
 )
-from ampconfig.strategy import STRATEGY, StrategyEntry
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 

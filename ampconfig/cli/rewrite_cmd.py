@@ -13,9 +13,9 @@ from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli.app import command
 from ampconfig.cli.options import ConfigOpt, JsonOpt, KeepDtypeOpt, MixlistOpt
 from ampconfig.cli.output import print_json, print_warning, stdout
-from ampconfig.decisions import RewriteResult
+from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
-from ampconfig.model_io import save_model_atomic
+from ampconfig.files.models import save_model_atomic
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
@@ -50,7 +50,7 @@ def _settings(
     keep_io_types: bool | None,
 ) -> dict[str, Any]:
     """Flags over the config file; every required setting present or a clear error."""
-    from ampconfig.config import check_mode_accepts_mixlist, load_session_config
+    from ampconfig.settings.config import check_mode_accepts_mixlist, load_session_config
 
     config = load_session_config(config_path) if config_path is not None else None
     source = str(config_path) if config_path is not None else None
@@ -77,7 +77,7 @@ def _settings(
         raise AmpconfigError(
             "refusing to overwrite the input model", file=str(settings["output"]), hint="choose another -o path"
         )
-    from ampconfig.modes import parse_mode
+    from ampconfig.settings.modes import parse_mode
 
     check_mode_accepts_mixlist(parse_mode(mode), settings["modify_mixlist"] is not None, source)
     return settings

@@ -27,7 +27,7 @@ from ampconfig.cli.options import (
 )
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.report import render_run, run_payload
+from ampconfig.report.run import render_run, run_payload
 from ampconfig.runner.timing import ProgressCallback
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
@@ -106,7 +106,7 @@ def run(
     tolerance: ToleranceOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    from ampconfig.runner.pipeline import RunFlags, execute, resolve_request  # ONNX Runtime: only when running
+    from ampconfig.prove.run import RunFlags, execute, resolve_request  # ONNX Runtime: only when running
 
     flags = RunFlags(
         model=model,

@@ -10,7 +10,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json
 from ampconfig.errors import AmpconfigError
-from ampconfig.schema_gen import KIND_ALIASES, SCHEMA_KINDS, generate_schema, write_schemas
+from ampconfig.settings.schemas import KIND_ALIASES, SCHEMA_KINDS, generate_schema, write_schemas
 
 
 def _split_arguments(arguments: list[str], write: bool) -> tuple[str | None, Path | None]:

@@ -28,12 +28,12 @@ from ampconfig.cli.options import (
     ToleranceOpt,
 )
 from ampconfig.cli.output import print_json, stdout
+from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
+from ampconfig.diagnose.tune.search import DEFAULT_MAX_RUNS
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.locate import DEFAULT_THRESHOLD
-from ampconfig.tune import DEFAULT_MAX_RUNS
 
 if TYPE_CHECKING:
-    from ampconfig.runner.tuning import TuneReport
+    from ampconfig.diagnose.tune.workflow import TuneReport
 
 _HELP = """Find a small set of op types (written as black-list.to-add in a mixlist, -o) or nodes (a keep_dtype file,
 --keep-dtype-out) to keep in float32 so the rewritten model meets --tolerance (relative L2 per output).
@@ -91,10 +91,10 @@ def tune(
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     json_output: JsonOpt = False,
 ) -> None:
-    from ampconfig.runner.diagnose import prepare
-    from ampconfig.runner.pipeline import RunFlags, resolve_request
-    from ampconfig.runner.tuning import check_outputs
-    from ampconfig.runner.tuning import tune as run_tune
+    from ampconfig.diagnose.calibrate import prepare
+    from ampconfig.diagnose.tune.workflow import check_outputs
+    from ampconfig.diagnose.tune.workflow import tune as run_tune
+    from ampconfig.prove.run import RunFlags, resolve_request
 
     flags = RunFlags(
         model=model,

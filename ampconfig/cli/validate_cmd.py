@@ -10,7 +10,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json
 from ampconfig.errors import AmpconfigError, Problem
-from ampconfig.validate import FILE_KINDS, ValidationReport, validate_paths
+from ampconfig.settings.validate import FILE_KINDS, ValidationReport, validate_paths
 
 OUTPUT_FORMATS = ("text", "json", "github")
 

@@ -28,10 +28,10 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from ampconfig.decide.schema import DTYPE_TO_TYPE_STR, compute_variables, get_schema, node_typing
 from ampconfig.errors import AmpconfigError
-from ampconfig.op_schema import DTYPE_TO_TYPE_STR, compute_variables, get_schema, node_typing
-from ampconfig.opsinfo import FLOAT_DTYPES
-from ampconfig.probe import Feeds, probe_models
+from ampconfig.opinfo.library import FLOAT_DTYPES
+from ampconfig.opinfo.probe_models import Feeds, probe_models
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -185,7 +185,7 @@ def claim(verdicts: Mapping[str, Mapping[str, KernelVerdict]]) -> tuple[tuple[st
 
 
 def measure_op(key: str, provider: str, dtypes: Sequence[str] = FLOAT_DTYPES) -> OpMeasurement:
-    """Probe op ``key`` on ``provider`` in each dtype (see :mod:`ampconfig.probe`) and derive its claim."""
+    """Probe op ``key`` on ``provider`` in each dtype (:mod:`ampconfig.opinfo.probe_models`) and derive its claim."""
     verdicts = {
         dtype: {probe.origin: check_kernel(probe.model, provider, probe.inputs) for probe in probe_models(key, dtype)}
         for dtype in dtypes

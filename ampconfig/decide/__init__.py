@@ -1,0 +1,1 @@
+"""Deciding every node's dtype: node facts, the mode policies and painting passes, the plan. Pure data."""

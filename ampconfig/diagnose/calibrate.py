@@ -1,0 +1,184 @@
+"""The runs behind ``explain --range-check``, ``compare`` and ``tune``: one calibration run of the fp32 model and
+one of the rewritten model, both with every intermediate float tensor exposed, on the same inputs.
+
+Settings come from :func:`ampconfig.prove.run.resolve_request` (the same flags and config as ``run``);
+inputs from :func:`ampconfig.runner.inputs.prepare_inputs`. The analysis itself is pure
+(:mod:`ampconfig.diagnose.locate`, :mod:`ampconfig.diagnose.ranges`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ampconfig.api import rewrite_model_detailed
+from ampconfig.decide.decisions import RewriteResult
+from ampconfig.diagnose.graph_values import float_constants, graph_nodes, with_node_names
+from ampconfig.diagnose.locate import DEFAULT_THRESHOLD, Localization, locate
+from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
+from ampconfig.errors import AmpconfigError
+from ampconfig.files import models as model_io
+from ampconfig.files.models import load_model, open_model
+from ampconfig.prove.accuracy import OutputMetrics, compare_outputs, tolerance_failures
+from ampconfig.prove.run import RunRequest
+from ampconfig.runner.inputs import InputSet
+from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
+from ampconfig.runner.sessions import DeviceChoice, choose_device
+
+
+@dataclass
+class Prepared:
+    """A resolved request with its model (nodes named as the rewrite names them), inputs and device.
+
+    ``source`` is what the rewrite reads: ``model`` itself, or the model's path for a model too large to hold in
+    memory (then ``model`` lacks its external tensor data, and nothing may run it).
+    """
+
+    request: RunRequest
+    model: onnx.ModelProto
+    inputs: InputSet
+    device: DeviceChoice
+    source: onnx.ModelProto | Path | None = None
+
+    @property
+    def low_dtype(self) -> str:
+        return self.request.precision_mode.low_dtype
+
+    def rewrite(
+        self,
+        overflow: Mapping[str, str] | None = None,
+        modify_mixlist: Any = None,
+        keep_dtype: Any = None,
+        *,
+        use_request_lists: bool = True,
+    ) -> RewriteResult:
+        """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
+        given instead of the request's."""
+        return rewrite_model_detailed(
+            self.source if self.source is not None else self.model,
+            self.request.precision_mode,
+            modify_mixlist=self.request.modify_mixlist if use_request_lists else modify_mixlist,
+            keep_dtype=self.request.keep_dtype if use_request_lists else keep_dtype,
+            target=self.device.device,
+            keep_io_types=self.request.keep_io_types,
+            overflow_nodes=overflow,
+        )
+
+
+def prepare(request: RunRequest, *, need_inputs: bool = True, command: str = "this command") -> Prepared:
+    """The request's model, named, with inputs when ``need_inputs`` (something will run).
+
+    Runs here (exposed intermediates, tune's trials) hand ONNX Runtime in-memory protos, so a model larger than
+    :data:`~ampconfig.files.models.IN_MEMORY_LIMIT` with its external data is refused when something would run it;
+    without runs it is rewritten from its path, its tensors left on disk.
+    """
+    opened = open_model(request.model_path)
+    if not opened.fits_in_memory():
+        if need_inputs:
+            raise AmpconfigError(
+                f"models over {model_io.IN_MEMORY_LIMIT / (1 << 30):.1f} GiB (external data included) are not "
+                f"supported by {command} yet: it runs in-memory copies of the model, and this one holds "
+                f"{opened.stored_bytes() / (1 << 30):.2f} GiB",
+                file=str(request.model_path),
+                hint="ampconfig run, ampconfig rewrite and explain without --range-check/--compare work from files",
+            )
+        return Prepared(
+            request,
+            with_node_names(opened.proto),
+            InputSet({}, []),
+            choose_device(request.target),
+            source=request.model_path,
+        )
+    model = load_model(request.model_path)[0] if opened.external_files else opened.proto
+    named = with_node_names(model)
+    inputs = request.inputs_for(named) if need_inputs else InputSet({}, [])
+    return Prepared(request, named, inputs, choose_device(request.target))
+
+
+@dataclass
+class RangeReport:
+    findings: list[RangeFinding]
+    data_max: float
+    low_dtype: str
+    calibration: str  # where the calibration inputs came from, in words
+
+    @property
+    def overflow_nodes(self) -> dict[str, str]:
+        return overflow_nodes(self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "data_max": self.data_max,
+            "low_dtype": self.low_dtype,
+            "calibration": self.calibration,
+            "overflow_nodes": self.overflow_nodes,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def reference_run(prepared: Prepared) -> IntermediateRun:
+    """The fp32 model once, every intermediate exposed (the calibration run and the compare reference)."""
+    return run_with_intermediates(prepared.model, prepared.inputs.feeds, prepared.device.device)
+
+
+def range_report(prepared: Prepared, reference: IntermediateRun, data_max: float | None = None) -> RangeReport:
+    limit = check_data_max(data_max, prepared.low_dtype)
+    findings = range_findings(graph_nodes(prepared.model), reference.values, float_constants(prepared.model), limit)
+    sources = sorted({item.source.split(":", 1)[0] for item in prepared.inputs.inputs}) or ["none"]
+    return RangeReport(findings, limit, prepared.low_dtype, "inputs: " + ", ".join(sources))
+
+
+@dataclass
+class CompareResult:
+    rewrite: RewriteResult
+    reference: IntermediateRun
+    rewritten: IntermediateRun
+    localization: Localization
+    outputs: list[OutputMetrics]
+    failures: list[str]
+    range: RangeReport | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def compare_rewrite(
+    prepared: Prepared,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    range_check: bool = False,
+    data_max: float | None = None,
+    reference: IntermediateRun | None = None,
+) -> CompareResult:
+    """Rewrite (with range-analysis pins when asked), run both models exposing intermediates, locate the error."""
+    reference = reference if reference is not None else reference_run(prepared)
+    ranges = range_report(prepared, reference, data_max) if range_check else None
+    result = prepared.rewrite(ranges.overflow_nodes if ranges is not None else None)
+    rewritten = run_with_intermediates(
+        result.model, prepared.inputs.feeds, prepared.device.device, names=list(reference.values)
+    )
+    localization = locate(
+        graph_nodes(prepared.model),
+        reference.values,
+        rewritten.values,
+        result.decisions,
+        low_dtype=result.low_dtype,
+        threshold=threshold,
+    )
+    metrics = compare_outputs(reference.outputs, rewritten.outputs, reference.output_names)
+    return CompareResult(
+        rewrite=result,
+        reference=reference,
+        rewritten=rewritten,
+        localization=localization,
+        outputs=metrics,
+        failures=tolerance_failures(metrics, prepared.request.tolerance),
+        range=ranges,
+        notes=list(prepared.device.notes),
+    )

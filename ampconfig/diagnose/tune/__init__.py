@@ -1,0 +1,1 @@
+"""``tune``: search for the fewest float32 pins that meet a tolerance."""

@@ -1,0 +1,1 @@
+"""Reading input models and writing every output safely."""

@@ -1,0 +1,334 @@
+"""Reading input models and writing output models safely.
+
+Inputs: a path or an in-memory ``onnx.ModelProto``; unreadable, truncated or invalid models become one clear
+:class:`AmpconfigError`. Outputs are written atomically (a temporary file in the destination folder, then
+``os.replace``), never over the input model, and only after the model passed the checker.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+from google.protobuf.message import DecodeError
+from onnx import external_data_helper
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.atomic import atomic_destination, check_destination
+
+try:  # onnx-ir's helper that lifts large initializers out before calling ONNX's C APIs
+    from onnx_ir.passes.common._c_api_utils import call_onnx_api
+except ImportError:  # pragma: no cover - private helper moved: check the whole model instead
+
+    def call_onnx_api(func, model):  # type: ignore[no-redef]
+        return func(ir.serde.serialize_model(model))
+
+
+#: Models larger than this (proto plus external data) are never built as one in-memory proto to serialise:
+#: protobuf cannot serialise 2 GiB or more, and a rewrite may grow a model (casts, float32 copies). Read at call
+#: time, so tests can lower it.
+IN_MEMORY_LIMIT = int(1.8 * (1 << 30))
+
+
+@dataclass(frozen=True)
+class OpenedModel:
+    """An input model: its proto (without external tensor data, which stays on disk) and where it came from."""
+
+    proto: onnx.ModelProto
+    path: str | None
+    external_files: frozenset[Path]  # resolved external data files; empty when every tensor is inline
+
+    def stored_bytes(self) -> int:
+        """The model's size on disk: its proto plus its external data files (an upper bound on the tensors)."""
+        return self.proto.ByteSize() + sum(path.stat().st_size for path in self.external_files)
+
+    def fits_in_memory(self) -> bool:
+        """Whether the whole model, tensors included, may be handled as one in-memory proto
+        (see :data:`IN_MEMORY_LIMIT`)."""
+        return self.stored_bytes() <= IN_MEMORY_LIMIT
+
+    def to_ir(self) -> ir.Model:
+        """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
+        model = ir.serde.deserialize_model(self.proto)
+        if self.external_files and self.path is not None:
+            ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(self.path)))
+        return model
+
+
+def _read_proto(path: Path, what: str) -> onnx.ModelProto:
+    """The model proto with its external tensors left on disk."""
+    if not path.exists():
+        raise AmpconfigError(f"{what} file not found", file=str(path), hint="check the path")
+    if path.is_dir():
+        raise AmpconfigError(f"{what} path is a directory, expected an .onnx file", file=str(path))
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except (
+        DecodeError,
+        ValueError,
+        RuntimeError,
+        OSError,
+        onnx.onnx_cpp2py_export.checker.ValidationError,
+    ) as exc:
+        raise AmpconfigError(
+            f"cannot read {what}: {_first_line(exc)}",
+            file=str(path),
+            hint="is it a complete .onnx file (not truncated, not another format)?",
+        ) from None
+    if not proto.graph.node and not proto.graph.output:
+        raise AmpconfigError(f"{what} has an empty graph", file=str(path), hint="is it really an ONNX model?")
+    return proto
+
+
+def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[Path]:
+    """The external data files the model's tensors name, each checked to stay inside the model's folder:
+    an absolute location, a `..` that climbs out, or a symlink pointing elsewhere is refused, since a model
+    file must not be able to make ampconfig read (or overwrite) arbitrary files."""
+    folder = model_path.resolve().parent
+    files = set()
+    for tensor in external_data_helper._get_all_tensors(proto):
+        if not external_data_helper.uses_external_data(tensor):
+            continue
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
+        where = f"external data of tensor {tensor.name!r} ({location!r})"
+        if not location or os.path.isabs(location) or Path(location).is_absolute():
+            raise AmpconfigError(f"{where} is not a path relative to the model", file=str(model_path))
+        resolved = (folder / location).resolve()
+        if not resolved.is_relative_to(folder):
+            raise AmpconfigError(
+                f"{where} points outside the model's folder ({resolved}); refused",
+                file=str(model_path),
+                hint="external data must live next to the model (ONNX requires relative locations)",
+            )
+        if not resolved.is_file():
+            raise AmpconfigError(f"{where} is missing", file=str(model_path), hint="copy the data file next to it")
+        files.add(resolved)
+    return frozenset(files)
+
+
+def open_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> OpenedModel:
+    """Open an input model for rewriting without reading its external tensor data."""
+    if isinstance(model, onnx.ModelProto):
+        return OpenedModel(model, None, frozenset())
+    path = Path(model)
+    proto = _read_proto(path, what)
+    return OpenedModel(proto, str(path), external_data_files(proto, path))
+
+
+def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> tuple[onnx.ModelProto, str | None]:
+    """The complete model proto (external data read in) and its path (None for an in-memory model)."""
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    path = Path(model)
+    proto = _read_proto(path, what)
+    external_data_files(proto, path)  # refuse escaping locations before reading anything
+    external_data_helper.load_external_data_for_model(proto, str(path.resolve().parent))
+    return proto, str(path)
+
+
+#: Initializers larger than this are lifted to graph inputs in :func:`light_proto`.
+_LIFT_BYTES = 1024
+
+
+def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``proto`` for ONNX's checker and type inference: large main-graph initializers become graph
+    inputs of the same type and shape. Graph, types and shapes check exactly as in the full model, without
+    serialising hundreds of MB of weights for a C API call. Copies happen in protobuf's C++, so this is cheap
+    for models with many nodes too."""
+    light = onnx.ModelProto()
+    for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
+        setattr(light, field, getattr(proto, field))
+    light.opset_import.extend(proto.opset_import)
+    light.functions.extend(proto.functions)
+    source, graph = proto.graph, light.graph
+    graph.name = source.name
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    graph.sparse_initializer.extend(source.sparse_initializer)
+    declared = {value.name for value in source.input}
+    for tensor in source.initializer:
+        if _tensor_nbytes(tensor) <= _LIFT_BYTES and not external_data_helper.uses_external_data(tensor):
+            graph.initializer.append(tensor)
+        elif tensor.name not in declared:
+            graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    return light
+
+
+def _tensor_nbytes(tensor: onnx.TensorProto) -> int:
+    """Bytes of a tensor from its dims and type: reading ``raw_data`` from Python would copy the whole payload."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError):
+        itemsize = 8
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count * itemsize
+
+
+def checker_problem(proto: onnx.ModelProto) -> str | None:
+    """The full checker's complaint about a (light) proto, or None when it passes."""
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        return _first_line(exc)
+    return None
+
+
+def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Every value type ONNX type inference finds, by value name, subgraphs included (best effort: {} when
+    inference itself fails; the planner leaves untyped nodes alone)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:
+        return {}
+    return _value_types(inferred)
+
+
+def _value_types(inferred: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    types: dict[str, onnx.TypeProto] = {}
+    pending = [inferred.graph]
+    while pending:
+        graph = pending.pop()
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            if value.type.WhichOneof("value") is not None:
+                types.setdefault(value.name, value.type)
+        for node in graph.node:
+            for attribute in node.attribute:
+                pending.extend([attribute.g] if attribute.HasField("g") else [])
+                pending.extend(attribute.graphs)
+    return types
+
+
+def _checker_failure(model: ir.Model) -> str | None:
+    """The full checker's complaint about ``model``, or None. Large initializers are lifted to graph inputs for
+    the check (onnx-ir's way of calling ONNX's C APIs): the graph, types and shapes are checked exactly as
+    ``check_model(full_check=True)`` does, without copying hundreds of MB of weights into a protobuf twice."""
+
+    def check(proto: onnx.ModelProto) -> None:
+        onnx.checker.check_model(proto, full_check=True)
+
+    try:
+        call_onnx_api(check, model)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        return _first_line(exc)
+    return None
+
+
+def check_input_model(light: onnx.ModelProto, source: str | None) -> dict[str, onnx.TypeProto]:
+    """The input must pass the same full check as every output: a model that already fails it cannot be
+    rewritten into one that passes, so it is refused up front with the checker's reason. ``light`` is the
+    model's :func:`light_proto`. Returns the value types the check's type inference found (as
+    :func:`inferred_types` would), so the model is inferred once, not twice."""
+    try:
+        # What check_model(full_check=True) does, in two steps so the strict inference's result is kept.
+        onnx.checker.check_model(light)
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=False)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        raise AmpconfigError(
+            f"the input model is not a valid ONNX model: {_first_line(exc)}",
+            file=source,
+            hint="fix or re-export the model; `python -m onnx.checker` style errors point at the node",
+        ) from None
+    return _value_types(inferred)
+
+
+def output_model_problem(model: ir.Model) -> str | None:
+    """The full checker's complaint about a model about to be written, or None when it passes."""
+    return _checker_failure(model)
+
+
+def refuse_invalid_output(problem: str) -> AmpconfigError:
+    return AmpconfigError(
+        f"the rewritten model would be invalid, so nothing was written: {problem}",
+        hint="this is a bug in ampconfig; please report it with the model and the command",
+    )
+
+
+#: Above this many bytes of tensors, outputs keep their weights in an external data file next to the model.
+EXTERNAL_DATA_THRESHOLD = 1 << 30
+
+
+def _tensor_bytes(model: ir.Model) -> int:
+    return sum(
+        value.const_value.nbytes
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+        if value.const_value is not None
+    )
+
+
+def _has_external_tensors(model: ir.Model) -> bool:
+    return any(
+        isinstance(value.const_value, (ir.ExternalTensor, ir.LazyTensor))
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+    )
+
+
+def save_model_atomic(
+    model: onnx.ModelProto | ir.Model,
+    destination: str | Path,
+    *,
+    input_path: str | Path | None = None,
+    input_files: frozenset[Path] = frozenset(),
+) -> Path:
+    """Write ``model`` to ``destination`` atomically; refuse to overwrite the input model or its data.
+
+    An IR model whose weights live on disk (external or lazily converted tensors), or a model whose weights exceed
+    1 GiB, is written with its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are
+    never all in memory.
+    """
+    target = check_destination(destination, what="output model")
+    if isinstance(model, onnx.ModelProto) and model.ByteSize() > EXTERNAL_DATA_THRESHOLD:
+        model = ir.serde.deserialize_model(model)  # tensors wrap the proto's bytes: nothing is copied here
+    if input_path is not None and target.resolve() == Path(input_path).resolve():
+        raise AmpconfigError(
+            "refusing to overwrite the input model", file=str(target), hint="choose another output path"
+        )
+    external = isinstance(model, ir.Model) and (
+        _has_external_tensors(model) or _tensor_bytes(model) > EXTERNAL_DATA_THRESHOLD
+    )
+    data_name = f"{target.name}.data"
+    if external and (target.parent.resolve() / data_name) in input_files:
+        raise AmpconfigError(
+            "refusing to overwrite the input model's external data",
+            file=str(target.parent / data_name),
+            hint="choose another output name",
+        )
+    with atomic_destination(target, what="output model") as temporary:
+        if external:
+            # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
+            ir.save(model, temporary, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
+        else:
+            proto = model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
+            onnx.save(proto, temporary)
+    return target
+
+
+def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
+    """Write ``model`` (loaded with :func:`onnx_ir.load`, tensors left on disk) into the folder of the model it
+    was loaded from, its external tensors still pointing at that model's data file(s): nothing is copied. For a
+    private variant of a saved model (e.g. the CPU accuracy copy of ``run``); new tensors are stored inline."""
+    target = check_destination(destination, what="model")
+    folder = target.parent.resolve()
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.LazyTensor) or (
+                isinstance(tensor, ir.ExternalTensor) and Path(tensor.base_dir).resolve() != folder
+            ):
+                raise AmpconfigError(f"tensor {value.name!r} does not live next to {target}: cannot share its data")
+    with atomic_destination(target, what="model") as temporary:
+        ir.save(model, temporary)
+    return target
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,1 @@
+"""Reports for people (rich tables, HTML) and programs (JSON). Data in, text out."""

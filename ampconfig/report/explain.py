@@ -1,0 +1,118 @@
+"""``explain``: every node's decision (op type, name, scope, dtype before/after, list colour, rule, the neighbour
+that caused it) with summary counts, as one JSON-ready dict and as rich tables.
+
+Pure: a :class:`~ampconfig.decide.decisions.RewriteResult` (plus the optional range report) in, data out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ampconfig.decide.decisions import RewriteResult
+
+#: How a node without a list colour (not a float node) is counted in the summary.
+NO_COLOUR = "none"
+NO_DTYPE = "none"
+
+_COLOUR_STYLES = {"white": "bold", "black": "red", "gray": "yellow", "clear": "cyan"}
+
+
+def explain_payload(
+    result: RewriteResult, *, model: str, range_report: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order) and ``summary``."""
+    nodes = []
+    for index, decision in enumerate(result.decisions):
+        item = decision.to_dict()
+        item["index"] = index
+        item["changed"] = decision.changed
+        nodes.append(item)
+    payload: dict[str, Any] = {
+        "model": model,
+        "precision_mode": result.precision_mode,
+        "target": result.target,
+        "low_dtype": result.low_dtype,
+        "nodes": nodes,
+        "summary": explain_summary(result),
+        "warnings": list(result.warnings),
+    }
+    if range_report is not None:
+        payload["range_analysis"] = dict(range_report)
+    return payload
+
+
+def explain_summary(result: RewriteResult) -> dict[str, Any]:
+    decisions = result.decisions
+    stats = result.stats
+    return {
+        "nodes": len(decisions),
+        "changed": sum(1 for d in decisions if d.changed),
+        "low_precision_nodes": result.low_precision_nodes,
+        "by_colour": dict(sorted(Counter(d.colour or NO_COLOUR for d in decisions).items())),
+        "by_dtype": dict(sorted(Counter(d.dtype or NO_DTYPE for d in decisions).items())),
+        "by_original_dtype": dict(sorted(Counter(d.original_dtype or NO_DTYPE for d in decisions).items())),
+        "by_rule": dict(sorted(Counter(d.rule.value for d in decisions).items())),
+        "casts_inserted": stats.casts_inserted,
+        "casts_retargeted": stats.casts_retargeted,
+        "initializers_converted": stats.initializers_converted,
+        "constants_converted": stats.constants_converted,
+        "values_clamped": stats.values_clamped,
+        "opset_raised_to": stats.opset_raised_to,
+    }
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in counts.items()) or "-"
+
+
+def render_explain(payload: Mapping[str, Any], console: Console) -> None:
+    """Print the explain report for people: the node table, then the summary."""
+    table = Table(title=f"decisions ({payload['precision_mode']}, target {payload['target']})", title_justify="left")
+    for header in ("#", "node", "op", "colour", "dtype", "rule", "cause", "reason"):
+        table.add_column(header, overflow="fold", justify="right" if header == "#" else "left")
+    for node in payload["nodes"]:
+        name = f"{node['scope']}/{node['name']}" if node["scope"] else node["name"]
+        before, after = node["original_dtype"] or "-", node["dtype"] or "-"
+        dtype = Text(after if before == after else f"{before} -> {after}", style="" if before == after else "bold")
+        colour = node["colour"] or "-"
+        table.add_row(
+            str(node["index"]),
+            name,
+            node["op_type"],
+            Text(colour, style=_COLOUR_STYLES.get(colour, "")),
+            dtype,
+            node["rule"],
+            node["cause"] or "-",
+            node["reason"],
+        )
+    console.print(table)
+    summary = payload["summary"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    grid.add_row("nodes", f"{summary['nodes']} ({summary['changed']} changed dtype)")
+    grid.add_row("by colour", _counts(summary["by_colour"]))
+    grid.add_row("by dtype", _counts(summary["by_dtype"]))
+    grid.add_row("by rule", _counts(summary["by_rule"]))
+    grid.add_row(
+        "casts",
+        f"{summary['casts_inserted']} inserted, {summary['casts_retargeted']} retargeted; "
+        f"{summary['initializers_converted']} initializers and {summary['constants_converted']} constants "
+        f"converted, {summary['values_clamped']} values clamped",
+    )
+    ranges = payload.get("range_analysis")
+    if ranges is not None:
+        kept = ranges["overflow_nodes"]
+        grid.add_row(
+            "range analysis",
+            f"data_max {ranges['data_max']:.6g}; {len(kept)} node(s) kept float32: " + (", ".join(kept) or "none"),
+        )
+    console.print(grid)
+    for warning in payload["warnings"]:
+        console.print(Text("warning: " + warning, style="yellow"))

@@ -1,0 +1,220 @@
+"""Reports for people (rich tables) and for programs (one JSON object).
+
+``run``: :class:`RunReport` holds everything a run found; :func:`run_payload` is its JSON form and
+:func:`render_run` prints it as tables.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ampconfig.prove.accuracy import OutputMetrics, Tolerance, output_failures
+from ampconfig.runner.inputs import PreparedInput
+from ampconfig.runner.timing import Latency
+
+
+@dataclass
+class RunReport:
+    model: str
+    example: str | None  # bundled example name when no model was given
+    precision_mode: str
+    mode_source: str  # "--precision-mode", "config <file>" or "default"
+    low_dtype: str
+    target: str  # what was asked: "auto", "cpu" or "cuda"
+    device: str  # where it ran: "cpu" or "cuda"
+    providers: dict[str, list[str]]  # "reference"/"rewritten" -> session.get_providers()
+    tf32: dict[str, bool | None]
+    inputs: list[PreparedInput]
+    outputs: list[OutputMetrics]
+    latency_reference: Latency
+    latency_rewritten: Latency
+    speedup: float | None
+    nodes: int
+    low_precision_nodes: int
+    dtype_counts: dict[str, int]
+    casts: int
+    casts_retargeted: int
+    values_clamped: int
+    tolerance: Tolerance
+    failures: list[str]
+    output_path: str | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def provider(self) -> str:
+        """The provider the rewritten model's session actually got first."""
+        return self.providers["rewritten"][0]
+
+
+# ------------------------------------------------------------------------------------------------------ JSON
+
+
+def run_payload(report: RunReport) -> dict[str, Any]:
+    """The ``--json`` object of ``ampconfig run``."""
+    return {
+        "model": report.model,
+        "example": report.example,
+        "precision_mode": report.precision_mode,
+        "precision_mode_source": report.mode_source,
+        "low_dtype": report.low_dtype,
+        "target": report.target,
+        "device": report.device,
+        "provider": report.provider,
+        "providers": report.providers,
+        "tf32": report.tf32,
+        "inputs": [item.to_dict() for item in report.inputs],
+        "outputs": [item.to_dict() for item in report.outputs],
+        "latency_ms": {
+            "reference": report.latency_reference.to_dict(),
+            "rewritten": report.latency_rewritten.to_dict(),
+        },
+        "speedup": _round(report.speedup),
+        "nodes": report.nodes,
+        "low_precision_nodes": report.low_precision_nodes,
+        "dtype_counts": report.dtype_counts,
+        "casts": report.casts,
+        "casts_retargeted": report.casts_retargeted,
+        "values_clamped": report.values_clamped,
+        "tolerance": report.tolerance.to_dict(),
+        "passed": report.passed,
+        "failures": report.failures,
+        "output": report.output_path,
+        "notes": report.notes,
+        "warnings": report.warnings,
+    }
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, digits)
+
+
+# ----------------------------------------------------------------------------------------------------- tables
+
+
+def _num(value: float | None, spec: str = ".3g") -> str:
+    if value is None:
+        return "-"
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf"
+    return format(value, spec)
+
+
+def _summary_table(report: RunReport) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    model = report.model + (f"  (bundled example {report.example!r})" if report.example else "")
+    grid.add_row("model", model)
+    grid.add_row("precision mode", f"{report.precision_mode}  ({report.mode_source}; low dtype {report.low_dtype})")
+    grid.add_row("provider", _provider_line(report))
+    for item in report.inputs:
+        grid.add_row("input", _input_line(item))
+    total = report.nodes
+    grid.add_row(
+        "rewrite",
+        f"{report.low_precision_nodes} of {total} nodes in low precision, {report.casts} casts inserted"
+        + (f", {report.casts_retargeted} retargeted" if report.casts_retargeted else "")
+        + (f", {report.values_clamped} constant values clamped" if report.values_clamped else ""),
+    )
+    if report.output_path:
+        grid.add_row("written", report.output_path)
+    return grid
+
+
+def _provider_line(report: RunReport) -> str:
+    line = f"{report.provider}  (target {report.target})"
+    if report.device == "cuda":
+        ref_tf32 = "on" if report.tf32.get("reference") else "off"
+        rew_tf32 = "on" if report.tf32.get("rewritten") else "off"
+        line += f"; TF32 reference {ref_tf32}, rewritten {rew_tf32}"
+    return line
+
+
+def _input_line(item: PreparedInput) -> str:
+    shape = "[" + ", ".join(str(d) for d in item.shape) + "]"
+    line = f"{item.name}  {item.dtype} {shape}  {item.values}"
+    if item.defaulted_dims:
+        line += "  (defaulted: " + ", ".join(f"{k}={v}" for k, v in item.defaulted_dims.items()) + ")"
+    return line
+
+
+def _outputs_table(report: RunReport) -> Table:
+    table = Table(title="accuracy vs fp32 reference", title_justify="left")
+    for header in ("output", "shape", "rel L2", "max abs", "cosine", "non-finite", "arg-max agree", "result"):
+        justify = "left" if header in ("output", "shape", "result") else "right"
+        table.add_column(header, justify=justify)
+    for item in report.outputs:
+        ok = not output_failures(item, report.tolerance)
+        table.add_row(
+            item.name,
+            "[" + ", ".join(str(d) for d in item.shape) + "]",
+            _num(item.rel_l2),
+            _num(item.max_abs),
+            _num(item.cosine, ".6f"),
+            str(item.nonfinite),
+            "-" if item.argmax_agreement is None else f"{item.argmax_agreement:.1%}",
+            Text("ok", style="green") if ok else Text("FAIL", style="bold red"),
+        )
+    return table
+
+
+def _latency_table(report: RunReport) -> Table:
+    table = Table(title="latency (ms)", title_justify="left")
+    table.add_column("model")
+    table.add_column("median", justify="right")
+    table.add_column("p90", justify="right")
+    table.add_column("runs", justify="right")
+    for label, latency in (
+        ("fp32 reference", report.latency_reference),
+        ("rewritten", report.latency_rewritten),
+    ):
+        runs = f"{latency.warmup} warm-up + {latency.iterations}"
+        table.add_row(label, f"{latency.median_ms:.3f}", f"{latency.p90_ms:.3f}", runs)
+    return table
+
+
+def _verdict(report: RunReport) -> Text:
+    tol = report.tolerance
+    bounds = [f"rel_l2 <= {tol.rel_l2:g}"]
+    if tol.max_abs is not None:
+        bounds.append(f"max_abs <= {tol.max_abs:g}")
+    if tol.min_cosine is not None:
+        bounds.append(f"cosine >= {tol.min_cosine:g}")
+    text = Text()
+    if report.passed:
+        text.append("PASS", style="bold green")
+        text.append(f"  every output within tolerance ({', '.join(bounds)})")
+    else:
+        text.append("FAIL", style="bold red")
+        text.append(f"  tolerance ({', '.join(bounds)}) not met: " + "; ".join(report.failures))
+    return text
+
+
+def render_run(report: RunReport, console: Console) -> None:
+    """Print the report of ``ampconfig run`` for people."""
+    console.print(_summary_table(report))
+    console.print()
+    console.print(_outputs_table(report))
+    console.print(_latency_table(report))
+    speed = "-" if report.speedup is None else f"{report.speedup:.2f}x"
+    console.print(f"speedup (reference median / rewritten median): {speed} on {report.provider}")
+    for note in report.notes:
+        console.print(Text("note: " + note, style="dim"))
+    for warning in report.warnings:
+        console.print(Text("warning: " + warning, style="yellow"))
+    console.print(_verdict(report))

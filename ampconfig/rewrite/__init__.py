@@ -1,0 +1,1 @@
+"""The only graph mutation: realise a plan with casts and converted constants."""

@@ -1,0 +1,450 @@
+"""modify_mixlist: the user's edits to the built-in op lists, in Ascend's format and with Ascend's semantics.
+
+.. code-block:: json
+
+    {"black-list": {"to-add": ["MatMul"], "to-remove": ["Erf"]},
+     "white-list": {"to-add": ["Softmax"], "to-remove": ["Conv"]},
+     "gray-list":  {"to-add": ["Add"]}}
+
+Per op type every entry of the file combines into one *combination*; exactly eleven are valid (design section
+4, :data:`VALID_COMBINATIONS`). Applying a valid combination: a to-remove of the list the op is on moves it to
+gray, a to-remove of another list changes nothing (and warns), then add-black → black, else add-white → white,
+else add-gray → gray.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+import onnx.defs
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
+
+from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.opinfo.library import DEFAULT_DOMAINS, Colour, OpLists
+from ampconfig.settings.documents import (
+    Document,
+    JsonPath,
+    SourceMap,
+    closest,
+    describe_value,
+    parse_document,
+    read_text,
+    validation_problems,
+)
+
+#: `OpType`, or `domain::OpType` for an op outside the default ONNX domain.
+OP_KEY_PATTERN = r"^(?:[A-Za-z0-9_.\-]+::)?[A-Za-z_][A-Za-z0-9_]*$"
+_OP_KEY_HINT = (
+    "write the ONNX op type exactly (case-sensitive), e.g. 'MatMul', or 'domain::OpType' such as "
+    "'com.microsoft::FusedMatMul'"
+)
+
+
+def _check_op_key(value: str) -> str:
+    if not re.match(OP_KEY_PATTERN, value):
+        raise PydanticCustomError("op_key", f"{value!r} is not an op type name", {"hint": _OP_KEY_HINT})
+    return value
+
+
+OpKeyName = Annotated[
+    str,
+    AfterValidator(_check_op_key),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": OP_KEY_PATTERN,
+            "description": "ONNX op type, exact and case-sensitive: `OpType`, or `domain::OpType` outside "
+            "the default ONNX domain.",
+        }
+    ),
+]
+
+
+class ListEdit(BaseModel):
+    """Op types to add to or remove from one list."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to_add: list[OpKeyName] = Field(
+        default_factory=list,
+        alias="to-add",
+        description="Op types moved onto this list.",
+    )
+    to_remove: list[OpKeyName] = Field(
+        default_factory=list,
+        alias="to-remove",
+        description="Op types taken off this list; they become gray unless also added to another list. "
+        "Removing an op from a list it is not on changes nothing.",
+    )
+
+
+class Mixlist(BaseModel):
+    """Ascend modify_mixlist: per-op edits of the built-in black/white/gray lists (mixed modes only)."""
+
+    model_config = ConfigDict(extra="forbid", title="ampconfig modify_mixlist")
+
+    schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
+    black_list: ListEdit = Field(
+        default_factory=ListEdit,
+        alias="black-list",
+        description="Black list (deny): ops always kept in fp32; their gray and clear neighbours follow.",
+    )
+    white_list: ListEdit = Field(
+        default_factory=ListEdit,
+        alias="white-list",
+        description="White list (allow): ops always computed in low precision (fp16/bf16).",
+    )
+    gray_list: ListEdit = Field(
+        default_factory=ListEdit,
+        alias="gray-list",
+        description="Gray list (infer): ops follow their inputs. Ascend ignores gray-list to-add alone; "
+        "ampconfig honours it.",
+    )
+
+    _origin: SourceMap = PrivateAttr(default_factory=SourceMap)
+
+    @property
+    def origin(self) -> SourceMap:
+        """Where this mixlist was written: file, lines, and its place inside a config when inline."""
+        return self._origin
+
+    def located(self, origin: SourceMap) -> Mixlist:
+        self._origin = origin
+        return self
+
+    def list_edit(self, colour: Colour) -> ListEdit:
+        return {Colour.BLACK: self.black_list, Colour.WHITE: self.white_list, Colour.GRAY: self.gray_list}[colour]
+
+
+class Edit(str, Enum):
+    """One kind of mixlist entry."""
+
+    ADD_BLACK = "add-black"
+    ADD_WHITE = "add-white"
+    ADD_GRAY = "add-gray"
+    REMOVE_BLACK = "remove-black"
+    REMOVE_WHITE = "remove-white"
+    REMOVE_GRAY = "remove-gray"
+
+    @property
+    def colour(self) -> Colour:
+        return Colour(self.value.split("-")[1])
+
+    @property
+    def is_add(self) -> bool:
+        return self.value.startswith("add")
+
+    @property
+    def list_key(self) -> str:
+        return f"{self.colour.value}-list"
+
+    @property
+    def action(self) -> str:
+        return "to-add" if self.is_add else "to-remove"
+
+    def describe(self) -> str:
+        return f"{self.list_key} {self.action}"
+
+
+def _combination(*edits: Edit) -> frozenset[Edit]:
+    return frozenset(edits)
+
+
+#: The eleven per-op combinations Ascend accepts (design section 4).
+VALID_COMBINATIONS: frozenset[frozenset[Edit]] = frozenset(
+    {
+        _combination(Edit.REMOVE_BLACK),
+        _combination(Edit.REMOVE_WHITE),
+        _combination(Edit.ADD_GRAY),
+        _combination(Edit.ADD_GRAY, Edit.REMOVE_BLACK),
+        _combination(Edit.ADD_GRAY, Edit.REMOVE_WHITE),
+        _combination(Edit.ADD_WHITE),
+        _combination(Edit.ADD_WHITE, Edit.REMOVE_GRAY),
+        _combination(Edit.ADD_WHITE, Edit.REMOVE_BLACK),
+        _combination(Edit.ADD_BLACK),
+        _combination(Edit.ADD_BLACK, Edit.REMOVE_GRAY),
+        _combination(Edit.ADD_BLACK, Edit.REMOVE_WHITE),
+    }
+)
+
+_VALID_HINT = (
+    "valid per op: one to-add (black, white or gray) with at most one to-remove of a different list, "
+    "or a to-remove of black-list or white-list alone"
+)
+_EDIT_ORDER = list(Edit)
+
+
+@dataclass(frozen=True)
+class MixlistEntry:
+    """One op type written in one array of the mixlist."""
+
+    op: str  # normalised key: `Op`, or `domain::Op` outside the default domain
+    written: str  # as the user wrote it
+    edit: Edit
+    path: JsonPath  # e.g. ("black-list", "to-add", 0)
+
+
+def normalise_op_key(written: str) -> str:
+    """``ai.onnx::Relu`` and ``::Relu`` mean ``Relu``: the default domain is written without a prefix."""
+    domain, sep, op_type = written.rpartition("::")
+    if sep and domain in DEFAULT_DOMAINS:
+        return op_type
+    return written
+
+
+def mixlist_entries(mixlist: Mixlist) -> list[MixlistEntry]:
+    entries = []
+    for edit in Edit:
+        list_edit = mixlist.list_edit(edit.colour)
+        ops = list_edit.to_add if edit.is_add else list_edit.to_remove
+        for index, written in enumerate(ops):
+            path = (edit.list_key, edit.action, index)
+            entries.append(MixlistEntry(normalise_op_key(written), written, edit, path))
+    return entries
+
+
+def entries_by_op(mixlist: Mixlist) -> dict[str, list[MixlistEntry]]:
+    """Entries grouped per op, ops in the order they first appear in the file (by line, then by list)."""
+    grouped: dict[str, list[MixlistEntry]] = {}
+    origin = mixlist.origin
+    ordered = sorted(mixlist_entries(mixlist), key=lambda entry: origin.line_of(entry.path) or 0)
+    for entry in ordered:
+        grouped.setdefault(entry.op, []).append(entry)
+    return grouped
+
+
+def combination_of(entries: list[MixlistEntry]) -> frozenset[Edit]:
+    return frozenset(entry.edit for entry in entries)
+
+
+def describe_combination(combination: Collection[Edit]) -> str:
+    return " + ".join(edit.describe() for edit in sorted(combination, key=_EDIT_ORDER.index))
+
+
+def combination_reasons(combination: frozenset[Edit]) -> list[str]:
+    """Why a per-op combination is invalid; empty when it is one of the eleven valid ones."""
+    if combination in VALID_COMBINATIONS:
+        return []
+    adds = sorted((edit.colour.value for edit in combination if edit.is_add), key=_colour_order)
+    removes = sorted((edit.colour.value for edit in combination if not edit.is_add), key=_colour_order)
+    reasons = []
+    if len(adds) > 1:
+        reasons.append(f"it is added to the {' and '.join(adds)} lists, but an op ends on exactly one list")
+    for colour in sorted(set(adds) & set(removes), key=_colour_order):
+        reasons.append(f"it is both added to and removed from the {colour} list")
+    if len(removes) > 1:
+        reasons.append(
+            f"it is removed from the {' and '.join(removes)} lists, but an op is on one list, so at most one "
+            "to-remove can apply"
+        )
+    if removes == ["gray"] and not adds:
+        reasons.append(
+            "removing it from the gray list alone moves it nowhere (removed ops become gray); add it to "
+            "black-list or white-list as well"
+        )
+    return reasons or ["this is not one of the valid combinations"]
+
+
+def _colour_order(colour: str) -> int:
+    return ["black", "white", "gray"].index(colour)
+
+
+@cache
+def _onnx_op_names() -> tuple[str, ...]:
+    return tuple(sorted({schema.name for schema in onnx.defs.get_all_schemas() if schema.domain in DEFAULT_DOMAINS}))
+
+
+def is_onnx_op(key: str) -> bool:
+    domain, _, op_type = key.rpartition("::")
+    return onnx.defs.has(op_type, domain if domain not in DEFAULT_DOMAINS else "")
+
+
+#: "Did you mean" costs ~5 ms per unknown op (difflib against every op name); a generated mixlist with thousands
+#: of custom ops took 25 s, so only the first unknown ops of a mixlist get a suggestion.
+MAX_SUGGESTIONS = 20
+
+
+def mixlist_problems(
+    mixlist: Mixlist, source: str | None = None, known_ops: Collection[str] | None = None
+) -> list[Problem]:
+    """Every finding about a mixlist's content: invalid combinations (errors) and warnings.
+
+    ``known_ops`` are the op keys of the target's op info; an op known neither there nor to the ONNX schemas
+    is a warning (custom ops exist). ``source`` names the file when the mixlist does not know it.
+    """
+    origin = mixlist.origin
+    if source is not None and origin.file is None:
+        origin = dataclasses.replace(origin, file=source)
+    grouped = entries_by_op(mixlist)
+    if not grouped:
+        return [origin.problem("the mixlist changes nothing: no op types listed", severity=Severity.WARNING)]
+    problems: list[Problem] = []
+    unknown = 0
+    for op, entries in grouped.items():
+        problems.extend(_op_problems(op, entries, origin))
+        if not (known_ops is not None and op in known_ops) and not is_onnx_op(op):
+            unknown += 1
+            suggest = unknown <= MAX_SUGGESTIONS
+            problems.append(_unknown_op_warning(op, entries[0].path, origin, known_ops, suggest))
+    return problems
+
+
+def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap) -> list[Problem]:
+    problems = []
+    first = entries[0]
+    combination = combination_of(entries)
+    reasons = combination_reasons(combination)
+    if reasons:
+        problems.append(
+            origin.problem(
+                f"invalid mixlist combination for op {op!r}: {describe_combination(combination)}: "
+                + "; ".join(reasons),
+                first.path,
+                hint=_VALID_HINT,
+            )
+        )
+    problems.extend(_repeat_warnings(op, entries, origin))
+    for entry in entries:
+        if entry.written != op:
+            problems.append(
+                origin.problem(
+                    f"{entry.written!r} is in the default ONNX domain; write it as {op!r}",
+                    entry.path,
+                    severity=Severity.WARNING,
+                )
+            )
+    if combination == {Edit.ADD_GRAY}:
+        problems.append(
+            origin.problem(
+                f"gray-list to-add of {op!r} alone: Ascend ignores this; ampconfig honours it and makes {op!r} gray",
+                first.path,
+                severity=Severity.WARNING,
+            )
+        )
+    return problems
+
+
+def _repeat_warnings(op: str, entries: list[MixlistEntry], origin: SourceMap) -> list[Problem]:
+    seen: set[Edit] = set()
+    problems = []
+    for entry in entries:
+        if entry.edit in seen:
+            problems.append(
+                origin.problem(
+                    f"{op!r} is listed twice in {entry.edit.describe()}",
+                    entry.path,
+                    severity=Severity.WARNING,
+                )
+            )
+        seen.add(entry.edit)
+    return problems
+
+
+def _unknown_op_warning(
+    op: str, path: JsonPath, origin: SourceMap, known_ops: Collection[str] | None, suggest: bool = True
+) -> Problem:
+    suggestion = closest(op, [*(known_ops or ()), *_onnx_op_names()]) if suggest else None
+    hint = f"did you mean {suggestion!r}? op types are case-sensitive" if suggestion else None
+    return origin.problem(
+        f"op type {op!r} is unknown to the op info and to the ONNX schemas; kept as written (custom op?)",
+        path,
+        hint=hint,
+        severity=Severity.WARNING,
+    )
+
+
+# -------------------------------------------------------------------------------------------------- applying
+def apply_mixlist(base: OpLists, mixlist: Mixlist) -> tuple[OpLists, list[Problem]]:
+    """The lists after the mixlist, and its warnings. Invalid combinations raise AmpconfigError."""
+    problems = mixlist_problems(mixlist, known_ops=base.colours.keys())
+    errors = [problem for problem in problems if problem.severity is Severity.ERROR]
+    if errors:
+        raise AmpconfigError(
+            f"{len(errors)} invalid entr{'y' if len(errors) == 1 else 'ies'} in the mixlist",
+            file=mixlist.origin.file,
+            problems=errors,
+        )
+    changes: dict[str, Colour] = {}
+    for op, entries in entries_by_op(mixlist).items():
+        colour, warnings = _apply_op(base.colour_of(op), op, entries, mixlist.origin)
+        problems.extend(warnings)
+        changes[op] = colour
+    return base.with_colours(changes), problems
+
+
+def _apply_op(current: Colour, op: str, entries: list[MixlistEntry], origin: SourceMap) -> tuple[Colour, list[Problem]]:
+    warnings = []
+    colour = current
+    for entry in entries:
+        if entry.edit.is_add:
+            continue
+        if entry.edit.colour is current:
+            colour = Colour.GRAY
+        else:
+            warnings.append(
+                origin.problem(
+                    f"{entry.edit.describe()} of {op!r} changes nothing: {op!r} is on the {current.value} "
+                    f"list, not the {entry.edit.colour.value} list",
+                    entry.path,
+                    severity=Severity.WARNING,
+                )
+            )
+    combination = combination_of(entries)
+    for add in (Edit.ADD_BLACK, Edit.ADD_WHITE, Edit.ADD_GRAY):
+        if add in combination:
+            colour = add.colour
+            break
+    return colour, warnings
+
+
+# --------------------------------------------------------------------------------------------------- loading
+def mixlist_from_data(data: Any, origin: SourceMap) -> tuple[Mixlist | None, list[Problem]]:
+    """Validate parsed data as a mixlist: the model, or None and the findings that say why not."""
+    if not isinstance(data, Mapping):
+        return None, [
+            origin.problem(
+                f"a mixlist is a JSON object with black-list, white-list and gray-list keys, got {describe_value(data)}"
+            )
+        ]
+    try:
+        mixlist = Mixlist.model_validate(data)
+    except ValidationError as exc:
+        return None, validation_problems(exc, origin, Mixlist)
+    return mixlist.located(origin), []
+
+
+def mixlist_from_document(document: Document) -> tuple[Mixlist | None, list[Problem]]:
+    mixlist, problems = mixlist_from_data(document.data, document.source)
+    problems = [*document.problems, *problems]
+    if any(problem.severity is Severity.ERROR for problem in problems):
+        return None, problems
+    return mixlist, problems
+
+
+def parse_mixlist(text: str, source: str | None = None) -> Mixlist:
+    """Parse mixlist JSON: comments, syntax errors, duplicate keys, unknown keys and wrong types raise."""
+    mixlist, problems = mixlist_from_document(parse_document(text, source, "json"))
+    if mixlist is None:
+        raise AmpconfigError(problems[0].message, file=source, problems=problems)
+    return mixlist
+
+
+def load_mixlist(path: str | Path) -> Mixlist:
+    path = Path(path)
+    return parse_mixlist(read_text(path, "mixlist file"), str(path))

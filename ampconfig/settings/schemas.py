@@ -1,0 +1,119 @@
+"""JSON Schemas (draft 2020-12) for the files users write, generated from the pydantic models.
+
+The generated files are checked in under ``ampconfig/schemas/`` (so editors and CI can use them without
+running ampconfig); a test fails when they drift from the models (regenerate: ``ampconfig schema --write``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.opinfo.library import OpsInfoFile
+from ampconfig.settings.config import SessionConfig
+from ampconfig.settings.mixlist import Mixlist
+
+JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_BASE_URL = "https://ampconfig.dev/schemas/"
+
+
+@dataclass(frozen=True)
+class SchemaKind:
+    """One published schema: its name on the command line, its file, the model it comes from."""
+
+    name: str
+    filename: str
+    model: type[BaseModel]
+    title: str
+    description: str
+
+    @property
+    def schema_id(self) -> str:
+        return SCHEMA_BASE_URL + self.filename
+
+
+SCHEMA_KINDS: dict[str, SchemaKind] = {
+    kind.name: kind
+    for kind in (
+        SchemaKind(
+            "session-config",
+            "session-config.schema.json",
+            SessionConfig,
+            "ampconfig session config",
+            "Precision mode, target, modify_mixlist, keep_dtype, tolerance and run options of an ampconfig "
+            "session (YAML, JSON or TOML).",
+        ),
+        SchemaKind(
+            "mixlist",
+            "mixlist.schema.json",
+            Mixlist,
+            "ampconfig modify_mixlist",
+            "Ascend modify_mixlist: per-op edits of the black/white/gray lists. Only the mixed precision "
+            "modes accept it; per op, entries must form one of the eleven valid combinations (`ampconfig "
+            "validate` checks them).",
+        ),
+        SchemaKind(
+            "ops-info",
+            "ops-info.schema.json",
+            OpsInfoFile,
+            "ampconfig op info",
+            "Built-in op info of one execution target: per ONNX op type, its list colour (Ascend "
+            "precision_reduce flag, or clear) and the float dtypes the target has kernels for.",
+        ),
+    )
+}
+
+#: Other names accepted on the command line.
+KIND_ALIASES: dict[str, str] = {"config": "session-config", "ops_info": "ops-info", "opsinfo": "ops-info"}
+
+
+def schema_kind(name: str) -> SchemaKind:
+    key = KIND_ALIASES.get(name, name)
+    if key not in SCHEMA_KINDS:
+        raise AmpconfigError(f"unknown schema kind {name!r}", hint="kinds: " + ", ".join(SCHEMA_KINDS))
+    return SCHEMA_KINDS[key]
+
+
+def generate_schema(kind: str | SchemaKind) -> dict[str, Any]:
+    """The JSON Schema of one kind, with `$schema`, `$id`, title and description first."""
+    spec = kind if isinstance(kind, SchemaKind) else schema_kind(kind)
+    body = spec.model.model_json_schema(by_alias=True, mode="validation")
+    body.pop("title", None)
+    body.pop("description", None)
+    return {
+        "$schema": JSON_SCHEMA_DRAFT,
+        "$id": spec.schema_id,
+        "title": spec.title,
+        "description": spec.description,
+        **body,
+    }
+
+
+def schema_text(kind: str | SchemaKind) -> str:
+    """The schema as the checked-in file holds it (stable key order, trailing newline)."""
+    return json.dumps(generate_schema(kind), indent=2, ensure_ascii=False) + "\n"
+
+
+def packaged_schema_dir() -> Path:
+    return Path(str(resources.files("ampconfig") / "schemas"))
+
+
+def write_schemas(directory: Path | None = None, kinds: list[str] | None = None) -> list[Path]:
+    """Write the schema files (default: the packaged ``ampconfig/schemas/``); returns the paths written."""
+    target = directory if directory is not None else packaged_schema_dir()
+    if target.exists() and not target.is_dir():
+        raise AmpconfigError("schema output path is not a directory", file=str(target))
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in kinds or list(SCHEMA_KINDS):
+        spec = schema_kind(name)
+        path = target / spec.filename
+        path.write_text(schema_text(spec), encoding="utf-8")
+        written.append(path)
+    return written

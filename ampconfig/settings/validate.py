@@ -1,0 +1,409 @@
+"""``ampconfig validate``: every problem of every file in one pass, located (file, line, JSON path).
+
+Kinds: session configs (.yaml/.yml/.toml, or .json with config keys), mixlists (.json with ``*-list`` keys),
+keep_dtype files (.cfg/.txt), op info (.json with ``ops`` and ``provider``). A config's referenced mixlist and
+keep_dtype files are validated too, and its mode/mixlist pairing is checked.
+
+Exit codes: 0 clean (warnings allowed); 1 findings (a file parsed but breaks a rule); 2 a file could not be
+used at all (missing, a directory, not UTF-8, a syntax error, an empty file, an unknown kind). A syntax
+error is 2, not 1, because nothing after it can be checked: "parsed but invalid" is 1, "unreadable or
+unparseable" is 2. A referenced file (a config's mixlist) that cannot be read counts the same as one named
+on the command line, and the config gets an error at the key that names it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
+from ampconfig.opinfo.library import TARGETS, OpLists, OpsInfoFile, load_ops_info
+from ampconfig.settings.config import CONFIG_FORMATS, SessionConfig, mode_mixlist_problem, session_config_from_document
+from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
+from ampconfig.settings.keep_dtype import keep_dtype_list_problems, keep_dtype_problems, unknown_op_type_warnings
+from ampconfig.settings.mixlist import (
+    OP_KEY_PATTERN,
+    Mixlist,
+    apply_mixlist,
+    mixlist_from_data,
+    mixlist_from_document,
+    mixlist_problems,
+)
+from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
+
+FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info"]
+FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "ops-info")
+
+_KEEP_DTYPE_SUFFIXES = (".cfg", ".txt")
+_MIXLIST_KEYS = frozenset({"black-list", "white-list", "gray-list"})
+_CONFIG_KEYS = frozenset(info.alias or name for name, info in SessionConfig.model_fields.items()) - {"$schema"}
+
+
+@dataclass
+class FileReport:
+    """The findings about one file."""
+
+    path: str
+    kind: str | None
+    problems: list[Problem] = field(default_factory=list)
+    unusable: bool = False  # could not be read or parsed: nothing after that could be checked
+    referenced_by: str | None = None
+    referenced_key: tuple[str, ...] = ()  # the config key that names this file
+
+    @property
+    def errors(self) -> int:
+        return sum(problem.severity is Severity.ERROR for problem in self.problems)
+
+    @property
+    def warnings(self) -> int:
+        return sum(problem.severity is Severity.WARNING for problem in self.problems)
+
+    @property
+    def status(self) -> str:
+        return "unusable" if self.unusable else "invalid" if self.errors else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "status": self.status,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "referenced_by": self.referenced_by,
+        }
+
+
+@dataclass
+class ValidationReport:
+    files: list[FileReport]
+
+    @property
+    def problems(self) -> list[Problem]:
+        return [problem for report in self.files for problem in report.problems]
+
+    @property
+    def errors(self) -> int:
+        return sum(report.errors for report in self.files)
+
+    @property
+    def warnings(self) -> int:
+        return sum(report.warnings for report in self.files)
+
+    @property
+    def exit_code(self) -> int:
+        if any(report.unusable for report in self.files):
+            return EXIT_USAGE
+        return EXIT_CHECK_FAILED if self.errors else EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": [report.to_dict() for report in self.files],
+            "problems": [problem.to_dict() for problem in self.problems],
+            "errors": self.errors,
+            "warnings": self.warnings,
+        }
+
+
+@dataclass
+class _Context:
+    """What checking needs besides the file: the target's op lists, and which files were done already."""
+
+    target: str | None
+    done: set[Path] = field(default_factory=set)
+    lists_cache: dict[str, OpLists | Problem] = field(default_factory=dict)
+
+    def lists_for(self, target: str) -> OpLists | Problem:
+        """The target's op lists, or a warning saying why op types cannot be checked against them."""
+        if target not in self.lists_cache:
+            try:
+                self.lists_cache[target] = load_ops_info(target).lists()
+            except AmpconfigError as exc:
+                self.lists_cache[target] = Problem(
+                    f"op types not checked against the {target} op info: {exc.message}",
+                    severity=Severity.WARNING,
+                )
+        return self.lists_cache[target]
+
+
+def validate_paths(paths: Sequence[str | Path], kind: str | None = None, target: str | None = None) -> ValidationReport:
+    """Validate files; ``kind`` forces every file's kind, ``target`` picks the op info to check against."""
+    if kind is not None and kind not in FILE_KINDS:
+        raise AmpconfigError(f"unknown file kind {kind!r}", hint="kinds: " + ", ".join(FILE_KINDS))
+    if target is not None and target not in TARGETS:
+        raise AmpconfigError(f"unknown target {target!r}", hint="targets: " + ", ".join(TARGETS))
+    context = _Context(target)
+    reports: list[FileReport] = []
+    for path in paths:
+        reports.extend(_validate_file(Path(path), kind, context))
+    return ValidationReport(reports)
+
+
+_WHAT = {"config": "config file", "mixlist": "mixlist file", "keep-dtype": "keep_dtype file"}
+
+
+def _validate_file(
+    path: Path,
+    kind: str | None,
+    context: _Context,
+    referenced_by: str | None = None,
+    target: str | None = None,
+) -> list[FileReport]:
+    key = path.resolve()
+    if key in context.done:
+        return []
+    context.done.add(key)
+    report = FileReport(str(path), kind, referenced_by=referenced_by)
+    try:
+        text = read_text(path, _WHAT.get(kind or "", "file"))
+        if report.kind is None:
+            report.kind = _kind_from_suffix(path)
+        document = None if report.kind == "keep-dtype" else _parse(path, text, report.kind)
+        if report.kind is None:
+            report.kind = _kind_from_content(path, document)
+    except AmpconfigError as exc:
+        report.unusable = True
+        report.problems = exc.as_problems()
+        report.kind = report.kind or _kind_from_name(path)
+        return [report]
+    referenced = _check(report, path, text, document, context, target or context.target or "cpu")
+    report.problems.sort(key=lambda problem: problem.line or 0)
+    return [report, *referenced]
+
+
+def _parse(path: Path, text: str, kind: str | None) -> Document:
+    # Mixlists and op info are JSON whatever their suffix; a config's format follows its suffix.
+    fmt = "json" if kind in (None, "mixlist", "ops-info") else CONFIG_FORMATS.get(path.suffix.lower(), "yaml")
+    return parse_document(text, str(path), fmt)
+
+
+def _kind_from_suffix(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    if suffix in _KEEP_DTYPE_SUFFIXES:
+        return "keep-dtype"
+    if suffix in (".yaml", ".yml", ".toml"):
+        return "config"
+    if suffix == ".json":
+        return None  # decided by the content
+    raise AmpconfigError(
+        f"cannot tell what kind of file {path.suffix or '(no suffix)'!r} is",
+        file=str(path),
+        hint="configs are .yaml/.yml/.toml/.json, mixlists and op info .json, keep_dtype files .cfg/.txt; "
+        "or pass --kind",
+    )
+
+
+def _kind_from_content(path: Path, document: Document | None) -> str:
+    data = document.data if document is not None else None
+    keys = set(data) if isinstance(data, Mapping) else set()
+    if keys & _MIXLIST_KEYS:
+        return "mixlist"
+    if {"ops", "provider"} <= keys:
+        return "ops-info"
+    if keys & _CONFIG_KEYS:
+        return "config"
+    by_name = _kind_from_name(path)
+    if by_name is not None:
+        return by_name
+    raise AmpconfigError(
+        "cannot tell whether this JSON file is a session config, a mixlist or op info",
+        file=str(path),
+        hint="a mixlist has black-list/white-list/gray-list keys, a config precision_mode or target; or pass --kind",
+    )
+
+
+def _kind_from_name(path: Path) -> str | None:
+    name = path.name.lower()
+    if "mixlist" in name:
+        return "mixlist"
+    if "ops_info" in name or "ops-info" in name:
+        return "ops-info"
+    if "keep_dtype" in name or "keep-dtype" in name:
+        return "keep-dtype"
+    return None
+
+
+def _check(
+    report: FileReport, path: Path, text: str, document: Document | None, context: _Context, target: str
+) -> list[FileReport]:
+    """Fill ``report`` with findings; return the reports of files it references."""
+    if report.kind == "keep-dtype":
+        report.problems = _keep_dtype_file_problems(text, str(path), context, target)
+        return []
+    assert document is not None
+    if report.kind == "mixlist":
+        report.problems = _mixlist_file_problems(document, context, target)
+        return []
+    if report.kind == "ops-info":
+        report.problems = _ops_info_problems(document)
+        return []
+    problems, referenced = _config_problems(path, document, context)
+    report.problems = problems
+    return referenced
+
+
+# ------------------------------------------------------------------------------------------------ per kind
+def _mixlist_file_problems(document: Document, context: _Context, target: str) -> list[Problem]:
+    mixlist, problems = mixlist_from_document(document)
+    if mixlist is None:
+        return problems
+    return [*problems, *_mixlist_content_problems(mixlist, context, target)]
+
+
+def _mixlist_content_problems(mixlist: Mixlist, context: _Context, target: str) -> list[Problem]:
+    lists = context.lists_for(target)
+    if isinstance(lists, Problem):
+        return [*mixlist_problems(mixlist), _located(lists, mixlist.origin)]
+    problems = mixlist_problems(mixlist, known_ops=lists.colours.keys())
+    if any(problem.severity is Severity.ERROR for problem in problems):
+        return problems
+    # Applying adds the warnings that need the lists: removing an op from a list it is not on.
+    return apply_mixlist(lists, mixlist)[1]
+
+
+def _located(problem: Problem, origin: SourceMap) -> Problem:
+    return Problem(problem.message, file=origin.file, severity=problem.severity, hint=problem.hint)
+
+
+def _keep_dtype_file_problems(text: str, source: str, context: _Context, target: str) -> list[Problem]:
+    entries, problems = keep_dtype_problems(text, source)
+    lists = context.lists_for(target)
+    known = frozenset(lists.colours) if isinstance(lists, OpLists) else frozenset()
+    return [*problems, *unknown_op_type_warnings(entries, known, source)]
+
+
+def _ops_info_problems(document: Document) -> list[Problem]:
+    problems = list(document.problems)
+    try:
+        model = OpsInfoFile.model_validate(document.data)
+    except ValidationError as exc:
+        return [*problems, *validation_problems(exc, document.source, OpsInfoFile)]
+    for key in model.ops:
+        if not re.match(OP_KEY_PATTERN, key):
+            problems.append(
+                document.source.problem(
+                    f"{key!r} is not an op type name", ("ops", key), hint="`Op`, or `domain::Op` outside ONNX"
+                )
+            )
+    return problems
+
+
+def _config_problems(path: Path, document: Document, context: _Context) -> tuple[list[Problem], list[FileReport]]:
+    """Findings of a config, and the reports of the files it names.
+
+    The parts (mode pairing, mixlist, keep_dtype, model path) are checked from the parsed data, each on its
+    own, so a wrong type in one key does not hide the problems of the others.
+    """
+    _, problems = session_config_from_document(document, path.parent)
+    data: Mapping[str, Any] = document.data if isinstance(document.data, Mapping) else {}
+    origin = document.source
+    raw_target = data.get("target")
+    target = context.target or (raw_target if raw_target in TARGETS else "cpu")
+    problems.extend(_mode_problems(data, origin))
+    referenced: list[FileReport] = []
+    mixlist_value = data.get("modify_mixlist")
+    if isinstance(mixlist_value, str) and mixlist_value.strip():
+        file = _resolve(path.parent, mixlist_value)
+        referenced.extend(_referenced(file, "mixlist", ("modify_mixlist",), str(path), context, target))
+    elif isinstance(mixlist_value, Mapping):
+        inline, _ = mixlist_from_data(mixlist_value, origin.nested(("modify_mixlist",)))
+        if inline is not None:  # structural problems were reported by the config's own validation
+            problems.extend(_mixlist_content_problems(inline, context, target))
+    keep_value = data.get("keep_dtype")
+    if isinstance(keep_value, str) and keep_value.strip():
+        file = _resolve(path.parent, keep_value)
+        referenced.extend(_referenced(file, "keep-dtype", ("keep_dtype",), str(path), context, target))
+    elif isinstance(keep_value, list) and all(isinstance(item, str) for item in keep_value):
+        problems.extend(_keep_dtype_list_findings(keep_value, origin, context, target))
+    problems.extend(_missing_file_problems(data, path.parent, origin))
+    problems.extend(
+        origin.problem(
+            f"{report.referenced_key[0]} names a file that cannot be used: {report.problems[0].message}",
+            report.referenced_key,
+        )
+        for report in referenced
+        if report.unusable
+    )
+    return problems, referenced
+
+
+def _resolve(folder: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else folder / path
+
+
+def _referenced(
+    file: Path, kind: str, key: tuple[str], config_file: str, context: _Context, target: str
+) -> list[FileReport]:
+    """Validate a file the config names, against the config's target."""
+    reports = _validate_file(file, kind, context, referenced_by=config_file, target=target)
+    for report in reports:
+        report.referenced_key = key
+    return reports
+
+
+def _mode_of(data: Mapping[str, Any]) -> PrecisionMode | None:
+    v1, v2 = data.get("precision_mode"), data.get("precision_mode_v2")
+    if v1 is not None and v2 is not None:
+        return None  # reported by the config validation
+    if isinstance(v1, str) and v1 in V1_NAMES:
+        return PrecisionMode(v1)
+    if isinstance(v2, str) and v2 in V2_ALIASES:
+        return V2_ALIASES[v2]
+    return None
+
+
+def _mode_problems(data: Mapping[str, Any], origin: SourceMap) -> list[Problem]:
+    if data.get("precision_mode") is None and data.get("precision_mode_v2") is None:
+        return [
+            origin.problem(
+                "no precision mode: neither precision_mode nor precision_mode_v2 is set; --precision-mode "
+                "(or the command's default) decides",
+                severity=Severity.WARNING,
+                hint="add e.g. `precision_mode: allow_mix_precision`",
+            )
+        ]
+    mode = _mode_of(data)
+    if mode is None:
+        return []
+    problem = mode_mixlist_problem(
+        mode,
+        data.get("modify_mixlist") is not None,
+        origin.file,
+        origin.line_of(("modify_mixlist",)),
+        origin.json_path(("modify_mixlist",)),
+    )
+    return [problem] if problem is not None else []
+
+
+def _keep_dtype_list_findings(values: list[str], origin: SourceMap, context: _Context, target: str) -> list[Problem]:
+    nested = origin.nested(("keep_dtype",))
+    entries, problems = keep_dtype_list_problems(values, nested)
+    lists = context.lists_for(target)
+    known = frozenset(lists.colours) if isinstance(lists, OpLists) else frozenset()
+    warnings = unknown_op_type_warnings(entries, known, origin.file)
+    line = origin.line_of(("keep_dtype",))
+    return [
+        *problems,
+        *(Problem(w.message, w.file, line, nested.json_path(()), severity=w.severity) for w in warnings),
+    ]
+
+
+def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: SourceMap) -> list[Problem]:
+    run = data.get("run")
+    candidates = {
+        ("model",): data.get("model"),
+        ("run", "inputs"): run.get("inputs") if isinstance(run, Mapping) else None,
+    }
+    problems = []
+    for key, value in candidates.items():
+        if not isinstance(value, str) or not value.strip():
+            continue
+        file = _resolve(folder, value)
+        if not file.is_file():
+            what = "is a directory, not a file" if file.is_dir() else "does not exist"
+            problems.append(origin.problem(f"{key[-1]} file {str(file)!r} {what}", key))
+    return problems
