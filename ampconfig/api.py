@@ -34,7 +34,9 @@ from ampconfig.files.models import (
 )
 from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
-from ampconfig.rewrite.apply import annotate_dtypes, apply_plan, name_unnamed_nodes, round_like_low_precision
+from ampconfig.rewrite.apply import annotate_dtypes, apply_plan
+from ampconfig.rewrite.names import name_unnamed_nodes
+from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
 MixlistInput = str | Path | Mapping[str, Any] | None
@@ -205,7 +207,7 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
     """A copy of a rewritten model whose CPU run rounds every float16 value as float16 hardware stores it.
 
     ONNX Runtime's CPU provider drops that rounding for ops it has no native float16 kernel for (see
-    :func:`ampconfig.rewrite.apply.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
+    :func:`ampconfig.rewrite.rounding.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
     Returns the copy and how many nodes compute in float32 between explicit casts in it.
     """
     ir_model = ir.serde.deserialize_model(model)

@@ -75,7 +75,7 @@ def test_external_tensors_are_converted_lazily(tmp_path: Path) -> None:
 def test_in_memory_model_with_large_weights_is_written_as_one_file(tmp_path: Path) -> None:
     """Weights of 1 MiB or more convert when serialised (LazyTensor); that must not make ``rewrite`` split an
     ordinary model into .onnx + .data, nor convert them a second time for the file."""
-    from ampconfig.rewrite.apply import LAZY_CONVERSION_BYTES
+    from ampconfig.rewrite.tensors import LAZY_CONVERSION_BYTES
 
     rows = LAZY_CONVERSION_BYTES // (4 * 256) + 1
     weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((rows, 256)).astype(np.float32), "w")

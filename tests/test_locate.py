@@ -14,7 +14,7 @@ from ampconfig.diagnose.locate import locate
 from ampconfig.diagnose.ranges import overflow_nodes, range_findings
 from ampconfig.diagnose.tune.search import Candidate, keep_dtype_lines, mixlist_data
 from ampconfig.opinfo.library import load_ops_info
-from ampconfig.rewrite.apply import EXPOSED_FLOAT32_SUFFIX, expose_values
+from ampconfig.rewrite.expose import EXPOSED_FLOAT32_SUFFIX, expose_values
 from ampconfig.runner.intermediates import run_with_intermediates
 from ampconfig.settings.mixlist import Mixlist, apply_mixlist, parse_mixlist
 

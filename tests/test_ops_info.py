@@ -15,10 +15,11 @@ from onnx import helper
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.decide.schema import DTYPE_TO_ELEM, compute_variables, node_typing
+from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.colours import STRATEGY
 from ampconfig.opinfo.library import Colour, load_ops_info, parse_ops_info
 from ampconfig.opinfo.probe_models import default_domain_op_types
+from ampconfig.opinfo.schema import compute_variables, node_typing
 from ampconfig.runner.kernels import CUDA, kernel_table_dtypes
 
 runner = CliRunner()
@@ -156,7 +157,7 @@ def _rewrite_retyped(case: Case, dtype: str) -> onnx.ModelProto:
     moved = {name for name, slot in pairs if slot.type_var in found[1] and elems[name] == F32}
     for value in (*model.graph.input, *model.graph.output):
         if value.name in moved:
-            value.type.tensor_type.elem_type = DTYPE_TO_ELEM[dtype]
+            value.type.tensor_type.elem_type = Dtype(dtype).elem_type
     return model
 
 

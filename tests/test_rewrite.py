@@ -306,7 +306,7 @@ def test_out_of_range_constants_are_clamped_and_counted() -> None:
 
 @pytest.mark.parametrize("mode", ["force_fp16", "allow_mix_precision"])
 def test_large_weight_converted_at_write_is_clamped_counted_once_and_keeps_nans(mode: str) -> None:
-    from ampconfig.rewrite.apply import LAZY_CONVERSION_BYTES
+    from ampconfig.rewrite.tensors import LAZY_CONVERSION_BYTES
 
     rows = LAZY_CONVERSION_BYTES // (4 * 64) + 1  # just over the size converted while the output is written
     weight = np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32)

@@ -20,11 +20,11 @@ from rich.table import Table
 
 from ampconfig.cli.app import app, reporting_errors
 from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.atomic import write_text_atomic
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
 from ampconfig.opinfo.library import (
-    FLOAT_DTYPES,
     TARGETS,
     Colour,
     OpInfoEntry,

@@ -15,31 +15,13 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.schema import ABSENT, MOVABLE_DTYPES, NodeTyping, compute_variables, default_opset, node_typing
+from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.opinfo.library import op_key
-
-DATA_TYPE_TO_DTYPE: dict[ir.DataType, str] = {
-    ir.DataType.FLOAT: "float32",
-    ir.DataType.FLOAT16: "float16",
-    ir.DataType.BFLOAT16: "bfloat16",
-}
-DTYPE_TO_DATA_TYPE: dict[str, ir.DataType] = {name: dt for dt, name in DATA_TYPE_TO_DTYPE.items()}
-LOW_DTYPES = frozenset({"float16", "bfloat16"})
+from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset, node_typing
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 #: Nodes whose output values are constants: their consumers may take them in any float dtype.
 CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
-
-
-def value_dtype(value: ir.Value | None) -> str | None:
-    """float32/float16/bfloat16 for a tensor of that type, None for anything else or unknown."""
-    if value is None or not isinstance(value.type, ir.TensorType):
-        return None
-    return DATA_TYPE_TO_DTYPE.get(value.type.dtype)
-
-
-def is_tensor_typed(value: ir.Value) -> bool:
-    return isinstance(value.type, ir.TensorType)
 
 
 @dataclass(frozen=True)
@@ -50,9 +32,9 @@ class NodeFacts:
     compute_var: str | None
     input_slots: tuple[int, ...]  # inputs bound to the compute variable
     output_slots: tuple[int, ...]  # outputs bound to the compute variable
-    dtype: str | None  # today's dtype of those tensors (float32/float16/bfloat16), None if not float
+    dtype: Dtype | None  # today's dtype of those tensors (float32/float16/bfloat16), None if not float
     blocker: Rule | None  # why this node can never be retyped, if it cannot
-    schema_allows: frozenset[str]  # float dtypes the schema allows for the compute variable
+    schema_allows: frozenset[Dtype]  # float dtypes the schema allows for the compute variable
 
     @property
     def retypable(self) -> bool:
@@ -64,15 +46,20 @@ def _is_absent(value: ir.Value | None) -> bool:
     return value is None or not value.name
 
 
-def _slot_dtypes(values: Sequence[ir.Value | None], dtypes: Sequence[str | None]) -> list[str | None]:
+def _slot_dtypes(values: Sequence[ir.Value | None], dtypes: Sequence[Dtype | None]) -> list[Dtype | str | None]:
     return [ABSENT if _is_absent(v) else d for v, d in zip(values, dtypes)]
+
+
+def _movable(data_type: ir.DataType) -> Dtype | None:
+    dtype = Dtype.of_data_type(data_type)
+    return dtype if dtype in MOVABLE_DTYPES else None
 
 
 @dataclass
 class _ValueKinds:
     """What a node's values are, collected in one pass (this runs for every node of the model)."""
 
-    dtypes: list[str | None]
+    dtypes: list[Dtype | None]
     untyped: bool = False  # a present value with no type at all
     non_tensor: bool = False  # a sequence/optional/map value
 
@@ -85,25 +72,25 @@ class _ValueKinds:
                 kinds.dtypes.append(None)
                 kinds.untyped = kinds.untyped or not _is_absent(value)
             elif isinstance(value_type, ir.TensorType):
-                kinds.dtypes.append(DATA_TYPE_TO_DTYPE.get(value_type.dtype))
+                kinds.dtypes.append(_movable(value_type.dtype))
             else:
                 kinds.dtypes.append(None)
                 kinds.non_tensor = True
         return kinds
 
 
-def _fixed(node: ir.Node, key: str, scope: str, blocker: Rule | None, dtype: str | None = None) -> NodeFacts:
+def _fixed(node: ir.Node, key: str, scope: str, blocker: Rule | None, dtype: Dtype | None = None) -> NodeFacts:
     """Facts of a node whose dtype nothing here may change."""
     return NodeFacts(node, key, scope, None, (), (), dtype, blocker, frozenset())
 
 
 @functools.cache
-def _schema_allows(typing: NodeTyping, variables: frozenset[str]) -> frozenset[str]:
+def _schema_allows(typing: NodeTyping, variables: frozenset[str]) -> frozenset[Dtype]:
     """The float dtypes every one of ``variables`` allows (cached: a model has few distinct node typings)."""
     return frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
 
 
-def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: str = "float16") -> NodeFacts:
+def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: Dtype = Dtype.FLOAT16) -> NodeFacts:
     key = op_key(node.domain, node.op_type)
     inputs, outputs = node.inputs, node.outputs
     ins, outs = _ValueKinds.of(inputs), _ValueKinds.of(outputs)
@@ -166,7 +153,7 @@ class Scope:
     facts: tuple[NodeFacts, ...]
 
 
-def iter_scopes(model: ir.Model, low_dtype: str = "float16") -> Iterator[Scope]:
+def iter_scopes(model: ir.Model, low_dtype: Dtype = Dtype.FLOAT16) -> Iterator[Scope]:
     """The main graph first, then every subgraph, outer before inner."""
     pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
     while pending:

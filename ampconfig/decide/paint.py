@@ -18,8 +18,9 @@ from collections.abc import Iterator, Mapping
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import CONSTANT_OPS, LOW_DTYPES, NodeFacts, Scope, value_dtype
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
 from ampconfig.decide.policy import DecisionContext, Verdict, fixed_verdict, is_flexible, requires_fp32_for_black
+from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import Colour
 
 CONST, LOW, FP32, PENDING = "const", "low", "fp32", "pending"
@@ -37,7 +38,7 @@ def paint_scope(
         if is_flexible(facts):
             continue
         verdict = fixed_verdict(facts, ctx)
-        if verdict is None and facts.dtype != "float32":
+        if verdict is None and facts.dtype != Dtype.FLOAT32:
             verdict = requires_fp32_for_black(facts, ctx) or Verdict(
                 facts.dtype, Rule.ALREADY_LOW, f"already {facts.dtype}; the mixed mode keeps it"
             )
@@ -53,7 +54,7 @@ def paint_scope(
         if colour[facts.node] is Colour.WHITE:
             decided[facts.node] = Verdict(ctx.low, Rule.WHITE_LIST, f"{facts.key} is on the white list")
         elif colour[facts.node] is Colour.BLACK:
-            decided[facts.node] = Verdict("float32", Rule.BLACK_LIST, f"{facts.key} is on the black list")
+            decided[facts.node] = Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, f"{facts.key} is on the black list")
 
     _propagate_deny(scope, candidates, colour, decided, facts_of)
     pending = _follow_inputs(candidates, colour, ctx, decided, facts_of)
@@ -64,7 +65,7 @@ def paint_scope(
 def float_consumers(node: ir.Node, facts_of: Mapping[ir.Node, NodeFacts]) -> Iterator[tuple[ir.Node, ir.Value]]:
     """(consumer, value) for every use of the node's float outputs in a consumer's compute-dtype input."""
     for value in node.outputs:
-        if value_dtype(value) is None:
+        if Dtype.of_value(value) is None:
             continue
         for use in value.uses():
             consumer_facts = facts_of.get(use.node)
@@ -107,7 +108,7 @@ def _propagate_deny(
                     consumer_colour is Colour.CLEAR and consumer in leads_to_deny_or_infer
                 ):
                     decided[consumer] = Verdict(
-                        "float32",
+                        Dtype.FLOAT32,
                         Rule.DENY_PROPAGATION,
                         f"downstream of black-list node {source.name} ({source.op_type}); kept float32",
                         cause=node.name,
@@ -126,20 +127,20 @@ def source_kind(
         return CONST, value.name or ""
     producer = value.producer()
     if producer is None:
-        kind = LOW if value_dtype(value) in LOW_DTYPES else FP32
+        kind = LOW if Dtype.of_value(value) in LOW_DTYPES else FP32
         return kind, f"input {value.name}"
     if producer.op_type in CONSTANT_OPS:
         return CONST, producer.name or ""
     if producer.op_type == "Cast":
         source = producer.inputs[0]
-        if source is None or value_dtype(source) is None:
+        if source is None or Dtype.of_value(source) is None:
             return CONST, producer.name or ""  # a Cast from a non-float source can be retargeted freely
         return source_kind(source, decided, facts_of, pending)
     if producer in pending:
         return PENDING, producer.name or ""
     facts = facts_of.get(producer)
     verdict = decided.get(producer)
-    dtype = value_dtype(value)
+    dtype = Dtype.of_value(value)
     if verdict is not None and facts is not None and value.index() in facts.output_slots:
         dtype = verdict.dtype
     return (LOW if dtype in LOW_DTYPES else FP32), producer.name or ""
@@ -173,7 +174,7 @@ def _follow_inputs(
             )
         else:
             decided[node] = Verdict(
-                "float32", Rule.FOLLOWS_INPUTS, f"{name}: a float input comes from float32 {high}", cause=high
+                Dtype.FLOAT32, Rule.FOLLOWS_INPUTS, f"{name}: a float input comes from float32 {high}", cause=high
             )
     return pending
 
@@ -198,7 +199,7 @@ def _follow_consumers(
             colour[node] is Colour.CLEAR
             and verdict is not None
             and verdict.rule is Rule.FOLLOWS_INPUTS
-            and verdict.dtype == "float32"
+            and verdict.dtype == Dtype.FLOAT32
             and _live_float_inputs(facts) <= 1
         )
         if not movable:
@@ -212,7 +213,7 @@ def _follow_consumers(
         elif node in pending:
             cause = next((c for d, c in wanted if d != ctx.low), None)
             decided[node] = Verdict(
-                "float32",
+                Dtype.FLOAT32,
                 Rule.FOLLOWS_CONSUMERS,
                 "fed only by constants; a consumer needs float32" if cause else "fed only by constants",
                 cause=cause,
@@ -240,7 +241,7 @@ def _guard_layer_norm_fusion(
             head = _layer_norm_head(node.outputs[index], decided)
             if head is not None:
                 decided[node] = Verdict(
-                    "float32",
+                    Dtype.FLOAT32,
                     Rule.FUSION_GUARD,
                     "feeds a decomposed LayerNorm kept in float32; a cast between them would be absorbed by "
                     "ONNX Runtime's LayerNorm fusion and break the model, so this node stays float32",
@@ -254,7 +255,7 @@ def _layer_norm_head(value: ir.Value, decided: Mapping[ir.Node, Verdict]) -> str
     consumers = {use.node for use in value.uses()}
     for reduce_mean in consumers:
         verdict = decided.get(reduce_mean)
-        if reduce_mean.op_type != "ReduceMean" or verdict is None or verdict.dtype != "float32":
+        if reduce_mean.op_type != "ReduceMean" or verdict is None or verdict.dtype != Dtype.FLOAT32:
             continue
         mean_users = {use.node for use in reduce_mean.outputs[0].uses()}
         if any(node.op_type == "Sub" and node in mean_users for node in consumers):
@@ -282,14 +283,14 @@ def _consumer_dtypes(
     for i in facts.output_slots:
         value = facts.node.outputs[i]
         if value in graph_outputs:
-            wanted.append((value_dtype(value), f"output {value.name}"))
+            wanted.append((Dtype.of_value(value), f"output {value.name}"))
         for use in value.uses():
             consumer = use.node
             consumer_facts = facts_of.get(consumer)
             if consumer_facts is None or use.idx not in consumer_facts.input_slots:
                 if consumer.op_type == "Cast":
                     continue  # a Cast takes any dtype
-                wanted.append((value_dtype(value), consumer.name or ""))
+                wanted.append((Dtype.of_value(value), consumer.name or ""))
                 continue
             verdict = decided.get(consumer)
             wanted.append((verdict.dtype if verdict else consumer_facts.dtype, consumer.name or ""))

@@ -14,7 +14,7 @@ from typing import Protocol
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import NodeDecision, Rule
-from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes, value_dtype
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes
 from ampconfig.decide.paint import paint_scope
 from ampconfig.decide.policy import (
     DecisionContext,
@@ -25,7 +25,7 @@ from ampconfig.decide.policy import (
     raise_for_missing_origin_kernels,
     simple_mode_verdict,
 )
-from ampconfig.decide.schema import MOVABLE_DTYPES
+from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import op_key
 from ampconfig.settings.modes import PrecisionMode
@@ -102,10 +102,10 @@ def _original_dtypes(model: ir.Model) -> dict[ir.Value, str | None]:
     dtypes: dict[ir.Value, str | None] = {}
     for graph in graphs_of(model):
         for value in (*graph.inputs, *graph.initializers.values()):
-            dtypes[value] = value_dtype(value)
+            dtypes[value] = Dtype.of_value(value)
         for node in graph:
             for value in node.outputs:
-                dtypes[value] = value_dtype(value)
+                dtypes[value] = Dtype.of_value(value)
     return dtypes
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import CONSTANT_OPS, LOW_DTYPES, NodeFacts
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts
+from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import Colour, OpInfoLibrary, OpLists
 from ampconfig.settings.modes import PrecisionMode
@@ -87,7 +88,7 @@ class DecisionContext:
             return False
         # Unknown op info does not stop fp32: fp32 is what the model already asked for.
         verdict = self.library.has_kernel(facts.key, dtype)
-        return verdict is True or (verdict is None and dtype == "float32")
+        return verdict is True or (verdict is None and dtype == Dtype.FLOAT32)
 
 
 def is_flexible(facts: NodeFacts) -> bool:
@@ -115,7 +116,7 @@ def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
         return Verdict(facts.dtype, facts.blocker, reasons.get(facts.blocker, "kept as it was"))
     if facts.node in ctx.pinned:
         return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
-    if facts.node.name in ctx.overflow and facts.dtype == "float32":
+    if facts.node.name in ctx.overflow and facts.dtype == Dtype.FLOAT32:
         return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[facts.node.name])
     if facts.node.name in ctx.rejected:
         return Verdict(
@@ -131,16 +132,16 @@ def simple_mode_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict:
     mode, dtype = ctx.mode, facts.dtype
     assert dtype is not None
     if mode is PrecisionMode.FORCE_FP32:
-        if dtype in LOW_DTYPES and ctx.can_run(facts, "float32"):
-            return Verdict("float32", Rule.MODE_RAISES, "force_fp32 raises low-precision ops to float32")
+        if dtype in LOW_DTYPES and ctx.can_run(facts, Dtype.FLOAT32):
+            return Verdict(Dtype.FLOAT32, Rule.MODE_RAISES, "force_fp32 raises low-precision ops to float32")
         if dtype in LOW_DTYPES:
             return Verdict(dtype, Rule.NO_ORIGIN_KERNEL, f"no float32 kernel for {facts.key}; kept {dtype}")
         return Verdict(dtype, Rule.MODE_KEEPS, "force_fp32 keeps float32")
     if mode is PrecisionMode.FORCE_FP16:
-        if dtype != "float32":
+        if dtype != Dtype.FLOAT32:
             return Verdict(dtype, Rule.ALREADY_LOW, f"already {dtype}; force_fp16 keeps it")
-        return ctx.low_blocker(facts, "float16") or Verdict(
-            "float16", Rule.MODE_LOWERS, "force_fp16 lowers every op with a float16 kernel"
+        return ctx.low_blocker(facts, Dtype.FLOAT16) or Verdict(
+            Dtype.FLOAT16, Rule.MODE_LOWERS, "force_fp16 lowers every op with a float16 kernel"
         )
     if mode in (PrecisionMode.ALLOW_FP32_TO_FP16, PrecisionMode.ALLOW_FP32_TO_BF16):
         return _allow_fp32_to_low(facts, ctx)
@@ -151,16 +152,16 @@ def simple_mode_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict:
 
 def _allow_fp32_to_low(facts: NodeFacts, ctx: DecisionContext) -> Verdict:
     dtype, low = facts.dtype, ctx.low
-    if dtype != "float32":
+    if dtype != Dtype.FLOAT32:
         return Verdict(dtype, Rule.ALREADY_LOW, f"already {dtype}; kept")
     lowers_matrix = ctx.mode is PrecisionMode.ALLOW_FP32_TO_FP16 and facts.key in MATRIX_OPS
     if lowers_matrix:
         return ctx.low_blocker(facts, low) or Verdict(
             low, Rule.MODE_LOWERS, f"{ctx.mode.value} lowers matrix ops to {low}"
         )
-    if not ctx.can_run(facts, "float32") and ctx.low_blocker(facts, low) is None:
+    if not ctx.can_run(facts, Dtype.FLOAT32) and ctx.low_blocker(facts, low) is None:
         return Verdict(low, Rule.MODE_LOWERS, f"no float32 kernel for {facts.key} on the target; runs in {low}")
-    return Verdict("float32", Rule.MODE_KEEPS, f"{ctx.mode.value} keeps non-matrix ops in float32")
+    return Verdict(Dtype.FLOAT32, Rule.MODE_KEEPS, f"{ctx.mode.value} keeps non-matrix ops in float32")
 
 
 def missing_origin_kernels(facts_list: list[NodeFacts], ctx: DecisionContext) -> list[str]:
@@ -185,6 +186,6 @@ def raise_for_missing_origin_kernels(missing: list[str], target: str) -> None:
 
 def requires_fp32_for_black(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
     """Mixed modes: an already-low node on the black list goes to float32 when the target can run it."""
-    if facts.dtype in LOW_DTYPES and ctx.colour(facts) is Colour.BLACK and ctx.can_run(facts, "float32"):
-        return Verdict("float32", Rule.BLACK_LIST, f"{facts.key} is on the black list: raised to float32")
+    if facts.dtype in LOW_DTYPES and ctx.colour(facts) is Colour.BLACK and ctx.can_run(facts, Dtype.FLOAT32):
+        return Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, f"{facts.key} is on the black list: raised to float32")
     return None

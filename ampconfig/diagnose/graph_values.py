@@ -2,7 +2,7 @@
 topological order with their value names, the element type of every value, and its float constants.
 
 Pure reads of an ``onnx.ModelProto``; nothing here changes a graph except :func:`with_node_names`, which
-delegates to :mod:`ampconfig.rewrite.apply` so node names match the names the rewrite's decisions use.
+delegates to :mod:`ampconfig.rewrite.names` so node names match the names the rewrite's decisions use.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import onnx_ir as ir
 from onnx import TensorProto, numpy_helper
 
 from ampconfig.opinfo.library import op_key
-from ampconfig.rewrite.apply import known_elem_types, name_unnamed_nodes
+from ampconfig.rewrite.expose import known_elem_types
+from ampconfig.rewrite.names import name_unnamed_nodes
 
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
 

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ampconfig.errors import AmpconfigError, Problem
 
 TARGETS: tuple[str, ...] = ("cpu", "cuda")
-FLOAT_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
 

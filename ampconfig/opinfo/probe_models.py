@@ -7,7 +7,7 @@ Corpus, in order of preference:
 1. ONNX's node test cases (``onnx.backend.test.case.node.collect_testcases``) whose model is a single node of the
    op with float32 tensors: they carry valid attributes, ranks and data (the first data set is the probe's
    inputs). They are retyped exactly as the rewrite retypes a node: the tensors of the type variables
-   :func:`ampconfig.decide.schema.compute_variables` moves (Attention's V with Q/K, RMSNormalization's scale with X)
+   :func:`ampconfig.opinfo.schema.compute_variables` moves (Attention's V with Q/K, RMSNormalization's scale with X)
    go to the probed dtype; the others (LayerNormalization's float16 Mean/InvStdDev ``U``, Resize's scales) keep
    their type. A node the rewrite would not retype (sequence/optional values, an absent output) gets no
    low-dtype probe.
@@ -34,7 +34,8 @@ import onnx
 import onnx.defs
 from onnx import helper, numpy_helper
 
-from ampconfig.decide.schema import ABSENT, DTYPE_TO_ELEM, ELEM_TO_DTYPE, MOVABLE_DTYPES, compute_variables, node_typing
+from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
+from ampconfig.opinfo.schema import ABSENT, compute_variables, node_typing
 
 #: ONNX Runtime 1.31 refuses onnx 1.23's default IR version 14; 10 is read by every ORT we support.
 PROBE_IR_VERSION = 10
@@ -42,7 +43,7 @@ PROBE_IR_VERSION = 10
 MAX_PROBE_OPSET = 23
 PROBE_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")
 _FLOAT = onnx.TensorProto.FLOAT
-_FLOAT_ELEMS = frozenset(DTYPE_TO_ELEM.values())
+_FLOAT_ELEMS = frozenset(dtype.elem_type for dtype in Dtype)
 _CONTRIB = "com.microsoft"
 # Attributes that name the element type of output 0 (Cast.to, RandomNormal.dtype, EyeLike.dtype, ...).
 _DTYPE_ATTRS = frozenset({"to", "dtype", "output_dtype", "output_datatype"})
@@ -146,7 +147,7 @@ def _clamped_opset(model: onnx.ModelProto, op_type: str) -> int | None:
 
 
 def _float_dtype(elem: int | None) -> str | None:
-    dtype = ELEM_TO_DTYPE.get(elem) if elem is not None else None
+    dtype = Dtype.of_data_type(elem)
     return dtype if dtype in MOVABLE_DTYPES else None
 
 
@@ -185,7 +186,7 @@ def _touches_non_tensor(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
 def retype_model(model: onnx.ModelProto, dtype: str) -> onnx.ModelProto | None:
     """A copy of a single-node float32 model whose node computes in ``dtype``, retyped as the rewrite would.
 
-    The tensors moved are those of :func:`ampconfig.decide.schema.compute_variables` (the primary float variable and
+    The tensors moved are those of :func:`ampconfig.opinfo.schema.compute_variables` (the primary float variable and
     the variables bound only to tensors of its dtype): Attention's V and RMSNormalization's X move with the data,
     LayerNormalization's Mean/InvStdDev (``U``) and Resize's scales keep their type. For float32 the model is only
     restamped. Returns None when the model cannot compute in ``dtype`` (see :func:`_moving_names`).
@@ -204,9 +205,9 @@ def retype_model(model: onnx.ModelProto, dtype: str) -> onnx.ModelProto | None:
     if names is None:
         return None
     out = _stamped(model, opset)
-    _retype_values(out.graph, names, DTYPE_TO_ELEM[dtype])
+    _retype_values(out.graph, names, Dtype(dtype).elem_type)
     if node.output and node.output[0] in names:
-        _retype_output_attrs(out.graph.node[0], DTYPE_TO_ELEM[dtype], opset)
+        _retype_output_attrs(out.graph.node[0], Dtype(dtype).elem_type, opset)
     return out
 
 
@@ -514,7 +515,7 @@ def contrib_probe(op_type: str, dtype: str) -> onnx.ModelProto | None:
     signature = CONTRIB_SIGNATURES.get(op_type)
     if signature is None:
         return None
-    elem = DTYPE_TO_ELEM[dtype]
+    elem = Dtype(dtype).elem_type
     inputs = [
         helper.make_tensor_value_info(name, elem if fixed is None else fixed, signature.shapes.get(name))
         for name, fixed in signature.inputs

@@ -1,6 +1,6 @@
 """Run a model once with every intermediate float tensor exposed as an output (compare, range analysis, tune).
 
-The exposed copy comes from :func:`ampconfig.rewrite.apply.expose_values`; ONNX Runtime may fuse fewer nodes in it
+The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_values`; ONNX Runtime may fuse fewer nodes in it
 than in the plain model, which is the price of seeing each node's output. Every call is one model run: callers
 that count runs (``tune``) count calls.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from ampconfig.diagnose.graph_values import float_node_outputs
-from ampconfig.rewrite.apply import EXPOSED_FLOAT32_SUFFIX, expose_values
+from ampconfig.rewrite.expose import EXPOSED_FLOAT32_SUFFIX, expose_values
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import create_session, run_once
 

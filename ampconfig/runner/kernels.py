@@ -28,10 +28,10 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
-from ampconfig.decide.schema import DTYPE_TO_TYPE_STR, compute_variables, get_schema, node_typing
+from ampconfig.dtypes import FLOAT_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.library import FLOAT_DTYPES
 from ampconfig.opinfo.probe_models import Feeds, probe_models
+from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -242,7 +242,7 @@ _VAR_TYPES = re.compile(r"\*\*(?P<var>\w+)\*\* = (?P<types>[^<|]*)")
 _PARAM = re.compile(r"\*(?P<dir>in|out)\* [\w.]+:\*\*(?P<type>[^*]+)\*\*")
 _INNER = re.compile(r"tensor\((\w+)\)")
 _TABLE_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor(bfloat16)": "bfloat16"}
-_FLOAT_TYPE = DTYPE_TO_TYPE_STR["float32"]
+_FLOAT_TYPE = Dtype.FLOAT32.type_str
 
 
 @dataclass(frozen=True)

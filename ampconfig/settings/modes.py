@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 
 
@@ -30,9 +31,9 @@ class PrecisionMode(str, Enum):
         return self.is_mixed
 
     @property
-    def low_dtype(self) -> str:
-        """The reduced float type this mode introduces ("float16" or "bfloat16")."""
-        return "bfloat16" if self in _BF16 else "float16"
+    def low_dtype(self) -> Dtype:
+        """The reduced float type this mode introduces (float16 or bfloat16)."""
+        return Dtype.BFLOAT16 if self in _BF16 else Dtype.FLOAT16
 
     @property
     def v2_name(self) -> str | None:

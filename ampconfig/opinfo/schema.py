@@ -13,22 +13,7 @@ from functools import cache
 import onnx
 import onnx.defs
 
-#: dtype name <-> ONNX type string of a tensor of it.
-DTYPE_TO_TYPE_STR: Mapping[str, str] = {
-    "float32": "tensor(float)",
-    "float16": "tensor(float16)",
-    "bfloat16": "tensor(bfloat16)",
-    "float64": "tensor(double)",
-}
-DTYPE_TO_ELEM: Mapping[str, int] = {
-    "float32": onnx.TensorProto.FLOAT,
-    "float16": onnx.TensorProto.FLOAT16,
-    "bfloat16": onnx.TensorProto.BFLOAT16,
-    "float64": onnx.TensorProto.DOUBLE,
-}
-ELEM_TO_DTYPE: Mapping[int, str] = {elem: name for name, elem in DTYPE_TO_ELEM.items()}
-#: Float types ampconfig moves between. float64 is left alone: nobody asks for double -> half.
-MOVABLE_DTYPES = frozenset({"float32", "float16", "bfloat16"})
+from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 
 
 @dataclass(frozen=True)
@@ -46,8 +31,8 @@ class NodeTyping:
     outputs: tuple[Slot, ...]
     since_version: int
 
-    def var_allows(self, type_var: str, dtype: str) -> bool:
-        type_str = DTYPE_TO_TYPE_STR[dtype]
+    def var_allows(self, type_var: str, dtype: Dtype) -> bool:
+        type_str = Dtype(dtype).type_str
         for slot in self.inputs + self.outputs:
             if slot.type_var == type_var:
                 return type_str in slot.allowed

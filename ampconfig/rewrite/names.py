@@ -1,0 +1,52 @@
+"""Unique node and value names across every scope of a model: reports and keep_dtype refer to nodes by name, and
+every value the rewrite adds needs a name nothing else has."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ampconfig.decide.facts import graphs_of
+
+
+class NameAllocator:
+    """Unique node and value names across every scope of the model."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.node_names: set[str] = set()
+        self.value_names: set[str] = set()
+        for graph in graphs_of(model):
+            for value in (*graph.inputs, *graph.outputs, *graph.initializers.values()):
+                if value.name:
+                    self.value_names.add(value.name)
+            for node in graph:
+                if node.name:
+                    self.node_names.add(node.name)
+                self.value_names.update(v.name for v in node.outputs if v.name)
+
+    @staticmethod
+    def _fresh(base: str, taken: set[str]) -> str:
+        name, counter = base, 1
+        while name in taken:
+            name = f"{base}_{counter}"
+            counter += 1
+        taken.add(name)
+        return name
+
+    def node(self, base: str) -> str:
+        return self._fresh(base, self.node_names)
+
+    def value(self, base: str) -> str:
+        return self._fresh(base, self.value_names)
+
+
+def name_unnamed_nodes(model: ir.Model) -> NameAllocator:
+    """Give every node a unique name (reports and keep_dtype refer to nodes by name); duplicates are renamed.
+    Returns the names now taken, for :func:`apply_plan` to allocate new ones from without another walk."""
+    names = NameAllocator(model)
+    seen: set[str] = set()
+    for graph in graphs_of(model):
+        for node in graph:
+            if not node.name or node.name in seen:
+                node.name = names.node(node.name or node.op_type)
+            seen.add(node.name)
+    return names

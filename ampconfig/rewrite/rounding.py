@@ -1,0 +1,53 @@
+"""The CPU accuracy copy of a rewritten model: every low-precision value rounded exactly once, as float16 hardware
+stores it (``run`` measures accuracy on it when it runs on the CPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from ampconfig.decide.facts import graphs_of, node_facts
+from ampconfig.dtypes import LOW_DTYPES, Dtype
+from ampconfig.rewrite.casts import insert_cast, new_cast, new_value
+from ampconfig.rewrite.names import NameAllocator
+from ampconfig.rewrite.tensors import set_dtype
+
+
+def round_like_low_precision(model: ir.Model, emulated: Callable[[str, Dtype], bool]) -> int:
+    """Make a CPU run of ``model`` round every low-precision value the way low-precision hardware stores it.
+
+    ONNX Runtime's CPU provider runs a float16 node that has no float16 kernel by casting around it, and then
+    removes each Cast(float32->float16)->Cast(float16->float32) pair its own casts create: chains of such nodes
+    compute in float32 and never round to float16, so accuracy measured on the CPU would be the fp32 model's.
+    Here each such node (``emulated(op_key, dtype)`` is true) computes in float32 between explicit casts, which
+    ONNX Runtime keeps: every value it produces is rounded to float16 exactly once, as stored on a GPU.
+    Used for accuracy only (the casts cost time). Returns how many nodes were wrapped; mutates ``model``.
+    """
+    names = NameAllocator(model)
+    widened: dict[ir.Value, ir.Value] = {}
+    wrapped = 0
+    for graph in graphs_of(model):
+        for node in list(graph):
+            facts = node_facts(node, model, "")
+            if facts.dtype not in LOW_DTYPES or facts.blocker is not None or not emulated(facts.key, facts.dtype):
+                continue
+            for index in facts.input_slots:
+                value = node.inputs[index]
+                if value not in widened:
+                    widened[value] = insert_cast(new_cast(value, Dtype.FLOAT32, names))
+                node.replace_input_with(index, widened[value])
+            for index in facts.output_slots:
+                _store_rounded(node, node.outputs[index], Dtype(facts.dtype), names)
+            wrapped += 1
+    model.graph.sort()
+    return wrapped
+
+
+def _store_rounded(node: ir.Node, value: ir.Value, dtype: Dtype, names: NameAllocator) -> None:
+    """The node now produces ``value`` in float32; its consumers (and graph outputs) read a rounded copy."""
+    rounded = new_value(value, dtype, names, name=value.name)
+    value.name = names.value(f"{value.name}_fp32")
+    set_dtype(value, Dtype.FLOAT32)
+    ir.convenience.replace_all_uses_with(value, rounded, replace_graph_outputs=True)
+    node.graph.insert_after(node, new_cast(value, dtype, names, output=rounded))

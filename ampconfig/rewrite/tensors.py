@@ -1,0 +1,159 @@
+"""Converting initializers and Constant values to another float dtype: once per tensor, out-of-range values clamped
+to the low type's largest finite value and counted, large tensors converted only when the output is written.
+
+float32 -> float16 goes through a :data:`Float16Encoder`. The default is numpy's own cast, split across threads;
+the caller may hand a faster one (``ampconfig.runner.float_cast.float32_to_float16``, ONNX Runtime's Cast kernel,
+10-20x faster on large weights). Nothing here imports ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cache
+
+import ml_dtypes
+import numpy as np
+import onnx_ir as ir
+
+from ampconfig.decide.decisions import RewriteStats
+from ampconfig.dtypes import LOW_DTYPES, Dtype
+
+#: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
+Float16Encoder = Callable[[np.ndarray], np.ndarray]
+
+#: Elements per chunk when numpy's cast is spread over threads (numpy releases the GIL inside a cast).
+_CHUNK = 1 << 20
+
+
+@cache
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="ampconfig-cast")
+
+
+def numpy_float16(array: np.ndarray) -> np.ndarray:
+    """``array.astype(np.float16)``: numpy's portable cast (about 3.5 ns an element), chunks of large arrays in
+    parallel threads."""
+    if array.size < 2 * _CHUNK:
+        return array.astype(np.float16)
+    source = np.ascontiguousarray(array).reshape(-1)
+    converted = np.empty(source.shape, np.float16)
+
+    def convert(start: int) -> None:
+        np.copyto(converted[start : start + _CHUNK], source[start : start + _CHUNK], casting="unsafe")
+
+    list(_pool().map(convert, range(0, source.size, _CHUNK)))
+    return converted.reshape(array.shape)
+
+
+#: In-memory tensors of at least this many bytes are converted while the output is serialised, one at a time,
+#: not during the rewrite: the rewritten model then never holds every converted weight next to the serialised
+#: output (peak memory stays near the output's own size).
+LAZY_CONVERSION_BYTES = 1 << 20
+
+
+def _low_limit(dtype: Dtype) -> np.float32:
+    return np.float32(np.finfo(dtype.numpy).max if dtype is Dtype.FLOAT16 else ml_dtypes.finfo(dtype.numpy).max)
+
+
+def _out_of_range(array: np.ndarray, dtype: str) -> np.ndarray | None:
+    """Mask of the finite elements beyond the low dtype's range, or None when there are none. Two reductions
+    first, so the common case (everything in range) allocates nothing."""
+    if dtype not in LOW_DTYPES or array.size == 0:
+        return None
+    limit = _low_limit(dtype)
+    if array.max() <= limit and array.min() >= -limit:  # false when a NaN is present: checked element-wise below
+        return None
+    with np.errstate(invalid="ignore"):
+        over = np.isfinite(array) & (np.abs(array) > limit)
+    return over if over.any() else None
+
+
+#: Bits of a low-precision value's exponent field: all set means inf or NaN.
+_EXPONENT_BITS = {"float16": 0x7C00, "bfloat16": 0x7F80}
+
+
+def _has_inf_or_nan(low: np.ndarray, dtype: str) -> bool:
+    """Any inf or NaN in a float16/bfloat16 array, from its bits: two integer reductions over half the bytes the
+    float32 source has. Positive ones are the int16 values >= the exponent bits, negative ones the uint16 values
+    >= sign | exponent bits."""
+    if low.size == 0:
+        return False
+    bits, exponent = low.view(np.uint16), _EXPONENT_BITS[dtype]
+    return bool(bits.view(np.int16).max() >= exponent or bits.max() >= 0x8000 | exponent)
+
+
+@dataclass
+class TensorConverter:
+    """Converts tensors for one rewrite and counts what it clamped into ``stats``."""
+
+    stats: RewriteStats
+    encode_float16: Float16Encoder = field(default=numpy_float16)
+
+    def cast(self, array: np.ndarray, dtype: Dtype) -> np.ndarray:
+        with np.errstate(over="ignore"):  # overflow is expected here: the caller finds the infs and clamps
+            if dtype is Dtype.FLOAT16 and array.dtype == np.float32:
+                return self.encode_float16(array)
+            return array.astype(dtype.numpy)
+
+    def convert_array(self, array: np.ndarray, dtype: Dtype) -> tuple[np.ndarray, int]:
+        """``array`` in ``dtype`` and how many of its values were clamped to the low type's max (they would have
+        become inf). Converted first and checked on the result: values out of range show as inf, so the common
+        case costs one cheap check, and only an array with an inf or NaN is examined element by element."""
+        converted = self.cast(array, dtype)
+        if dtype not in LOW_DTYPES or not _has_inf_or_nan(converted, dtype):
+            return converted, 0
+        over = _out_of_range(array, dtype)
+        if over is None:
+            return converted, 0  # the infs and NaNs were there before
+        clamped = np.where(over, np.sign(array) * _low_limit(dtype), array).astype(array.dtype)
+        return self.cast(clamped, dtype), int(np.count_nonzero(over))
+
+    def convert(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.TensorProtocol:
+        if isinstance(tensor, ir.ExternalTensor):
+            return self._converted_from_disk(tensor, dtype, name)
+        if tensor.nbytes >= LAZY_CONVERSION_BYTES:
+            return self._converted_when_written(tensor, dtype, name)
+        array, clamped = self.convert_array(tensor.numpy(), dtype)
+        self.stats.values_clamped += clamped
+        # ir.Tensor, not the ir.tensor() convenience: that one runs Protocol isinstance checks costing ~0.1 ms a
+        # tensor, which dominates on graphs with thousands of small weights. The source's (frozen) shape is
+        # reused rather than rebuilt from the array, for the same reason.
+        return ir.Tensor(array, dtype=dtype.data_type, shape=tensor.shape, name=name)
+
+    def _converted_from_disk(self, tensor: ir.ExternalTensor, dtype: Dtype, name: str) -> ir.LazyTensor:
+        """A tensor on disk is converted when the output is written, one tensor at a time, so a model larger than
+        memory can be rewritten. Out-of-range values are counted now, in one pass over the mapped file."""
+        over = _out_of_range(tensor.numpy(), dtype)
+        self.stats.values_clamped += 0 if over is None else int(np.count_nonzero(over))
+        tensor.release()
+
+        def convert() -> ir.TensorProtocol:
+            converted = ir.Tensor(self.convert_array(tensor.numpy(), dtype)[0], dtype=dtype.data_type)
+            tensor.release()
+            return converted
+
+        return ir.LazyTensor(convert, dtype.data_type, tensor.shape, name=name)
+
+    def _converted_when_written(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.LazyTensor:
+        """A large in-memory tensor is converted when it is serialised, so the converted copy lives only until it
+        is in the output proto. Its clamped values are counted at that first conversion (reading the values twice
+        would cost a copy of every weight): ``rewrite_model_detailed`` serialises before it returns its stats."""
+        counted = False
+
+        def convert() -> ir.TensorProtocol:
+            nonlocal counted
+            array, clamped = self.convert_array(tensor.numpy(), dtype)
+            if not counted:
+                self.stats.values_clamped += clamped
+                counted = True
+            return ir.Tensor(array, dtype=dtype.data_type)
+
+        return ir.LazyTensor(convert, dtype.data_type, tensor.shape, name=name)
+
+
+def set_dtype(value: ir.Value, dtype: Dtype) -> None:
+    """Give ``value`` a tensor type of ``dtype``; its shape is kept."""
+    value.type = ir.TensorType(dtype.data_type)
