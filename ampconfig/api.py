@@ -18,9 +18,9 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
-from ampconfig.decide.policy import DecisionContext
 from ampconfig.errors import Severity
 from ampconfig.files.models import (
     check_input_model,

@@ -11,8 +11,8 @@ import onnxruntime as ort
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
+from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import Plan, build_plan
-from ampconfig.decide.policy import DecisionContext
 from ampconfig.opinfo.library import OpInfoEntry, OpInfoLibrary, PrecisionReduce
 from ampconfig.rewrite.apply import annotate_dtypes
 from ampconfig.rewrite.names import name_unnamed_nodes

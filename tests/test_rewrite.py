@@ -14,8 +14,8 @@ from onnx import helper as oh
 from onnx import numpy_helper
 
 from ampconfig import rewrite_model, rewrite_model_detailed
+from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import build_plan
-from ampconfig.decide.policy import DecisionContext
 from ampconfig.errors import AmpconfigError
 from tests.graphs import (
     FLOAT,

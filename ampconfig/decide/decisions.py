@@ -37,6 +37,7 @@ class Rule(str, Enum):
     FOLLOWS_CONSUMERS = "follows_consumers"  # clear (or constant-fed) node whose consumers are all low
     ALREADY_LOW = "already_low"  # the node already ran in low precision and the mode keeps it
     FUSION_GUARD = "fusion_guard"  # kept fp32 so ONNX Runtime's LayerNorm fusion cannot absorb a cast
+    CAST_AWARE_ISLAND = "cast_aware_island"  # a float32 island whose boundary casts outnumbered its nodes: lowered
     CAST_RETARGETED = "cast_retargeted"  # an existing Cast now produces the dtype its consumers need
     CHECKER_REJECTS = "checker_rejects"  # the ONNX checker rejected the op in low precision: kept
     RANGE_OVERFLOW = "range_overflow"  # calibration saw values beyond the low type's range

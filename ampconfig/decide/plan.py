@@ -1,31 +1,41 @@
 """The plan: every node's verdict plus the dtype each consumer needs from each input. Pure data.
 
-:func:`build_plan` runs the mode's policy (or the painting of the mixed modes) over every scope, then settles
-the flexible nodes: constants follow their consumers and existing Casts are retargeted to the one dtype all
-their consumers need. :mod:`ampconfig.rewrite.apply` realises the plan.
+:func:`build_plan` runs the decision passes over every scope, outer before inner (a subgraph reads its outer
+scope's final dtypes):
+
+- every mode: :class:`FixedVerdicts` (nodes nothing may retype, keep_dtype pins, range overflow, checker rejects);
+- modes that do not paint: :class:`ModePolicy`;
+- mixed modes: :class:`AssignColours` -> :class:`PaintListed` -> :class:`PropagateDeny` -> (:class:`FollowNeighbours`
+  -> :class:`GuardLayerNormFusion`, until the guard forces nothing) -> :class:`LowerCastBoundIslands` -> (follow and
+  guard again if an island went low) -> :class:`CheckReasons`;
+- every mode, last, innermost scope first: :class:`SettleFlexible` (Casts and constants follow their consumers).
+
+:mod:`ampconfig.rewrite.apply` realises the plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import onnx_ir as ir
 
-from ampconfig.decide.decisions import NodeDecision, Rule
+from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes
-from ampconfig.decide.paint import paint_scope
-from ampconfig.decide.policy import (
-    DecisionContext,
-    Verdict,
-    fixed_verdict,
-    is_flexible,
-    missing_origin_kernels,
-    raise_for_missing_origin_kernels,
-    simple_mode_verdict,
-)
-from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
+from ampconfig.decide.passes.colours import AssignColours
+from ampconfig.decide.passes.deny import PropagateDeny
+from ampconfig.decide.passes.fixed import FixedVerdicts
+from ampconfig.decide.passes.flexible import SettleFlexible
+from ampconfig.decide.passes.follow import FollowNeighbours
+from ampconfig.decide.passes.fusion_guard import GuardLayerNormFusion
+from ampconfig.decide.passes.islands import LowerCastBoundIslands
+from ampconfig.decide.passes.listed import PaintListed
+from ampconfig.decide.passes.modes import ModePolicy, refuse_missing_origin_kernels
+from ampconfig.decide.passes.reasons import CheckReasons
+from ampconfig.decide.state import DecisionState, is_constant
+from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import op_key
 from ampconfig.settings.modes import PrecisionMode
@@ -42,11 +52,12 @@ class Plan:
     scopes: list[Scope]
     facts_of: dict[ir.Node, NodeFacts]
     verdicts: dict[ir.Node, Verdict]
-    original_dtype: dict[ir.Value, str | None]
+    original_dtype: dict[ir.Value, Dtype | None]  # every value's dtype before the rewrite
     keep_io_types: bool
     ctx: DecisionContext
+    colours: dict[ir.Node, str]  # effective colour of painted nodes (mixed modes)
 
-    def new_dtypes(self) -> dict[ir.Node, str]:
+    def new_dtypes(self) -> dict[ir.Node, Dtype]:
         """Nodes whose compute dtype changes (constants excluded: the rewrite converts them on demand)."""
         changed = {}
         for node, verdict in self.verdicts.items():
@@ -56,7 +67,7 @@ class Plan:
             changed[node] = verdict.dtype
         return changed
 
-    def required(self, node: ir.Node, index: int) -> str | None:
+    def required(self, node: ir.Node, index: int) -> Dtype | None:
         """The dtype ``node`` needs on input ``index`` after the rewrite; None = whatever arrives (Cast)."""
         value = node.inputs[index]
         if value is None or (node.op_type == "Cast" and node.domain in ("", "ai.onnx")):
@@ -67,7 +78,7 @@ class Plan:
             return verdict.dtype
         return self.original_dtype.get(value)
 
-    def wanted_dtypes(self, value: ir.Value) -> set[str]:
+    def wanted_dtypes(self, value: ir.Value) -> set[Dtype]:
         """The dtypes ``value``'s consumers need (Casts need none), plus its own where it must stay a graph
         output of that dtype (always in a subgraph; in the main graph with keep_io_types)."""
         wanted = {self.required(use.node, use.idx) for use in value.uses()}
@@ -76,12 +87,46 @@ class Plan:
         wanted.discard(None)
         return wanted  # type: ignore[return-value]
 
+    def produced_dtype(self, value: ir.Value) -> Dtype | None:
+        """The dtype ``value`` has after the rewrite, before any cast of it."""
+        producer = value.producer()
+        facts = self.facts_of.get(producer) if producer is not None else None
+        verdict = self.verdicts.get(producer) if producer is not None else None
+        if (
+            facts is not None
+            and verdict is not None
+            and verdict.dtype is not None
+            and value.index() in facts.output_slots
+            and facts.node.op_type not in CONSTANT_OPS
+        ):
+            return verdict.dtype
+        return self.original_dtype.get(value)
+
+    def casts_needed(self) -> int:
+        """How many Cast nodes the rewrite inserts for this plan: one per (value, dtype) some consumer (or a kept
+        graph output) needs in a dtype the value does not have, except where a constant is converted instead or
+        an existing Cast's source already has that dtype (no round trips)."""
+        count = 0
+        for graph in graphs_of_scopes(self.scopes):
+            for value in values_of(graph):
+                if is_constant(value):
+                    continue
+                have = self.produced_dtype(value)
+                if have is None:
+                    continue
+                producer = value.producer()
+                source = producer.inputs[0] if producer is not None and producer.op_type == "Cast" else None
+                for dtype in self.wanted_dtypes(value) - {have}:
+                    if source is None or self.original_dtype.get(source) is not dtype:
+                        count += 1
+        return count
+
     def decisions(self) -> list[NodeDecision]:
         result = []
         for scope in self.scopes:
             for facts in scope.facts:
                 verdict = self.verdicts[facts.node]
-                colour = self.ctx.colour(facts).value if facts.dtype is not None else None
+                colour = self.colours.get(facts.node) or self.ctx.colour(facts).value if facts.dtype else None
                 result.append(
                     NodeDecision(
                         name=facts.node.name or "",
@@ -98,15 +143,17 @@ class Plan:
         return result
 
 
-def _original_dtypes(model: ir.Model) -> dict[ir.Value, str | None]:
-    dtypes: dict[ir.Value, str | None] = {}
-    for graph in graphs_of(model):
-        for value in (*graph.inputs, *graph.initializers.values()):
-            dtypes[value] = Dtype.of_value(value)
-        for node in graph:
-            for value in node.outputs:
-                dtypes[value] = Dtype.of_value(value)
-    return dtypes
+def graphs_of_scopes(scopes: Sequence[Scope]) -> list[ir.Graph]:
+    return [scope.graph for scope in scopes]
+
+
+def values_of(graph: ir.Graph) -> list[ir.Value]:
+    """Every value a graph owns: its inputs, initializers and node outputs."""
+    return [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs if v.name)]
+
+
+def _original_dtypes(model: ir.Model) -> dict[ir.Value, Dtype | None]:
+    return {value: Dtype.of_value(value) for graph in graphs_of(model) for value in values_of(graph)}
 
 
 def match_keep_dtype(
@@ -138,47 +185,43 @@ def match_keep_dtype(
     return pinned, warnings
 
 
-def _decide_scope(scope: Scope, ctx: DecisionContext, verdicts: dict[ir.Node, Verdict], facts_of: dict) -> None:
-    if ctx.mode.is_mixed:
-        paint_scope(scope, ctx, verdicts, facts_of)
-        return
-    for facts in scope.facts:
-        if not is_flexible(facts):
-            verdicts[facts.node] = fixed_verdict(facts, ctx) or simple_mode_verdict(facts, ctx)
+def _paint(state: DecisionState, scope: Scope) -> None:
+    """The mixed modes' passes over one scope."""
+    for step in (AssignColours(), PaintListed(), PropagateDeny()):
+        step(state, scope)
+    _follow_until_stable(state, scope)
+    islands = LowerCastBoundIslands()
+    islands(state, scope)
+    if islands.lowered:
+        _follow_until_stable(state, scope)  # soft verdicts next to a lowered island now see it low
+    CheckReasons()(state, scope)
 
 
-def _settle_flexible(plan: Plan, facts_list: Iterable[NodeFacts]) -> None:
-    """Constants follow their consumers; existing float Casts produce the one dtype their consumers need."""
-    for facts in facts_list:
-        node = facts.node
-        if facts.dtype is None:
-            plan.verdicts[node] = Verdict(None, Rule.NOT_FLOAT, "computes on no float32/float16/bfloat16 tensor")
-            continue
-        if node in plan.ctx.pinned:
-            plan.verdicts[node] = Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
-            continue
-        wanted = plan.wanted_dtypes(node.outputs[0])
-        kind = "Cast" if node.op_type == "Cast" else "constant"
-        if len(wanted) == 1 and (dtype := next(iter(wanted))) != facts.dtype and dtype in MOVABLE_DTYPES:
-            rule = Rule.CAST_RETARGETED if node.op_type == "Cast" else Rule.FOLLOWS_CONSUMERS
-            plan.verdicts[node] = Verdict(dtype, rule, f"{kind} now produces {dtype}, as every consumer needs")
-        else:
-            detail = "consumers need several dtypes" if len(wanted) > 1 else "consumers need its dtype"
-            plan.verdicts[node] = Verdict(facts.dtype, Rule.MODE_KEEPS, f"{kind} kept: {detail}")
+def _follow_until_stable(state: DecisionState, scope: Scope) -> None:
+    """Follow neighbours, then guard the LayerNorm fusion; the guard forces nodes to float32, whose consumers then
+    follow again, until the guard forces nothing (it only ever adds float32 verdicts, so this ends)."""
+    follow, guard = FollowNeighbours(), GuardLayerNormFusion()
+    while True:
+        follow(state, scope)
+        guard(state, scope)
+        if not guard.changed:
+            return
 
 
 def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True) -> Plan:
     scopes = list(iter_scopes(model, ctx.low))
-    facts_of = {facts.node: facts for scope in scopes for facts in scope.facts}
+    state = DecisionState.of(scopes, ctx)
     if ctx.mode is PrecisionMode.MUST_KEEP_ORIGIN_DTYPE:
-        missing = missing_origin_kernels(list(facts_of.values()), ctx)
-        raise_for_missing_origin_kernels(missing, ctx.library.target)
-    verdicts: dict[ir.Node, Verdict] = {}
+        refuse_missing_origin_kernels(state)
+    fixed = FixedVerdicts()
     for scope in scopes:
-        _decide_scope(scope, ctx, verdicts, facts_of)
-    plan = Plan(scopes, facts_of, verdicts, _original_dtypes(model), keep_io_types, ctx)
-    # Consumers are all decided now; flexible nodes are settled in reverse order so a Cast feeding a constant
-    # chain sees its consumers' final dtypes.
-    flexible = [facts for scope in scopes for facts in scope.facts if is_flexible(facts)]
-    _settle_flexible(plan, reversed(flexible))
-    return plan
+        fixed(state, scope)
+        if ctx.mode.is_mixed:
+            _paint(state, scope)
+        else:
+            ModePolicy()(state, scope)
+    settle = SettleFlexible(keep_io_types, model.graph)
+    for scope in reversed(scopes):
+        settle(state, scope)
+    colours = {node: colour.value for node, colour in state.colours.items()}
+    return Plan(scopes, state.facts_of, state.verdicts, _original_dtypes(model), keep_io_types, ctx, colours)

@@ -374,5 +374,27 @@ def _merge(*parts: dict[str, StrategyEntry]) -> Mapping[str, StrategyEntry]:
 STRATEGY: Mapping[str, StrategyEntry] = _merge(_WHITE, _BLACK, _GRAY, _CLEAR)
 
 
+#: The matrix ops ``allow_fp32_to_fp16`` lowers (matmuls, convolutions, attention): where low precision pays most
+#: and both references put them on the allow/fp16 list.
+MATRIX_OPS = frozenset(
+    {
+        "MatMul",
+        "Gemm",
+        "Conv",
+        "ConvTranspose",
+        "Einsum",
+        "Attention",
+        "com.microsoft::Attention",
+        "com.microsoft::MultiHeadAttention",
+        "com.microsoft::GroupQueryAttention",
+        "com.microsoft::PackedAttention",
+        "com.microsoft::FusedMatMul",
+        "com.microsoft::FusedConv",
+        "com.microsoft::GemmFastGelu",
+        "com.microsoft::NhwcConv",
+    }
+)
+
+
 def strategy_entry(key: str) -> StrategyEntry | None:
     return STRATEGY.get(key)

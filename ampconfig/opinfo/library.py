@@ -112,6 +112,8 @@ class OpLists:
     """Effective white/black/gray/clear lists: the op info, possibly modified by a mixlist."""
 
     colours: Mapping[str, Colour]
+    #: op keys a mixlist moved: the user's word, which the per-node judgements of the built-in colours respect
+    edited: frozenset[str] = frozenset()
 
     def colour_of(self, key: str) -> Colour:
         # Ascend: an op without precision_reduce is gray; an op nobody knows is gray too.
@@ -126,7 +128,7 @@ class OpLists:
     def with_colours(self, changes: Mapping[str, Colour]) -> OpLists:
         merged = dict(self.colours)
         merged.update(changes)
-        return OpLists(merged)
+        return OpLists(merged, self.edited | frozenset(changes))
 
 
 @dataclass(frozen=True)

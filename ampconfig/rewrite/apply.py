@@ -44,6 +44,19 @@ def light_proto_of(model: ir.Model) -> onnx.ModelProto:
     return call_onnx_api(lambda proto: proto, model)
 
 
+def constant_tensor(constant: ir.Node) -> ir.TensorProtocol | None:
+    """The float value of a Constant node, whichever attribute holds it (``value``, ``value_float`` or
+    ``value_floats``); None for other attributes (ints, strings, sparse)."""
+    attributes = constant.attributes
+    if "value" in attributes:
+        return attributes["value"].value
+    if "value_float" in attributes:
+        return ir.tensor(np.array(attributes["value_float"].value, dtype=np.float32))
+    if "value_floats" in attributes:
+        return ir.tensor(np.array(attributes["value_floats"].value, dtype=np.float32))
+    return None
+
+
 class Rewriter:
     def __init__(
         self,
@@ -91,7 +104,7 @@ class Rewriter:
         producer = value.producer()
         if value.const_value is not None and not value.is_graph_input():
             return self._initializer_copy(value, dtype)
-        if producer is not None and producer.op_type == "Constant" and "value" in producer.attributes:
+        if producer is not None and producer.op_type == "Constant" and constant_tensor(producer) is not None:
             return self._constant_copy(producer, dtype)
         if (
             producer is not None
@@ -128,8 +141,11 @@ class Rewriter:
 
     def _constant_copy(self, constant: ir.Node, dtype: Dtype) -> ir.Value:
         value = constant.outputs[0]
-        tensor = constant.attributes["value"].value
+        tensor = constant_tensor(constant)
+        assert tensor is not None
         if self.plan.wanted_dtypes(value) == {dtype} and not value.is_graph_output():
+            for name in ("value_float", "value_floats"):  # the converted tensor replaces either form
+                constant.attributes.pop(name, None)
             constant.attributes["value"] = ir.AttrTensor("value", self.tensors.convert(tensor, dtype, ""))
             set_dtype(value, dtype)
             self.stats.constants_converted += 1

@@ -1,0 +1,75 @@
+"""What a decision starts from (:class:`DecisionContext`: mode, lists, op info, pins) and what it produces per
+node (:class:`Verdict`: dtype, rule, reason, the neighbour that caused it). Pure data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.facts import NodeFacts
+from ampconfig.dtypes import Dtype
+from ampconfig.opinfo.library import Colour, OpInfoLibrary, OpLists
+from ampconfig.settings.modes import PrecisionMode
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The dtype a node computes in after the rewrite, and why. ``dtype`` None: the node has no float dtype."""
+
+    dtype: Dtype | None
+    rule: Rule
+    reason: str
+    cause: str | None = None  # the neighbour (node or value name) that decided it
+
+    @property
+    def is_low(self) -> bool:
+        return self.dtype is not None and self.dtype.is_low
+
+
+@dataclass
+class DecisionContext:
+    """Everything a decision may consult besides the graph itself."""
+
+    mode: PrecisionMode
+    lists: OpLists
+    library: OpInfoLibrary
+    pinned: set[ir.Node] = field(default_factory=set)
+    #: nodes the ONNX checker rejected in a first attempt, with its message (see api.rewrite_model_detailed)
+    rejected: dict[str, str] = field(default_factory=dict)
+    #: nodes kept in float32 by range analysis (calibration saw values beyond the low type), with the reason
+    overflow: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def low(self) -> Dtype:
+        return self.mode.low_dtype
+
+    def colour(self, facts: NodeFacts) -> Colour:
+        return self.lists.colour_of(facts.key)
+
+    def low_blocker(self, facts: NodeFacts, dtype: Dtype) -> Verdict | None:
+        """Why ``facts``' node cannot run in ``dtype`` (rule 5 of the painting), or None if it can."""
+        if dtype not in facts.schema_allows:
+            return Verdict(
+                facts.dtype,
+                Rule.SCHEMA_FORBIDS,
+                f"the {facts.key} schema at this opset does not allow {dtype} for type {facts.compute_var}",
+            )
+        if self.library.has_kernel(facts.key, dtype) is not True:
+            known = self.library.kernel_dtypes(facts.key)
+            detail = "has no op info" if known is None else f"has kernels for {', '.join(sorted(known)) or 'none'}"
+            return Verdict(
+                facts.dtype,
+                Rule.NO_LOW_KERNEL,
+                f"target {self.library.target!r} has no {dtype} kernel for {facts.key} ({detail})",
+            )
+        return None
+
+    def can_run(self, facts: NodeFacts, dtype: Dtype) -> bool:
+        if dtype not in facts.schema_allows and dtype != facts.dtype:
+            return False
+        # Unknown op info does not stop fp32: fp32 is what the model already asked for.
+        verdict = self.library.has_kernel(facts.key, dtype)
+        return verdict is True or (verdict is None and dtype is Dtype.FLOAT32)

@@ -1,0 +1,30 @@
+"""Mixed modes: each node's effective colour. The op type's colour from the lists (op info after the mixlist),
+except where the node's structure says more (:mod:`ampconfig.decide.hazards`) and the user has not moved the op."""
+
+from __future__ import annotations
+
+from ampconfig.decide.facts import Scope
+from ampconfig.decide.hazards import judge
+from ampconfig.decide.passes.base import DecisionPass
+from ampconfig.decide.state import DecisionState, is_flexible
+
+
+class AssignColours(DecisionPass):
+    """Ensures: every undecided, paintable node of the scope has an effective colour."""
+
+    def call(self, state: DecisionState, scope: Scope) -> None:
+        lists = state.ctx.lists
+        for facts in scope.facts:
+            if is_flexible(facts) or facts.node in state.verdicts:
+                continue
+            colour = lists.colour_of(facts.key)
+            judged = None if facts.key in lists.edited else judge(facts, colour)
+            if judged is not None:
+                colour, reason = judged
+                state.colour_reasons[facts.node] = reason
+            state.colours[facts.node] = colour
+
+    def ensures(self, state: DecisionState, scope: Scope) -> None:
+        for facts in scope.facts:
+            if not is_flexible(facts) and facts.node not in state.verdicts and facts.node not in state.colours:
+                raise self.fail(f"{facts.node.name} has no colour")

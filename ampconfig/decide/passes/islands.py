@@ -1,0 +1,116 @@
+"""Mixed modes, cast-aware: a float32 island that costs more casts than it has nodes goes low.
+
+Following neighbours keeps a gray or clear node float32 when one input arrives in float32; between low neighbours
+that leaves small float32 islands, each paid for with a cast on every edge in and out. A cast is a kernel like any
+other (``h100-op-costs.json``: an elementwise node and a cast of the same size cost the same), so an island of
+nodes that are all safe in low precision on the target, whose boundary casts outnumber its nodes, runs faster low.
+Such an island goes low when that also lowers the number of casts, under a rule of its own.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ampconfig.decide.context import Verdict
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.facts import NodeFacts, Scope
+from ampconfig.decide.passes.base import DecisionPass
+from ampconfig.decide.passes.follow import SOFT_RULES
+from ampconfig.decide.passes.fusion_guard import feeds_float32_layer_norm
+from ampconfig.decide.state import DecisionState
+from ampconfig.dtypes import Dtype
+from ampconfig.opinfo.library import Colour
+
+
+class LowerCastBoundIslands(DecisionPass):
+    """Ensures: every island it lowered is low, and lowering removed casts."""
+
+    def __init__(self) -> None:
+        self.lowered: list[tuple[frozenset[ir.Node], int, int]] = []  # (island, casts before, casts after)
+
+    def call(self, state: DecisionState, scope: Scope) -> None:
+        self.lowered = []
+        movable = {facts.node: facts for facts in scope.facts if _movable(state, facts)}
+        for island in _islands(state, movable):
+            before, after = _boundary_casts(state, island, low_island=False), _boundary_casts(state, island, True)
+            if before > len(island) and after < before:
+                self._lower(state, island, movable, before, after)
+
+    def _lower(
+        self,
+        state: DecisionState,
+        island: frozenset[ir.Node],
+        movable: dict[ir.Node, NodeFacts],
+        before: int,
+        after: int,
+    ) -> None:
+        low = state.ctx.low
+        reason = (
+            f"a float32 island of {len(island)} node(s) that are safe in {low} on target "
+            f"{state.ctx.library.target!r} cost {before} casts at its boundary; in {low} it costs {after}"
+        )
+        cause = min(node.name or "" for node in island)
+        for node in island:
+            state.decide(node, Verdict(low, Rule.CAST_AWARE_ISLAND, reason, cause))
+        self.lowered.append((island, before, after))
+
+    def ensures(self, state: DecisionState, scope: Scope) -> None:
+        for island, before, after in self.lowered:
+            if after >= before or any(not state.verdicts[node].is_low for node in island):
+                raise self.fail(f"island {sorted(n.name or '' for n in island)} was lowered without saving casts")
+
+
+def _movable(state: DecisionState, facts: NodeFacts) -> bool:
+    """A float32 node decided only by its neighbours, which the target can run low and which guards nothing."""
+    verdict = state.verdicts.get(facts.node)
+    return (
+        verdict is not None
+        and verdict.rule in SOFT_RULES
+        and verdict.dtype is Dtype.FLOAT32
+        and state.colours.get(facts.node) in (Colour.GRAY, Colour.CLEAR)
+        and state.ctx.low_blocker(facts, state.ctx.low) is None
+        and feeds_float32_layer_norm(state, facts) is None
+    )
+
+
+def _islands(state: DecisionState, movable: dict[ir.Node, NodeFacts]) -> list[frozenset[ir.Node]]:
+    """Connected groups of movable nodes, joined by float edges between them."""
+    seen: set[ir.Node] = set()
+    groups: list[frozenset[ir.Node]] = []
+    for start in movable:
+        if start in seen:
+            continue
+        group, stack = set(), [start]
+        while stack:
+            node = stack.pop()
+            if node in group:
+                continue
+            group.add(node)
+            neighbours = [c for c, _ in state.float_consumers(node)]
+            neighbours += [v.producer() for v in state.live_inputs(movable[node]) if v.producer() is not None]
+            stack.extend(n for n in neighbours if n in movable and n not in group)
+        seen |= group
+        groups.append(frozenset(group))
+    return groups
+
+
+def _boundary_casts(state: DecisionState, island: frozenset[ir.Node], low_island: bool) -> int:
+    """Casts on the island's boundary (one per value and direction, as the rewrite shares them) when the island
+    is float32 (``low_island`` False) or low."""
+    island_dtype = state.ctx.low if low_island else Dtype.FLOAT32
+    casts: set[tuple[ir.Value, Dtype]] = set()
+    for node in island:
+        facts = state.facts_of[node]
+        for value in state.live_inputs(facts):
+            if value.producer() in island:
+                continue
+            arriving = state.value_dtype(value)
+            if arriving is not None and arriving is not island_dtype:
+                casts.add((value, island_dtype))
+        for index in facts.output_slots:
+            value = node.outputs[index]
+            wanted = {state.required_dtype(use.node, use.idx) for use in value.uses() if use.node not in island}
+            if value.is_graph_output():
+                wanted.add(Dtype.of_value(value))
+            casts |= {(value, dtype) for dtype in wanted if dtype is not None and dtype is not island_dtype}
+    return len(casts)

@@ -1,0 +1,53 @@
+"""Mixed modes: the nodes the lists decide outright. Already-low nodes stay low (raised when black); a node the
+target cannot run in the low type stays float32 whatever its colour (rule 5); white goes low, black float32."""
+
+from __future__ import annotations
+
+from ampconfig.decide.context import Verdict
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.facts import Scope
+from ampconfig.decide.passes.base import DecisionPass
+from ampconfig.decide.state import DecisionState
+from ampconfig.dtypes import Dtype
+from ampconfig.opinfo.library import Colour
+
+
+class PaintListed(DecisionPass):
+    """Ensures: white nodes are low unless the target cannot run them so; black float32 nodes stay float32."""
+
+    def call(self, state: DecisionState, scope: Scope) -> None:
+        ctx = state.ctx
+        for facts in scope.facts:
+            node = facts.node
+            colour = state.colours.get(node)
+            if colour is None or node in state.verdicts:
+                continue
+            why = state.colour_reasons.get(node)
+            if facts.dtype is not Dtype.FLOAT32:
+                state.decide(
+                    node, _already_low(state, facts.dtype, colour, facts.key, ctx.can_run(facts, Dtype.FLOAT32))
+                )
+                continue
+            blocker = ctx.low_blocker(facts, ctx.low) if colour is not Colour.BLACK else None
+            if blocker is not None:
+                state.decide(node, blocker)
+            elif colour is Colour.WHITE:
+                state.decide(node, Verdict(ctx.low, Rule.WHITE_LIST, why or f"{facts.key} is on the white list"))
+            elif colour is Colour.BLACK:
+                state.decide(node, Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, why or f"{facts.key} is on the black list"))
+
+    def ensures(self, state: DecisionState, scope: Scope) -> None:
+        for facts in scope.facts:
+            verdict = state.verdicts.get(facts.node)
+            if verdict is None:
+                continue
+            if verdict.rule is Rule.WHITE_LIST and not verdict.is_low:
+                raise self.fail(f"white {facts.node.name} is not low")
+            if verdict.rule is Rule.BLACK_LIST and verdict.dtype is not Dtype.FLOAT32:
+                raise self.fail(f"black {facts.node.name} is not float32")
+
+
+def _already_low(state: DecisionState, dtype: Dtype | None, colour: Colour, key: str, fp32_runs: bool) -> Verdict:
+    if colour is Colour.BLACK and fp32_runs:
+        return Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, f"{key} is on the black list: raised to float32")
+    return Verdict(dtype, Rule.ALREADY_LOW, f"already {dtype}; the mixed mode keeps it")

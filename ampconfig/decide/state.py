@@ -1,0 +1,137 @@
+"""The decision state the passes read and write: one typed object instead of dicts handed around.
+
+:class:`DecisionState` holds the model's scopes and node facts (read-only), the context (mode, lists, op info,
+pins), each painted node's effective colour, and the verdicts decided so far. Helpers here answer the questions
+every pass asks about a node's neighbours: how does this float input arrive, who consumes this output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+import onnx_ir as ir
+
+from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
+from ampconfig.dtypes import Dtype
+from ampconfig.opinfo.library import Colour
+
+
+class Arrival(Enum):
+    """How a float input reaches a node."""
+
+    CONSTANT = "constant"  # an initializer, a Constant/ConstantOfShape, or a node fed only by those
+    LOW = "low"
+    FLOAT32 = "float32"
+    PENDING = "pending"  # from a node not decided yet
+
+
+@dataclass
+class DecisionState:
+    ctx: DecisionContext
+    scopes: list[Scope]
+    facts_of: dict[ir.Node, NodeFacts]
+    verdicts: dict[ir.Node, Verdict] = field(default_factory=dict)
+    #: the effective colour of each painted node (mixed modes), after the per-node judgements
+    colours: dict[ir.Node, Colour] = field(default_factory=dict)
+    #: why a node's effective colour differs from its op type's colour in the lists
+    colour_reasons: dict[ir.Node, str] = field(default_factory=dict)
+    #: nodes whose float inputs are all constants (or come from such nodes): their outputs count as constants
+    constant_fed: set[ir.Node] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, scopes: list[Scope], ctx: DecisionContext) -> DecisionState:
+        return cls(ctx, scopes, {facts.node: facts for scope in scopes for facts in scope.facts})
+
+    # -- verdicts ----------------------------------------------------------------------------------------------
+    def decide(self, node: ir.Node, verdict: Verdict) -> None:
+        self.verdicts[node] = verdict
+
+    def dtype_of(self, node: ir.Node) -> Dtype | None:
+        verdict = self.verdicts.get(node)
+        return verdict.dtype if verdict is not None else None
+
+    def colour(self, node: ir.Node) -> Colour:
+        colour = self.colours.get(node)
+        return colour if colour is not None else self.ctx.colour(self.facts_of[node])
+
+    def value_dtype(self, value: ir.Value) -> Dtype | None:
+        """The dtype ``value`` has after the decisions so far: its producer's verdict where the value follows the
+        producer's compute dtype, else the type it has today."""
+        producer = value.producer()
+        facts = self.facts_of.get(producer) if producer is not None else None
+        verdict = self.verdicts.get(producer) if producer is not None else None
+        if (
+            facts is not None
+            and verdict is not None
+            and verdict.dtype is not None
+            and value.index() in facts.output_slots
+        ):
+            return verdict.dtype
+        return Dtype.of_value(value)
+
+    def required_dtype(self, node: ir.Node, index: int) -> Dtype | None:
+        """The dtype ``node`` needs on input ``index`` after the rewrite: its compute dtype for a compute-dtype input,
+        else the value's own dtype; None for a Cast (it takes any dtype) or an absent input."""
+        value = node.inputs[index]
+        if value is None or (node.op_type == "Cast" and node.domain in ("", "ai.onnx")):
+            return None
+        facts = self.facts_of.get(node)
+        verdict = self.verdicts.get(node)
+        if facts is not None and verdict is not None and verdict.dtype is not None and index in facts.input_slots:
+            return verdict.dtype
+        return Dtype.of_value(value)
+
+    # -- neighbours --------------------------------------------------------------------------------------------
+    def arrival(self, value: ir.Value) -> tuple[Arrival, str]:
+        """How the float input ``value`` arrives, and the name of what decides that."""
+        if is_constant(value):
+            producer = value.producer()
+            return Arrival.CONSTANT, (producer.name if producer is not None else value.name) or ""
+        producer = value.producer()
+        if producer is None:
+            kind = Arrival.LOW if Dtype.of_value(value) in (Dtype.FLOAT16, Dtype.BFLOAT16) else Arrival.FLOAT32
+            return kind, f"input {value.name}"
+        if producer.op_type == "Cast" and producer.domain in ("", "ai.onnx"):
+            source = producer.inputs[0]
+            if source is None or Dtype.of_value(source) is None:
+                return Arrival.CONSTANT, producer.name or ""  # a Cast from a non-float source can be retargeted
+            return self.arrival(source)
+        if producer in self.constant_fed:
+            return Arrival.CONSTANT, producer.name or ""
+        facts = self.facts_of.get(producer)
+        undecided = facts is not None and facts.dtype is not None and producer not in self.verdicts
+        if undecided and value.index() in facts.output_slots:
+            return Arrival.PENDING, producer.name or ""
+        dtype = self.value_dtype(value)
+        return (Arrival.LOW if dtype is not None and dtype.is_low else Arrival.FLOAT32), producer.name or ""
+
+    def float_consumers(self, node: ir.Node) -> Iterator[tuple[ir.Node, ir.Value]]:
+        """(consumer, value) for each use of the node's float outputs as a consumer's compute-dtype input."""
+        for value in node.outputs:
+            if Dtype.of_value(value) is None:
+                continue
+            for use in value.uses():
+                consumer_facts = self.facts_of.get(use.node)
+                if consumer_facts is not None and use.idx in consumer_facts.input_slots:
+                    yield use.node, value
+
+    def live_inputs(self, facts: NodeFacts) -> list[ir.Value]:
+        """The node's compute-dtype inputs that are not constants."""
+        values = (facts.node.inputs[i] for i in facts.input_slots)
+        return [value for value in values if value is not None and not is_constant(value)]
+
+
+def is_constant(value: ir.Value) -> bool:
+    """An initializer (not also a graph input) or the output of a Constant/ConstantOfShape node."""
+    if value.const_value is not None and not value.is_graph_input():
+        return True
+    producer = value.producer()
+    return producer is not None and producer.op_type in CONSTANT_OPS and producer.domain in ("", "ai.onnx")
+
+
+def is_flexible(facts: NodeFacts) -> bool:
+    """Casts and constants: their dtype follows their consumers and is settled last, not painted."""
+    return facts.node.op_type in ("Cast", *CONSTANT_OPS) and facts.node.domain in ("", "ai.onnx")
