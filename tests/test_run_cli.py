@@ -353,9 +353,9 @@ def test_bundled_example_json() -> None:
     assert payload["outputs"][0]["shape"] == [1, 16, 1000]  # batch 1, seq 16 by default
     assert payload["inputs"][0]["defaulted_dims"] == {"batch": 1, "seq": 16}
     assert payload["nodes"] == sum(payload["dtype_counts"].values()) > 0
-    # The CPU op info counts float16 ops ONNX Runtime runs through its own casts, so the example is mixed on the
-    # CPU too, and accuracy comes from the copy that keeps float16 rounding.
-    assert 0 < payload["low_precision_nodes"] < payload["nodes"]
+    # The CPU op info counts float16 ops ONNX Runtime runs through its own casts, so the example is lowered on
+    # the CPU too, and accuracy comes from the copy that keeps float16 rounding.
+    assert 0 < payload["low_precision_nodes"] <= payload["nodes"]
     assert any("explicit float16 casts" in note for note in payload["notes"])
 
 

@@ -34,6 +34,7 @@ from ampconfig.opinfo.library import (
     ops_info_path,
     parse_ops_info,
 )
+from ampconfig.opinfo.numerics import target_colour
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -83,17 +84,36 @@ def _ordered(dtypes: Iterable[str]) -> list[str]:
     return [dtype for dtype in FLOAT_DTYPES if dtype in wanted]
 
 
-def _entry(strategy: StrategyEntry, dtypes: Iterable[str], native: Iterable[str], source: str) -> OpInfoEntry:
-    flags = {Colour.WHITE: "true", Colour.BLACK: "false"}
-    flag = flags.get(strategy.colour)
+def _entry(
+    key: str, strategy: StrategyEntry, dtypes: Iterable[str], native: Iterable[str] | None, source: str, target: str
+) -> OpInfoEntry:
+    """One op's entry: its measured or published kernels, and the colour they give it on ``target``
+    (:func:`ampconfig.opinfo.numerics.target_colour`)."""
+    dtypes, native = _ordered(dtypes), (None if native is None else _ordered(native))
+    coloured = target_colour(key, strategy.colour, target, dtypes, native)
+    flag = {Colour.WHITE: "true", Colour.BLACK: "false"}.get(coloured.colour)
     return OpInfoEntry(
         precision_reduce=PrecisionReduce(flag=flag) if flag else None,  # type: ignore[arg-type]
-        clear=strategy.colour is Colour.CLEAR,
-        dtypes=_ordered(dtypes),  # type: ignore[arg-type]
-        native_dtypes=_ordered(native),  # type: ignore[arg-type]
+        clear=coloured.colour is Colour.CLEAR,
+        dtypes=dtypes,  # type: ignore[arg-type]
+        native_dtypes=native,  # type: ignore[arg-type]
         dtype_source=source,
         reference=strategy.reference,
+        accumulation=dict(coloured.accumulation) or None,  # type: ignore[arg-type]
+        accumulation_source=coloured.accumulation_source or None,
+        colour_note=coloured.note or None,
     )
+
+
+def recoloured(document: OpsInfoFile) -> OpsInfoFile:
+    """``document`` with every entry the built-in strategy knows coloured anew from the strategy and the kernel
+    numerics, its measured dtypes kept: how the packaged op info follows a change of either table."""
+    ops = dict(document.ops)
+    for key, entry in document.ops.items():
+        strategy = STRATEGY.get(key)
+        if strategy is not None:
+            ops[key] = _entry(key, strategy, entry.dtypes, entry.native_dtypes, entry.dtype_source, document.target)
+    return document.model_copy(update={"ops": ops})
 
 
 def _write_atomic(document: OpsInfoFile, path: Path) -> None:
@@ -157,7 +177,7 @@ def probe_command(
     for key in keys:
         measured = measure_op(key, provider)
         source = "probe" if measured.probed else "not-probed"
-        entries[key] = _entry(STRATEGY[key], measured.dtypes, measured.native_dtypes, source)
+        entries[key] = _entry(key, STRATEGY[key], measured.dtypes, measured.native_dtypes, source, target)
         if "float32" in measured.dtypes and not measured.low_dtype_probes:
             float32_only.append(key)
     path = output or ops_info_path(target)
@@ -196,6 +216,10 @@ def _report(entries: dict[str, OpInfoEntry], path: Path, seconds: float) -> None
     )
 
 
+def _table_source(key: str, listed: dict[str, list[str]]) -> str:
+    return "kernel-table" if key in listed else "not-probed"
+
+
 @_subcommand("import-table")
 def import_table_command(
     table: Annotated[Path, typer.Argument(help="Local copy of onnxruntime's docs/OperatorKernels.md.")],
@@ -226,7 +250,14 @@ def import_table_command(
     provider = PROVIDERS[target]
     listed = kernel_table_dtypes(table, provider, opset)
     entries = {
-        key: _entry(entry, listed.get(key, []), listed.get(key, []), "kernel-table" if key in listed else "not-probed")
+        key: _entry(
+            key,
+            entry,
+            listed.get(key, []),
+            listed.get(key, []),
+            "kernel-table" if key in listed else "not-probed",
+            target,
+        )
         for key, entry in STRATEGY.items()
     }
     path = output or ops_info_path(target)
@@ -242,6 +273,36 @@ def import_table_command(
     if path.resolve() == ops_info_path(target).resolve():
         load_ops_info.cache_clear()
     _report(entries, path, 0.0)
+
+
+@_subcommand("recolour")
+def recolour_command(
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
+    ] = None,
+) -> None:
+    """Colour a target's op info anew from the built-in strategy and kernel numerics, keeping its dtypes.
+
+    The colours in `ops_info/<target>.json` are derived: the reference lists' colour (ampconfig/opinfo/colours.py),
+    made gray on this target where an op's only danger is accumulation and the target's low-precision kernels
+    sum in float32 (ampconfig/opinfo/numerics.py, with the source cited in `accumulation_source`). Run this after
+    changing either table; the test suite fails while the packaged files and the tables disagree.
+
+    Example:
+
+      ampconfig ops-info recolour --target cuda
+    """
+    target = _check_target(target)
+    source = ops_info_path(target)
+    document = recoloured(parse_ops_info(source.read_text(encoding="utf-8"), str(source)))
+    path = output or source
+    _write_atomic(document, path)
+    if path.resolve() == source.resolve():
+        load_ops_info.cache_clear()
+    changed = sorted(key for key, entry in document.ops.items() if entry.colour_note)
+    stderr.print(f"wrote {path}; gray by kernel numerics: {', '.join(changed) or 'none'}", markup=False)
 
 
 @_subcommand("show")

@@ -78,6 +78,18 @@ class OpInfoEntry(BaseModel):
         default="",
         description="Which reference the colour follows (TensorFlow AMP lists, PyTorch autocast lists, ...).",
     )
+    accumulation: dict[Literal["float16", "bfloat16"], Literal["float32", "float16", "bfloat16"]] | None = Field(
+        default=None,
+        description="Per low dtype, the dtype the target's kernel sums in (norm statistics, softmax denominators), "
+        "where known: the reason an op the reference lists keep in float32 can be gray on this target.",
+    )
+    accumulation_source: str | None = Field(
+        default=None, description="Where `accumulation` is stated (ONNX Runtime source files), or why it holds."
+    )
+    colour_note: str | None = Field(
+        default=None,
+        description="Why this target's colour differs from the reference lists' (see `accumulation`).",
+    )
 
     @model_validator(mode="after")
     def _clear_is_uncoloured(self) -> OpInfoEntry:
@@ -160,6 +172,11 @@ class OpInfoLibrary:
         return bool(
             entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
         )
+
+    def colour_note(self, key: str) -> str | None:
+        """Why the op's colour on this target differs from the reference lists', if it does."""
+        entry = self.entries.get(key)
+        return entry.colour_note if entry is not None else None
 
     def has_kernel(self, key: str, dtype: str) -> bool | None:
         dtypes = self.kernel_dtypes(key)

@@ -22,6 +22,8 @@ class AssignColours(DecisionPass):
             if judged is not None:
                 colour, reason = judged
                 state.colour_reasons[facts.node] = reason
+            elif facts.key not in lists.edited and (note := state.ctx.library.colour_note(facts.key)):
+                state.colour_reasons[facts.node] = note
             state.colours[facts.node] = colour
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
