@@ -50,23 +50,25 @@ and the run goes on. The JSON is rewritten (atomically) after every export and e
 nothing; an existing --json file is merged into, so several calls can share one file.
 
 Examples:
-  # on the GPU machine, one or two models per call, inside a 600 s command limit:
-  python3 benchmarks/gpu_models.py --work /root/gpuwork --models bert_base,bert_fused \\
-      --json $OUT/gpu-bert.json --budget-s 500 | grep --line-buffered -v Warning
+  # on the GPU machine (after `. benchmarks/gpu_env.sh`; see benchmarks/GPU.md), a few models per call within the
+  # device tool's 600 s limit:
+  python3 benchmarks/gpu_models.py --work /root/gw --models bert_base,bert_fused --json $OUT/gpu-b.json \\
+      --budget-s 540 2>&1 | grep --line-buffered -v -e '^\\[torch.onnx\\]' -e Warning
   python3 benchmarks/gpu_models.py --table a.json b.json      # markdown table for docs/benchmarks.md
   python3 benchmarks/gpu_models.py --op-kernels $OUT/kernels.json   # ORT kernel/contrib-schema dumps
   python3 benchmarks/gpu_models.py --smoke --work /tmp/smoke --json /tmp/smoke.json   # tiny models, CPU, no GPU
 
---smoke builds tiny configs (2-layer BERT / GPT-2 / MiniLM with small widths, resnet18-size and 2-layer ViT at
-32x32, batch 2-4) and runs on CPUExecutionProvider with 2 warm-up and 5 timed runs: it tests the whole pipeline
-without a GPU. When torchvision cannot be imported (a CUDA torchvision beside a CPU torch), the smoke run uses small
-stand-in ResNet / ViT modules defined here and says so in the export record.
+--smoke builds tiny configs (2-layer BERT / GPT-2 / MiniLM with small widths, torchvision resnet18 at 64x64 and a
+2-layer ViT at 32x32, batch 2-4) and runs on CPUExecutionProvider with 2 warm-up and 5 timed runs: it tests the
+whole pipeline without a GPU. When torchvision cannot be imported (a CUDA torchvision beside a CPU torch), the smoke
+run uses small stand-in ResNet / ViT modules defined here and says so in the export record.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import gc
 import hashlib
@@ -144,10 +146,11 @@ class ModelConfig:
     transformer: TransformerShape | None = None
     base: str | None = None  # bert_fused is made from bert_base's export
     attn: str | None = None  # transformers attn_implementation; None: the library's default (sdpa)
+    resized: str = ""  # "-b8-s64" when --batch/--seq changed the default shapes
 
     @property
     def key(self) -> str:
-        return f"{self.name}-smoke" if self.smoke else self.name
+        return f"{self.name}{'-smoke' if self.smoke else ''}{self.resized}"
 
     def input_shapes(self) -> dict[str, list[int]]:
         if self.image:
@@ -184,7 +187,22 @@ SMOKE_GPT2 = TransformerShape(hidden=64, layers=2, heads=4, ffn=256, vocab=1000,
 SMOKE_MINILM = TransformerShape(hidden=48, layers=2, heads=4, ffn=96, vocab=1000, positions=128)
 
 
-def model_config(name: str, smoke: bool) -> ModelConfig:
+def model_config(name: str, smoke: bool, batch: int | None = None, seq: int | None = None) -> ModelConfig:
+    """The configuration of ``name``; ``batch``/``seq`` override the documented shapes (a quick CPU check of the
+    full-size weights, or a sweep) and then name their own cache files."""
+    config = _default_config(name, smoke)
+    changes: dict[str, Any] = {}
+    if batch and batch != config.batch:
+        changes["batch"] = batch
+    if seq and config.seq and seq != config.seq:
+        changes["seq"] = seq
+    if not changes:
+        return config
+    resized = "".join(f"-{k[0]}{v}" for k, v in changes.items())
+    return dataclasses.replace(config, resized=resized, **changes)
+
+
+def _default_config(name: str, smoke: bool) -> ModelConfig:
     if name == "resnet50":
         return ModelConfig(name, smoke, "legacy", batch=2 if smoke else 64, image=64 if smoke else 224)
     if name == "vit_b_16":
@@ -199,7 +217,7 @@ def model_config(name: str, smoke: bool) -> ModelConfig:
         shape = SMOKE_MINILM if smoke else MINILM_L6
         return ModelConfig(name, smoke, "dynamo", batch=4 if smoke else 64, seq=16 if smoke else 128, transformer=shape)
     if name == "bert_fused":
-        base = model_config("bert_base", smoke)
+        base = _default_config("bert_base", smoke)
         return ModelConfig(
             name, smoke, "ort_optimizer", base.batch, seq=base.seq, transformer=base.transformer, base="bert_base"
         )
@@ -208,7 +226,8 @@ def model_config(name: str, smoke: bool) -> ModelConfig:
 
 def make_feeds(config: ModelConfig, seed: int) -> dict[str, np.ndarray]:
     """Deterministic inputs (same seed, same arrays on every call), so a cached reference stays valid."""
-    rng = np.random.default_rng([seed, sum(config.name.encode())])
+    # bert_fused gets bert_base's inputs: the same weights, so the two rows are comparable
+    rng = np.random.default_rng([seed, sum((config.base or config.name).encode())])
     shapes = config.input_shapes()
     if config.image:
         return {"images": rng.standard_normal(shapes["images"], dtype=np.float32)}
@@ -508,18 +527,11 @@ def _fuse_bert(config: ModelConfig, base_path: Path | None, path: Path, args: ar
     if base_path is not None and args.fused_source in ("auto", "dynamo"):
         candidates += _optimize_bert(base_path, config, args, "dynamo bert_base export", tried)
     if args.fused_source == "legacy" or (args.fused_source == "auto" and not any(c[0][0] for c in candidates)):
-        legacy = ModelConfig(
-            "bert_base",
-            config.smoke,
-            "legacy",
-            config.batch,
-            seq=config.seq,
-            transformer=config.transformer,
-            attn="eager",
-        )
+        # bert_base's name and shapes: the same seed gives the same weights and inputs
+        legacy = dataclasses.replace(config, name="bert_base", exporter="legacy", attn="eager", base=None)
         source = path.with_name(f"{config.key}.legacy-source.onnx")
         start = time.perf_counter()
-        _export_torch(legacy, make_feeds(model_config("bert_base", config.smoke), args.seed), source, args)
+        _export_torch(legacy, make_feeds(legacy, args.seed), source, args)
         tried["legacy export s"] = round(time.perf_counter() - start, 2)
         candidates += _optimize_bert(source, config, args, "legacy eager-attention export", tried)
     if not candidates:
@@ -560,7 +572,7 @@ def ensure_export(config: ModelConfig, args: argparse.Namespace, budget: Budget,
             return path
     base_path = None
     if config.base and args.fused_source != "legacy":
-        base_path = ensure_export(model_config(config.base, config.smoke), args, budget, report)
+        base_path = ensure_export(model_config(config.base, config.smoke, args.batch, args.seq), args, budget, report)
         if base_path is None:
             return None
     estimate = SMOKE_ESTIMATE_S if config.smoke else EXPORT_ESTIMATE_S[config.name]
@@ -643,12 +655,12 @@ def parse_variants(text: str, mixlists: Sequence[str], mixlist_mode: str) -> lis
     return variants
 
 
-def convert(variant: Variant, path: Path, target: str) -> tuple[onnx.ModelProto | None, float, dict[str, Any]]:
+def convert(variant: Variant, path: Path, target: str) -> tuple[onnx.ModelProto | None, float | None, dict[str, Any]]:
     """(model, seconds, notes). Seconds cover loading the saved export and converting it, for every tool alike.
-    For fp32 the model is None: the session loads the file itself."""
+    For fp32 the model and seconds are None: the session loads the file itself."""
     notes: dict[str, Any] = {}
     if variant.kind == "fp32":
-        return None, 0.0, notes
+        return None, None, notes
     if variant.kind == "occ_fp16":
         try:
             from onnxconverter_common import float16 as occ_float16
@@ -667,9 +679,10 @@ def convert(variant: Variant, path: Path, target: str) -> tuple[onnx.ModelProto 
             seconds = time.perf_counter() - start
             notes["casts_inserted"] = result.stats.casts_inserted
             notes["decisions"] = dict(Counter(str(d.dtype) for d in result.decisions))
-            if result.warnings:
-                notes["warnings"] = [w[:200] for w in result.warnings[:5]] + (
-                    [f"... {len(result.warnings) - 5} more"] if len(result.warnings) > 5 else []
+            messages = list(getattr(result, "warnings", []))
+            if messages:
+                notes["warnings"] = [w[:200] for w in messages[:5]] + (
+                    [f"... {len(messages) - 5} more"] if len(messages) > 5 else []
                 )
             return model, seconds, notes
         source = onnx.load(str(path))
@@ -1002,7 +1015,7 @@ def run_variant(
     start = time.perf_counter()
     try:
         model, seconds, notes = convert(variant, path, args.target)
-        row["convert_s"] = round(seconds, 3)
+        row["convert_s"] = None if seconds is None else round(seconds, 3)
         row.update(notes)
         phase = "check"
         check_start = time.perf_counter()
@@ -1047,17 +1060,16 @@ def _summary(model: str, key: str, row: dict[str, Any]) -> str:
         return f"{model} {key}: ERROR in {row['phase']}: {row['error'][:300]}"
     if "skipped" in row:
         return f"{model} {key}: skipped ({row['skipped']})"
-    rel = row.get("rel_l2")
-    rel_text = "n/a" if rel is None else f"{rel:.2e}"
+    rel, convert_s = row.get("rel_l2"), row.get("convert_s")
     return (
-        f"{model} {key}: {row['ms']:.3f} ms (min {row['ms_min']:.3f}), rel-L2 {rel_text}, nonfinite "
+        f"{model} {key}: {row['ms']:.3f} ms (min {row['ms_min']:.3f}), rel-L2 {_fmt(rel, '.2e')}, nonfinite "
         f"{row.get('nonfinite', 'n/a')}, casts {row['casts']}, valid {row['valid'][:60]}, convert "
-        f"{row['convert_s']:.2f} s, total {row['total_s']:.1f} s"
+        f"{_fmt(convert_s, '.2f')} s, total {row['total_s']:.1f} s"
     )
 
 
 def run_model(name: str, variants: list[Variant], args: argparse.Namespace, budget: Budget, report: Report) -> None:
-    config = model_config(name, args.smoke)
+    config = model_config(name, args.smoke, args.batch, args.seq)
     try:
         path = ensure_export(config, args, budget, report)
     except Exception as exc:
@@ -1390,6 +1402,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="bert_fused from the dynamo export, a legacy eager-attention export, or auto: dynamo, then legacy "
         "when no Attention was fused (default)",
     )
+    parser.add_argument("--batch", type=int, help="override every model's batch size (own cache files)")
+    parser.add_argument("--seq", type=int, help="override the token models' sequence length (own cache files)")
     parser.add_argument("--seed", type=int, default=0, help="torch.manual_seed and input seed (default 0)")
     parser.add_argument("--budget-s", type=float, help="start no step that would end later than this after start")
     parser.add_argument("--placement", action="store_true", help="also record which provider ran each node (slow)")
@@ -1432,7 +1446,7 @@ def main(argv: Sequence[str]) -> int:
     log(f"models {models}; variants {[v.key for v in variants]}; provider {args.provider}; budget {args.budget_s} s")
     for name in models:
         if args.export_only:
-            config = model_config(name, args.smoke)
+            config = model_config(name, args.smoke, args.batch, args.seq)
             try:
                 ensure_export(config, args, budget, report)
             except Exception as exc:
