@@ -32,6 +32,7 @@ from typer.testing import CliRunner, Result
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard, same_file
+from ampconfig.settings import schemas
 from tests.graphs import FLOAT, make_model, tensor, weight
 
 runner = CliRunner()
@@ -487,6 +488,46 @@ def test_a_write_that_fails_halfway_leaves_no_partial_data_and_the_old_output_in
     assert out.read_bytes() == b"previous model" and data.read_bytes() == b"previous data"
     assert staging_leftovers(tmp_path) == []
     assert sorted(path.name for path in tmp_path.iterdir()) == ["big.onnx", "big.weights", "out.onnx", "out.onnx.data"]
+
+
+# ---------------------------------------------------------------------------------------------- schema --write
+def test_schema_write_refuses_a_missing_folder_and_creates_nothing(tmp_path: Path) -> None:
+    result = invoke("schema", "--write", tmp_path / "missing" / "deeper")
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def _layout(root: Path, *, checkout: bool) -> Path:
+    """A package folder with a schemas/ folder: in a source checkout (a pyproject.toml naming ampconfig next to
+    it) or installed (site-packages)."""
+    package = root / ("project" if checkout else "site-packages") / "ampconfig"
+    (package / "schemas").mkdir(parents=True)
+    if checkout:
+        (package.parent / "pyproject.toml").write_text('[project]\nname = "ampconfig"\n', encoding="utf-8")
+    return package
+
+
+def test_schema_write_without_a_folder_never_writes_into_an_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _layout(tmp_path, checkout=False)
+    monkeypatch.setattr(schemas, "PACKAGE_DIR", package)
+    result = invoke("schema", "--write")
+    assert result.exit_code == 2
+    assert "installed package" in result.stderr and "schema --write DIR" in result.stderr
+    assert list((package / "schemas").iterdir()) == []
+
+
+def test_schema_write_without_a_folder_writes_into_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _layout(tmp_path, checkout=True)
+    monkeypatch.setattr(schemas, "PACKAGE_DIR", package)
+    result = invoke("schema", "mixlist", "--write")
+    assert result.exit_code == 0, result.stderr
+    written = package / "schemas" / "mixlist.schema.json"
+    assert written.read_text(encoding="utf-8") == schemas.schema_text("mixlist")
+    assert schemas.source_schema_dir(_layout(tmp_path / "other", checkout=False)) is None
 
 
 # ---------------------------------------------------------------------------------------------- the property
