@@ -23,6 +23,7 @@ from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.errors import Severity
 from ampconfig.files.models import (
+    OpenedModel,
     check_input_model,
     checker_problem,
     inferred_types,
@@ -127,7 +128,7 @@ def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
 
 @with_gc_paused
 def rewrite_model_detailed(
-    model: str | Path | onnx.ModelProto,
+    model: str | Path | onnx.ModelProto | OpenedModel,
     precision_mode: str | PrecisionMode,
     modify_mixlist: MixlistInput = None,
     keep_dtype: KeepDtypeInput = None,
@@ -137,7 +138,8 @@ def rewrite_model_detailed(
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
-    ``model`` is a path or an ``onnx.ModelProto`` (never modified). ``modify_mixlist`` is a path to a mixlist JSON
+    ``model`` is a path, an ``onnx.ModelProto`` (never modified) or a model already opened with
+    :func:`~ampconfig.files.models.open_model`. ``modify_mixlist`` is a path to a mixlist JSON
     or the mixlist as a dict; ``keep_dtype`` a path to a keep_dtype file or a list of node names
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
     ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw

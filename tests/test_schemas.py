@@ -85,6 +85,8 @@ def test_cli_prints_one_schema_or_all() -> None:
 
 
 def test_cli_writes_schema_files(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "one").mkdir()
     result = runner.invoke(app, ["schema", "--write", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     written = sorted(path.name for path in (tmp_path / "out").iterdir())

@@ -8,6 +8,7 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
+    HTML_ROLE,
     ConfigOpt,
     DataMaxOpt,
     HtmlOpt,
@@ -69,7 +70,8 @@ def compare(
     html: HtmlOpt = None,
 ) -> None:
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare
-    from ampconfig.files.atomic import write_text_atomic
+    from ampconfig.files.guard import OutputGuard
+    from ampconfig.prove.request_files import declare_inputs
     from ampconfig.prove.run import RunFlags, resolve_request
     from ampconfig.report.compare import compare_payload, render_compare
     from ampconfig.report.explain import explain_payload
@@ -88,17 +90,21 @@ def compare(
         seed=seed,
         tolerance=tolerance,
     )
-    prepared = prepare(resolve_request(flags), command="compare")
-    result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
-    payload = compare_payload(result, prepared)
-    if html is not None:
-        explained = explain_payload(
-            result.rewrite,
-            model=str(prepared.request.model_path),
-            range_report=result.range.to_dict() if result.range is not None else None,
-        )
-        written = write_text_atomic(html, render_html(explained, payload), what="HTML report")
-        stderr.print(f"wrote {written}", markup=False)
+    request = resolve_request(flags)
+    with OutputGuard() as guard:
+        declare_inputs(guard, request, flags)
+        report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
+        prepared = prepare(request, command="compare", guard=guard)
+        result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
+        payload = compare_payload(result, prepared)
+        if report is not None:
+            explained = explain_payload(
+                result.rewrite,
+                model=str(prepared.request.model_path),
+                range_report=result.range.to_dict() if result.range is not None else None,
+            )
+            written = guard.write_text(report, render_html(explained, payload))
+            stderr.print(f"wrote {written}", markup=False)
     if json_output:
         print_json(payload)
     else:

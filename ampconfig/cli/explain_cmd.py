@@ -8,6 +8,7 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
+    HTML_ROLE,
     ConfigOpt,
     DataMaxOpt,
     HtmlOpt,
@@ -33,7 +34,8 @@ colour, dtype and rule, and the casts inserted. Nothing is run unless --range-ch
 --range-check runs the fp32 model once on calibration inputs (--inputs/--shape, as for run) and keeps in
 float32 every node whose values leave the low type's range (rule range_overflow). --compare also runs the
 rewritten model and adds each node's error to the report (see ampconfig compare). --html FILE writes one
-self-contained HTML file (searchable node table; with --compare an error plot).
+self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
+the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
 
 Settings resolve as for [bold]ampconfig run[/bold]: flags over --config over defaults.
 
@@ -70,7 +72,8 @@ def explain(
     html: HtmlOpt = None,
 ) -> None:
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
-    from ampconfig.files.atomic import write_text_atomic
+    from ampconfig.files.guard import OutputGuard
+    from ampconfig.prove.request_files import declare_inputs
     from ampconfig.prove.run import RunFlags, resolve_request
     from ampconfig.report.compare import compare_payload
     from ampconfig.report.explain import explain_payload, render_explain
@@ -89,26 +92,31 @@ def explain(
         seed=seed,
     )
     request = resolve_request(flags)
-    prepared = prepare(request, need_inputs=range_check or compare, command="explain --range-check/--compare")
-    compare_data: dict[str, Any] | None = None
-    ranges = None
-    if compare:
-        result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
-        rewrite, ranges = result.rewrite, result.range
-        compare_data = compare_payload(result, prepared)
-    elif range_check:
-        ranges = range_report(prepared, reference_run(prepared), data_max)
-        rewrite = prepared.rewrite(ranges.overflow_nodes)
-    else:
-        rewrite = prepared.rewrite()
-    payload = explain_payload(
-        rewrite, model=str(request.model_path), range_report=ranges.to_dict() if ranges is not None else None
-    )
-    if compare_data is not None:
-        payload["compare"] = compare_data
-    if html is not None:
-        written = write_text_atomic(html, render_html(payload, compare_data), what="HTML report")
-        stderr.print(f"wrote {written}", markup=False)
+    with OutputGuard() as guard:
+        declare_inputs(guard, request, flags)
+        report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
+        prepared = prepare(
+            request, need_inputs=range_check or compare, command="explain --range-check/--compare", guard=guard
+        )
+        compare_data: dict[str, Any] | None = None
+        ranges = None
+        if compare:
+            result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
+            rewrite, ranges = result.rewrite, result.range
+            compare_data = compare_payload(result, prepared)
+        elif range_check:
+            ranges = range_report(prepared, reference_run(prepared), data_max)
+            rewrite = prepared.rewrite(ranges.overflow_nodes)
+        else:
+            rewrite = prepared.rewrite()
+        payload = explain_payload(
+            rewrite, model=str(request.model_path), range_report=ranges.to_dict() if ranges is not None else None
+        )
+        if compare_data is not None:
+            payload["compare"] = compare_data
+        if report is not None:
+            written = guard.write_text(report, render_html(payload, compare_data))
+            stderr.print(f"wrote {written}", markup=False)
     if json_output:
         print_json(payload)
     else:

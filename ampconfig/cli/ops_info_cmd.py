@@ -22,7 +22,7 @@ from ampconfig.cli.app import app, reporting_errors
 from ampconfig.cli.output import print_json, print_warning, stderr, stdout
 from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.atomic import write_text_atomic
+from ampconfig.files.guard import Destination, OutputGuard, same_file
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
 from ampconfig.opinfo.library import (
     TARGETS,
@@ -116,11 +116,14 @@ def recoloured(document: OpsInfoFile) -> OpsInfoFile:
     return document.model_copy(update={"ops": ops})
 
 
-def _write_atomic(document: OpsInfoFile, path: Path) -> None:
-    """Write via a temp file in the same folder + os.replace, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+#: The role of the written op info file, as refusals name it.
+OUTPUT_ROLE = "op info file (--output)"
+
+
+def _write(document: OpsInfoFile, destination: Destination, guard: OutputGuard) -> None:
+    """Through the guard: atomically, so a reader never sees half a file."""
     text = json.dumps(document.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2) + "\n"
-    write_text_atomic(path, text, what="op info file")
+    guard.write_text(destination, text)
 
 
 def _merge_existing(ops: dict[str, OpInfoEntry], path: Path, target: str, partial: bool) -> dict[str, OpInfoEntry]:
@@ -165,12 +168,23 @@ def probe_command(
 
       ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json
     """
-    from ampconfig.runner.kernels import measure_op, onnxruntime_version, require_provider
+    from ampconfig.runner.kernels import require_provider
 
     target = _check_target(target)
     provider = PROVIDERS[target]
     require_provider(provider)  # onnxruntime-gpu lists CUDA even where its libraries are missing
     keys = _selected_keys(ops)
+    path = output or ops_info_path(target)
+    with OutputGuard() as guard:
+        destination = guard.output(OUTPUT_ROLE, path)  # checked before minutes of probing
+        _probe_and_write(target, provider, keys, ops, destination, guard)
+
+
+def _probe_and_write(
+    target: str, provider: str, keys: list[str], ops: str | None, destination: Destination, guard: OutputGuard
+) -> None:
+    from ampconfig.runner.kernels import measure_op, onnxruntime_version
+
     started = time.monotonic()
     entries: dict[str, OpInfoEntry] = {}
     float32_only: list[str] = []
@@ -180,7 +194,7 @@ def probe_command(
         entries[key] = _entry(key, STRATEGY[key], measured.dtypes, measured.native_dtypes, source, target)
         if "float32" in measured.dtypes and not measured.low_dtype_probes:
             float32_only.append(key)
-    path = output or ops_info_path(target)
+    path = destination.path
     document = OpsInfoFile(
         target=target,  # type: ignore[arg-type]
         provider=provider,
@@ -188,8 +202,8 @@ def probe_command(
         generated_by=f"ampconfig ops-info probe --target {target}" + (f" --ops {ops}" if ops else ""),
         ops=_merge_existing(entries, path, target, partial=bool(ops)),
     )
-    _write_atomic(document, path)
-    if path.resolve() == ops_info_path(target).resolve():
+    _write(document, destination, guard)
+    if same_file(path, ops_info_path(target)):
         load_ops_info.cache_clear()
     _report(entries, path, time.monotonic() - started)
     if float32_only:
@@ -244,10 +258,27 @@ def import_table_command(
 
       ampconfig ops-info import-table OperatorKernels.md --target cuda
     """
-    from ampconfig.runner.kernels import kernel_table_dtypes
 
     target = _check_target(target)
     provider = PROVIDERS[target]
+    path = output or ops_info_path(target)
+    with OutputGuard() as guard:
+        guard.read("kernel table (TABLE)", table)
+        destination = guard.output(OUTPUT_ROLE, path)
+        _import_and_write(table, target, provider, ort_version, opset, destination, guard)
+
+
+def _import_and_write(
+    table: Path,
+    target: str,
+    provider: str,
+    ort_version: str,
+    opset: int,
+    destination: Destination,
+    guard: OutputGuard,
+) -> None:
+    from ampconfig.runner.kernels import kernel_table_dtypes
+
     listed = kernel_table_dtypes(table, provider, opset)
     entries = {
         key: _entry(
@@ -260,7 +291,7 @@ def import_table_command(
         )
         for key, entry in STRATEGY.items()
     }
-    path = output or ops_info_path(target)
+    path = destination.path
     document = OpsInfoFile(
         target=target,  # type: ignore[arg-type]
         provider=provider,
@@ -269,8 +300,8 @@ def import_table_command(
         "(microsoft/onnxruntime docs/OperatorKernels.md)",
         ops=entries,
     )
-    _write_atomic(document, path)
-    if path.resolve() == ops_info_path(target).resolve():
+    _write(document, destination, guard)
+    if same_file(path, ops_info_path(target)):
         load_ops_info.cache_clear()
     _report(entries, path, 0.0)
 
@@ -296,10 +327,12 @@ def recolour_command(
     """
     target = _check_target(target)
     source = ops_info_path(target)
-    document = recoloured(parse_ops_info(source.read_text(encoding="utf-8"), str(source)))
     path = output or source
-    _write_atomic(document, path)
-    if path.resolve() == source.resolve():
+    with OutputGuard() as guard:
+        destination = guard.output(OUTPUT_ROLE, path)
+        document = recoloured(parse_ops_info(source.read_text(encoding="utf-8"), str(source)))
+        _write(document, destination, guard)
+    if same_file(path, source):
         load_ops_info.cache_clear()
     changed = sorted(key for key, entry in document.ops.items() if entry.colour_note)
     stderr.print(f"wrote {path}; gray by kernel numerics: {', '.join(changed) or 'none'}", markup=False)

@@ -53,8 +53,14 @@ ThresholdOpt = Annotated[
     typer.Option("--threshold", help="Relative L2 error at which a node counts as bad (first bad node)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+HTML_ROLE = "HTML report (--html)"
 HtmlOpt = Annotated[
-    Path | None, typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML report here.")
+    Path | None,
+    typer.Option(
+        "--html",
+        metavar="FILE",
+        help="Also write a self-contained HTML report here (never over an input; a FIFO or /dev/null gets a stream).",
+    ),
 ]
 ToleranceOpt = Annotated[
     float | None,

@@ -15,13 +15,19 @@ from ampconfig.cli.options import ConfigOpt, JsonOpt, KeepDtypeOpt, MixlistOpt
 from ampconfig.cli.output import print_json, print_warning, stdout
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import save_model_atomic
+from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.prove.request_files import declare_model, declare_model_output, role
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
 
 Flags override the session config (--config). The written model passes onnx.checker.check_model(full_check=True);
-when it could not, nothing is written and the exit code is 2. The input model is never overwritten.
+when it could not, nothing is written and the exit code is 2. No input is ever overwritten: an --output that is
+the same file as the model, its external data, the mixlist, the keep_dtype file or the config (however the path
+is spelled: symlinks, .., hard links) is refused with exit 2 before any work. An existing --output is replaced
+atomically; a FIFO or character device such as /dev/null gets the model as a stream (a model with external data
+cannot be streamed); a directory is refused.
 
 Models with external data (any model over 2 GB) are read lazily, one weight at a time; the output's weights are
 written to OUTPUT.data next to --output.
@@ -37,6 +43,26 @@ written to OUTPUT.data next to --output.
 
   ampconfig rewrite --config session.yaml --json
 """
+
+
+_LIST_FILES = (("mixlist", "--modify-mixlist", "modify_mixlist"), ("keep_dtype file", "--keep-dtype", "keep_dtype"))
+
+
+def _declare_files(
+    guard: OutputGuard, settings: dict[str, Any], flags: dict[str, Any], config: Path | None
+) -> tuple[OpenedModel, Destination]:
+    """Every file this rewrite reads and writes, checked before any work: the output may be none of the inputs
+    (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
+    guard.read("session config (--config)", config)
+    guard.read(role("input model", "MODEL", flags["model"], "model", config), settings["model"])
+    for what, flag, key in _LIST_FILES:
+        if isinstance(settings[key], Path):
+            guard.read(role(what, flag, flags[key], key, config), settings[key])
+    output_role = role("output model", "--output", flags["output"], "output", config)
+    guard.output(output_role, settings["output"])  # refused before the model is even read
+    opened = open_model(settings["model"])
+    declare_model(guard, opened)
+    return opened, declare_model_output(guard, Path(settings["output"]), output_role, opened)
 
 
 def _settings(
@@ -73,10 +99,6 @@ def _settings(
         raise AmpconfigError("no model given", file=source, hint="pass MODEL or set `model` in the config")
     if settings["output"] is None:
         raise AmpconfigError("no output path given", file=source, hint="pass -o OUT.onnx or set `output`")
-    if Path(settings["output"]).resolve() == Path(settings["model"]).resolve():
-        raise AmpconfigError(
-            "refusing to overwrite the input model", file=str(settings["output"]), hint="choose another -o path"
-        )
     from ampconfig.settings.modes import parse_mode
 
     check_mode_accepts_mixlist(parse_mode(mode), settings["modify_mixlist"] is not None, source)
@@ -132,17 +154,18 @@ def rewrite(
     json_output: JsonOpt = False,
 ) -> None:
     settings = _settings(model, output, config, precision_mode, modify_mixlist, keep_dtype, target, keep_io_types)
-    result = rewrite_model_detailed(
-        settings["model"],
-        settings["precision_mode"],
-        modify_mixlist=settings["modify_mixlist"],
-        keep_dtype=settings["keep_dtype"],
-        target=settings["target"],
-        keep_io_types=settings["keep_io_types"],
-    )
-    written = save_model_atomic(
-        result.savable, settings["output"], input_path=settings["model"], input_files=result.input_files
-    )
+    given = {"model": model, "output": output, "modify_mixlist": modify_mixlist, "keep_dtype": keep_dtype}
+    with OutputGuard() as guard:
+        opened, destination = _declare_files(guard, settings, given, config)
+        result = rewrite_model_detailed(
+            opened,
+            settings["precision_mode"],
+            modify_mixlist=settings["modify_mixlist"],
+            keep_dtype=settings["keep_dtype"],
+            target=settings["target"],
+            keep_io_types=settings["keep_io_types"],
+        )
+        written = save_model_atomic(result.savable, destination, guard=guard)
     summary = rewrite_summary(result, Path(settings["model"]), written)
     if json_output:
         print_json(summary)

@@ -45,6 +45,10 @@ The device is CUDA when it really loads (reported from the session), else the CP
 of falling back. A model with external data (any model over 2 GB) runs from files: the rewritten model is kept in
 a temporary folder, removed afterwards, and --output gets its weights in OUTPUT.data next to it.
 
+No input is ever overwritten: an --output that is the same file as the model, its external data, the config,
+the mixlist, the keep_dtype file or an --input/--inputs array file (however spelled) is refused with exit 2
+before anything runs. A FIFO or character device such as /dev/null gets the model as a stream.
+
 Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
 
 [bold]Examples[/bold]
@@ -96,7 +100,8 @@ def run(
     inputs_npz: InputsOpt = None,
     shapes: ShapesOpt = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the rewritten model here (atomically).")
+        Path | None,
+        typer.Option("--output", "-o", help="Write the rewritten model here (atomically; never over an input)."),
     ] = None,
     warmup: Annotated[int | None, typer.Option("--warmup", help="Untimed runs per model.", show_default="3")] = None,
     iterations: Annotated[
@@ -106,6 +111,8 @@ def run(
     tolerance: ToleranceOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
+    from ampconfig.files.guard import OutputGuard
+    from ampconfig.prove.request_files import declare_inputs, role
     from ampconfig.prove.run import RunFlags, execute, resolve_request  # ONNX Runtime: only when running
 
     flags = RunFlags(
@@ -127,8 +134,10 @@ def run(
     request = resolve_request(flags)
     if request.example is not None:
         stderr.print(f"no model given: running the bundled example {request.example!r}", markup=False)
-    with _progress_bar(stderr.is_terminal and not json_output) as progress:
-        report = execute(request, progress)
+    output_role = role("output model", "--output", output, "output", config)
+    with OutputGuard() as guard, _progress_bar(stderr.is_terminal and not json_output) as progress:
+        declare_inputs(guard, request, flags)
+        report = execute(request, progress, guard, output_role)
     if json_output:
         print_json(run_payload(report))
     else:

@@ -41,13 +41,18 @@ def schema(
         typer.Argument(
             metavar="[KIND] [DIR]",
             help="KIND: session-config (or config), mixlist, ops-info; all when absent. DIR: with --write, "
-            "the folder to write to (default: the packaged ampconfig/schemas/).",
+            "an existing folder to write to (default: ampconfig/schemas/ of the source checkout ampconfig runs "
+            "from; an installed package is never written to).",
             show_default=False,
         ),
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="Write <kind>.schema.json files instead of printing.")] = False,
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of a file kind, or write the schema files with --write.
+
+    With --write and no DIR, the files go to ampconfig/schemas/ of the source checkout ampconfig runs from
+    (an editable install), which is how the checked-in schemas are regenerated; run from an installed package,
+    DIR is required (site-packages is never written to). DIR must exist. Existing files are replaced atomically.
 
     Without KIND, prints one JSON object mapping each kind to its schema. Point an editor at the schema (YAML:
     `# yaml-language-server: $schema=...`, JSON: a "$schema" key) to get completion and checks while typing.

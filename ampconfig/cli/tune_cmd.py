@@ -49,6 +49,10 @@ Only the mixed modes accept a mixlist: for other modes pass --keep-dtype-out (-o
 --keep-dtype-out a mixed mode writes op types only. --modify-mixlist/--keep-dtype are the starting point and are
 merged into the written files.
 
+-o and --keep-dtype-out may not be the same file, nor any input of the call (model, its external data, config,
+mixlist, keep_dtype file, .npz/.npy inputs): refused with exit 2 before any run. When tune fails after writing
+one of them (exit 2), the file written is removed again (or gets its previous content back).
+
 Exit codes: 0 found and verified; 1 not found (the tolerance is missed even with every node the mode lowered
 kept in its original dtype, or --max-runs spent; nothing is written); 2 usage or input error.
 
@@ -94,6 +98,8 @@ def tune(
     from ampconfig.diagnose.calibrate import prepare
     from ampconfig.diagnose.tune.workflow import check_outputs
     from ampconfig.diagnose.tune.workflow import tune as run_tune
+    from ampconfig.files.guard import OutputGuard
+    from ampconfig.prove.request_files import declare_inputs
     from ampconfig.prove.run import RunFlags, resolve_request
 
     flags = RunFlags(
@@ -110,19 +116,22 @@ def tune(
         tolerance=tolerance,
     )
     request = resolve_request(flags)
-    prepared = prepare(request, need_inputs=False)
-    check_outputs(prepared, output, keep_dtype_out)  # before any input is generated or model run
-    prepared = prepare(request, command="tune")
-    report: TuneReport = run_tune(
-        prepared,
-        mixlist_out=output,
-        keep_out=keep_dtype_out,
-        strategy=strategy,
-        range_check=range_check,
-        data_max=data_max,
-        threshold=threshold,
-        max_runs=max_runs,
-    )
+    with OutputGuard() as guard:
+        declare_inputs(guard, request, flags)
+        prepared = prepare(request, need_inputs=False, guard=guard)
+        check_outputs(prepared, output, keep_dtype_out, guard)  # before any input is generated or model run
+        prepared = prepare(request, command="tune")
+        report: TuneReport = run_tune(
+            prepared,
+            mixlist_out=output,
+            keep_out=keep_dtype_out,
+            strategy=strategy,
+            range_check=range_check,
+            data_max=data_max,
+            threshold=threshold,
+            max_runs=max_runs,
+            guard=guard,
+        )
     if json_output:
         print_json({"model": str(request.model_path), "tolerance": request.tolerance.to_dict(), **report.to_dict()})
     else:

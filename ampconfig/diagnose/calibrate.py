@@ -22,8 +22,10 @@ from ampconfig.diagnose.locate import DEFAULT_THRESHOLD, Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
+from ampconfig.files.guard import OutputGuard
 from ampconfig.files.models import load_model, open_model
 from ampconfig.prove.accuracy import OutputMetrics, compare_outputs, tolerance_failures
+from ampconfig.prove.request_files import declare_model
 from ampconfig.prove.run import RunRequest
 from ampconfig.runner.inputs import InputSet
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
@@ -69,14 +71,19 @@ class Prepared:
         )
 
 
-def prepare(request: RunRequest, *, need_inputs: bool = True, command: str = "this command") -> Prepared:
-    """The request's model, named, with inputs when ``need_inputs`` (something will run).
+def prepare(
+    request: RunRequest, *, need_inputs: bool = True, command: str = "this command", guard: OutputGuard | None = None
+) -> Prepared:
+    """The request's model, named, with inputs when ``need_inputs`` (something will run). The model's external
+    data files are declared to ``guard`` as inputs as soon as they are known, before anything runs.
 
     Runs here (exposed intermediates, tune's trials) hand ONNX Runtime in-memory protos, so a model larger than
     :data:`~ampconfig.files.models.IN_MEMORY_LIMIT` with its external data is refused when something would run it;
     without runs it is rewritten from its path, its tensors left on disk.
     """
     opened = open_model(request.model_path)
+    if guard is not None:
+        declare_model(guard, opened)
     if not opened.fits_in_memory():
         if need_inputs:
             raise AmpconfigError(

@@ -1,8 +1,8 @@
 """Reading input models and writing output models safely.
 
 Inputs: a path or an in-memory ``onnx.ModelProto``; unreadable, truncated or invalid models become one clear
-:class:`AmpconfigError`. Outputs are written atomically (a temporary file in the destination folder, then
-``os.replace``), never over the input model, and only after the model passed the checker.
+:class:`AmpconfigError`. Outputs are written through an :class:`~ampconfig.files.guard.OutputGuard` (atomically,
+never over an input of the same invocation), and only after the model passed the checker.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from onnx import external_data_helper
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.atomic import atomic_destination, check_destination
+from ampconfig.files.guard import Destination, OutputGuard
 
 try:  # onnx-ir's helper that lifts large initializers out before calling ONNX's C APIs
     from onnx_ir.passes.common._c_api_utils import call_onnx_api
@@ -109,8 +109,11 @@ def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[P
     return frozenset(files)
 
 
-def open_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> OpenedModel:
-    """Open an input model for rewriting without reading its external tensor data."""
+def open_model(model: str | Path | onnx.ModelProto | OpenedModel, *, what: str = "model") -> OpenedModel:
+    """Open an input model for rewriting without reading its external tensor data (an already opened model is
+    returned as it is)."""
+    if isinstance(model, OpenedModel):
+        return model
     if isinstance(model, onnx.ModelProto):
         return OpenedModel(model, None, frozenset())
     path = Path(model)
@@ -273,60 +276,84 @@ def _has_external_tensors(model: ir.Model) -> bool:
 
 def save_model_atomic(
     model: onnx.ModelProto | ir.Model,
-    destination: str | Path,
+    destination: str | Path | Destination,
     *,
+    guard: OutputGuard | None = None,
+    role: str = "output model",
     input_path: str | Path | None = None,
     input_files: frozenset[Path] = frozenset(),
 ) -> Path:
-    """Write ``model`` to ``destination`` atomically; refuse to overwrite the input model or its data.
+    """Write ``model`` to ``destination`` through ``guard`` (a guard of its own when None, with ``input_path`` and
+    ``input_files`` as its inputs): atomically, never over an input; returns the path as given. ``destination`` may
+    be an output already declared to ``guard``.
 
     An IR model whose weights live on disk (external or lazily converted tensors), or a model whose weights exceed
     1 GiB, is written with its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are
-    never all in memory.
+    never all in memory. That file is an output too: it may not be an input either.
     """
-    target = check_destination(destination, what="output model")
+    if guard is None:
+        with OutputGuard() as own:
+            own.read("input model", input_path)
+            own.read_all("input model's external data", input_files)
+            return save_model_atomic(model, destination, guard=own, role=role)
+    target = destination if isinstance(destination, Destination) else guard.output(role, destination)
+    role = target.role
     if isinstance(model, onnx.ModelProto) and model.ByteSize() > EXTERNAL_DATA_THRESHOLD:
         model = ir.serde.deserialize_model(model)  # tensors wrap the proto's bytes: nothing is copied here
-    if input_path is not None and target.resolve() == Path(input_path).resolve():
-        raise AmpconfigError(
-            "refusing to overwrite the input model", file=str(target), hint="choose another output path"
-        )
     external = isinstance(model, ir.Model) and (
         _has_external_tensors(model) or _tensor_bytes(model) > EXTERNAL_DATA_THRESHOLD
     )
-    data_name = f"{target.name}.data"
-    if external and (target.parent.resolve() / data_name) in input_files:
-        raise AmpconfigError(
-            "refusing to overwrite the input model's external data",
-            file=str(target.parent / data_name),
-            hint="choose another output name",
-        )
-    with atomic_destination(target, what="output model") as temporary:
-        if external:
-            # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
-            ir.save(model, temporary, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
-        else:
-            proto = model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model)
-            onnx.save(proto, temporary)
-    return target
+    if not external:
+        with guard.staging(target) as staged:
+            onnx.save(model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model), staged)
+        return target.path
+    if target.is_stream:
+        raise stream_refused(target)
+    data_name = external_data_name(target.target)
+    guard.output(f"external data of the {role}", target.target.parent / data_name)  # refused if it is an input
+    with guard.staging(target) as staged:
+        # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
+        ir.save(model, staged, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
+    return target.path
+
+
+def stream_refused(destination: Destination) -> AmpconfigError:
+    return AmpconfigError(
+        f"the {destination.role} keeps its weights in a .data file next to it, so it cannot go to a stream",
+        file=str(destination.path),
+        hint="write it to a regular file",
+    )
+
+
+def writes_external_data(opened: OpenedModel) -> bool:
+    """Whether a rewrite of ``opened`` is written with an external data file (see :func:`save_model_atomic`)."""
+    return bool(opened.external_files) or opened.stored_bytes() > EXTERNAL_DATA_THRESHOLD
+
+
+def external_data_name(model_path: Path) -> str:
+    """The file name of the external data ampconfig writes next to a model."""
+    return f"{model_path.name}.data"
 
 
 def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
     """Write ``model`` (loaded with :func:`onnx_ir.load`, tensors left on disk) into the folder of the model it
     was loaded from, its external tensors still pointing at that model's data file(s): nothing is copied. For a
     private variant of a saved model (e.g. the CPU accuracy copy of ``run``); new tensors are stored inline."""
-    target = check_destination(destination, what="model")
-    folder = target.parent.resolve()
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            tensor = value.const_value
-            if isinstance(tensor, ir.LazyTensor) or (
-                isinstance(tensor, ir.ExternalTensor) and Path(tensor.base_dir).resolve() != folder
-            ):
-                raise AmpconfigError(f"tensor {value.name!r} does not live next to {target}: cannot share its data")
-    with atomic_destination(target, what="model") as temporary:
-        ir.save(model, temporary)
-    return target
+    with OutputGuard() as guard:
+        target = guard.output("model", destination)
+        folder = target.target.parent
+        for graph in model.graphs():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if isinstance(tensor, ir.LazyTensor) or (
+                    isinstance(tensor, ir.ExternalTensor) and Path(tensor.base_dir).resolve() != folder
+                ):
+                    raise AmpconfigError(
+                        f"tensor {value.name!r} does not live next to {destination}: cannot share its data"
+                    )
+        with guard.staging(target) as staged:
+            ir.save(model, staged)  # external tensors keep their relative locations: valid once moved up
+        return target.path
 
 
 def _first_line(exc: BaseException) -> str:

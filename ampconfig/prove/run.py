@@ -19,8 +19,10 @@ from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed, 
 from ampconfig.decide.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+from ampconfig.files.guard import OutputGuard
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.prove.accuracy import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
+from ampconfig.prove.request_files import declare_model, declare_model_output
 from ampconfig.report.run import RunReport
 from ampconfig.runner.inputs import (
     DEFAULT_BATCH_DIM,
@@ -198,12 +200,27 @@ def resolve_request(flags: RunFlags) -> RunRequest:
 # ---------------------------------------------------------------------------------------------------- execute
 
 
-def execute(request: RunRequest, progress: ProgressCallback | None = None) -> RunReport:
-    """Rewrite, write ``--output`` (atomically), run reference and rewrite on the same inputs, compare.
+def execute(
+    request: RunRequest,
+    progress: ProgressCallback | None = None,
+    guard: OutputGuard | None = None,
+    output_role: str = "output model (--output)",
+) -> RunReport:
+    """Rewrite, write ``--output`` (through ``guard``: atomically, never over an input), run reference and rewrite
+    on the same inputs, compare. Without a guard, one of its own checks the output against the model's files.
 
     A model with external data, or too large for one in-memory proto, runs from files (:func:`_models_to_run`).
     """
+    if guard is None:
+        with OutputGuard() as own:
+            own.read("input model", request.model_path)
+            return execute(request, progress, own, output_role)
+    # The output is checked now, before any work; it is written only at the end.
+    destination = guard.output(output_role, request.output) if request.output is not None else None
     opened = open_model(request.model_path)  # external tensor data stays on disk
+    declare_model(guard, opened)
+    if request.output is not None:
+        destination = declare_model_output(guard, request.output, output_role, opened)
     inputs = request.inputs_for(opened.proto)
     choice = choose_device(request.target)
     from_files = bool(opened.external_files) or not opened.fits_in_memory()
@@ -234,11 +251,7 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         )
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
-    written = None
-    if request.output is not None:
-        written = save_model_atomic(
-            result.savable, request.output, input_path=request.model_path, input_files=result.input_files
-        )
+    written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None
     return build_report(request, inputs, result, proof, written)
 
 

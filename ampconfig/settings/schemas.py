@@ -1,12 +1,14 @@
 """JSON Schemas (draft 2020-12) for the files users write, generated from the pydantic models.
 
 The generated files are checked in under ``ampconfig/schemas/`` (so editors and CI can use them without
-running ampconfig); a test fails when they drift from the models (regenerate: ``ampconfig schema --write``).
+running ampconfig); a test fails when they drift from the models (regenerate from a checkout:
+``ampconfig schema --write``; an installed package is never written to).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.guard import OutputGuard
 from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
 from ampconfig.settings.mixlist import Mixlist
@@ -104,16 +107,45 @@ def packaged_schema_dir() -> Path:
     return Path(str(resources.files("ampconfig") / "schemas"))
 
 
+#: The folder of the ampconfig package that is running (in a checkout: the source tree's ``ampconfig/``).
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_PROJECT_NAME = re.compile(r'^name\s*=\s*["\']ampconfig["\']\s*$', re.MULTILINE)
+
+
+def source_schema_dir(package_dir: Path | None = None) -> Path | None:
+    """``ampconfig/schemas/`` of the source checkout ampconfig runs from (an editable install, or the source
+    tree on ``sys.path``), or None when it runs from an installed package: its ``pyproject.toml`` sits next to the
+    package folder and names the project ampconfig."""
+    package = package_dir if package_dir is not None else PACKAGE_DIR
+    pyproject = package.parent / "pyproject.toml"
+    try:
+        declares_project = bool(_PROJECT_NAME.search(pyproject.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError):
+        return None
+    return package / "schemas" if declares_project and (package / "schemas").is_dir() else None
+
+
+def default_schema_dir() -> Path:
+    """Where ``schema --write`` writes without a folder: the checkout's ``ampconfig/schemas/``. An installed
+    package is never written to: that is an error asking for a folder."""
+    folder = source_schema_dir()
+    if folder is None:
+        raise AmpconfigError(
+            f"no folder given, and ampconfig runs from an installed package ({PACKAGE_DIR}), which is never written to",
+            hint="pass the folder to write to: ampconfig schema --write DIR",
+        )
+    return folder
+
+
 def write_schemas(directory: Path | None = None, kinds: list[str] | None = None) -> list[Path]:
-    """Write the schema files (default: the packaged ``ampconfig/schemas/``); returns the paths written."""
-    target = directory if directory is not None else packaged_schema_dir()
-    if target.exists() and not target.is_dir():
-        raise AmpconfigError("schema output path is not a directory", file=str(target))
-    target.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in kinds or list(SCHEMA_KINDS):
-        spec = schema_kind(name)
-        path = target / spec.filename
-        path.write_text(schema_text(spec), encoding="utf-8")
-        written.append(path)
-    return written
+    """Write the schema files into ``directory`` (an existing folder; default :func:`default_schema_dir`) through
+    one output guard: every file is checked before the first is written, and a failure leaves none behind.
+    Returns the paths written."""
+    folder = directory if directory is not None else default_schema_dir()
+    if not folder.is_dir():
+        problem = "is not a directory" if folder.exists() else "does not exist"
+        raise AmpconfigError(f"the schema output folder {problem}", file=str(folder), hint="create the folder first")
+    specs = [schema_kind(name) for name in kinds or list(SCHEMA_KINDS)]
+    with OutputGuard() as guard:
+        destinations = [(guard.output(f"{spec.name} schema", folder / spec.filename), spec) for spec in specs]
+        return [guard.write_text(destination, schema_text(spec)) for destination, spec in destinations]

@@ -29,7 +29,7 @@ from ampconfig.diagnose.tune.search import (
 )
 from ampconfig.diagnose.tune.trials import TrialRunner
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.atomic import write_text_atomic
+from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.settings.validate import validate_paths
 
 
@@ -77,8 +77,22 @@ class TuneReport:
         }
 
 
-def check_outputs(prepared: Prepared, mixlist_out: Path | None, keep_out: Path | None) -> None:
-    """Refuse up front what could never be written: no output, or a mixlist for a mode that takes none."""
+#: The roles of tune's outputs, as refusals name them.
+MIXLIST_ROLE = "mixlist (-o)"
+KEEP_DTYPE_ROLE = "keep_dtype file (--keep-dtype-out)"
+
+
+@dataclass(frozen=True)
+class TuneOutputs:
+    mixlist: Destination | None
+    keep_dtype: Destination | None
+
+
+def check_outputs(
+    prepared: Prepared, mixlist_out: Path | None, keep_out: Path | None, guard: OutputGuard
+) -> TuneOutputs:
+    """Refuse up front what could never be written: no output, a mixlist for a mode that takes none, an output
+    that is an input or the other output (``guard`` knows the inputs)."""
     mode = prepared.request.precision_mode
     if mixlist_out is None and keep_out is None:
         raise AmpconfigError("tune needs somewhere to write", hint="pass -o mixlist.json and/or --keep-dtype-out FILE")
@@ -87,9 +101,18 @@ def check_outputs(prepared: Prepared, mixlist_out: Path | None, keep_out: Path |
             f"precision mode {mode.value} does not accept a modify_mixlist, so tune cannot write one",
             hint="pass --keep-dtype-out FILE instead (keep_dtype pins work in every mode)",
         )
-    for path in (mixlist_out, keep_out):
-        if path is not None and path.resolve() == prepared.request.model_path.resolve():
-            raise AmpconfigError("refusing to overwrite the input model", file=str(path))
+    outputs = TuneOutputs(
+        guard.output(MIXLIST_ROLE, mixlist_out) if mixlist_out is not None else None,
+        guard.output(KEEP_DTYPE_ROLE, keep_out) if keep_out is not None else None,
+    )
+    for destination in (outputs.mixlist, outputs.keep_dtype):
+        if destination is not None and destination.is_stream:
+            raise AmpconfigError(
+                f"the {destination.role} cannot be a FIFO or device: tune reads its files back to verify them",
+                file=str(destination.path),
+                hint="write it to a regular file",
+            )
+    return outputs
 
 
 def tune(
@@ -102,12 +125,29 @@ def tune(
     data_max: float | None = None,
     threshold: float = 1e-2,
     max_runs: int = DEFAULT_MAX_RUNS,
+    guard: OutputGuard | None = None,
 ) -> TuneReport:
+    """Search, write the files through ``guard`` (one of its own, with the model as its input, when None) and
+    verify them."""
+    if guard is None:
+        with OutputGuard() as own:
+            own.read("input model", prepared.request.model_path)
+            return tune(
+                prepared,
+                mixlist_out=mixlist_out,
+                keep_out=keep_out,
+                strategy=strategy,
+                range_check=range_check,
+                data_max=data_max,
+                threshold=threshold,
+                max_runs=max_runs,
+                guard=own,
+            )
     if strategy not in STRATEGIES:
         raise AmpconfigError(f"unknown strategy {strategy!r}", hint="use " + " or ".join(STRATEGIES))
     if max_runs < 2:
         raise AmpconfigError("--max-runs must be at least 2 (the reference and one trial)")
-    check_outputs(prepared, mixlist_out, keep_out)
+    outputs = check_outputs(prepared, mixlist_out, keep_out, guard)
     runner = TrialRunner(prepared, threshold=threshold)
     # The bisection baseline uses no ranking and no range seeds: that is what it is measured against.
     ranges = range_report(prepared, runner.reference, data_max) if range_check and strategy == "ranked" else None
@@ -136,13 +176,13 @@ def tune(
         report.runs = runner.runs
         return report
     report.candidate = candidate
-    _write_files(report, runner, candidate, mixlist_out, keep_out)
+    _write_files(report, runner, candidate, outputs, guard)
     _verify(report, runner, prepared)
     return report
 
 
 def _write_files(
-    report: TuneReport, runner: TrialRunner, candidate: Candidate, mixlist_out: Path | None, keep_out: Path | None
+    report: TuneReport, runner: TrialRunner, candidate: Candidate, outputs: TuneOutputs, guard: OutputGuard
 ) -> None:
     bad = check_writable_names(candidate.pins)
     if bad:
@@ -150,12 +190,12 @@ def _write_files(
             "node name(s) the keep_dtype format cannot carry: " + ", ".join(repr(n) for n in bad),
             hint="rename the nodes (leading '#' reads as a comment, surrounding spaces are stripped)",
         )
-    if mixlist_out is not None:
+    if outputs.mixlist is not None:
         text = mixlist_text(mixlist_data(runner.mixlist, candidate.black_ops))
-        report.mixlist_path = str(write_text_atomic(mixlist_out, text, what="mixlist"))
-    if keep_out is not None:
+        report.mixlist_path = str(guard.write_text(outputs.mixlist, text))
+    if outputs.keep_dtype is not None:
         lines = keep_dtype_lines(runner.keep, candidate)
-        report.keep_dtype_path = str(write_text_atomic(keep_out, keep_dtype_text(lines), what="keep_dtype file"))
+        report.keep_dtype_path = str(guard.write_text(outputs.keep_dtype, keep_dtype_text(lines)))
         if not lines:
             report.notes.append("the keep_dtype file lists no entries: no node needs pinning")
 
