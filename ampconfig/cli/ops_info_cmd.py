@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +23,7 @@ from ampconfig.cli.output import print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.atomic import write_text_atomic
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
+from ampconfig.opinfo.kernel_claims import AcrossOpsets
 from ampconfig.opinfo.library import (
     FLOAT_DTYPES,
     TARGETS,
@@ -44,7 +45,8 @@ ops_info_app = typer.Typer(
         "Examples:\n\n"
         "  ampconfig ops-info show MatMul Softmax --target cpu\n\n"
         "  ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json\n\n"
-        "  ampconfig ops-info import-table OperatorKernels.md --target cuda"
+        "  ampconfig ops-info import-table OperatorKernels.md --target cuda\n\n"
+        "  ampconfig ops-info import-kernels kernels.json --target cuda"
     ),
     no_args_is_help=True,
 )
@@ -83,9 +85,17 @@ def _ordered(dtypes: Iterable[str]) -> list[str]:
     return [dtype for dtype in FLOAT_DTYPES if dtype in wanted]
 
 
-def _entry(strategy: StrategyEntry, dtypes: Iterable[str], native: Iterable[str], source: str) -> OpInfoEntry:
+def _entry(
+    strategy: StrategyEntry,
+    dtypes: Iterable[str],
+    native: Iterable[str],
+    source: str,
+    target: str,
+    across: AcrossOpsets | None = None,
+) -> OpInfoEntry:
     flags = {Colour.WHITE: "true", Colour.BLACK: "false"}
     flag = flags.get(strategy.colour)
+    by_opset = across.measured if across is not None else {}
     return OpInfoEntry(
         precision_reduce=PrecisionReduce(flag=flag) if flag else None,  # type: ignore[arg-type]
         clear=strategy.colour is Colour.CLEAR,
@@ -93,7 +103,20 @@ def _entry(strategy: StrategyEntry, dtypes: Iterable[str], native: Iterable[str]
         native_dtypes=_ordered(native),  # type: ignore[arg-type]
         dtype_source=source,
         reference=strategy.reference,
+        dtypes_by_opset={str(o): _ordered(r.dtypes) for o, r in by_opset.items()} if len(by_opset) > 1 else None,
+        no_kernel_opsets=(across.no_kernel_opsets or None) if across is not None else None,
+        note=(across.reason() or None) if across is not None else None,
+        keeps_dtype=strategy.keeps_dtype,
+        numerics=strategy.numerics_for(target) or None,
     )
+
+
+def _claimed_entry(strategy: StrategyEntry, across: AcrossOpsets, source: str, target: str) -> OpInfoEntry:
+    """An entry from a multi-opset measurement; nothing measurable is 'not-probed' with its reason, never an
+    empty claim that reads as "no kernel"."""
+    if not across.known:
+        return _entry(strategy, [], [], "not-probed", target, across)
+    return _entry(strategy, across.dtypes, across.native_dtypes, source, target, across)
 
 
 def _write_atomic(document: OpsInfoFile, path: Path) -> None:
@@ -126,6 +149,10 @@ def probe_command(
         str | None,
         typer.Option("--ops", help="Comma-separated op keys to probe (default: every op of the strategy)."),
     ] = None,
+    details: Annotated[
+        Path | None,
+        typer.Option("--details", help="Also write every probe verdict (op, opset, dtype, model, status, message)."),
+    ] = None,
 ) -> None:
     """Measure which float dtypes the target runs each op in, and which natively; write its op info file.
 
@@ -137,6 +164,12 @@ def probe_command(
     Control-flow and sequence ops, which cannot be retyped, stay float32 only. Colours come from the built-in
     strategy.
 
+    Each op is measured at opsets 13 and 17 and at its newest schema version (up to 23) the provider has a kernel
+    for: ONNX Runtime serves an open-ended kernel registration only for the schema version it starts at, so an
+    op can have a kernel at opset 17 and none at 22. `dtypes` holds at every measured opset with a kernel,
+    `dtypes_by_opset` and `no_kernel_opsets` say what each opset gave. An op no float32 model could be measured
+    for is 'not-probed' with the reason in `note`, never an empty claim.
+
     With --ops and an existing file of the same target at the output path, the other entries are kept.
 
     Examples:
@@ -145,7 +178,7 @@ def probe_command(
 
       ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json
     """
-    from ampconfig.runner.kernels import measure_op, onnxruntime_version, require_provider
+    from ampconfig.runner.kernels import measure_op_across_opsets, onnxruntime_version, require_provider
 
     target = _check_target(target)
     provider = PROVIDERS[target]
@@ -154,12 +187,13 @@ def probe_command(
     started = time.monotonic()
     entries: dict[str, OpInfoEntry] = {}
     float32_only: list[str] = []
+    verdict_rows: list[dict[str, object]] = []
     for key in keys:
-        measured = measure_op(key, provider)
-        source = "probe" if measured.probed else "not-probed"
-        entries[key] = _entry(STRATEGY[key], measured.dtypes, measured.native_dtypes, source)
-        if "float32" in measured.dtypes and not measured.low_dtype_probes:
+        measured = measure_op_across_opsets(key, provider)
+        entries[key] = _claimed_entry(STRATEGY[key], measured.across, "probe", target)
+        if "float32" in entries[key].dtypes and not measured.low_dtype_probes:
             float32_only.append(key)
+        verdict_rows += _verdict_rows(key, measured.measurements)
     path = output or ops_info_path(target)
     document = OpsInfoFile(
         target=target,  # type: ignore[arg-type]
@@ -171,6 +205,8 @@ def probe_command(
     _write_atomic(document, path)
     if path.resolve() == ops_info_path(target).resolve():
         load_ops_info.cache_clear()
+    if details is not None:
+        write_text_atomic(details, json.dumps(verdict_rows, indent=1) + "\n", what="probe details")
     _report(entries, path, time.monotonic() - started)
     if float32_only:
         stderr.print(
@@ -178,6 +214,23 @@ def probe_command(
             f"allows float32 only) ({len(float32_only)}): " + ", ".join(float32_only),
             markup=False,
         )
+
+
+def _verdict_rows(key: str, measurements: Mapping[int, Any]) -> list[dict[str, object]]:
+    return [
+        {
+            "op": key,
+            "opset": opset,
+            "dtype": dtype,
+            "model": origin,
+            "status": verdict.status.value,
+            "ran": verdict.ran,
+            "message": verdict.message,
+        }
+        for opset, measurement in sorted(measurements.items())
+        for dtype, by_origin in measurement.verdicts.items()
+        for origin, verdict in by_origin.items()
+    ]
 
 
 def _count(entries: dict[str, OpInfoEntry], field: str) -> str:
@@ -226,7 +279,13 @@ def import_table_command(
     provider = PROVIDERS[target]
     listed = kernel_table_dtypes(table, provider, opset)
     entries = {
-        key: _entry(entry, listed.get(key, []), listed.get(key, []), "kernel-table" if key in listed else "not-probed")
+        key: _entry(
+            entry,
+            listed.get(key, []),
+            listed.get(key, []),
+            "kernel-table" if key in listed else "not-probed",
+            target,
+        )
         for key, entry in STRATEGY.items()
     }
     path = output or ops_info_path(target)
@@ -242,6 +301,106 @@ def import_table_command(
     if path.resolve() == ops_info_path(target).resolve():
         load_ops_info.cache_clear()
     _report(entries, path, 0.0)
+
+
+@_subcommand("import-kernels")
+def import_kernels_command(
+    dump: Annotated[Path, typer.Argument(help="Kernel registry dump (benchmarks/dump_kernels.py).")],
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
+    ] = None,
+) -> None:
+    """Write a target's op info from a dump of ONNX Runtime's registered kernels.
+
+    The dump is ORT's own kernel registry (op, domain, provider, version range, type constraints), written by
+    `python benchmarks/dump_kernels.py DUMP.json` on a machine where it works (for cuda: one with the CUDA
+    libraries; listing the registry crashes onnxruntime-gpu without them, so the script lists it in a child
+    process). Per op, the dtypes registered kernels serve at opsets 13, 17 and the newest schema version with a
+    kernel (ORT serves an open-ended registration only for the schema version it starts at); a dtype counts when
+    one kernel accepts it for every type variable the rewrite moves. dtype_source is 'kernel-registry' and the
+    file records the dump's ORT version. Registered kernels are native kernels. Strategy ops the dump does not
+    list are 'not-probed'.
+
+    Example:
+
+      python benchmarks/dump_kernels.py kernels.json && ampconfig ops-info import-kernels kernels.json --target cuda
+    """
+    from ampconfig.runner.kernel_dump import dump_claims, read_kernel_dump
+
+    target = _check_target(target)
+    provider = PROVIDERS[target]
+    loaded = read_kernel_dump(dump)
+    claims = dump_claims(loaded, provider)
+    missing = AcrossOpsets({}, note=f"the kernel dump lists no {provider} kernel for this op")
+    entries = {
+        key: _claimed_entry(entry, claims.get(key, missing), "kernel-registry", target)
+        for key, entry in STRATEGY.items()
+    }
+    path = output or ops_info_path(target)
+    version = loaded.onnxruntime_version or "unknown"
+    document = OpsInfoFile(
+        target=target,  # type: ignore[arg-type]
+        provider=provider,
+        onnxruntime_version=version,
+        generated_by=f"ampconfig ops-info import-kernels {dump.name} --target {target} "
+        f"(onnxruntime {version} get_all_opkernel_def)",
+        ops=entries,
+    )
+    _write_atomic(document, path)
+    if path.resolve() == ops_info_path(target).resolve():
+        load_ops_info.cache_clear()
+    _report(entries, path, 0.0)
+    if loaded.onnxruntime_version is None:
+        print_warning(f"{dump} does not say which onnxruntime it was dumped from; recorded as 'unknown'")
+
+
+@_subcommand("apply-strategy")
+def apply_strategy_command(
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Op info file to update. Default: the packaged <target>.json."),
+    ] = None,
+) -> None:
+    """Re-apply the built-in colour strategy to an op info file without measuring anything.
+
+    Colours, references, keeps_dtype and the target's version-dependent numerics notes are taken from the
+    strategy (ampconfig/opinfo/colours.py); kernel claims (dtypes, native_dtypes, dtype_source, per-opset data,
+    notes) are kept. Strategy ops the file lacks are added as 'not-probed'. For when the strategy changed and the
+    target cannot be re-measured here (cuda without a GPU).
+
+    Example:
+
+      ampconfig ops-info apply-strategy --target cuda
+    """
+    target = _check_target(target)
+    path = file or ops_info_path(target)
+    if not path.is_file():
+        raise AmpconfigError("op info file not found", file=str(path))
+    existing = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
+    if existing.target != target:
+        raise AmpconfigError(f"the file is for target {existing.target!r}, not {target!r}", file=str(path))
+    entries: dict[str, OpInfoEntry] = {}
+    for key, strategy in STRATEGY.items():
+        old = existing.ops.get(key)
+        fresh = _entry(
+            strategy, old.dtypes if old else [], old.native_dtypes or [] if old else [], "not-probed", target
+        )
+        if old is not None:
+            kept = old.model_dump(include={"dtype_source", "dtypes_by_opset", "no_kernel_opsets", "note"})
+            fresh = fresh.model_copy(update={**kept, "native_dtypes": old.native_dtypes})
+        else:
+            fresh = fresh.model_copy(update={"note": "not in the file when the strategy was applied"})
+        entries[key] = fresh
+    suffix = "; strategy re-applied by ampconfig ops-info apply-strategy"
+    generated_by = existing.generated_by if existing.generated_by.endswith(suffix) else existing.generated_by + suffix
+    document = existing.model_copy(update={"ops": entries, "generated_by": generated_by})
+    _write_atomic(document, path)
+    if path.resolve() == ops_info_path(target).resolve():
+        load_ops_info.cache_clear()
+    stderr.print(f"wrote {path}: {len(entries)} ops, strategy re-applied, kernel claims kept", markup=False)
 
 
 @_subcommand("show")
