@@ -41,8 +41,10 @@ def test_colours_are_the_strategy_and_invariants_hold(target: str) -> None:
     library = load_ops_info(target)
     for key, entry in library.entries.items():
         # The packaged colours are derived: the reference lists' colour, made gray where the target's kernels
-        # accumulate in float32 (`ampconfig ops-info recolour` rewrites them after a change of either table).
-        derived = target_colour(key, STRATEGY[key].colour, target, entry.dtypes, entry.native_dtypes)
+        # accumulate in float32 (`ampconfig ops-info apply-strategy` rewrites them after a change of either table).
+        derived = target_colour(
+            key, STRATEGY[key].colour, target, entry.dtypes, entry.native_dtypes, library.onnxruntime_version
+        )
         assert entry.colour is derived.colour, key
         assert (entry.colour_note or "") == derived.note, key
         assert entry.reference == STRATEGY[key].reference

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +24,7 @@ from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard, same_file
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
+from ampconfig.opinfo.kernel_claims import AcrossOpsets
 from ampconfig.opinfo.library import (
     TARGETS,
     Colour,
@@ -45,7 +46,8 @@ ops_info_app = typer.Typer(
         "Examples:\n\n"
         "  ampconfig ops-info show MatMul Softmax --target cpu\n\n"
         "  ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json\n\n"
-        "  ampconfig ops-info import-table OperatorKernels.md --target cuda"
+        "  ampconfig ops-info import-table OperatorKernels.md --target cuda\n\n"
+        "  ampconfig ops-info import-kernels kernels.json --target cuda"
     ),
     no_args_is_help=True,
 )
@@ -85,13 +87,21 @@ def _ordered(dtypes: Iterable[str]) -> list[str]:
 
 
 def _entry(
-    key: str, strategy: StrategyEntry, dtypes: Iterable[str], native: Iterable[str] | None, source: str, target: str
+    key: str,
+    strategy: StrategyEntry,
+    dtypes: Iterable[str],
+    native: Iterable[str] | None,
+    source: str,
+    target: str,
+    ort_version: str,
+    across: AcrossOpsets | None = None,
 ) -> OpInfoEntry:
     """One op's entry: its measured or published kernels, and the colour they give it on ``target``
     (:func:`ampconfig.opinfo.numerics.target_colour`)."""
     dtypes, native = _ordered(dtypes), (None if native is None else _ordered(native))
-    coloured = target_colour(key, strategy.colour, target, dtypes, native)
+    coloured = target_colour(key, strategy.colour, target, dtypes, native, ort_version)
     flag = {Colour.WHITE: "true", Colour.BLACK: "false"}.get(coloured.colour)
+    by_opset = across.measured if across is not None else {}
     return OpInfoEntry(
         precision_reduce=PrecisionReduce(flag=flag) if flag else None,  # type: ignore[arg-type]
         clear=coloured.colour is Colour.CLEAR,
@@ -102,18 +112,21 @@ def _entry(
         accumulation=dict(coloured.accumulation) or None,  # type: ignore[arg-type]
         accumulation_source=coloured.accumulation_source or None,
         colour_note=coloured.note or None,
+        dtypes_by_opset={str(o): _ordered(r.dtypes) for o, r in by_opset.items()} if len(by_opset) > 1 else None,
+        no_kernel_opsets=(across.no_kernel_opsets or None) if across is not None else None,
+        note=(across.reason() or None) if across is not None else None,
+        keeps_dtype=strategy.keeps_dtype,
     )
 
 
-def recoloured(document: OpsInfoFile) -> OpsInfoFile:
-    """``document`` with every entry the built-in strategy knows coloured anew from the strategy and the kernel
-    numerics, its measured dtypes kept: how the packaged op info follows a change of either table."""
-    ops = dict(document.ops)
-    for key, entry in document.ops.items():
-        strategy = STRATEGY.get(key)
-        if strategy is not None:
-            ops[key] = _entry(key, strategy, entry.dtypes, entry.native_dtypes, entry.dtype_source, document.target)
-    return document.model_copy(update={"ops": ops})
+def _claimed_entry(
+    key: str, strategy: StrategyEntry, across: AcrossOpsets, source: str, target: str, ort_version: str
+) -> OpInfoEntry:
+    """An entry from a multi-opset measurement; nothing measurable is 'not-probed' with its reason, never an
+    empty claim that reads as "no kernel"."""
+    if not across.known:
+        return _entry(key, strategy, [], [], "not-probed", target, ort_version, across)
+    return _entry(key, strategy, across.dtypes, across.native_dtypes, source, target, ort_version, across)
 
 
 #: The role of the written op info file, as refusals name it.
@@ -149,6 +162,10 @@ def probe_command(
         str | None,
         typer.Option("--ops", help="Comma-separated op keys to probe (default: every op of the strategy)."),
     ] = None,
+    details: Annotated[
+        Path | None,
+        typer.Option("--details", help="Also write every probe verdict (op, opset, dtype, model, status, message)."),
+    ] = None,
 ) -> None:
     """Measure which float dtypes the target runs each op in, and which natively; write its op info file.
 
@@ -159,6 +176,12 @@ def probe_command(
     ORT inserts (ORT CPU's fp16 fallback); into `native_dtypes` when every one runs without inserted casts.
     Control-flow and sequence ops, which cannot be retyped, stay float32 only. Colours come from the built-in
     strategy.
+
+    Each op is measured at opsets 13 and 17 and at its newest schema version (up to 23) the provider has a kernel
+    for: ONNX Runtime serves an open-ended kernel registration only for the schema version it starts at, so an
+    op can have a kernel at opset 17 and none at 22. `dtypes` holds at every measured opset with a kernel,
+    `dtypes_by_opset` and `no_kernel_opsets` say what each opset gave. An op no float32 model could be measured
+    for is 'not-probed' with the reason in `note`, never an empty claim.
 
     With --ops and an existing file of the same target at the output path, the other entries are kept.
 
@@ -177,34 +200,45 @@ def probe_command(
     path = output or ops_info_path(target)
     with OutputGuard() as guard:
         destination = guard.output(OUTPUT_ROLE, path)  # checked before minutes of probing
-        _probe_and_write(target, provider, keys, ops, destination, guard)
+        details_destination = guard.output("probe details (--details)", details) if details is not None else None
+        _probe_and_write(target, provider, keys, ops, destination, details_destination, guard)
 
 
 def _probe_and_write(
-    target: str, provider: str, keys: list[str], ops: str | None, destination: Destination, guard: OutputGuard
+    target: str,
+    provider: str,
+    keys: list[str],
+    ops: str | None,
+    destination: Destination,
+    details: Destination | None,
+    guard: OutputGuard,
 ) -> None:
-    from ampconfig.runner.kernels import measure_op, onnxruntime_version
+    from ampconfig.runner.kernels import measure_op_across_opsets, onnxruntime_version
 
     started = time.monotonic()
     entries: dict[str, OpInfoEntry] = {}
     float32_only: list[str] = []
+    verdict_rows: list[dict[str, object]] = []
+    version = onnxruntime_version()
     for key in keys:
-        measured = measure_op(key, provider)
-        source = "probe" if measured.probed else "not-probed"
-        entries[key] = _entry(key, STRATEGY[key], measured.dtypes, measured.native_dtypes, source, target)
-        if "float32" in measured.dtypes and not measured.low_dtype_probes:
+        measured = measure_op_across_opsets(key, provider)
+        entries[key] = _claimed_entry(key, STRATEGY[key], measured.across, "probe", target, version)
+        if "float32" in entries[key].dtypes and not measured.low_dtype_probes:
             float32_only.append(key)
+        verdict_rows += _verdict_rows(key, measured.measurements)
     path = destination.path
     document = OpsInfoFile(
         target=target,  # type: ignore[arg-type]
         provider=provider,
-        onnxruntime_version=onnxruntime_version(),
+        onnxruntime_version=version,
         generated_by=f"ampconfig ops-info probe --target {target}" + (f" --ops {ops}" if ops else ""),
         ops=_merge_existing(entries, path, target, partial=bool(ops)),
     )
     _write(document, destination, guard)
     if same_file(path, ops_info_path(target)):
         load_ops_info.cache_clear()
+    if details is not None:
+        guard.write_text(details, json.dumps(verdict_rows, indent=1) + "\n")
     _report(entries, path, time.monotonic() - started)
     if float32_only:
         stderr.print(
@@ -212,6 +246,23 @@ def _probe_and_write(
             f"allows float32 only) ({len(float32_only)}): " + ", ".join(float32_only),
             markup=False,
         )
+
+
+def _verdict_rows(key: str, measurements: Mapping[int, Any]) -> list[dict[str, object]]:
+    return [
+        {
+            "op": key,
+            "opset": opset,
+            "dtype": dtype,
+            "model": origin,
+            "status": verdict.status.value,
+            "ran": verdict.ran,
+            "message": verdict.message,
+        }
+        for opset, measurement in sorted(measurements.items())
+        for dtype, by_origin in measurement.verdicts.items()
+        for origin, verdict in by_origin.items()
+    ]
 
 
 def _count(entries: dict[str, OpInfoEntry], field: str) -> str:
@@ -288,6 +339,7 @@ def _import_and_write(
             listed.get(key, []),
             "kernel-table" if key in listed else "not-probed",
             target,
+            ort_version,
         )
         for key, entry in STRATEGY.items()
     }
@@ -306,36 +358,121 @@ def _import_and_write(
     _report(entries, path, 0.0)
 
 
-@_subcommand("recolour")
-def recolour_command(
+@_subcommand("import-kernels")
+def import_kernels_command(
+    dump: Annotated[Path, typer.Argument(help="Kernel registry dump (benchmarks/dump_kernels.py).")],
     target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
     ] = None,
 ) -> None:
-    """Colour a target's op info anew from the built-in strategy and kernel numerics, keeping its dtypes.
+    """Write a target's op info from a dump of ONNX Runtime's registered kernels.
 
-    The colours in `ops_info/<target>.json` are derived: the reference lists' colour (ampconfig/opinfo/colours.py),
-    made gray on this target where an op's only danger is accumulation and the target's low-precision kernels
-    sum in float32 (ampconfig/opinfo/numerics.py, with the source cited in `accumulation_source`). Run this after
-    changing either table; the test suite fails while the packaged files and the tables disagree.
+    The dump is ORT's own kernel registry (op, domain, provider, version range, type constraints), written by
+    `python benchmarks/dump_kernels.py DUMP.json` on a machine where it works (for cuda: one with the CUDA
+    libraries; listing the registry crashes onnxruntime-gpu without them, so the script lists it in a child
+    process). Per op, the dtypes registered kernels serve at opsets 13, 17 and the newest schema version with a
+    kernel (ORT serves an open-ended registration only for the schema version it starts at); a dtype counts when
+    one kernel accepts it for every type variable the rewrite moves. dtype_source is 'kernel-registry' and the
+    file records the dump's ORT version. Registered kernels are native kernels. Strategy ops the dump does not
+    list are 'not-probed'.
 
     Example:
 
-      ampconfig ops-info recolour --target cuda
+      python benchmarks/dump_kernels.py kernels.json && ampconfig ops-info import-kernels kernels.json --target cuda
+    """
+    from ampconfig.runner.kernel_dump import dump_claims, read_kernel_dump
+
+    target = _check_target(target)
+    provider = PROVIDERS[target]
+    with OutputGuard() as guard:
+        guard.read("kernel dump (DUMP)", dump)
+        destination = guard.output(OUTPUT_ROLE, output or ops_info_path(target))
+        loaded = read_kernel_dump(dump)
+        claims = dump_claims(loaded, provider)
+        missing = AcrossOpsets({}, note=f"the kernel dump lists no {provider} kernel for this op")
+        version = loaded.onnxruntime_version or "unknown"
+        entries = {
+            key: _claimed_entry(key, entry, claims.get(key, missing), "kernel-registry", target, version)
+            for key, entry in STRATEGY.items()
+        }
+        path = destination.path
+        document = OpsInfoFile(
+            target=target,  # type: ignore[arg-type]
+            provider=provider,
+            onnxruntime_version=version,
+            generated_by=f"ampconfig ops-info import-kernels {dump.name} --target {target} "
+            f"(onnxruntime {version} get_all_opkernel_def)",
+            ops=entries,
+        )
+        _write(document, destination, guard)
+    if same_file(path, ops_info_path(target)):
+        load_ops_info.cache_clear()
+    _report(entries, path, 0.0)
+    if loaded.onnxruntime_version is None:
+        print_warning(f"{dump} does not say which onnxruntime it was dumped from; recorded as 'unknown'")
+
+
+@_subcommand("apply-strategy")
+def apply_strategy_command(
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Op info file to update. Default: the packaged <target>.json."),
+    ] = None,
+) -> None:
+    """Colour an op info file anew from the built-in tables, without measuring anything.
+
+    A packaged colour is derived: the reference lists' colour (ampconfig/opinfo/colours.py), gray on this target
+    where an op's only danger is accumulation and the target's low-precision kernels sum in float32
+    (ampconfig/opinfo/numerics.py, cited in `accumulation_source`). Colours, references, keeps_dtype and the
+    accumulation facts come from those tables; kernel claims (dtypes, native_dtypes, dtype_source, per-opset data,
+    notes) are kept. Strategy ops the file lacks are added as 'not-probed'. Run it after changing either table
+    (the test suite fails while the packaged files and the tables disagree), or when the strategy changed and the
+    target cannot be re-measured here (cuda without a GPU).
+
+    Example:
+
+      ampconfig ops-info apply-strategy --target cuda
     """
     target = _check_target(target)
-    source = ops_info_path(target)
-    path = output or source
+    path = file or ops_info_path(target)
+    if not path.is_file():
+        raise AmpconfigError("op info file not found", file=str(path))
     with OutputGuard() as guard:
-        destination = guard.output(OUTPUT_ROLE, path)
-        document = recoloured(parse_ops_info(source.read_text(encoding="utf-8"), str(source)))
+        destination = guard.output("op info file (--file)", path)
+        existing = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
+        if existing.target != target:
+            raise AmpconfigError(f"the file is for target {existing.target!r}, not {target!r}", file=str(path))
+        document = strategy_applied(existing)
         _write(document, destination, guard)
-    if same_file(path, source):
+    if same_file(path, ops_info_path(target)):
         load_ops_info.cache_clear()
-    changed = sorted(key for key, entry in document.ops.items() if entry.colour_note)
-    stderr.print(f"wrote {path}; gray by kernel numerics: {', '.join(changed) or 'none'}", markup=False)
+    gray = sorted(key for key, entry in document.ops.items() if entry.colour_note)
+    stderr.print(
+        f"wrote {path}: {len(document.ops)} ops, strategy re-applied, kernel claims kept; gray by kernel "
+        f"numerics: {', '.join(gray) or 'none'}",
+        markup=False,
+    )
+
+
+def strategy_applied(existing: OpsInfoFile) -> OpsInfoFile:
+    """``existing`` coloured anew from the built-in tables, its kernel claims kept."""
+    entries: dict[str, OpInfoEntry] = {}
+    for key, strategy in STRATEGY.items():
+        old = existing.ops.get(key)
+        dtypes, native = (old.dtypes, old.native_dtypes) if old is not None else ([], [])
+        fresh = _entry(key, strategy, dtypes, native, "not-probed", existing.target, existing.onnxruntime_version)
+        if old is not None:
+            kept = old.model_dump(include={"dtype_source", "dtypes_by_opset", "no_kernel_opsets", "note"})
+            fresh = fresh.model_copy(update={**kept, "native_dtypes": old.native_dtypes})
+        else:
+            fresh = fresh.model_copy(update={"note": "not in the file when the strategy was applied"})
+        entries[key] = fresh
+    suffix = "; strategy re-applied by ampconfig ops-info apply-strategy"
+    generated_by = existing.generated_by if existing.generated_by.endswith(suffix) else existing.generated_by + suffix
+    return existing.model_copy(update={"ops": entries, "generated_by": generated_by})
 
 
 @_subcommand("show")

@@ -28,6 +28,7 @@ _TORCH = "torch autocast"
 class StrategyEntry:
     colour: Colour
     reference: str
+    keeps_dtype: str | None = None  # packed/quantized ops: the node keeps its dtypes, for this reason
 
 
 def _entries(colour: Colour, reference: str, *keys: str) -> dict[str, StrategyEntry]:
@@ -35,6 +36,12 @@ def _entries(colour: Colour, reference: str, *keys: str) -> dict[str, StrategyEn
 
 
 W, B, G, C = Colour.WHITE, Colour.BLACK, Colour.GRAY, Colour.CLEAR
+
+
+def _kept(reason: str, *ops: str) -> dict[str, StrategyEntry]:
+    reference = f"keeps its dtype: {reason}"
+    return {f"com.microsoft::{op}": StrategyEntry(G, reference, keeps_dtype=reason) for op in ops}
+
 
 # Matrix ops: both references put matmul/conv/RNN cells in fp16 (TF allow list; torch fp16 list).
 _WHITE: dict[str, StrategyEntry] = {
@@ -65,23 +72,24 @@ _WHITE: dict[str, StrategyEntry] = {
     # Contrib ops produced by ORT's transformer optimizer: fused forms of the matrix ops above.
     **_entries(
         W,
-        f"fused attention (matmuls): {_TF} allow MatMul, {_TORCH} fp16 matmul/bmm",
+        f"fused attention replacing MatMul(QK^T) -> Softmax -> MatMul(PV) (ORT fusion_attention.py): the matmuls "
+        f"dominate, {_TF} allow MatMul, {_TORCH} fp16 matmul/bmm; kernel accumulation: docs/cuda-kernels.md",
         "com.microsoft::Attention",
         "com.microsoft::MultiHeadAttention",
         "com.microsoft::GroupQueryAttention",
         "com.microsoft::DecoderMaskedMultiHeadAttention",
-        "com.microsoft::PackedAttention",
-        "com.microsoft::PackedMultiHeadAttention",
     ),
     **_entries(
         W,
-        f"fused MatMul: {_TF} allow MatMul; {_TORCH} fp16 matmul",
+        f"MatMul with Transpose/scale folded in (ORT MatMulScaleFusion/MatmulTransposeFusion): {_TF} allow "
+        f"MatMul; {_TORCH} fp16 matmul",
         "com.microsoft::FusedMatMul",
         "com.microsoft::TransposeMatMul",
     ),
     **_entries(
         W,
-        f"Gemm + FastGelu fusion, the Gemm dominates: {_TF} allow MatMul; {_TORCH} fp16 linear",
+        f"MatMul (+ bias) + FastGelu fused (ORT GemmFastGeluFusion), the matmul dominates: {_TF} allow MatMul; "
+        f"{_TORCH} fp16 linear",
         "com.microsoft::GemmFastGelu",
     ),
     **_entries(
@@ -152,10 +160,24 @@ _BLACK: dict[str, StrategyEntry] = {
     # Contrib norms/softmax from ORT's transformer optimizer.
     **_entries(
         B,
-        f"fused LayerNorm: {_TORCH} fp32 layer_norm",
+        f"residual Add + LayerNormalization fused (ORT fusion_skiplayernorm.py): {_TORCH} fp32 layer_norm",
         "com.microsoft::SkipLayerNormalization",
+    ),
+    **_entries(
+        B,
+        f"residual Add + RMS norm fused (ORT fusion_skiplayernorm.py, simplified): {_TORCH} fp32 layer_norm",
         "com.microsoft::SkipSimplifiedLayerNormalization",
+    ),
+    **_entries(
+        B,
+        f"word/position/segment Gather + Add + LayerNormalization fused (ORT fusion_embedlayer.py): "
+        f"{_TORCH} fp32 layer_norm",
         "com.microsoft::EmbedLayerNormalization",
+    ),
+    **_entries(
+        B,
+        f"RMS norm (ORT's own op in the ONNX domain, from ORT's SimplifiedLayerNormFusion): {_TORCH} fp32 "
+        "layer_norm/rms_norm",
         "SimplifiedLayerNormalization",
     ),
     **_entries(
@@ -221,10 +243,11 @@ _GRAY: dict[str, StrategyEntry] = {
         "AffineGrid",
         "Col2Im",
     ),
+    **_entries(G, f"elementwise mul/add with cos/sin caches, {_TF} infer Mul/Add", "RotaryEmbedding"),
     **_entries(
         G,
-        f"elementwise mul/add with cos/sin caches, {_TF} infer Mul/Add",
-        "RotaryEmbedding",
+        f"rotary position embedding fused from Slice/Mul/Add/Concat (ORT fusion_rotary_attention.py): elementwise "
+        f"mul/add with cos/sin caches, {_TF} infer Mul/Add",
         "com.microsoft::RotaryEmbedding",
     ),
     **_entries(G, f"int * scale, {_TF} infer Mul; output precision follows consumers", "DequantizeLinear"),
@@ -244,14 +267,36 @@ _GRAY: dict[str, StrategyEntry] = {
     # Contrib elementwise fusions.
     **_entries(
         G,
-        f"fused Gelu: {_TF} infer Erf/Tanh/Mul; {_TORCH} unlisted",
-        "com.microsoft::FastGelu",
+        f"Gelu subgraph fused (ORT fusion_gelu.py: Div/Erf/Add/Mul): {_TF} infer Erf/Mul; {_TORCH} unlisted",
         "com.microsoft::Gelu",
+    ),
+    **_entries(
+        G,
+        f"tanh-approximation Gelu, optionally with the bias Add, fused (ORT fusion_fastgelu.py): {_TF} infer "
+        f"Tanh/Mul/Add; {_TORCH} unlisted",
+        "com.microsoft::FastGelu",
+    ),
+    **_entries(
+        G,
+        f"bias Add + Erf Gelu fused (ORT fusion_biasgelu.py): {_TF} infer Add/Erf/Mul; {_TORCH} unlisted",
         "com.microsoft::BiasGelu",
+    ),
+    **_entries(
+        G,
+        f"x * Sigmoid(alpha * x) fused (ORT fusion_quickgelu.py): {_TF} infer Sigmoid/Mul; {_TORCH} unlisted",
         "com.microsoft::QuickGelu",
+    ),
+    **_entries(
+        G,
+        f"bias Add + Split + Gelu gate (GEGLU) fused (ORT fusion_bias_split_gelu.py, diffusion UNet): {_TF} infer "
+        f"Add/Erf/Mul; {_TORCH} unlisted",
         "com.microsoft::BiasSplitGelu",
     ),
-    **_entries(G, f"fused bias + residual add: {_TF} infer Add/BiasAdd", "com.microsoft::BiasAdd"),
+    **_entries(
+        G,
+        f"bias Add + residual Add fused (ORT fusion_bias_add.py, diffusion UNet): {_TF} infer Add/BiasAdd",
+        "com.microsoft::BiasAdd",
+    ),
 }
 
 _MOVE = f"data movement, {_TF} clear"
@@ -360,6 +405,59 @@ _CLEAR: dict[str, StrategyEntry] = {
 }
 
 
+_QUANTIZED = (
+    "quantized: integer data with float scales/zero points fixed at quantization time; the float side's dtype "
+    "is the quantizer's choice and retyping it would change the quantization"
+)
+_PACKED = (
+    "packed (padding removed, rows indexed by token_offset/cumulative_sequence_length): it runs in the dtype the "
+    "packing pipeline (RemovePadding/RestorePadding) was built for"
+)
+
+# Contrib ops ORT's optimizers and quantizers write that keep their dtype whatever the mode, and say why.
+_KEEPS_DTYPE: dict[str, StrategyEntry] = {
+    **_kept(
+        _QUANTIZED,
+        "QAttention",
+        "QEmbedLayerNormalization",
+        "QGemm",
+        "QLinearAdd",
+        "QLinearAveragePool",
+        "QLinearConcat",
+        "QLinearConv",
+        "QLinearGlobalAveragePool",
+        "QLinearLeakyRelu",
+        "QLinearMul",
+        "QLinearReduceMean",
+        "QLinearSigmoid",
+        "QLinearSoftmax",
+        "QLinearWhere",
+        "QMoE",
+        "QOrderedAttention",
+        "QOrderedGelu",
+        "QOrderedLayerNormalization",
+        "QOrderedLongformerAttention",
+        "QOrderedMatMul",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "QuantizeWithOrder",
+        "DequantizeWithOrder",
+        "QuantizeBFP",
+        "DequantizeBFP",
+        "DynamicQuantizeMatMul",
+        "DynamicQuantizeLSTM",
+        "MatMulIntegerToFloat",
+        "MatMulInteger16",
+        "MatMulNBits",
+        "MatMulBnb4",
+        "MatMulFpQ4",
+        "GatherBlockQuantized",
+        "GemmFloat8",
+    ),
+    **_kept(_PACKED, "PackedAttention", "PackedMultiHeadAttention"),
+}
+
+
 def _merge(*parts: dict[str, StrategyEntry]) -> Mapping[str, StrategyEntry]:
     merged: dict[str, StrategyEntry] = {}
     for part in parts:
@@ -371,7 +469,7 @@ def _merge(*parts: dict[str, StrategyEntry]) -> Mapping[str, StrategyEntry]:
 
 
 #: The built-in strategy, keyed by op key (``Op`` or ``domain::Op``).
-STRATEGY: Mapping[str, StrategyEntry] = _merge(_WHITE, _BLACK, _GRAY, _CLEAR)
+STRATEGY: Mapping[str, StrategyEntry] = _merge(_WHITE, _BLACK, _GRAY, _CLEAR, _KEEPS_DTYPE)
 
 
 #: The matrix ops ``allow_fp32_to_fp16`` lowers (matmuls, convolutions, attention): where low precision pays most

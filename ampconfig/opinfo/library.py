@@ -72,7 +72,8 @@ class OpInfoEntry(BaseModel):
     dtype_source: str = Field(
         default="not-probed",
         description="Where `dtypes` comes from: 'probe' (measured by `ampconfig ops-info probe`), "
-        "'kernel-table' (ONNX Runtime's docs/OperatorKernels.md), or 'not-probed'.",
+        "'kernel-table' (ONNX Runtime's docs/OperatorKernels.md), 'kernel-registry' (a dump of ORT's registered "
+        "kernels, `ampconfig ops-info import-kernels`), or 'not-probed'.",
     )
     reference: str = Field(
         default="",
@@ -89,6 +90,26 @@ class OpInfoEntry(BaseModel):
     colour_note: str | None = Field(
         default=None,
         description="Why this target's colour differs from the reference lists' (see `accumulation`).",
+    )
+    dtypes_by_opset: dict[str, list[Literal["float32", "float16", "bfloat16"]]] | None = Field(
+        default=None,
+        description="Per default-domain opset measured (13, 17, and the newest schema version with a kernel): the "
+        "dtypes that opset's schema version runs in. `dtypes` is what holds at all of them. Absent: one opset "
+        "only (contrib ops, kernel table).",
+    )
+    no_kernel_opsets: list[int] | None = Field(
+        default=None,
+        description="Opsets at which the target has no kernel for the op's schema version in any dtype (ONNX "
+        "Runtime serves an open-ended kernel registration only for the schema version it starts at).",
+    )
+    note: str | None = Field(
+        default=None,
+        description="Why dtypes are unknown (dtype_source 'not-probed'), or what the measurement left out.",
+    )
+    keeps_dtype: str | None = Field(
+        default=None,
+        description="Set for packed or quantized ops whose float tensors are tied to their packing or scales: the "
+        "node keeps its dtypes whatever the mode, for the reason given.",
     )
 
     @model_validator(mode="after")

@@ -48,12 +48,34 @@ class Accumulation:
     source: str
     since_onnxruntime: str | None = None  # first ONNX Runtime release where this holds, where it changed
 
+    def holds_for(self, onnxruntime_version: str | None) -> bool:
+        """Whether the fact holds for that ONNX Runtime release (an unknown release: only if it always held)."""
+        if self.since_onnxruntime is None:
+            return True
+        return onnxruntime_version is not None and _release(onnxruntime_version) >= _release(self.since_onnxruntime)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    numbers = []
+    for part in version.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        numbers.append(int(digits) if digits else 0)
+    return tuple(numbers)
+
 
 _ORT = "onnxruntime/core/providers"
 _LAYER_NORM_CUDA = Accumulation(
     Dtype.FLOAT32,
-    f"{_ORT}/cuda/nn/layer_norm.cc registers LayerNorm<T, float, T> for float16/bfloat16: mean and variance are "
-    "computed in float (U), only the output is rounded (layer_norm_impl.cu)",
+    f"{_ORT}/cuda/nn/layer_norm.cc (opset 17+; onnxruntime/contrib_ops/cuda/layer_norm.cc before) registers "
+    "LayerNorm<T, float, T> for float16/bfloat16: mean and variance are computed in float (U), only the output is "
+    "rounded (layer_norm_impl.cu)",
+)
+_SKIP_NORM_CUDA = Accumulation(
+    Dtype.FLOAT32,
+    "onnxruntime/contrib_ops/cuda/bert/skip_layer_norm_impl.cu sums mean and variance in float since ONNX Runtime "
+    "1.27.0 (microsoft/onnxruntime#28682, fixing #29034; earlier releases summed in the activation dtype, and rows "
+    "of large magnitude overflowed)",
+    since_onnxruntime="1.27.0",
 )
 _SOFTMAX_CUDA = Accumulation(
     Dtype.FLOAT32,
@@ -67,6 +89,9 @@ KERNEL_ACCUMULATION: Mapping[str, Mapping[str, Accumulation]] = {
         "SimplifiedLayerNormalization": _LAYER_NORM_CUDA,
         "Softmax": _SOFTMAX_CUDA,
         "LogSoftmax": _SOFTMAX_CUDA,
+        "com.microsoft::SkipLayerNormalization": _SKIP_NORM_CUDA,
+        "com.microsoft::SkipSimplifiedLayerNormalization": _SKIP_NORM_CUDA,
+        "com.microsoft::EmbedLayerNormalization": _SKIP_NORM_CUDA,
     },
     "cpu": {
         "LayerNormalization": Accumulation(
@@ -86,11 +111,15 @@ _EMULATED = Accumulation(
 )
 
 
-def accumulation(target: str, key: str, dtype: Dtype, native_dtypes: Iterable[str] | None) -> Accumulation | None:
-    """How ``target`` sums when it runs op ``key`` in the low ``dtype``; None when not known."""
+def accumulation(
+    target: str, key: str, dtype: Dtype, native_dtypes: Iterable[str] | None, onnxruntime_version: str | None
+) -> Accumulation | None:
+    """How ``target`` sums when it runs op ``key`` in the low ``dtype`` with that ONNX Runtime release; None when
+    not known."""
     if native_dtypes is not None and dtype not in set(native_dtypes):
         return _EMULATED
-    return KERNEL_ACCUMULATION.get(target, {}).get(key)
+    fact = KERNEL_ACCUMULATION.get(target, {}).get(key)
+    return fact if fact is not None and fact.holds_for(onnxruntime_version) else None
 
 
 @dataclass(frozen=True)
@@ -107,14 +136,15 @@ def target_colour(
     target: str,
     dtypes: Iterable[str],
     native_dtypes: Iterable[str] | None,
+    onnxruntime_version: str | None,
 ) -> TargetColour:
     """The colour op ``key`` has on ``target``: the reference lists' colour, except that an accumulating black op
-    is gray where every low dtype the target runs it in sums in float32."""
+    is gray where every low dtype the target runs it in sums in float32 with that ONNX Runtime release."""
     if key not in ACCUMULATING_OPS:
         return TargetColour(reference_colour, "", {}, "")
     native = list(native_dtypes) if native_dtypes is not None else None
     low = [Dtype(d) for d in dtypes if Dtype(d).is_low]
-    found = {dtype: accumulation(target, key, dtype, native) for dtype in low}
+    found = {dtype: accumulation(target, key, dtype, native, onnxruntime_version) for dtype in low}
     known = {dtype.value: acc.dtype.value for dtype, acc in found.items() if acc is not None}
     sources = sorted({acc.source for acc in found.values() if acc is not None})
     source = "; ".join(sources)

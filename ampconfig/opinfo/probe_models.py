@@ -183,16 +183,21 @@ def _touches_non_tensor(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
     return any(declared[name].WhichOneof("value") not in (None, "tensor_type") for name in names)
 
 
-def retype_model(model: onnx.ModelProto, dtype: str) -> onnx.ModelProto | None:
+def retype_model(model: onnx.ModelProto, dtype: str, opset: int | None = None) -> onnx.ModelProto | None:
     """A copy of a single-node float32 model whose node computes in ``dtype``, retyped as the rewrite would.
 
     The tensors moved are those of :func:`ampconfig.opinfo.schema.compute_variables` (the primary float variable and
     the variables bound only to tensors of its dtype): Attention's V and RMSNormalization's X move with the data,
     LayerNormalization's Mean/InvStdDev (``U``) and Resize's scales keep their type. For float32 the model is only
     restamped. Returns None when the model cannot compute in ``dtype`` (see :func:`_moving_names`).
+    ``opset`` stamps another default-domain opset than the model's own, to probe
+    the op's schema version in force there; None when the op does not exist at that opset.
     """
     node = model.graph.node[0]
-    opset = _clamped_opset(model, node.op_type)
+    if opset is not None:
+        opset = opset if _schema_at(node.op_type, opset) is not None else None
+    else:
+        opset = _clamped_opset(model, node.op_type)
     if opset is None:
         return None
     if dtype == "float32":
@@ -256,9 +261,9 @@ def node_test_op_types() -> tuple[str, ...]:
     return tuple(sorted(_single_node_testcases()))
 
 
-def testcase_probes(op_type: str, dtype: str) -> Iterator[ProbeModel]:
+def testcase_probes(op_type: str, dtype: str, opset: int | None = None) -> Iterator[ProbeModel]:
     for case in _single_node_testcases().get(op_type, ()):
-        retyped = retype_model(case.model, dtype)
+        retyped = retype_model(case.model, dtype, opset)
         if retyped is not None:
             inputs = _testcase_feeds(retyped, case.data)
             yield ProbeModel(op_type, dtype, f"onnx-testcase:{case.name}", retyped, inputs)
@@ -365,10 +370,10 @@ def _float_elems(values: list[onnx.ValueInfoProto]) -> set[int]:
     return elems
 
 
-def synthesise_probe(op_type: str, dtype: str = "float32") -> onnx.ModelProto | None:
-    """A one-node model of a default-domain op built from its schema at MAX_PROBE_OPSET, retyped to ``dtype`` as
-    the rewrite would (None when it cannot compute in ``dtype``, or when no model can be built)."""
-    schema = _schema_at(op_type, MAX_PROBE_OPSET)
+def synthesise_probe(op_type: str, dtype: str = "float32", opset: int = MAX_PROBE_OPSET) -> onnx.ModelProto | None:
+    """A one-node model of a default-domain op built from its schema at ``opset``, retyped to ``dtype`` as the
+    rewrite would (None when it cannot compute in ``dtype``, or when no model can be built)."""
+    schema = _schema_at(op_type, opset)
     if schema is None or schema.deprecated:
         return None
     values = _synth_values(schema)
@@ -386,8 +391,8 @@ def synthesise_probe(op_type: str, dtype: str = "float32") -> onnx.ModelProto | 
             attrs.append(made)
     node = helper.make_node(op_type, [v.name for v in inputs], [v.name for v in outputs])
     node.attribute.extend(attrs)
-    model = _one_node_model(node, inputs, outputs, [helper.make_opsetid("", MAX_PROBE_OPSET)])
-    return retype_model(model, dtype)
+    model = _one_node_model(node, inputs, outputs, [helper.make_opsetid("", opset)])
+    return retype_model(model, dtype, opset)
 
 
 def _one_node_model(
@@ -572,9 +577,10 @@ def split_key(key: str) -> tuple[str, str]:
     return domain, op_type
 
 
-def probe_models(key: str, dtype: str) -> list[ProbeModel]:
+def probe_models(key: str, dtype: str, opset: int | None = None) -> list[ProbeModel]:
     """Every probe model of op ``key`` in ``dtype``: test cases first (with their first data set), else one
-    synthesised model (with random inputs when its input shapes are static)."""
+    synthesised model (with random inputs when its input shapes are static). ``opset`` stamps that default-domain
+    opset (the schema version in force there is probed); None: the test case's own, clamped to MAX_PROBE_OPSET."""
     domain, op_type = split_key(key)
     if domain == _CONTRIB:
         model = contrib_probe(op_type, dtype)
@@ -582,7 +588,28 @@ def probe_models(key: str, dtype: str) -> list[ProbeModel]:
     elif domain not in ("", "ai.onnx"):
         return []
     elif op_type in _single_node_testcases():
-        return list(testcase_probes(op_type, dtype))
+        return list(testcase_probes(op_type, dtype, opset))
     else:
-        model, origin = synthesise_probe(op_type, dtype), "schema"
+        model, origin = synthesise_probe(op_type, dtype, opset or MAX_PROBE_OPSET), "schema"
     return [] if model is None else [ProbeModel(key, dtype, origin, model, random_inputs(model))]
+
+
+def op_since_versions(key: str) -> tuple[int, ...]:
+    """The schema versions a probe can measure for op ``key``: ``onnx.defs``'s history for the default domain,
+    version 1 of the ``com.microsoft`` domain for the contrib signatures, none otherwise (ops ONNX does not know,
+    such as ORT's own SimplifiedLayerNormalization)."""
+    domain, op_type = split_key(key)
+    if domain == _CONTRIB:
+        return (1,) if op_type in CONTRIB_SIGNATURES else ()
+    if domain not in ("", "ai.onnx"):
+        return ()
+    return tuple(sorted({s.since_version for s in _default_schema_history().get(op_type, ())}))
+
+
+@cache
+def _default_schema_history() -> Mapping[str, tuple[onnx.defs.OpSchema, ...]]:
+    history: dict[str, list[onnx.defs.OpSchema]] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain == "":
+            history.setdefault(schema.name, []).append(schema)
+    return {name: tuple(schemas) for name, schemas in history.items()}

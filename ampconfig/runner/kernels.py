@@ -30,8 +30,19 @@ from onnx import helper
 
 from ampconfig.dtypes import FLOAT_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.probe_models import Feeds, probe_models
+from ampconfig.opinfo.kernel_claims import (
+    COMMON_OPSETS,
+    AcrossOpsets,
+    OpsetResult,
+    OpsetStatus,
+    measure_across_opsets,
+    serves,
+)
+from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
+from ampconfig.runner.schemas import schema_at
+
+_CONTRIB = "com.microsoft"
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -169,9 +180,14 @@ def claim(verdicts: Mapping[str, Mapping[str, KernelVerdict]]) -> tuple[tuple[st
     A dtype is claimed only when every probe model that runs in float32 and has a model in that dtype (the
     same origin, retyped) runs in it too: a float32 model that itself fails proves nothing and is not counted,
     and attributes matter (ScatterND's reduction cases fail in float16, so ScatterND has no float16). Natively
-    likewise. A dtype with no probe model to compare is not claimed.
+    likewise. A dtype with no probe model to compare is not claimed. When no float32 model runs because the
+    provider has no float32 kernel (not because the model is bad), the low dtypes are claimed where every such
+    model runs in them: an op with float16/bfloat16 kernels only.
     """
-    baseline = {origin for origin, verdict in verdicts.get("float32", {}).items() if verdict.runs}
+    float32 = verdicts.get("float32", {})
+    baseline = {origin for origin, verdict in float32.items() if verdict.runs}
+    if not baseline:  # no float32 kernel at all (GroupQueryAttention on CUDA): compare the models that have none
+        baseline = {origin for origin, verdict in float32.items() if verdict.status is KernelStatus.NO_KERNEL}
     dtypes: list[str] = []
     native: list[str] = []
     for dtype in FLOAT_DTYPES:
@@ -184,14 +200,73 @@ def claim(verdicts: Mapping[str, Mapping[str, KernelVerdict]]) -> tuple[tuple[st
     return tuple(dtypes), tuple(native)
 
 
-def measure_op(key: str, provider: str, dtypes: Sequence[str] = FLOAT_DTYPES) -> OpMeasurement:
-    """Probe op ``key`` on ``provider`` in each dtype (:mod:`ampconfig.opinfo.probe_models`) and derive its claim."""
+def measure_op(
+    key: str, provider: str, dtypes: Sequence[str] = FLOAT_DTYPES, opset: int | None = None
+) -> OpMeasurement:
+    """Probe op ``key`` on ``provider`` in each dtype (:mod:`ampconfig.opinfo.probe_models`) and derive its claim.
+    ``opset``: the default-domain opset to stamp (None: each test case's own, clamped)."""
     verdicts = {
-        dtype: {probe.origin: check_kernel(probe.model, provider, probe.inputs) for probe in probe_models(key, dtype)}
+        dtype: {
+            probe.origin: check_kernel(probe.model, provider, probe.inputs) for probe in probe_models(key, dtype, opset)
+        }
         for dtype in dtypes
     }
     claimed, native = claim(verdicts)
     return OpMeasurement(key, claimed, native, verdicts)
+
+
+def opset_result(measurement: OpMeasurement) -> OpsetResult:
+    """One opset's measurement as :mod:`ampconfig.opinfo.kernel_claims` reads it: a kernel when some probe ran;
+    "no kernel" when every float32 probe found none; otherwise unmeasurable, with the first failure's message
+    (a float32 model that fails says nothing about kernels, and must not become "no dtype")."""
+    every = [verdict for by_origin in measurement.verdicts.values() for verdict in by_origin.values()]
+    if any(verdict.runs for verdict in every):
+        tested = tuple(dtype for dtype, by_origin in measurement.verdicts.items() if by_origin)
+        return OpsetResult(OpsetStatus.KERNEL, measurement.dtypes, measurement.native_dtypes, tested=tested)
+    float32 = list(measurement.verdicts.get("float32", {}).values())
+    if float32 and all(verdict.status is KernelStatus.NO_KERNEL for verdict in float32):
+        return OpsetResult(OpsetStatus.NO_KERNEL, message=_first_line(float32[0].message))
+    if not every:
+        return OpsetResult(OpsetStatus.UNPROBED, message="no probe model could be built at this opset")
+    failed = next((v for v in float32 if v.status is not KernelStatus.NO_KERNEL), every[0])
+    return OpsetResult(OpsetStatus.UNPROBED, message=f"{failed.status.value}: {_first_line(failed.message)}")
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0][:300] if message.strip() else ""
+
+
+@dataclass(frozen=True)
+class OpsetMeasurements:
+    """An op measured at several opsets (:func:`measure_op_across_opsets`): the combined claim and every
+    opset's verdicts, for reports."""
+
+    key: str
+    across: AcrossOpsets
+    measurements: Mapping[int, OpMeasurement] = field(repr=False)
+
+    @property
+    def low_dtype_probes(self) -> bool:
+        return any(m.low_dtype_probes for m in self.measurements.values())
+
+
+def measure_op_across_opsets(key: str, provider: str) -> OpsetMeasurements:
+    """Probe op ``key`` at the opsets real models use (:func:`ampconfig.opinfo.kernel_claims.measure_across_opsets`:
+    13, 17 and the newest schema version with a kernel), so that a kernel ORT registers only up to an older
+    schema version is found instead of being recorded as no kernel at all."""
+    measurements: dict[int, OpMeasurement] = {}
+
+    def at(opset: int) -> OpsetResult:
+        measurements[opset] = measure_op(key, provider, opset=opset if split_key(key)[0] != _CONTRIB else None)
+        return opset_result(measurements[opset])
+
+    versions = op_since_versions(key)
+    contrib = split_key(key)[0] == _CONTRIB
+    across = measure_across_opsets(versions, at, common=() if contrib else COMMON_OPSETS)
+    if not versions:
+        note = "no probe model: ONNX has no schema for this op and ampconfig has no probe signature for it"
+        across = AcrossOpsets({}, note=note + " (an ORT kernel registry dump can say: ops-info import-kernels)")
+    return OpsetMeasurements(key, across, measurements)
 
 
 def _unusable(provider: str, got: list[str]) -> AmpconfigError:
@@ -295,12 +370,23 @@ def _read_rows(path: Path, provider: str) -> dict[tuple[str, str], list[_KernelR
     return rows
 
 
-def _row_for(rows: list[_KernelRow], opset: int) -> _KernelRow:
-    """The row in force at ``opset``; the newest row when none covers it (ops that start later or end earlier)."""
-    for row in rows:
-        if row.low <= opset and (row.high is None or opset <= row.high):
-            return row
-    return max(rows, key=lambda row: row.low)
+def _row_for(rows: list[_KernelRow], op_type: str, domain: str, opset: int) -> _KernelRow | None:
+    """The row ORT serves a node at ``opset`` with, by ORT's version rule (:func:`kernel_claims.serves`: an
+    open-ended "6+" row serves only schema version 6); None when no row serves it. Ops whose schema versions
+    are unknown here (contrib ops without a registry entry) take the newest row."""
+    since = _since_at(op_type, domain, opset)
+    if since is None:
+        return max(rows, key=lambda row: row.low)
+    return next((row for row in rows if serves(row.low, row.high, since)), None)
+
+
+def _since_at(op_type: str, domain: str, opset: int) -> int | None:
+    if domain == "":
+        schema = get_schema(op_type, "", opset)
+        if schema is not None:
+            return schema.since_version
+    found = schema_at(op_type, domain, opset if domain == "" else 10**6)
+    return found.since_version if found is not None else None
 
 
 def _float_dtypes(types: frozenset[str]) -> list[str]:
@@ -352,7 +438,9 @@ def kernel_table_dtypes(path: str | Path, provider: str, opset: int = 23) -> dic
     """Float dtypes per op key that ``provider`` registers kernels for, read from a local copy of ONNX Runtime's
     ``docs/OperatorKernels.md`` (github.com/microsoft/onnxruntime).
 
-    For each op the row in force at ``opset`` is read; a dtype is listed when the row registers it for every
+    For each op the row ORT serves at ``opset`` is read (an op with rows for other schema versions only gets no
+    dtype: ORT's CUDA ``Elu`` is registered "6+", which does not serve ``Elu``-22); a dtype is listed when the
+    row registers it for every
     type variable the rewrite moves (:func:`compute_variables`: LayerNormalization's ``T``, not ``U``). The
     table lists registered kernels, so these are native dtypes. Ops of the ``com.microsoft`` domain get
     ``com.microsoft::Op`` keys (typed by the row's own parameters); internal layout domains are skipped.
@@ -367,8 +455,11 @@ def kernel_table_dtypes(path: str | Path, provider: str, opset: int = 23) -> dic
     for (domain, op_type), op_rows in rows.items():
         if domain not in ("", "com.microsoft"):
             continue
-        row = _row_for(op_rows, opset)
-        dtypes = _schema_dtypes(op_type, row, opset) if domain == "" else None
         key = op_type if domain == "" else f"{domain}::{op_type}"
+        row = _row_for(op_rows, op_type, domain, opset)
+        if row is None:
+            result[key] = []  # registered only for other schema versions: no kernel at this opset
+            continue
+        dtypes = _schema_dtypes(op_type, row, opset) if domain == "" else None
         result[key] = _row_dtypes(row) if dtypes is None else dtypes
     return result
