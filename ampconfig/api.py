@@ -35,6 +35,8 @@ from ampconfig.files.models import (
 )
 from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
+from ampconfig.opinfo.schema import NodeTyping
+from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import annotate_dtypes, apply_plan
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.rounding import round_like_low_precision
@@ -49,6 +51,20 @@ _CHECKER_NODE = re.compile(r"node name: ([^)]+)\)")
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13
+
+
+class _OnnxRuntimeTyping:
+    """ONNX Runtime's schema registry (contrib ops such as ``com.microsoft::Attention``), consulted only for ops
+    ONNX's own schemas do not know: a model without them never loads onnxruntime to be decided."""
+
+    def typing(self, op_type: str, domain: str, opset: int, n_inputs: int, n_outputs: int) -> NodeTyping | None:
+        from ampconfig.runner.schemas import ort_node_typing
+
+        return ort_node_typing(op_type, domain, opset, n_inputs, n_outputs)
+
+
+#: How the rewrite types nodes: ONNX's schemas first, then ONNX Runtime's.
+TYPING = ChainedTyping((OnnxTyping(), _OnnxRuntimeTyping()))
 
 
 def effective_lists(
@@ -168,7 +184,7 @@ def rewrite_model_detailed(
         names = name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model, types)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
-        context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}))
+        context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING)
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan, names)
@@ -201,7 +217,7 @@ def rewrite_model_detailed(
 def _round_like_cpu_low_precision(ir_model: ir.Model) -> int:
     """Wrap the nodes the CPU provider would run in float32 without rounding (see ``round_like_low_precision``)."""
     annotate_dtypes(ir_model)
-    return round_like_low_precision(ir_model, load_ops_info("cpu").is_emulated)
+    return round_like_low_precision(ir_model, load_ops_info("cpu").is_emulated, TYPING)
 
 
 @with_gc_paused

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import NodeFacts
+from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour, OpInfoLibrary, OpLists
+from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.settings.modes import PrecisionMode
 
 
@@ -41,6 +42,8 @@ class DecisionContext:
     rejected: dict[str, str] = field(default_factory=dict)
     #: nodes kept in float32 by range analysis (calibration saw values beyond the low type), with the reason
     overflow: Mapping[str, str] = field(default_factory=dict)
+    #: where node type constraints come from: ONNX's schemas, and ONNX Runtime's for contrib ops where handed in
+    typing: TypingSource = ONNX_TYPING
 
     @property
     def low(self) -> Dtype:

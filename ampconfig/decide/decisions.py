@@ -24,7 +24,8 @@ class Rule(str, Enum):
     NON_TENSOR = "non_tensor"  # reads or writes sequences/optionals, whose element type is not retyped
     KEEP_DTYPE = "keep_dtype"  # pinned by a keep_dtype entry
     NO_LOW_KERNEL = "no_low_kernel"  # the target has no low-precision kernel for the op
-    NO_SCHEMA = "no_schema"  # ONNX has no schema for the op (custom op): never retyped
+    NO_SCHEMA = "no_schema"  # neither ONNX nor ONNX Runtime has a schema for the op (custom op): never retyped
+    OP_KEEPS_DTYPE = "op_keeps_dtype"  # a packed or quantized op whose float tensors are tied to its packing
     SCHEMA_FORBIDS = "schema_forbids"  # the op schema does not allow the low type
     NO_ORIGIN_KERNEL = "no_origin_kernel"  # the target lacks a kernel for the original dtype
     MODE_KEEPS = "mode_keeps"  # the precision mode keeps this dtype

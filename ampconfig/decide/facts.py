@@ -17,7 +17,8 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.opinfo.library import op_key
-from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset, node_typing
+from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
+from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 #: Nodes whose output values are constants: their consumers may take them in any float dtype.
@@ -90,7 +91,17 @@ def _schema_allows(typing: NodeTyping, variables: frozenset[str]) -> frozenset[D
     return frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
 
 
-def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: Dtype = Dtype.FLOAT16) -> NodeFacts:
+#: The default typing: ONNX's own schemas. Contrib ops need ONNX Runtime's (see ampconfig.api).
+ONNX_TYPING: TypingSource = OnnxTyping()
+
+
+def node_facts(
+    node: ir.Node,
+    model: ir.Model,
+    scope: str,
+    low_dtype: Dtype = Dtype.FLOAT16,
+    typing_source: TypingSource = ONNX_TYPING,
+) -> NodeFacts:
     key = op_key(node.domain, node.op_type)
     inputs, outputs = node.inputs, node.outputs
     ins, outs = _ValueKinds.of(inputs), _ValueKinds.of(outputs)
@@ -106,7 +117,9 @@ def node_facts(node: ir.Node, model: ir.Model, scope: str, low_dtype: Dtype = Dt
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
         return _fixed(node, key, scope, Rule.NON_TENSOR, first_float)
     opset = default_opset(model.opset_imports, node.domain)
-    typing = None if opset is None else node_typing(node.op_type, node.domain, opset, len(inputs), len(outputs))
+    typing = (
+        None if opset is None else typing_source.typing(node.op_type, node.domain, opset, len(inputs), len(outputs))
+    )
     if typing is None:
         return _fixed(node, key, scope, Rule.NO_SCHEMA)
     found = compute_variables(typing, _slot_dtypes(inputs, in_dtypes), _slot_dtypes(outputs, out_dtypes), low_dtype)
@@ -153,12 +166,14 @@ class Scope:
     facts: tuple[NodeFacts, ...]
 
 
-def iter_scopes(model: ir.Model, low_dtype: Dtype = Dtype.FLOAT16) -> Iterator[Scope]:
+def iter_scopes(
+    model: ir.Model, low_dtype: Dtype = Dtype.FLOAT16, typing_source: TypingSource = ONNX_TYPING
+) -> Iterator[Scope]:
     """The main graph first, then every subgraph, outer before inner."""
     pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
     while pending:
         graph, path = pending.pop(0)
-        facts = tuple(node_facts(node, model, path, low_dtype) for node in graph)
+        facts = tuple(node_facts(node, model, path, low_dtype, typing_source) for node in graph)
         yield Scope(graph, path, facts)
         for node in graph:
             for attr in node.attributes.values():

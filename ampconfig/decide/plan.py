@@ -209,7 +209,7 @@ def _follow_until_stable(state: DecisionState, scope: Scope) -> None:
 
 
 def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True) -> Plan:
-    scopes = list(iter_scopes(model, ctx.low))
+    scopes = list(iter_scopes(model, ctx.low, ctx.typing))
     state = DecisionState.of(scopes, ctx)
     if ctx.mode is PrecisionMode.MUST_KEEP_ORIGIN_DTYPE:
         refuse_missing_origin_kernels(state)

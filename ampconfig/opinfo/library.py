@@ -194,6 +194,11 @@ class OpInfoLibrary:
             entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
         )
 
+    def keeps_dtype(self, key: str) -> str | None:
+        """Why a packed or quantized op keeps its dtypes whatever the mode, or None for other ops."""
+        entry = self.entries.get(key)
+        return entry.keeps_dtype if entry is not None else None
+
     def colour_note(self, key: str) -> str | None:
         """Why the op's colour on this target differs from the reference lists', if it does."""
         entry = self.entries.get(key)

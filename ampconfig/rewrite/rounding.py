@@ -7,14 +7,17 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from ampconfig.decide.facts import graphs_of, node_facts
+from ampconfig.decide.facts import ONNX_TYPING, graphs_of, node_facts
 from ampconfig.dtypes import LOW_DTYPES, Dtype
+from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.rewrite.casts import insert_cast, new_cast, new_value
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.tensors import set_dtype
 
 
-def round_like_low_precision(model: ir.Model, emulated: Callable[[str, Dtype], bool]) -> int:
+def round_like_low_precision(
+    model: ir.Model, emulated: Callable[[str, Dtype], bool], typing_source: TypingSource = ONNX_TYPING
+) -> int:
     """Make a CPU run of ``model`` round every low-precision value the way low-precision hardware stores it.
 
     ONNX Runtime's CPU provider runs a float16 node that has no float16 kernel by casting around it, and then
@@ -29,7 +32,7 @@ def round_like_low_precision(model: ir.Model, emulated: Callable[[str, Dtype], b
     wrapped = 0
     for graph in graphs_of(model):
         for node in list(graph):
-            facts = node_facts(node, model, "")
+            facts = node_facts(node, model, "", typing_source=typing_source)
             if facts.dtype not in LOW_DTYPES or facts.blocker is not None or not emulated(facts.key, facts.dtype):
                 continue
             for index in facts.input_slots:

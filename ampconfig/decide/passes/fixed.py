@@ -11,7 +11,7 @@ from ampconfig.dtypes import Dtype
 
 _UNRETYPABLE = {
     Rule.UNTYPED: "tensor types could not be inferred; left exactly as it was",
-    Rule.NO_SCHEMA: "ONNX has no schema for this op (custom op); never retyped",
+    Rule.NO_SCHEMA: "neither ONNX nor ONNX Runtime has a schema for this op (custom op); never retyped",
     Rule.CONTROL_FLOW: "control flow; its body is decided in its own scope",
     Rule.MODE_KEEPS: "its output dtype is set by an attribute; kept",
     Rule.NON_TENSOR: "reads or writes sequences/optionals, whose element type stays as it is",
@@ -27,6 +27,8 @@ def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
         return Verdict(facts.dtype, facts.blocker, _UNRETYPABLE.get(facts.blocker, "kept as it was"))
     if facts.node in ctx.pinned:
         return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
+    if (kept := ctx.library.keeps_dtype(facts.key)) is not None:
+        return Verdict(facts.dtype, Rule.OP_KEEPS_DTYPE, f"{facts.key} keeps its dtype: {kept}")
     if facts.node.name in ctx.overflow and facts.dtype is Dtype.FLOAT32:
         return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[facts.node.name])
     if facts.node.name in ctx.rejected:
