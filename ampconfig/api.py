@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
@@ -21,21 +23,30 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.policy import DecisionContext
-from ampconfig.errors import Severity
+from ampconfig.errors import AmpconfigError, Severity
+from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import (
-    check_input_model,
+    OpenedModel,
+    checker_errors,
     checker_problem,
     inferred_types,
     light_proto,
+    new_checker_errors,
     open_model,
+    output_checker_errors,
     output_model_problem,
     refuse_invalid_output,
+    save_model_atomic,
     save_model_sharing_data,
 )
+from ampconfig.files.repair import AdmittedModel, admit_input_model
 from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.rewrite.apply import annotate_dtypes, apply_plan, name_unnamed_nodes, round_like_low_precision
 from ampconfig.settings.modes import PrecisionMode, parse_mode
+
+if TYPE_CHECKING:  # the runner (ONNX Runtime) is imported only on the rare path that needs it
+    from ampconfig.runner.sessions import ModelFile
 
 MixlistInput = str | Path | Mapping[str, Any] | None
 KeepDtypeInput = str | Path | Sequence[str] | None
@@ -79,13 +90,82 @@ def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | No
     return list(keep_dtype_from_config(value)), source
 
 
-def _checked_output(ir_model: ir.Model, *, lazy_tensors: bool) -> tuple[onnx.ModelProto | None, str | None]:
-    """The output proto (None for models whose tensors stay on disk) and the full checker's complaint."""
-    if lazy_tensors:
-        # Serialising would read (and convert) every external tensor: check a stripped copy instead.
-        return None, output_model_problem(ir_model)
-    proto = ir.serde.serialize_model(ir_model)
-    return proto, checker_problem(light_proto(proto))
+def _checked_output(
+    ir_model: ir.Model, *, lazy_tensors: bool, known_errors: tuple[str, ...] = ()
+) -> tuple[onnx.ModelProto | None, str | None]:
+    """The output proto (None for models whose tensors stay on disk) and the full checker's complaint that the
+    input did not already have (``known_errors``: the repaired input's complaints; none for a clean input)."""
+    # Serialising a model whose tensors stay on disk would read (and convert) every one: check a stripped copy.
+    proto = None if lazy_tensors else ir.serde.serialize_model(ir_model)
+    if not known_errors:
+        return proto, output_model_problem(ir_model) if proto is None else checker_problem(light_proto(proto))
+    errors = output_checker_errors(ir_model) if proto is None else checker_errors(light_proto(proto))
+    new = new_checker_errors(errors, known_errors)
+    return proto, new[0] if new else None
+
+
+def _input_for_onnx_runtime(opened: OpenedModel, ir_version: int) -> onnx.ModelProto | ModelFile:
+    """The (repaired) input as ONNX Runtime takes it, at the output's IR version. A model with external data is
+    loaded from its file, which ORT reads the weights next to: that file is the unrepaired model."""
+    from ampconfig.runner.sessions import ModelFile
+
+    if opened.external_files and opened.path:
+        return ModelFile(Path(opened.path), opened.proto)
+    return with_ir_version(opened.proto, ir_version)
+
+
+def _require_onnx_runtime_loads(admitted: AdmittedModel, ir_version: int) -> None:
+    """The rare path of the acceptance rule: the checker still rejects the (repaired) input, so ONNX Runtime
+    decides. A model it cannot load either is refused with both complaints (they name the node)."""
+    from ampconfig.runner.acceptance import load_failure  # only models the checker rejects need ORT
+
+    opened = admitted.opened
+    refusal = load_failure(_input_for_onnx_runtime(opened, ir_version))
+    if refusal is not None:
+        raise AmpconfigError(
+            f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
+            f"the ONNX checker says: {admitted.checker_errors[0]}",
+            file=opened.path,
+            hint="fix or re-export the model; the messages name the node",
+        )
+
+
+@contextmanager
+def _runnable_output(ir_model: ir.Model, written: onnx.ModelProto | None) -> Iterator[onnx.ModelProto | ModelFile]:
+    """The rewritten model as ONNX Runtime takes it: the proto, or a temporary file when its tensors stay on disk."""
+    if written is not None:
+        yield written
+        return
+    from ampconfig.runner.sessions import ModelFile
+
+    with tempfile.TemporaryDirectory(prefix="ampconfig-accept-") as folder:
+        path = save_model_atomic(ir_model, Path(folder) / "rewritten.onnx")
+        yield ModelFile(path, open_model(path).proto)
+
+
+def _confirm_output_runs(
+    admitted: AdmittedModel, ir_model: ir.Model, written: onnx.ModelProto | None, ir_version: int
+) -> str:
+    """Load and run the rewrite of an input the checker rejects in ONNX Runtime before anything is written;
+    refuse it when ORT does worse with it than with the input. Returns the note for the warnings."""
+    from ampconfig.runner.acceptance import check_output_runs
+
+    opened = admitted.opened
+    with _runnable_output(ir_model, written) as output:
+        check = check_output_runs(_input_for_onnx_runtime(opened, ir_version), output)
+    if check.failure is not None:
+        raise AmpconfigError(
+            f"the rewritten model would be worse than the input, so nothing was written: {check.failure}",
+            file=opened.path,
+            hint="the input does not pass the ONNX checker; report the model and the command, or fix the input",
+        )
+    complaints = admitted.checker_errors
+    proof = "loads and runs in ONNX Runtime" if check.ran else f"loads in ONNX Runtime ({check.note})"
+    return (
+        f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "
+        f"ONNX Runtime loads it, so it was rewritten: the output has no complaint the input did not have and "
+        f"{proof}"
+    )
 
 
 def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
@@ -140,16 +220,23 @@ def rewrite_model_detailed(
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
     ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw
     values beyond the low type's range); such float32 nodes keep float32 under rule ``range_overflow``.
-    Raises :class:`~ampconfig.errors.AmpconfigError` for bad input; the returned model always passes
-    ``onnx.checker.check_model(full_check=True)``.
+    Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
+    the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
+    ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
+    that passes the checker it passes too; for one that does not, ONNX Runtime loaded the input and loaded and ran
+    the output. Its IR version is one the installed ONNX Runtime loads, where the model allows it.
     """
     mode = parse_mode(precision_mode)
     library = load_ops_info(target)
     lists, warnings = effective_lists(mode, library, modify_mixlist)
     entries, keep_source = _keep_dtype_entries(keep_dtype)
     opened = open_model(model)
-    light = light_proto(opened.proto)
-    types = check_input_model(light, opened.path)
+    ir_version = output_ir_version(opened.proto, opened.path)
+    admitted = admit_input_model(opened)
+    opened, types = admitted.opened, admitted.types
+    warnings.extend(admitted.warnings)
+    if admitted.checker_errors:
+        _require_onnx_runtime_loads(admitted, ir_version.version)
 
     opset_raised = None
     if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
@@ -161,6 +248,7 @@ def rewrite_model_detailed(
     rejected: dict[str, str] = {}
     while True:
         ir_model = opened.to_ir()
+        ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model, types)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
@@ -168,7 +256,9 @@ def rewrite_model_detailed(
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan, names)
-        written, problem = _checked_output(ir_model, lazy_tensors=bool(opened.external_files))
+        written, problem = _checked_output(
+            ir_model, lazy_tensors=bool(opened.external_files), known_errors=admitted.checker_errors
+        )
         if problem is None:
             break
         # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
@@ -177,6 +267,10 @@ def rewrite_model_detailed(
             raise refuse_invalid_output(problem)
         rejected[culprit] = problem
         warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
+    if admitted.checker_errors:
+        warnings.append(_confirm_output_runs(admitted, ir_model, written, ir_version.version))
+    if ir_version.note:
+        warnings.append(ir_version.note)
     stats.opset_raised_to = opset_raised
     warnings.extend(keep_warnings)
     result = RewriteResult(
