@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -286,6 +287,32 @@ def test_mvn_is_rewritten_with_its_own_complaint_and_runs(mode: str) -> None:
     mean = x.mean(axis=(0, 2, 3), keepdims=True)
     expected = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=(0, 2, 3), keepdims=True) + 1e-9)
     np.testing.assert_allclose(run(result.model, {"X": x})[0], expected, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("defect", ["stale_output_shape", "rank0_value_info"])
+def test_external_data_model_with_defects_is_rewritten_from_files(tmp_path: Path, defect: str) -> None:
+    # Weights stay on disk: the repair works on the proto, ORT loads the input from its file and the output from
+    # a temporary copy before the real one is written.
+    path = tmp_path / f"{defect}.onnx"
+    onnx.save(DEFECTS[defect](), str(path), save_as_external_data=True, location="weights.data", size_threshold=0)
+    result, out, text = _rewrite_cli(tmp_path, path)
+    assert result.exit_code == EXIT_OK, text
+    assert f"value '{NAMED[defect][0]}'" in text
+    assert (tmp_path / "out.onnx.data").is_file()
+    session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert session.run(None, FEEDS)[0].shape == (BATCH, 4)
+    expected = {path.name, "weights.data", "out.onnx", "out.onnx.data"}
+    assert {p.name for p in tmp_path.iterdir()} == expected  # nothing left behind
+
+
+@pytest.mark.parametrize("defect", ["rank0_output", "stale_output_shape"])
+def test_run_proves_a_defect_model_against_the_model_as_given(tmp_path: Path, defect: str) -> None:
+    path = _save(DEFECTS[defect](), tmp_path, f"{defect}.onnx")
+    args = ["run", str(path), "-m", "allow_mix_precision", "--iterations", "1", "--warmup", "0", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == EXIT_OK, _text(result)
+    report = json.loads(result.stdout)
+    assert any("'y'" in warning for warning in report["warnings"]), report["warnings"]
 
 
 # ------------------------------------------------------------------------------ models ORT refuses
