@@ -93,10 +93,18 @@ def admit_input_model(opened: OpenedModel) -> AdmittedModel:
 # ------------------------------------------------------------------------------------------ the repairs
 
 
+#: The ONNX ops with graph attributes (control flow); nodes of other domains may have them too.
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
 def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and its subgraphs, depth first in node and attribute order (the same order for every copy)."""
+    """``graph`` and its subgraphs, depth first in node and attribute order (the same order for every copy).
+    Only nodes that can hold a subgraph are looked into: reading every node's attributes from Python costs
+    about as much as the rest of the admission on graphs of tens of thousands of nodes."""
     yield graph
     for node in graph.node:
+        if node.op_type not in _SUBGRAPH_OPS and node.domain in ("", "ai.onnx"):
+            continue
         for attribute in node.attribute:
             if attribute.HasField("g"):
                 yield from graphs(attribute.g)
@@ -106,17 +114,18 @@ def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 def tidy_declarations(model: onnx.ModelProto) -> list[Repair]:
     """Drop duplicate ``value_info`` entries and entries for names nothing produces, in place. No inference."""
-    if not any(graph.value_info for graph in graphs(model.graph)):
+    scopes = [graph for graph in graphs(model.graph) if graph.value_info]
+    if not scopes:
         return []
     produced = _produced_names(model.graph)
     repairs: list[Repair] = []
-    for graph in graphs(model.graph):
-        if not graph.value_info:
-            continue
+    for graph in scopes:
+        names = [entry.name for entry in graph.value_info]
+        if len(set(names)) == len(names) and produced.issuperset(names):
+            continue  # the common case: nothing to drop, nothing copied
         kept, dropped = _tidy(list(graph.value_info), produced)
-        if dropped:
-            _replace(graph.value_info, kept)
-            repairs.extend(dropped)
+        _replace(graph.value_info, kept)
+        repairs.extend(dropped)
     return repairs
 
 
