@@ -96,7 +96,17 @@ DEFECTS: dict[str, Callable[[], onnx.ModelProto]] = {
     ),
     "orphan_value_info": lambda: conv_net([vi("ghost_tensor", [3, 3]), vi("c2", [BATCH, 8, 8, 8])]),
     "stale_output_shape": lambda: conv_net(output=vi("y", [BATCH, 10])),
+    "unsorted_nodes": lambda: _reversed_nodes(conv_net()),  # ORT sorts a graph itself; ONNX requires the order
 }
+
+
+def _reversed_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
+    nodes = [onnx.NodeProto.FromString(node.SerializeToString()) for node in model.graph.node]
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(nodes))
+    return model
+
+
 #: The values the warnings about each defect model must name.
 NAMED = {
     "rank0_value_info": ["c1"],
@@ -108,6 +118,7 @@ NAMED = {
     "duplicate_value_info": ["c1", "logits"],
     "orphan_value_info": ["ghost_tensor"],
     "stale_output_shape": ["y"],
+    "unsorted_nodes": ["ocr_backbone"],  # the graph
 }
 #: Inputs ONNX Runtime itself refuses: ampconfig repairs them all the same.
 ORT_REFUSES = {"rank0_everywhere", "wrong_elem_types"}
@@ -157,7 +168,7 @@ def test_defect_model_is_rewritten_in_every_mode(defect: str, mode: str, clean_o
 
     for value in NAMED[defect]:
         assert any(f"'{value}'" in warning for warning in result.warnings), (value, result.warnings)
-    named = {match for warning in result.warnings for match in re.findall(r"^value '([^']+)'", warning)}
+    named = {match for warning in result.warnings for match in re.findall(r"^(?:value|graph) '([^']+)'", warning)}
     assert named == set(NAMED[defect]), result.warnings  # no warning about a value that is fine
 
     out = result.model
@@ -237,13 +248,14 @@ def test_contradiction_ignores_what_is_unknown() -> None:
 # --------------------------------------------------------------------------- subgraphs and the rare path
 
 
-def test_stale_value_info_inside_an_if_branch_is_repaired() -> None:
+def test_stale_value_info_and_order_inside_an_if_branch_are_repaired() -> None:
     then_branch = oh.make_graph(
-        [oh.make_node("Relu", ["x"], ["inner"], name="inner_relu"), oh.make_node("Neg", ["inner"], ["neg"])],
+        # Unsorted, with a rank-0 placeholder: both repaired inside the subgraph.
+        [oh.make_node("Neg", ["inner"], ["neg"]), oh.make_node("Relu", ["x"], ["inner"], name="inner_relu")],
         "then",
         [],
         [vi("neg", [2, 3])],
-        value_info=[vi("inner", [])],  # a rank-0 placeholder inside the subgraph
+        value_info=[vi("inner", [])],
     )
     else_branch = oh.make_graph([oh.make_node("Identity", ["x"], ["same"])], "else", [], [vi("same", [2, 3])])
     nodes = [
@@ -258,6 +270,7 @@ def test_stale_value_info_inside_an_if_branch_is_repaired() -> None:
     assert _strict_complaints(model)
     result = rewrite_model_detailed(model, "force_fp16", target="cpu")
     assert any("'inner'" in w and "rank-0 placeholder" in w for w in result.warnings), result.warnings
+    assert any(w.startswith("graph 'then': nodes were not in topological order") for w in result.warnings)
     onnx.checker.check_model(result.model, full_check=True)
     x = np.array([[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]], dtype=np.float32)
     np.testing.assert_allclose(run(result.model, {"x": x})[0], -np.maximum(x, 0), rtol=1e-3)

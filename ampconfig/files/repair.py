@@ -12,6 +12,7 @@ refuses it. PaddlePaddle exports, for one, declare rank-0 placeholder shapes for
 - graph output shapes that are placeholders (rank 0 where the graph computes a tensor of rank >= 1, or a
   negative dimension): replaced by the inferred shape; a graph output without a shape (which the checker
   requires) gets the inferred one.
+- nodes out of topological order (ONNX requires it, ONNX Runtime sorts the graph itself): sorted, in every scope.
 
 A graph's inputs and outputs are the model's interface: their element types are never changed, an input's shape
 never, an output's shape only when it is a placeholder. Any other contradiction there is kept and reported.
@@ -21,6 +22,7 @@ refusal. The repaired copy is what gets rewritten; the caller's proto and the us
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -42,14 +44,16 @@ _WRAPPER_KINDS = ("sequence_type", "optional_type")
 
 @dataclass(frozen=True)
 class Repair:
-    """One repaired (or, with ``changed`` False, reported but kept) declaration of the value ``value``."""
+    """One repaired (or, with ``changed`` False, reported but kept) declaration of the value ``value`` (or, with
+    ``subject`` "graph", a repair of the graph of that name)."""
 
     value: str
     action: str
     changed: bool = True
+    subject: str = "value"
 
     def message(self) -> str:
-        return f"value {self.value!r}: {self.action}"
+        return f"{self.subject} {self.value!r}: {self.action}"
 
 
 @dataclass(frozen=True)
@@ -77,16 +81,18 @@ def admit_input_model(opened: OpenedModel) -> AdmittedModel:
     repairs = tidy_declarations(light)
     types = strictly_inferred_types(light)
     errors: tuple[str, ...] = ()
+    sorted_graphs: list[Repair] = []
     if types is None:
+        sorted_graphs = sort_nodes(light)
         contradictions = repair_contradictions(light)
-        repairs += contradictions
-        if any(repair.changed for repair in contradictions):
+        repairs += sorted_graphs + contradictions
+        if any(repair.changed for repair in repairs):
             types = strictly_inferred_types(light)
         if types is None:
             errors = tuple(checker_errors(light)) or ("the ONNX checker rejects the model",)
             types = inferred_types(light)
     if any(repair.changed for repair in repairs):
-        opened = replace(opened, proto=_with_declarations_of(light, opened.proto))
+        opened = replace(opened, proto=_with_repairs_of(light, opened.proto, sort=bool(sorted_graphs)))
     return AdmittedModel(opened, types, tuple(repairs), errors)
 
 
@@ -103,13 +109,8 @@ def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     about as much as the rest of the admission on graphs of tens of thousands of nodes."""
     yield graph
     for node in graph.node:
-        if node.op_type not in _SUBGRAPH_OPS and node.domain in ("", "ai.onnx"):
-            continue
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from graphs(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from graphs(subgraph)
+        for subgraph in _subgraphs(node):
+            yield from graphs(subgraph)
 
 
 def tidy_declarations(model: onnx.ModelProto) -> list[Repair]:
@@ -165,6 +166,71 @@ def _tidy(entries: list[onnx.ValueInfoProto], produced: set[str]) -> tuple[list[
                 )
             )
     return kept, dropped
+
+
+def sort_nodes(model: onnx.ModelProto) -> list[Repair]:
+    """Put the nodes of every graph in topological order, in place, keeping the given order where it allows
+    (ONNX Runtime sorts a graph itself before running it, so an unsorted model loads there; ONNX requires the
+    order). A graph with a cycle is left as it is: ORT refuses it too."""
+    repairs: list[Repair] = []
+    _sort_graph(model.graph, frozenset(), repairs)
+    return repairs
+
+
+def _sort_graph(graph: onnx.GraphProto, outer: frozenset[str], repairs: list[Repair]) -> None:
+    nodes = list(graph.node)
+    producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
+    after: list[list[int]] = [[] for _ in nodes]  # the nodes that wait for each node
+    waiting = [0] * len(nodes)
+    for index, node in enumerate(nodes):
+        for source in {producer[name] for name in _reads(node) if producer.get(name, index) != index}:
+            after[source].append(index)
+            waiting[index] += 1
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        index = heapq.heappop(ready)  # the earliest node that can run: the given order where it is valid
+        order.append(index)
+        for follower in after[index]:
+            waiting[follower] -= 1
+            if waiting[follower] == 0:
+                heapq.heappush(ready, follower)
+    if len(order) == len(nodes) and order != sorted(order):
+        reordered = [_copy(nodes[index]) for index in order]  # copied before the field lets go of them
+        del graph.node[:]
+        graph.node.extend(reordered)
+        action = "nodes were not in topological order: sorted (ONNX Runtime sorts them too)"
+        repairs.append(Repair(graph.name, action, subject="graph"))
+    known = outer | producer.keys() | {value.name for value in graph.input}
+    for node in graph.node:
+        for subgraph in _subgraphs(node):
+            _sort_graph(subgraph, frozenset(known), repairs)
+
+
+def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    return copy
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    if node.op_type not in _SUBGRAPH_OPS and node.domain in ("", "ai.onnx"):
+        return
+    for attribute in node.attribute:
+        if attribute.HasField("g"):
+            yield attribute.g
+        yield from attribute.graphs
+
+
+def _reads(node: onnx.NodeProto) -> Iterator[str]:
+    """The values a node reads: its inputs and what its subgraphs read from outside themselves (a superset is
+    harmless: only values the same graph produces order the nodes)."""
+    yield from node.input
+    for subgraph in _subgraphs(node):
+        for inner in graphs(subgraph):
+            for inner_node in inner.node:
+                yield from inner_node.input
 
 
 def repair_contradictions(model: onnx.ModelProto) -> list[Repair]:
@@ -387,11 +453,14 @@ def _replace(field: RepeatedCompositeFieldContainer[onnx.ValueInfoProto], entrie
     field.extend(copies)
 
 
-def _with_declarations_of(source: onnx.ModelProto, model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` with the ``value_info`` and graph outputs of ``source`` (its repaired light copy: the
-    same graphs, in the same order), in every scope. ``model`` itself is left as it is."""
+def _with_repairs_of(source: onnx.ModelProto, model: onnx.ModelProto, *, sort: bool) -> onnx.ModelProto:
+    """A copy of ``model`` with the repairs made to ``source`` (its light copy: the same graphs): nodes sorted
+    (the same deterministic sort) when ``sort``, then the ``value_info`` and graph outputs of ``source`` in every
+    scope. ``model`` itself is left as it is."""
     repaired = onnx.ModelProto()
     repaired.CopyFrom(model)
+    if sort:
+        sort_nodes(repaired)
     for ours, theirs in zip(graphs(source.graph), graphs(repaired.graph), strict=True):
         _replace(theirs.value_info, list(ours.value_info))
         _replace(theirs.output, list(ours.output))
