@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import onnx
 import onnx_ir as ir
@@ -23,10 +21,9 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.policy import DecisionContext
-from ampconfig.errors import AmpconfigError, Severity
-from ampconfig.files.ir_version import output_ir_version, with_ir_version
+from ampconfig.errors import Severity
+from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
-    OpenedModel,
     checker_errors,
     checker_problem,
     inferred_types,
@@ -36,17 +33,13 @@ from ampconfig.files.models import (
     output_checker_errors,
     output_model_problem,
     refuse_invalid_output,
-    save_model_atomic,
     save_model_sharing_data,
 )
-from ampconfig.files.repair import AdmittedModel, admit_input_model
+from ampconfig.files.repair import admit_input_model
 from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.rewrite.apply import annotate_dtypes, apply_plan, name_unnamed_nodes, round_like_low_precision
 from ampconfig.settings.modes import PrecisionMode, parse_mode
-
-if TYPE_CHECKING:  # the runner (ONNX Runtime) is imported only on the rare path that needs it
-    from ampconfig.runner.sessions import ModelFile
 
 MixlistInput = str | Path | Mapping[str, Any] | None
 KeepDtypeInput = str | Path | Sequence[str] | None
@@ -102,70 +95,6 @@ def _checked_output(
     errors = output_checker_errors(ir_model) if proto is None else checker_errors(light_proto(proto))
     new = new_checker_errors(errors, known_errors)
     return proto, new[0] if new else None
-
-
-def _input_for_onnx_runtime(opened: OpenedModel, ir_version: int) -> onnx.ModelProto | ModelFile:
-    """The (repaired) input as ONNX Runtime takes it, at the output's IR version. A model with external data is
-    loaded from its file, which ORT reads the weights next to: that file is the unrepaired model."""
-    from ampconfig.runner.sessions import ModelFile
-
-    if opened.external_files and opened.path:
-        return ModelFile(Path(opened.path), opened.proto)
-    return with_ir_version(opened.proto, ir_version)
-
-
-def _require_onnx_runtime_loads(admitted: AdmittedModel, ir_version: int) -> None:
-    """The rare path of the acceptance rule: the checker still rejects the (repaired) input, so ONNX Runtime
-    decides. A model it cannot load either is refused with both complaints (they name the node)."""
-    from ampconfig.runner.acceptance import load_failure  # only models the checker rejects need ORT
-
-    opened = admitted.opened
-    refusal = load_failure(_input_for_onnx_runtime(opened, ir_version))
-    if refusal is not None:
-        raise AmpconfigError(
-            f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
-            f"the ONNX checker says: {admitted.checker_errors[0]}",
-            file=opened.path,
-            hint="fix or re-export the model; the messages name the node",
-        )
-
-
-@contextmanager
-def _runnable_output(ir_model: ir.Model, written: onnx.ModelProto | None) -> Iterator[onnx.ModelProto | ModelFile]:
-    """The rewritten model as ONNX Runtime takes it: the proto, or a temporary file when its tensors stay on disk."""
-    if written is not None:
-        yield written
-        return
-    from ampconfig.runner.sessions import ModelFile
-
-    with tempfile.TemporaryDirectory(prefix="ampconfig-accept-") as folder:
-        path = save_model_atomic(ir_model, Path(folder) / "rewritten.onnx")
-        yield ModelFile(path, open_model(path).proto)
-
-
-def _confirm_output_runs(
-    admitted: AdmittedModel, ir_model: ir.Model, written: onnx.ModelProto | None, ir_version: int
-) -> str:
-    """Load and run the rewrite of an input the checker rejects in ONNX Runtime before anything is written;
-    refuse it when ORT does worse with it than with the input. Returns the note for the warnings."""
-    from ampconfig.runner.acceptance import check_output_runs
-
-    opened = admitted.opened
-    with _runnable_output(ir_model, written) as output:
-        check = check_output_runs(_input_for_onnx_runtime(opened, ir_version), output)
-    if check.failure is not None:
-        raise AmpconfigError(
-            f"the rewritten model would be worse than the input, so nothing was written: {check.failure}",
-            file=opened.path,
-            hint="the input does not pass the ONNX checker; report the model and the command, or fix the input",
-        )
-    complaints = admitted.checker_errors
-    proof = "loads and runs in ONNX Runtime" if check.ran else f"loads in ONNX Runtime ({check.note})"
-    return (
-        f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "
-        f"ONNX Runtime loads it, so it was rewritten: the output has no complaint the input did not have and "
-        f"{proof}"
-    )
 
 
 def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
@@ -235,8 +164,10 @@ def rewrite_model_detailed(
     admitted = admit_input_model(opened)
     opened, types = admitted.opened, admitted.types
     warnings.extend(admitted.warnings)
-    if admitted.checker_errors:
-        _require_onnx_runtime_loads(admitted, ir_version.version)
+    if admitted.checker_errors:  # the rare path: ONNX Runtime decides (imported only here)
+        from ampconfig.runner.acceptance import require_onnx_runtime_loads
+
+        require_onnx_runtime_loads(admitted, ir_version.version)
 
     opset_raised = None
     if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
@@ -268,7 +199,9 @@ def rewrite_model_detailed(
         rejected[culprit] = problem
         warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
     if admitted.checker_errors:
-        warnings.append(_confirm_output_runs(admitted, ir_model, written, ir_version.version))
+        from ampconfig.runner.acceptance import confirm_output_runs
+
+        warnings.append(confirm_output_runs(admitted, ir_model, written, ir_version.version))
     if ir_version.note:
         warnings.append(ir_version.note)
     stats.opset_raised_to = opset_raised

@@ -10,13 +10,20 @@ whether ORT accepts the graph, not how fast it runs.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.ir_version import with_ir_version
+from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.files.repair import AdmittedModel
 from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
 from ampconfig.runner.sessions import LOAD_FAILED, ModelFile, Session, create_session, model_proto, run_once
 
@@ -90,3 +97,62 @@ def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.
         text = str(exc).strip()
         return text.splitlines()[0] if text else type(exc).__name__
     return None
+
+
+# ------------------------------------------------------------------------ the rewrite's use of them
+
+
+def _input_for_onnx_runtime(opened: OpenedModel, ir_version: int) -> onnx.ModelProto | ModelFile:
+    """The (repaired) input as ONNX Runtime takes it, at the output's IR version. A model with external data is
+    loaded from its file, which ORT reads the weights next to: that file is the unrepaired model."""
+    if opened.external_files and opened.path:
+        return ModelFile(Path(opened.path), opened.proto)
+    return with_ir_version(opened.proto, ir_version)
+
+
+def require_onnx_runtime_loads(admitted: AdmittedModel, ir_version: int) -> None:
+    """The rare path of the acceptance rule: the checker still rejects the (repaired) input, so ONNX Runtime
+    decides. A model it cannot load either is refused with both complaints (they name the node)."""
+    opened = admitted.opened
+    refusal = load_failure(_input_for_onnx_runtime(opened, ir_version))
+    if refusal is not None:
+        raise AmpconfigError(
+            f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
+            f"the ONNX checker says: {admitted.checker_errors[0]}",
+            file=opened.path,
+            hint="fix or re-export the model; the messages name the node",
+        )
+
+
+@contextmanager
+def _runnable_output(ir_model: ir.Model, written: onnx.ModelProto | None) -> Iterator[onnx.ModelProto | ModelFile]:
+    """The rewritten model as ONNX Runtime takes it: the proto, or a temporary file when its tensors stay on disk."""
+    if written is not None:
+        yield written
+        return
+    with tempfile.TemporaryDirectory(prefix="ampconfig-accept-") as folder:
+        path = save_model_atomic(ir_model, Path(folder) / "rewritten.onnx")
+        yield ModelFile(path, open_model(path).proto)
+
+
+def confirm_output_runs(
+    admitted: AdmittedModel, ir_model: ir.Model, written: onnx.ModelProto | None, ir_version: int
+) -> str:
+    """Load and run the rewrite of an input the checker rejects in ONNX Runtime before anything is written;
+    refuse it when ORT does worse with it than with the input. Returns the note for the warnings."""
+    opened = admitted.opened
+    with _runnable_output(ir_model, written) as output:
+        check = check_output_runs(_input_for_onnx_runtime(opened, ir_version), output)
+    if check.failure is not None:
+        raise AmpconfigError(
+            f"the rewritten model would be worse than the input, so nothing was written: {check.failure}",
+            file=opened.path,
+            hint="the input does not pass the ONNX checker; report the model and the command, or fix the input",
+        )
+    complaints = admitted.checker_errors
+    proof = "loads and runs in ONNX Runtime" if check.ran else f"loads in ONNX Runtime ({check.note})"
+    return (
+        f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "
+        f"ONNX Runtime loads it, so it was rewritten: the output has no complaint the input did not have and "
+        f"{proof}"
+    )
