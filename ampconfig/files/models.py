@@ -184,19 +184,18 @@ def checker_problem(proto: onnx.ModelProto) -> str | None:
 
 
 def checker_errors(proto: onnx.ModelProto) -> list[str]:
-    """Every complaint of ``check_model(full_check=True)`` about a (light) proto, one per entry: the structural
-    check's (it stops at its first) and each node that strict type and shape inference rejects. Empty when the
-    model passes. Unlike the checker itself, inference runs even when the structural check fails."""
-    errors = []
+    """Every complaint of ``check_model(full_check=True)`` about a (light) proto, one per entry, empty when it
+    passes: the structural check's first complaint, or else each node that strict type and shape inference
+    rejects (as the checker does, inference is not run on a structurally broken model)."""
     try:
         onnx.checker.check_model(proto)
     except (onnx.checker.ValidationError, ValueError) as exc:
-        errors.append(_structural_error(exc))
+        return [_structural_error(exc)]
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=False)
-    except Exception as exc:  # InferenceError, or whatever a structurally broken model makes inference raise
-        errors.extend(_inference_errors(exc))
-    return errors
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        return _inference_errors(exc)
+    return []
 
 
 #: The checker's context line for a node: "==> Context: Bad node spec for node. Name: relu_1 OpType: Relu".
