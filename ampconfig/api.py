@@ -22,17 +22,21 @@ from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.errors import Severity
+from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
-    check_input_model,
+    checker_errors,
     checker_problem,
     inferred_types,
     light_proto,
+    new_checker_errors,
     open_model,
+    output_checker_errors,
     output_model_problem,
     refuse_invalid_output,
     save_model_sharing_data,
 )
+from ampconfig.files.repair import admit_input_model
 from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
@@ -98,13 +102,18 @@ def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | No
     return list(keep_dtype_from_config(value)), source
 
 
-def _checked_output(ir_model: ir.Model, *, lazy_tensors: bool) -> tuple[onnx.ModelProto | None, str | None]:
-    """The output proto (None for models whose tensors stay on disk) and the full checker's complaint."""
-    if lazy_tensors:
-        # Serialising would read (and convert) every external tensor: check a stripped copy instead.
-        return None, output_model_problem(ir_model)
-    proto = ir.serde.serialize_model(ir_model)
-    return proto, checker_problem(light_proto(proto))
+def _checked_output(
+    ir_model: ir.Model, *, lazy_tensors: bool, known_errors: tuple[str, ...] = ()
+) -> tuple[onnx.ModelProto | None, str | None]:
+    """The output proto (None for models whose tensors stay on disk) and the full checker's complaint that the
+    input did not already have (``known_errors``: the repaired input's complaints; none for a clean input)."""
+    # Serialising a model whose tensors stay on disk would read (and convert) every one: check a stripped copy.
+    proto = None if lazy_tensors else ir.serde.serialize_model(ir_model)
+    if not known_errors:
+        return proto, output_model_problem(ir_model) if proto is None else checker_problem(light_proto(proto))
+    errors = output_checker_errors(ir_model) if proto is None else checker_errors(light_proto(proto))
+    new = new_checker_errors(errors, known_errors)
+    return proto, new[0] if new else None
 
 
 def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
@@ -160,16 +169,25 @@ def rewrite_model_detailed(
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
     ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw
     values beyond the low type's range); such float32 nodes keep float32 under rule ``range_overflow``.
-    Raises :class:`~ampconfig.errors.AmpconfigError` for bad input; the returned model always passes
-    ``onnx.checker.check_model(full_check=True)``.
+    Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
+    the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
+    ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
+    that passes the checker it passes too; for one that does not, ONNX Runtime loaded the input and loaded and ran
+    the output. Its IR version is one the installed ONNX Runtime loads, where the model allows it.
     """
     mode = parse_mode(precision_mode)
     library = load_ops_info(target)
     lists, warnings = effective_lists(mode, library, modify_mixlist)
     entries, keep_source = _keep_dtype_entries(keep_dtype)
     opened = open_model(model)
-    light = light_proto(opened.proto)
-    types = check_input_model(light, opened.path)
+    ir_version = output_ir_version(opened.proto, opened.path)
+    admitted = admit_input_model(opened)
+    opened, types = admitted.opened, admitted.types
+    warnings.extend(admitted.warnings)
+    if admitted.checker_errors:  # the rare path: ONNX Runtime decides (imported only here)
+        from ampconfig.runner.acceptance import require_onnx_runtime_loads
+
+        require_onnx_runtime_loads(admitted, ir_version.version)
 
     opset_raised = None
     if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
@@ -181,6 +199,7 @@ def rewrite_model_detailed(
     rejected: dict[str, str] = {}
     while True:
         ir_model = opened.to_ir()
+        ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
         annotate_dtypes(ir_model, types)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
@@ -188,7 +207,9 @@ def rewrite_model_detailed(
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         stats = apply_plan(ir_model, plan, names)
-        written, problem = _checked_output(ir_model, lazy_tensors=bool(opened.external_files))
+        written, problem = _checked_output(
+            ir_model, lazy_tensors=bool(opened.external_files), known_errors=admitted.checker_errors
+        )
         if problem is None:
             break
         # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
@@ -197,6 +218,12 @@ def rewrite_model_detailed(
             raise refuse_invalid_output(problem)
         rejected[culprit] = problem
         warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
+    if admitted.checker_errors:
+        from ampconfig.runner.acceptance import confirm_output_runs
+
+        warnings.append(confirm_output_runs(admitted, ir_model, written, ir_version.version))
+    if ir_version.note:
+        warnings.append(ir_version.note)
     stats.opset_raised_to = opset_raised
     warnings.extend(keep_warnings)
     result = RewriteResult(

@@ -1,4 +1,5 @@
-"""``ampconfig rewrite``: decide every node's dtype and write the rewritten model (no ONNX Runtime involved)."""
+"""``ampconfig rewrite``: decide every node's dtype and write the rewritten model (no ONNX Runtime session, except
+for an input the ONNX checker rejects: see :mod:`ampconfig.runner.acceptance`)."""
 
 from __future__ import annotations
 
@@ -22,12 +23,17 @@ from ampconfig.prove.request_files import declare_model, declare_model_output, r
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
 
-Flags override the session config (--config). The written model passes onnx.checker.check_model(full_check=True);
-when it could not, nothing is written and the exit code is 2. No input is ever overwritten: an --output that is
-the same file as the model, its external data, the mixlist, the keep_dtype file or the config (however the path
-is spelled: symlinks, .., hard links) is refused with exit 2 before any work. An existing --output is replaced
-atomically; a FIFO or character device such as /dev/null gets the model as a stream (a model with external data
-cannot be streamed); a directory is refused.
+Flags override the session config (--config). Stale or contradictory value_info of the input (placeholder
+shapes, wrong element types) is repaired in the copy that is rewritten, with a warning naming each value. The
+written model has no onnx.checker.check_model(full_check=True) complaint that the input did not have: a
+checker-clean input gives a checker-clean output, with no ONNX Runtime involved. An input the checker still
+rejects is rewritten only when ONNX Runtime loads it, and written only after the output loaded and ran there.
+Otherwise nothing is written and the exit code is 2.
+
+No input is ever overwritten: an --output that is the same file as the model, its external data, the mixlist,
+the keep_dtype file or the config (however the path is spelled: symlinks, .., hard links) is refused with exit 2
+before any work. An existing --output is replaced atomically; a FIFO or character device such as /dev/null gets
+the model as a stream (a model with external data cannot be streamed); a directory is refused.
 
 Models with external data (any model over 2 GB) are read lazily, one weight at a time; the output's weights are
 written to OUTPUT.data next to --output.

@@ -1,13 +1,16 @@
 """Reading input models and writing output models safely.
 
-Inputs: a path or an in-memory ``onnx.ModelProto``; unreadable, truncated or invalid models become one clear
-:class:`AmpconfigError`. Outputs are written through an :class:`~ampconfig.files.guard.OutputGuard` (atomically,
-never over an input of the same invocation), and only after the model passed the checker.
+Inputs: a path or an in-memory ``onnx.ModelProto``; unreadable or truncated models become one clear
+:class:`AmpconfigError` (what the checker says about a readable model is judged by
+:func:`ampconfig.files.repair.admit_input_model`). Outputs are written through an
+:class:`~ampconfig.files.guard.OutputGuard` (atomically, never over an input of the same invocation), and only
+after the checker found no complaint the input did not have.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,6 +186,73 @@ def checker_problem(proto: onnx.ModelProto) -> str | None:
     return None
 
 
+def checker_errors(proto: onnx.ModelProto) -> list[str]:
+    """Every complaint of ``check_model(full_check=True)`` about a (light) proto, one per entry, empty when it
+    passes: the structural check's first complaint, or else each node that strict type and shape inference
+    rejects (as the checker does, inference is not run on a structurally broken model)."""
+    try:
+        onnx.checker.check_model(proto)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        return [_structural_error(exc)]
+    try:
+        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=False)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        return _inference_errors(exc)
+    return []
+
+
+#: The checker's context line for a node: "==> Context: Bad node spec for node. Name: relu_1 OpType: Relu".
+_NODE_CONTEXT = re.compile(r"Name: (\S*) OpType: (\S+)")
+
+
+def _structural_error(exc: BaseException) -> str:
+    """The structural checker's complaint in one line, with the node its context line names."""
+    context = _NODE_CONTEXT.search(str(exc))
+    first = _first_line(exc)
+    if context is None:
+        return first
+    name, op_type = context.groups()
+    return f"{first} (node {name!r}, {op_type})" if name else f"{first} (an unnamed {op_type} node)"
+
+
+_INFERENCE_PREFIX = re.compile(r"^\[\w+\] Inference error\(s\): ")
+#: Where a strict-inference complaint names its node: "(op_type:Relu, node name: relu_1): ".
+_NODE_PREFIX = re.compile(r"\(op_type:[^)]*\): ")
+#: What :func:`_structural_error` appends: " (node 'relu_1', Relu)" or " (an unnamed Relu node)".
+_NODE_SUFFIX = re.compile(r" \((node '[^']*', \S+|an unnamed \S+ node)\)$")
+
+
+def _inference_errors(exc: BaseException) -> list[str]:
+    text = _INFERENCE_PREFIX.sub("", str(exc).strip())
+    return [line.strip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]
+
+
+def checker_error_key(error: str) -> str:
+    """A checker complaint without the node that raised it (nested function bodies included), so the same
+    complaint about an input node and about the node (or Cast) that produces that value in a rewrite compare
+    equal: "[ShapeInferenceError] Inferred shape and existing shape differ in dimension 1: (3) vs (4)"."""
+    error = _NODE_PREFIX.sub("", _INFERENCE_PREFIX.sub("", error)).replace("Inference error(s): ", "")
+    return _NODE_SUFFIX.sub("", error).strip()
+
+
+def new_checker_errors(errors: list[str], known: tuple[str, ...] | list[str]) -> list[str]:
+    """The complaints in ``errors`` that ``known`` (the input's) does not have, compared by
+    :func:`checker_error_key`."""
+    baseline = {checker_error_key(error) for error in known}
+    return [error for error in errors if checker_error_key(error) not in baseline]
+
+
+def strictly_inferred_types(light: onnx.ModelProto) -> dict[str, onnx.TypeProto] | None:
+    """What ``check_model(full_check=True)`` does, in two steps so the strict inference's result is kept: the
+    value types it found by name (as :func:`inferred_types` would), or None when the model does not pass."""
+    try:
+        onnx.checker.check_model(light)
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=False)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError):
+        return None
+    return value_types(inferred)
+
+
 def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Every value type ONNX type inference finds, by value name, subgraphs included (best effort: {} when
     inference itself fails; the planner leaves untyped nodes alone)."""
@@ -190,10 +260,11 @@ def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
         inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
     except Exception:
         return {}
-    return _value_types(inferred)
+    return value_types(inferred)
 
 
-def _value_types(inferred: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+def value_types(inferred: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The declared type of every value of an (inferred) model by name, subgraphs included; the first one wins."""
     types: dict[str, onnx.TypeProto] = {}
     pending = [inferred.graph]
     while pending:
@@ -223,22 +294,10 @@ def _checker_failure(model: ir.Model) -> str | None:
     return None
 
 
-def check_input_model(light: onnx.ModelProto, source: str | None) -> dict[str, onnx.TypeProto]:
-    """The input must pass the same full check as every output: a model that already fails it cannot be
-    rewritten into one that passes, so it is refused up front with the checker's reason. ``light`` is the
-    model's :func:`light_proto`. Returns the value types the check's type inference found (as
-    :func:`inferred_types` would), so the model is inferred once, not twice."""
-    try:
-        # What check_model(full_check=True) does, in two steps so the strict inference's result is kept.
-        onnx.checker.check_model(light)
-        inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True, data_prop=False)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
-        raise AmpconfigError(
-            f"the input model is not a valid ONNX model: {_first_line(exc)}",
-            file=source,
-            hint="fix or re-export the model; `python -m onnx.checker` style errors point at the node",
-        ) from None
-    return _value_types(inferred)
+def output_checker_errors(model: ir.Model) -> list[str]:
+    """:func:`checker_errors` of an IR model, its large initializers lifted for the call (see
+    :func:`_checker_failure`)."""
+    return call_onnx_api(checker_errors, model)
 
 
 def output_model_problem(model: ir.Model) -> str | None:

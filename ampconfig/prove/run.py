@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ampconfig.decide.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.guard import OutputGuard
+from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.prove.accuracy import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
 from ampconfig.prove.request_files import declare_model, declare_model_output
@@ -32,7 +33,7 @@ from ampconfig.runner.inputs import (
     parse_shape_option,
     prepare_inputs,
 )
-from ampconfig.runner.proof import Proof, prove
+from ampconfig.runner.proof import INPUT_REFUSED, Proof, prove
 from ampconfig.runner.sessions import ModelFile, choose_device, normalize_target
 from ampconfig.runner.timing import ProgressCallback, check_counts, speedup
 from ampconfig.settings.config import SessionConfig, check_mode_accepts_mixlist, load_session_config
@@ -233,17 +234,22 @@ def execute(
         keep_io_types=request.keep_io_types,
     )
     with _models_to_run(request, opened, result, from_files) as (reference, rewritten, accuracy_copy):
-        proof = prove(
-            reference,
-            rewritten,
-            inputs.feeds,
-            choice,
-            allow_tf32=request.allow_tf32,
-            warmup=request.warmup,
-            iterations=request.iterations,
-            progress=progress,
-            cpu_accuracy_model=accuracy_copy,
-        )
+        try:
+            proof = prove(
+                reference,
+                rewritten,
+                inputs.feeds,
+                choice,
+                allow_tf32=request.allow_tf32,
+                warmup=request.warmup,
+                iterations=request.iterations,
+                progress=progress,
+                cpu_accuracy_model=accuracy_copy,
+            )
+        except AmpconfigError as exc:
+            if exc.file is None and exc.message.startswith(INPUT_REFUSED):
+                raise replace(exc, file=str(request.model_path)) from None
+            raise
     if from_files:
         what = "has external data" if opened.external_files else "is too large for one in-memory protobuf"
         proof.notes.append(
@@ -269,7 +275,10 @@ def _models_to_run(
     copy, which shares its data file) live in a private temporary folder with external data, removed afterwards
     whatever happens."""
     if not from_files:
-        yield opened.proto, result.model, lambda: low_precision_rounding_model(result.model)
+        # The rewrite's IR version is one the installed ORT loads (lowered when the model allowed it): so is the
+        # reference's, which is the same model.
+        reference = with_ir_version(opened.proto, min(opened.proto.ir_version, result.model.ir_version))
+        yield reference, result.model, lambda: low_precision_rounding_model(result.model)
         return
     with tempfile.TemporaryDirectory(prefix="ampconfig-run-") as folder:
         rewritten_path = save_model_atomic(result.ir_model, Path(folder) / "rewritten.onnx")

@@ -13,9 +13,11 @@ import numpy as np
 import onnx
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.runner.acceptance import locate_refusal
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import (
     AUTO,
+    LOAD_FAILED,
     DeviceChoice,
     ModelFile,
     ModelSource,
@@ -52,13 +54,22 @@ class Proof:
     notes: list[str] = field(default_factory=list)
 
 
+#: How a refusal of the fp32 reference (the user's model) starts; callers that know its file add it.
+INPUT_REFUSED = "ONNX Runtime cannot load the input model: "
+
+
 def _open_sessions(
     reference: ModelSource, rewritten: ModelSource, device: str, allow_tf32: bool
 ) -> tuple[Session, Session]:
-    return (
-        create_session(reference, device, tf32=False),
-        create_session(rewritten, device, tf32=allow_tf32),
-    )
+    try:
+        reference_session = create_session(reference, device, tf32=False)
+    except AmpconfigError as exc:
+        if not exc.message.startswith(LOAD_FAILED) or not isinstance(reference, (onnx.ModelProto, ModelFile)):
+            raise
+        reason = locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(reference))
+        where = str(reference.path) if isinstance(reference, ModelFile) else None
+        raise AmpconfigError(INPUT_REFUSED + reason, file=where, hint="fix or re-export the model") from None
+    return reference_session, create_session(rewritten, device, tf32=allow_tf32)
 
 
 def open_sessions(

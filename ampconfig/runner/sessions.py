@@ -39,6 +39,9 @@ AUTO = "auto"
 _ORT_DEFAULT_LOG_SEVERITY = 2
 _SESSION_LOG_SEVERITY = 3  # errors only: ORT's placement warnings are not the user's business
 
+#: How :func:`create_session` reports a model ONNX Runtime refuses, before ORT's own words.
+LOAD_FAILED = "ONNX Runtime could not load the model: "
+
 #: Protobuf cannot serialise a message of 2 GiB or more: such models reach ONNX Runtime only as files.
 PROTOBUF_LIMIT = (1 << 31) - 1
 
@@ -200,7 +203,7 @@ def create_session(model: ModelSource, device: str, *, tf32: bool = False) -> Se
     except AmpconfigError:
         raise
     except Exception as exc:
-        raise AmpconfigError(f"ONNX Runtime could not load the model: {exc}") from None
+        raise AmpconfigError(f"{LOAD_FAILED}{exc}") from None
     providers = list(session.get_providers())
     if device == "cuda" and CUDA_PROVIDER not in providers:
         raise AmpconfigError(f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(providers)}")

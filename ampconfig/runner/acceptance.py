@@ -1,0 +1,158 @@
+"""ONNX Runtime as the judge of models the ONNX checker rejects (the rare path of the acceptance rule).
+
+ampconfig accepts every model ONNX Runtime loads. A model that passes ``check_model(full_check=True)`` never gets
+here: for it the checker-clean output is the proof, and ``rewrite`` needs no ORT. For one the checker still
+rejects after its declarations were repaired, the input must load in ORT, and the rewritten model must load
+and run there on generated inputs before it is written. Everything runs on the CPU provider: what is asked is
+whether ORT accepts the graph, not how fast it runs.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.ir_version import with_ir_version
+from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.files.repair import AdmittedModel
+from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
+from ampconfig.runner.sessions import LOAD_FAILED, ModelFile, Session, create_session, model_proto, run_once
+
+Runnable = onnx.ModelProto | ModelFile
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """What ORT made of a rewritten model: ``failure`` says why it is worse than its input (None: it is not);
+    ``ran`` is False when the output was only loaded (no inputs could be generated, or neither model ran on
+    them), which ``note`` then says."""
+
+    failure: str | None
+    ran: bool
+    note: str | None = None
+
+
+def load_failure(model: Runnable) -> str | None:
+    """Why ONNX Runtime (CPU provider) refuses to load ``model``, in its own words with the nodes it means
+    named (:func:`locate_refusal`), or None when it loads."""
+    try:
+        create_session(model, "cpu")
+    except AmpconfigError as exc:
+        return locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model))
+    return None
+
+
+#: ORT names the op it does not know, not the node: "com.microsoft:FooBar(-1) is not a registered function/op".
+#: (Other refusals name the node themselves: "Node (softmax) Op (Softmax)", "In Node, ("relu", Relu, ...".)
+_UNKNOWN_OP = re.compile(r"([\w.]*):(\w+)\(-?\d+\) is not a registered function/op")
+
+
+def locate_refusal(message: str, model: onnx.ModelProto) -> str:
+    """ORT's refusal, with the main-graph nodes of the op it does not know named (ORT names only the op)."""
+    unknown = _UNKNOWN_OP.search(message)
+    if unknown is None:
+        return message
+    domain, op_type = unknown.groups()
+    names = [
+        repr(node.name) if node.name else f"#{index} (unnamed)"
+        for index, node in enumerate(model.graph.node)
+        if node.op_type == op_type and node.domain == domain
+    ]
+    return f"{message} (node {', '.join(names[:5])}: {domain}::{op_type})" if names else message
+
+
+def check_output_runs(original: Runnable, rewritten: Runnable) -> RunCheck:
+    """Load ``rewritten`` in ORT and run it on inputs generated for ``original``; when it does not run, run
+    ``original`` on the same inputs: only a model that does worse than its input is a failure."""
+    try:
+        session = create_session(rewritten, "cpu")
+    except AmpconfigError as exc:
+        return RunCheck(f"ONNX Runtime cannot load it: {exc.message.removeprefix(LOAD_FAILED)}", ran=False)
+    try:
+        feeds = prepare_inputs(model_proto(original)).feeds
+    except AmpconfigError as exc:
+        return RunCheck(None, ran=False, note=f"it was loaded but not run: no inputs could be generated ({exc})")
+    failure = _run_failure(session, feeds, model_proto(rewritten))
+    if failure is None:
+        return RunCheck(None, ran=True)
+    reference = _run_failure(create_session(original, "cpu"), feeds, model_proto(original))
+    if reference is None:
+        return RunCheck(f"ONNX Runtime loads it but fails to run it, while the input runs: {failure}", ran=False)
+    return RunCheck(None, ran=False, note=f"neither the input nor the output runs on generated inputs ({reference})")
+
+
+def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.ModelProto) -> str | None:
+    try:
+        run_once(session, adapt_feeds(feeds, proto))
+    except Exception as exc:  # ORT raises its own exception types
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return None
+
+
+# ------------------------------------------------------------------------ the rewrite's use of them
+
+
+def _input_for_onnx_runtime(opened: OpenedModel, ir_version: int) -> onnx.ModelProto | ModelFile:
+    """The (repaired) input as ONNX Runtime takes it, at the output's IR version. A model with external data is
+    loaded from its file, which ORT reads the weights next to: that file is the unrepaired model."""
+    if opened.external_files and opened.path:
+        return ModelFile(Path(opened.path), opened.proto)
+    return with_ir_version(opened.proto, ir_version)
+
+
+def require_onnx_runtime_loads(admitted: AdmittedModel, ir_version: int) -> None:
+    """The rare path of the acceptance rule: the checker still rejects the (repaired) input, so ONNX Runtime
+    decides. A model it cannot load either is refused with both complaints (they name the node)."""
+    opened = admitted.opened
+    refusal = load_failure(_input_for_onnx_runtime(opened, ir_version))
+    if refusal is not None:
+        raise AmpconfigError(
+            f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
+            f"the ONNX checker says: {admitted.checker_errors[0]}",
+            file=opened.path,
+            hint="fix or re-export the model; the messages name the node",
+        )
+
+
+@contextmanager
+def _runnable_output(ir_model: ir.Model, written: onnx.ModelProto | None) -> Iterator[onnx.ModelProto | ModelFile]:
+    """The rewritten model as ONNX Runtime takes it: the proto, or a temporary file when its tensors stay on disk."""
+    if written is not None:
+        yield written
+        return
+    with tempfile.TemporaryDirectory(prefix="ampconfig-accept-") as folder:
+        path = save_model_atomic(ir_model, Path(folder) / "rewritten.onnx")
+        yield ModelFile(path, open_model(path).proto)
+
+
+def confirm_output_runs(
+    admitted: AdmittedModel, ir_model: ir.Model, written: onnx.ModelProto | None, ir_version: int
+) -> str:
+    """Load and run the rewrite of an input the checker rejects in ONNX Runtime before anything is written;
+    refuse it when ORT does worse with it than with the input. Returns the note for the warnings."""
+    opened = admitted.opened
+    with _runnable_output(ir_model, written) as output:
+        check = check_output_runs(_input_for_onnx_runtime(opened, ir_version), output)
+    if check.failure is not None:
+        raise AmpconfigError(
+            f"the rewritten model would be worse than the input, so nothing was written: {check.failure}",
+            file=opened.path,
+            hint="the input does not pass the ONNX checker; report the model and the command, or fix the input",
+        )
+    complaints = admitted.checker_errors
+    proof = "loads and runs in ONNX Runtime" if check.ran else f"loads in ONNX Runtime ({check.note})"
+    return (
+        f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "
+        f"ONNX Runtime loads it, so it was rewritten: the output has no complaint the input did not have and "
+        f"{proof}"
+    )
