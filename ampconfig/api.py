@@ -41,9 +41,10 @@ from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
-from ampconfig.rewrite.apply import annotate_dtypes, apply_plan
+from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.rounding import round_like_low_precision
+from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
 MixlistInput = str | Path | Mapping[str, Any] | None
@@ -201,7 +202,7 @@ def rewrite_model_detailed(
         ir_model = opened.to_ir()
         ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
-        annotate_dtypes(ir_model, types)
+        annotate_dtypes(ir_model, types, TYPING)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
         context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING)
         plan = build_plan(ir_model, context, keep_io_types)
@@ -243,7 +244,7 @@ def rewrite_model_detailed(
 
 def _round_like_cpu_low_precision(ir_model: ir.Model) -> int:
     """Wrap the nodes the CPU provider would run in float32 without rounding (see ``round_like_low_precision``)."""
-    annotate_dtypes(ir_model)
+    annotate_dtypes(ir_model, typing_source=TYPING)
     return round_like_low_precision(ir_model, load_ops_info("cpu").is_emulated, TYPING)
 
 

@@ -14,8 +14,8 @@ from onnx import helper as oh
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import Plan, build_plan
 from ampconfig.opinfo.library import OpInfoEntry, OpInfoLibrary, PrecisionReduce
-from ampconfig.rewrite.apply import annotate_dtypes
 from ampconfig.rewrite.names import name_unnamed_nodes
+from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import parse_mode
 
 #: Every distinct precision mode (allow_mix_precision_fp16 is allow_mix_precision under another name).

@@ -9,39 +9,16 @@ counted; graph outputs keep their names and dtypes; value types updated; nodes s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import RewriteStats
 from ampconfig.decide.facts import graphs_of
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import LOW_DTYPES, Dtype
-from ampconfig.files.models import call_onnx_api, inferred_types
 from ampconfig.rewrite.casts import insert_cast, new_cast, owner_graph
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.tensors import Float16Encoder, TensorConverter, numpy_float16, set_dtype
-
-
-def annotate_dtypes(model: ir.Model, types: Mapping[str, onnx.TypeProto] | None = None) -> None:
-    """Fill in missing value types from ONNX type inference (``types`` by value name, else inferred here);
-    shapes are left as the model states them."""
-    if types is None:
-        types = inferred_types(light_proto_of(model))
-    if not types:
-        return
-    for graph in graphs_of(model):
-        values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
-        for value in values:
-            if value.type is None and value.name in types:
-                value.type = ir.serde.deserialize_type_proto_for_type(types[value.name])
-
-
-def light_proto_of(model: ir.Model) -> onnx.ModelProto:
-    """A proto of ``model`` for type inference, without serialising large tensors (onnx-ir lifts them)."""
-    return call_onnx_api(lambda proto: proto, model)
 
 
 def constant_tensor(constant: ir.Node) -> ir.TensorProtocol | None:
