@@ -61,6 +61,21 @@ def test_bad_config_line_and_json_path_are_in_the_error_object(tmp_path: Path, m
     assert (error["file"], error["line"], error["json_path"]) == (str(config), 3, "$.run.warmup")
 
 
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("run", "--seed=-1"),
+        ("run", "--tolerance=nan"),
+        ("explain", "--threshold=-1"),
+        ("compare", "--data-max=inf"),
+        ("tune", "--max-runs=0"),
+    ],
+)
+def test_refused_option_value_gives_an_error_object_naming_the_flag(model: Path, command: str, option: str) -> None:
+    error = one_json_error(runner.invoke(app, [command, str(model), option, "--json"]))
+    assert error["message"].startswith(option.split("=")[0] + " must be")
+
+
 @pytest.mark.parametrize("command", [*MODEL_COMMANDS, "lists", "ops-info show"])
 def test_usage_error_gives_an_error_object(model: Path, command: str) -> None:
     args = [*command.split(), "--no-such-option", "--json"]

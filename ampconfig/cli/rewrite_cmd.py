@@ -16,6 +16,7 @@ from ampconfig.cli.output import print_json, print_warning, stdout
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import save_model_atomic
+from ampconfig.files.paths import resolve_path
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
@@ -73,7 +74,7 @@ def _settings(
         raise AmpconfigError("no model given", file=source, hint="pass MODEL or set `model` in the config")
     if settings["output"] is None:
         raise AmpconfigError("no output path given", file=source, hint="pass -o OUT.onnx or set `output`")
-    if Path(settings["output"]).resolve() == Path(settings["model"]).resolve():
+    if resolve_path(settings["output"]) == resolve_path(settings["model"]):  # a symbolic link loop resolves too
         raise AmpconfigError(
             "refusing to overwrite the input model", file=str(settings["output"]), hint="choose another -o path"
         )
