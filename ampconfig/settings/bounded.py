@@ -19,6 +19,7 @@ walk it.
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,23 +58,31 @@ def _megabytes(size: int) -> str:
 
 # --------------------------------------------------------------------------------------------------- reading
 def read_bounded(path: Path, what: str) -> bytes:
-    """The bytes of ``path``, refusing a file larger than :data:`MAX_DOCUMENT_BYTES` before reading it; a device
-    or pipe (no size known up front) is read up to the limit and refused beyond it."""
+    """The bytes of ``path``: a regular file larger than :data:`MAX_DOCUMENT_BYTES` is refused from its size,
+    before it is read; a device or pipe (no size known up front) is read up to the limit and refused beyond it."""
     source = str(path)
     try:
         with path.open("rb") as handle:
-            raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+            size = os.fstat(handle.fileno()).st_size if path.is_file() else None
+            if size is not None and size > MAX_DOCUMENT_BYTES:
+                raise _too_large(what, source, _megabytes(size))
+            # Read one byte more than expected: a file that grows meanwhile is read on, up to the limit.
+            raw = handle.read(MAX_DOCUMENT_BYTES + 1 if size is None else size + 1)
+            if size is not None and len(raw) > size:
+                raw += handle.read(MAX_DOCUMENT_BYTES + 1 - len(raw))
     except OSError as exc:
         raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        size = path.stat().st_size if path.is_file() else len(raw)
-        larger = f"{_megabytes(size)}" if path.is_file() else f"more than {_megabytes(MAX_DOCUMENT_BYTES)}"
-        raise AmpconfigError(
-            f"{what} is too large: {larger}; ampconfig reads files up to {_megabytes(MAX_DOCUMENT_BYTES)}",
-            file=source,
-            hint=_SPLIT_HINT,
-        )
+    if len(raw) > MAX_DOCUMENT_BYTES:  # a device or pipe, or a file that grew while it was read
+        raise _too_large(what, source, f"more than {_megabytes(MAX_DOCUMENT_BYTES)}")
     return raw
+
+
+def _too_large(what: str, source: str, size: str) -> AmpconfigError:
+    return AmpconfigError(
+        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(MAX_DOCUMENT_BYTES)}",
+        file=source,
+        hint=_SPLIT_HINT,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- line numbers
