@@ -315,6 +315,10 @@ NPY_CASES = {
     "huge_header": (_npy_header_only((100_000_000_000, 64)), "the file is truncated or damaged"),
     "truncated": (_npy_bytes(np.zeros((2, 64), np.float32))[:-100], "the file is truncated or damaged"),
     "pickled_objects": (None, "holds Python objects"),
+    "complex_values": (_npy_bytes(np.zeros((2, 64), np.complex64)), "is complex64 but the model expects float32"),
+    "strings": (_npy_bytes(np.full((2, 64), "a")), "is <U1 but the model expects float32"),
+    "wrong_rank": (_npy_bytes(np.zeros((2, 64, 1), np.float32)), "has shape [2, 64, 1] but the model expects rank 2"),
+    "wrong_dim": (_npy_bytes(np.zeros((2, 3), np.float32)), "has 3 at axis 1; the model fixes it to 64"),
 }
 
 
