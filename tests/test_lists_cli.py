@@ -68,7 +68,10 @@ def test_mixlist_with_a_non_mixed_mode_exits_2(tmp_path: Path, mode: str) -> Non
     mixlist = write(tmp_path, '{"black-list": {"to-add": ["MatMul"]}}')
     result = lists("--precision-mode", mode, "--modify-mixlist", mixlist, "--json")
     assert result.exit_code == 2
-    assert result.stdout == ""
+    error = json.loads(result.stdout)  # --json: the error object, and nothing else, on stdout
+    assert error["ok"] is False and error["exit_code"] == 2
+    assert "does not accept a modify_mixlist" in error["error"]["message"]
+    assert error["error"]["file"] == str(mixlist)
     assert "does not accept a modify_mixlist" in result.stderr
 
 

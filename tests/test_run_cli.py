@@ -165,7 +165,7 @@ def test_keep_dtype_pins_the_lowered_node(mlp_path: Path, mixlist_path: Path, tm
     # Pinning every node (by name) keeps the whole model fp32: the run is then exact.
     keep = tmp_path / "keep_dtype.cfg"
     keep.write_text("".join(f"{node.name}\n" for node in onnx.load(str(mlp_path)).graph.node))
-    payload = run_json(*mixed(mlp_path, mixlist_path), "--keep-dtype", str(keep), "--tolerance", "0")
+    payload = run_json(*mixed(mlp_path, mixlist_path), "--keep-dtype", str(keep), "--tolerance", "1e-12")
     assert payload["outputs"][0]["rel_l2"] == 0.0 and payload["passed"] is True
     assert payload["low_precision_nodes"] == 0
 
@@ -179,7 +179,7 @@ def test_default_mode_is_allow_mix_precision_and_said(mlp_path: Path) -> None:
 
 
 def test_force_fp32_is_exact(mlp_path: Path) -> None:
-    payload = run_json(str(mlp_path), "--precision-mode", "force_fp32", "--tolerance", "0")
+    payload = run_json(str(mlp_path), "--precision-mode", "force_fp32", "--tolerance", "1e-12")
     assert payload["outputs"][0]["rel_l2"] == 0.0
     assert payload["low_precision_nodes"] == 0 and payload["passed"] is True
 

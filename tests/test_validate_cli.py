@@ -151,7 +151,8 @@ def test_json_format_is_one_object_with_counts(tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate", "--format", "json", str(config)])
     assert result.exit_code == 1
     payload = json.loads(result.stdout)
-    assert set(payload) == {"files", "problems", "errors", "warnings"}
+    assert set(payload) == {"ok", "exit_code", "files", "problems", "errors", "warnings"}
+    assert payload["ok"] is False and payload["exit_code"] == 1
     assert [entry["kind"] for entry in payload["files"]] == ["config", "mixlist"]
     assert payload["files"][1]["referenced_by"] == str(config)
     assert payload["errors"] == 1 == sum(p["severity"] == "error" for p in payload["problems"])

@@ -4,13 +4,61 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
-from ampconfig.cli.output import print_error
-from ampconfig.errors import EXIT_USAGE, AmpconfigError
+from ampconfig.cli.output import error_payload, print_json, report_error
+from ampconfig.errors import EXIT_USAGE, AmpconfigError, Problem
+
+#: Where the command line's arguments are kept in click's context (``ctx.meta`` is shared by every subcommand).
+_ARGS_KEY = "ampconfig.args"
+#: click's UsageError, from typer's public BadParameter (typer >= 0.17 vendors click, older typer imports it).
+_UsageError: type[Exception] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
+
+
+def json_in_arguments(args: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON output: ``--json``, or ``--format json`` (validate)."""
+    words = list(args)
+    if "--" in words:
+        words = words[: words.index("--")]
+    pairs = zip(words, [*words[1:], ""])
+    return any(word in ("--json", "--format=json") or (word == "--format" and after == "json") for word, after in pairs)
+
+
+def json_in_options(options: Mapping[str, Any]) -> bool:
+    """Whether a command's parsed options ask for JSON output (the parameter names the commands use)."""
+    return bool(options.get("json_output") or options.get("as_json") or options.get("output_format") == "json")
+
+
+class AmpconfigGroup(TyperGroup):
+    """The app's command group: errors raised while the command line is parsed (an option's check, a usage
+    error) are reported like a command's own errors, including the JSON error object when JSON was asked for."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        ctx.meta.setdefault(_ARGS_KEY, list(args))
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        as_json = json_in_arguments(ctx.meta.get(_ARGS_KEY, []))
+        try:
+            return super().invoke(ctx)
+        except AmpconfigError as exc:  # an option's callback refused its value
+            report_error(exc.as_problems(), as_json=as_json)
+            raise typer.Exit(EXIT_USAGE) from None
+        except _UsageError as exc:  # click prints the usage message on stderr as it always does
+            if as_json:
+                usage_ctx = getattr(exc, "ctx", None)
+                hint = f"see `{usage_ctx.command_path} --help`" if usage_ctx is not None else None
+                print_json(_usage_payload(exc.format_message(), hint))  # type: ignore[attr-defined]
+            raise
+
+
+def _usage_payload(message: str, hint: str | None) -> dict[str, Any]:
+    return error_payload([Problem(message, hint=hint)])
+
 
 app = typer.Typer(
     name="ampconfig",
@@ -22,6 +70,7 @@ app = typer.Typer(
         "Exit codes: 0 ok, 1 a check failed, 2 usage or input error."
     ),
     no_args_is_help=True,
+    cls=AmpconfigGroup,
     pretty_exceptions_enable=False,
     add_completion=False,
     rich_markup_mode="rich",
@@ -31,15 +80,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def reporting_errors(func: F) -> F:
-    """Turn AmpconfigError into messages + exit 2, and any other exception into an 'internal error' line."""
+    """Turn AmpconfigError into messages + exit 2, and any other exception into an 'internal error' line; with
+    JSON output asked for, also print the error object (:func:`~ampconfig.cli.output.error_payload`)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except AmpconfigError as exc:
-            for problem in exc.as_problems():
-                print_error(problem.format())
+            report_error(exc.as_problems(), as_json=json_in_options(kwargs))
             raise typer.Exit(EXIT_USAGE) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
@@ -48,8 +97,11 @@ def reporting_errors(func: F) -> F:
                 raise  # click/typer usage errors keep their own handling
             if os.environ.get("AMPCONFIG_DEBUG"):
                 raise
-            print_error(f"internal error: {type(exc).__name__}: {exc}")
-            print_error("this is a bug in ampconfig; rerun with AMPCONFIG_DEBUG=1 for the traceback")
+            internal = Problem(
+                f"internal error: {type(exc).__name__}: {exc}",
+                hint="this is a bug in ampconfig; rerun with AMPCONFIG_DEBUG=1 for the traceback",
+            )
+            report_error([internal], as_json=json_in_options(kwargs))
             raise typer.Exit(EXIT_USAGE) from None
 
     return wrapper  # type: ignore[return-value]

@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 
 from ampconfig.cli.app import app, reporting_errors
+from ampconfig.cli.options import count_between
 from ampconfig.cli.output import print_json, print_warning, stderr, stdout
 from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
@@ -36,6 +37,7 @@ from ampconfig.opinfo.library import (
     parse_ops_info,
 )
 from ampconfig.opinfo.numerics import target_colour
+from ampconfig.settings.documents import read_text
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
@@ -143,7 +145,7 @@ def _merge_existing(ops: dict[str, OpInfoEntry], path: Path, target: str, partia
     """With --ops and an existing file of the same target at the output path, keep its other entries."""
     if not partial or not path.is_file():
         return ops
-    existing = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
+    existing = parse_ops_info(read_text(path, "op info file"), str(path))
     if existing.target != target:
         return ops
     merged = dict(existing.ops)
@@ -296,7 +298,10 @@ def import_table_command(
     ort_version: Annotated[
         str, typer.Option("--ort-version", help="ONNX Runtime version the table documents.")
     ] = "1.31.1",
-    opset: Annotated[int, typer.Option("--opset", help="Read the kernel rows in force at this opset.")] = 23,
+    opset: Annotated[
+        int,
+        typer.Option("--opset", help="Read the kernel rows in force at this opset.", callback=count_between(1, 1000)),
+    ] = 23,
 ) -> None:
     """Write a target's op info from ONNX Runtime's published kernel table instead of measuring it.
 

@@ -3,10 +3,39 @@ rewrite settings also by ``rewrite``): flags over the session config over defaul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from ampconfig.settings.values import MAX_SEED, check_count, check_positive_finite
+
+FloatCheck = Callable[[typer.Context, typer.CallbackParam, "float | None"], "float | None"]
+IntCheck = Callable[[typer.Context, typer.CallbackParam, "int | None"], "int | None"]
+
+
+def _flag(param: typer.CallbackParam) -> str:
+    return param.opts[0] if param.opts else f"--{param.name}"
+
+
+def positive_finite(example: str = "1e-2") -> FloatCheck:
+    """An option callback refusing NaN, infinities, 0 and negative numbers, naming the flag."""
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: float | None) -> float | None:
+        return value if value is None else check_positive_finite(value, _flag(param), example)
+
+    return check
+
+
+def count_between(low: int, high: int) -> IntCheck:
+    """An option callback refusing integers outside ``[low, high]``, naming the flag."""
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value: int | None) -> int | None:
+        return value if value is None else check_count(value, _flag(param), low, high)
+
+    return check
+
 
 ModelArg = Annotated[
     Path | None, typer.Argument(help="ONNX model (default: the config's model, else the bundled example).")
@@ -39,18 +68,31 @@ ShapesOpt = Annotated[
     list[str] | None,
     typer.Option("--shape", metavar="NAME=1x128", help="Shape of a generated input; repeat for more."),
 ]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Seed for generated inputs.", show_default="0")]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seed",
+        help="Seed for generated inputs (0 to 2**32-1).",
+        show_default="0",
+        callback=count_between(0, MAX_SEED),
+    ),
+]
 DataMaxOpt = Annotated[
     float | None,
     typer.Option(
         "--data-max",
         help="Range analysis: largest |value| a low-precision node may see.",
         show_default="the low type's max (65504 for float16)",
+        callback=positive_finite("1000"),
     ),
 ]
 ThresholdOpt = Annotated[
     float,
-    typer.Option("--threshold", help="Relative L2 error at which a node counts as bad (first bad node)."),
+    typer.Option(
+        "--threshold",
+        help="Relative L2 error at which a node counts as bad (first bad node).",
+        callback=positive_finite(),
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 HTML_ROLE = "HTML report (--html)"
@@ -64,5 +106,7 @@ HtmlOpt = Annotated[
 ]
 ToleranceOpt = Annotated[
     float | None,
-    typer.Option("--tolerance", help="Largest relative L2 error per output.", show_default="0.01"),
+    typer.Option(
+        "--tolerance", help="Largest relative L2 error per output.", show_default="0.01", callback=positive_finite()
+    ),
 ]

@@ -24,11 +24,13 @@ from ampconfig.cli.options import (
     ShapesOpt,
     TargetOpt,
     ToleranceOpt,
+    count_between,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.report.run import render_run, run_payload
 from ampconfig.runner.timing import ProgressCallback
+from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
 Runtime, and report accuracy (relative L2, max abs, cosine, non-finite values, arg-max agreement) and latency.
@@ -103,9 +105,17 @@ def run(
         Path | None,
         typer.Option("--output", "-o", help="Write the rewritten model here (atomically; never over an input)."),
     ] = None,
-    warmup: Annotated[int | None, typer.Option("--warmup", help="Untimed runs per model.", show_default="3")] = None,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup", help="Untimed runs per model.", show_default="3", callback=count_between(0, MAX_WARMUP)
+        ),
+    ] = None,
     iterations: Annotated[
-        int | None, typer.Option("--iterations", help="Timed runs per model.", show_default="20")
+        int | None,
+        typer.Option(
+            "--iterations", help="Timed runs per model.", show_default="20", callback=count_between(1, MAX_ITERATIONS)
+        ),
     ] = None,
     seed: SeedOpt = None,
     tolerance: ToleranceOpt = None,

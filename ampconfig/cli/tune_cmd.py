@@ -26,11 +26,13 @@ from ampconfig.cli.options import (
     TargetOpt,
     ThresholdOpt,
     ToleranceOpt,
+    count_between,
 )
 from ampconfig.cli.output import print_json, stdout
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
 from ampconfig.diagnose.tune.search import DEFAULT_MAX_RUNS
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
+from ampconfig.settings.values import MAX_TUNE_RUNS
 
 if TYPE_CHECKING:
     from ampconfig.diagnose.tune.workflow import TuneReport
@@ -91,7 +93,12 @@ def tune(
     strategy: Annotated[
         str, typer.Option("--strategy", metavar="ranked|bisect", help="Search: compare ranking, or bisection.")
     ] = "ranked",
-    max_runs: Annotated[int, typer.Option("--max-runs", help="Most model runs the search may use.")] = DEFAULT_MAX_RUNS,
+    max_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-runs", help="Most model runs the search may use.", callback=count_between(2, MAX_TUNE_RUNS)
+        ),
+    ] = DEFAULT_MAX_RUNS,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     json_output: JsonOpt = False,
 ) -> None:

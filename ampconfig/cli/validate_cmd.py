@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.output import print_json
-from ampconfig.errors import AmpconfigError, Problem
+from ampconfig.cli.output import error_fields, print_json
+from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.settings.validate import FILE_KINDS, ValidationReport, validate_paths
 
 OUTPUT_FORMATS = ("text", "json", "github")
@@ -59,6 +59,16 @@ def _summary(report: ValidationReport) -> str:
     return text + (f"; {unusable} could not be read or parsed" if unusable else "")
 
 
+def _json_report(report: ValidationReport) -> dict[str, Any]:
+    """The report with the fields every --json object has: ``ok``, ``exit_code``, and on exit 2 (a file could not
+    be used) ``error``, the first problem of the first unusable file (:func:`~ampconfig.cli.output.error_payload`)."""
+    payload: dict[str, Any] = {"ok": report.exit_code == EXIT_OK, "exit_code": report.exit_code, **report.to_dict()}
+    unusable = [problem for file in report.files if file.unusable for problem in file.problems]
+    if report.exit_code == EXIT_USAGE and unusable:
+        payload["error"] = error_fields(unusable[0])
+    return payload
+
+
 @command("validate")
 def validate(
     paths: Annotated[
@@ -95,7 +105,7 @@ def validate(
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
     report = validate_paths(paths, kind, target)
     if output_format == "json":
-        print_json(report.to_dict())
+        print_json(_json_report(report))
     elif output_format == "github":
         for problem in report.problems:
             print(format_github(problem))

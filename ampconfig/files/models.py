@@ -21,6 +21,7 @@ from onnx import external_data_helper
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.files.paths import require_file, resolve_path
 
 try:  # onnx-ir's helper that lifts large initializers out before calling ONNX's C APIs
     from onnx_ir.passes.common._c_api_utils import call_onnx_api
@@ -63,10 +64,7 @@ class OpenedModel:
 
 def _read_proto(path: Path, what: str) -> onnx.ModelProto:
     """The model proto with its external tensors left on disk."""
-    if not path.exists():
-        raise AmpconfigError(f"{what} file not found", file=str(path), hint="check the path")
-    if path.is_dir():
-        raise AmpconfigError(f"{what} path is a directory, expected an .onnx file", file=str(path))
+    require_file(path, what, hint="check the path")  # a device or pipe would be read without end
     try:
         proto = onnx.load(str(path), load_external_data=False)
     except (
@@ -99,7 +97,7 @@ def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[P
         where = f"external data of tensor {tensor.name!r} ({location!r})"
         if not location or os.path.isabs(location) or Path(location).is_absolute():
             raise AmpconfigError(f"{where} is not a path relative to the model", file=str(model_path))
-        resolved = (folder / location).resolve()
+        resolved = resolve_path(folder / location)
         if not resolved.is_relative_to(folder):
             raise AmpconfigError(
                 f"{where} points outside the model's folder ({resolved}); refused",
@@ -108,8 +106,68 @@ def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[P
             )
         if not resolved.is_file():
             raise AmpconfigError(f"{where} is missing", file=str(model_path), hint="copy the data file next to it")
+        check_external_extent(tensor, resolved, where, str(model_path))
         files.add(resolved)
     return frozenset(files)
+
+
+#: Element types stored several to a byte: their byte size is not elements x itemsize.
+_SUB_BYTE_TYPES = frozenset(
+    getattr(onnx.TensorProto, name)
+    for name in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+    if hasattr(onnx.TensorProto, name)
+)
+
+
+def _stored_nbytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes a tensor's data takes in an external file, or None where that is not elements x itemsize."""
+    if tensor.data_type in _SUB_BYTE_TYPES or tensor.data_type == onnx.TensorProto.STRING:
+        return None
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count * itemsize
+
+
+def _extent_number(text: str | None, key: str, where: str, source: str) -> int | None:
+    if text is None:
+        return None
+    if not re.fullmatch(r"[0-9]+", text.strip()):
+        raise AmpconfigError(
+            f"{where} has {key} {text!r}: expected a whole number of bytes, 0 or more",
+            file=source,
+            hint="the model file is damaged or was edited; re-export or re-save it",
+        )
+    return int(text)
+
+
+def check_external_extent(tensor: onnx.TensorProto, data_file: Path, where: str, source: str) -> None:
+    """The tensor's ``offset``/``length`` must be numbers that fit in its data file, and the length must be what
+    the tensor's shape and type need; checked before anything reads the file or allocates for it."""
+    entries = {entry.key: entry.value for entry in tensor.external_data}
+    offset = _extent_number(entries.get("offset", "0"), "offset", where, source) or 0
+    length = _extent_number(entries.get("length"), "length", where, source)
+    size = data_file.stat().st_size
+    expected = _stored_nbytes(tensor)
+    needed = length if length is not None else expected
+    hint = "the model and its data file do not belong together, or the data file is truncated; re-export the model"
+    if offset > size or (needed is not None and offset + needed > size):
+        span = f"{needed} bytes from offset {offset}" if needed is not None else f"offset {offset}"
+        raise AmpconfigError(
+            f"{where}: {span} runs past the end of {data_file.name} ({size} bytes)", file=source, hint=hint
+        )
+    if length is not None and expected is not None and length != expected:
+        shape = "x".join(str(dim) for dim in tensor.dims) or "scalar"
+        type_name = onnx.TensorProto.DataType.Name(tensor.data_type).lower()
+        raise AmpconfigError(
+            f"{where} has length {length} bytes, but a {shape} {type_name} tensor takes {expected}",
+            file=source,
+            hint=hint,
+        )
 
 
 def open_model(model: str | Path | onnx.ModelProto | OpenedModel, *, what: str = "model") -> OpenedModel:

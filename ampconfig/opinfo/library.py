@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ampconfig.errors import AmpconfigError, Problem
+from ampconfig.settings.bounded import scan_json
 
 TARGETS: tuple[str, ...] = ("cpu", "cuda")
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
@@ -214,6 +215,7 @@ def ops_info_path(target: str) -> Path:
 
 
 def parse_ops_info(text: str, source: str) -> OpsInfoFile:
+    scan_json(text, source)  # bounded: refuses deep nesting (json.loads recursion) and oversized documents
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

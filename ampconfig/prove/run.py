@@ -22,6 +22,7 @@ from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.files.paths import require_file
 from ampconfig.prove.accuracy import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
 from ampconfig.prove.request_files import declare_model, declare_model_output
 from ampconfig.report.run import RunReport
@@ -38,6 +39,7 @@ from ampconfig.runner.sessions import ModelFile, choose_device, normalize_target
 from ampconfig.runner.timing import ProgressCallback, check_counts, speedup
 from ampconfig.settings.config import SessionConfig, check_mode_accepts_mixlist, load_session_config
 from ampconfig.settings.modes import PrecisionMode, parse_mode
+from ampconfig.settings.values import check_positive_finite
 
 #: The mode ``run`` uses when neither ``--precision-mode`` nor the config names one.
 DEFAULT_MODE = PrecisionMode.ALLOW_MIX_PRECISION
@@ -123,9 +125,7 @@ def _resolve_model(flags: RunFlags, config: SessionConfig | None) -> tuple[Path,
     given = _first(flags.model, config.model if config is not None else None)
     if given is not None:
         path = Path(given)
-        if not path.is_file():
-            what = "model" if flags.model is not None else "model (from the config)"
-            raise AmpconfigError(f"{what} file not found", file=str(path), hint="check the path")
+        require_file(path, "model" if flags.model is not None else "model (from the config)", hint="check the path")
         return path, None, []
     path = example_path(DEFAULT_EXAMPLE)
     return path, DEFAULT_EXAMPLE, [f"no model given: ran the bundled example {DEFAULT_EXAMPLE!r} ({path})"]
@@ -155,8 +155,7 @@ def _tolerance(flags: RunFlags, config: SessionConfig | None) -> Tolerance:
     base = Tolerance.from_object(config.tolerance) if config is not None else Tolerance()
     if flags.tolerance is None:
         return base
-    if not flags.tolerance >= 0:
-        raise AmpconfigError(f"--tolerance must be 0 or more, not {flags.tolerance}")
+    check_positive_finite(flags.tolerance, "--tolerance")
     return Tolerance(flags.tolerance, base.max_abs, base.min_cosine)
 
 

@@ -15,8 +15,8 @@ giving one input from a file does not change the values generated for the others
 
 from __future__ import annotations
 
+import math
 import re
-import zipfile
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,6 +27,8 @@ import onnx
 from onnx import TensorProto
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.runner.array_files import load_npy, load_npz
+from ampconfig.runner.memory import check_input_memory, format_bytes
 
 DEFAULT_BATCH_DIM = 1
 DEFAULT_OTHER_DIM = 16
@@ -210,25 +212,6 @@ def feeds_gather(model: onnx.ModelProto, name: str) -> bool:
 # -------------------------------------------------------------------------------------------------- loading
 
 
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise AmpconfigError("inputs file (.npz) not found", file=str(path), hint="check --inputs / run.inputs")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise AmpconfigError(f"cannot read the inputs file as a .npz archive: {exc}", file=str(path)) from None
-
-
-def _load_npy(name: str, path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise AmpconfigError(f"--input {name}: file not found", file=str(path))
-    try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise AmpconfigError(f"--input {name}: cannot read the file as .npy: {exc}", file=str(path)) from None
-
-
 def _coerce(spec: InputSpec, array: np.ndarray, origin: str) -> np.ndarray:
     """Check rank and fixed dims; convert the dtype when the kind matches (float64 -> float32 etc.)."""
     array = np.asarray(array)
@@ -398,6 +381,7 @@ def prepare_inputs(
 
     feeds: dict[str, np.ndarray] = {}
     prepared: list[PreparedInput] = []
+    generated_bytes = 0
     for spec in specs:
         if spec.name in loaded:
             array, source = loaded[spec.name]
@@ -406,10 +390,28 @@ def prepare_inputs(
             prepared.append(PreparedInput(spec.name, str(array.dtype), list(array.shape), source, values))
         else:
             shape, defaulted = _resolve_shape(spec, shapes.get(spec.name), symbols)
+            _check_generation_memory(spec, shape, generated_bytes)
             array, values = _generate(model, spec, shape, seed, IntRange(int_low, int_high))
+            generated_bytes += array.nbytes
             prepared.append(PreparedInput(spec.name, str(array.dtype), shape, "generated", values, defaulted))
         feeds[spec.name] = array
     return InputSet(feeds, prepared)
+
+
+def _check_generation_memory(spec: InputSpec, shape: list[int], earlier_bytes: int) -> None:
+    """Refuse an input whose generation would pass the input memory budget, before allocating it. Values are
+    drawn as float64/int64 and then converted, so generating takes 8 bytes per element more than the input."""
+    needed = math.prod(shape) * (8 + spec.dtype.itemsize)
+    dims = "x".join(str(dim) for dim in shape) or "scalar"
+    what = f"generating input {spec.name!r} of shape {dims} ({spec.dtype})"
+    if earlier_bytes:
+        what += f" next to the {format_bytes(earlier_bytes)} of the inputs before it"
+    check_input_memory(
+        earlier_bytes + needed,
+        what,
+        hint=f"give smaller dimensions with --shape {spec.name}=DIMxDIM... (or run.shapes in the config), "
+        f"or feed the input from a file with --input {spec.name}=FILE.npy",
+    )
 
 
 def _check_names(given: Mapping[str, object], by_name: Mapping[str, InputSpec], flag: str) -> None:
@@ -425,11 +427,11 @@ def _load_files(
     specs: list[InputSpec], npz: Path | None, arrays: Mapping[str, Path]
 ) -> dict[str, tuple[np.ndarray, str]]:
     loaded: dict[str, tuple[np.ndarray, str]] = {}
-    archive = _load_npz(npz) if npz is not None else {}
+    archive = load_npz(npz) if npz is not None else {}
     for spec in specs:
         if spec.name in arrays:
             path = arrays[spec.name]
-            array = _load_npy(spec.name, path)
+            array = load_npy(path, f"--input {spec.name}")
             loaded[spec.name] = (_coerce(spec, array, f"--input {spec.name}={path}"), f"npy:{path}")
         elif npz is not None:
             if spec.name not in archive:

@@ -41,6 +41,7 @@ from ampconfig.opinfo.kernel_claims import (
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
 from ampconfig.runner.schemas import schema_at
+from ampconfig.settings.documents import read_text
 
 _CONTRIB = "com.microsoft"
 
@@ -347,10 +348,10 @@ def _parse_row(params: str, versions: str, types: str, previous: _KernelRow | No
     return _KernelRow(low, high, var_types, parsed or (previous.params if previous else ()))
 
 
-def _read_rows(path: Path, provider: str) -> dict[tuple[str, str], list[_KernelRow]]:
+def _read_rows(text: str, provider: str) -> dict[tuple[str, str], list[_KernelRow]]:
     rows: dict[tuple[str, str], list[_KernelRow]] = {}
     in_section, domain, op = False, "", ""
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         section = _SECTION.match(line)
         if section:
             in_section = section["anchor"] == provider.lower()
@@ -446,9 +447,7 @@ def kernel_table_dtypes(path: str | Path, provider: str, opset: int = 23) -> dic
     ``com.microsoft::Op`` keys (typed by the row's own parameters); internal layout domains are skipped.
     """
     path = Path(path)
-    if not path.is_file():
-        raise AmpconfigError("kernel table not found", file=str(path))
-    rows = _read_rows(path, provider)
+    rows = _read_rows(read_text(path, "kernel table", hint="give a local copy of OperatorKernels.md"), provider)
     if not rows:
         raise AmpconfigError(f"no {provider} section in the kernel table", file=str(path))
     result: dict[str, list[str]] = {}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampconfig.errors import AmpconfigError
+from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP, check_count
 
 #: ``progress(label, done, total)``
 ProgressCallback = Callable[[str, int, int], None]
@@ -37,10 +37,8 @@ class Latency:
 
 
 def check_counts(warmup: int, iterations: int) -> None:
-    if warmup < 0:
-        raise AmpconfigError(f"--warmup must be 0 or more, not {warmup}")
-    if iterations < 1:
-        raise AmpconfigError(f"--iterations must be 1 or more, not {iterations}")
+    check_count(warmup, "--warmup", 0, MAX_WARMUP)
+    check_count(iterations, "--iterations", 1, MAX_ITERATIONS)
 
 
 def summarize(samples_ms: list[float], warmup: int) -> Latency:

@@ -48,6 +48,7 @@ from ampconfig.settings.documents import (
 from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_from_config
 from ampconfig.settings.mixlist import Mixlist, load_mixlist
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, parse_mode
+from ampconfig.settings.values import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 
 #: Config file suffixes and their formats.
 CONFIG_FORMATS: dict[str, DocumentFormat] = {
@@ -107,20 +108,23 @@ class Tolerance(BaseModel):
 
     rel_l2: float = Field(
         default=1e-2,
-        ge=0,
+        gt=0,
+        allow_inf_nan=False,
         strict=True,
-        description="Largest allowed relative L2 error ||y - y_ref|| / ||y_ref|| of every output.",
+        description="Largest allowed relative L2 error ||y - y_ref|| / ||y_ref|| of every output (finite, > 0).",
     )
     max_abs: float | None = Field(
         default=None,
-        ge=0,
+        gt=0,
+        allow_inf_nan=False,
         strict=True,
-        description="Largest allowed absolute error of any element (unchecked when absent).",
+        description="Largest allowed absolute error of any element (finite, > 0; unchecked when absent).",
     )
     min_cosine: float | None = Field(
         default=None,
         ge=-1,
         le=1,
+        allow_inf_nan=False,
         strict=True,
         description="Smallest allowed cosine similarity between each output and its reference (unchecked when absent).",
     )
@@ -131,9 +135,11 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    warmup: int = Field(default=3, ge=0, strict=True, description="Untimed runs before timing starts.")
-    iterations: int = Field(default=20, ge=1, strict=True, description="Timed runs; median and p90 are reported.")
-    seed: int = Field(default=0, ge=0, strict=True, description="Seed of the random inputs.")
+    warmup: int = Field(default=3, ge=0, le=MAX_WARMUP, strict=True, description="Untimed runs before timing starts.")
+    iterations: int = Field(
+        default=20, ge=1, le=MAX_ITERATIONS, strict=True, description="Timed runs; median and p90 are reported."
+    )
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, strict=True, description="Seed of the random inputs.")
     inputs: UserPath | None = Field(
         default=None,
         description="A .npz file with one array per graph input, used instead of random inputs.",

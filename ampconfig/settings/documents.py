@@ -9,7 +9,6 @@ types) are returned as :class:`Problem` findings.
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import json
 import re
@@ -25,6 +24,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.files.paths import require_file
+from ampconfig.settings.bounded import LineIndex, check_data_depth, compose_yaml, read_bounded, scan_json, scan_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -113,22 +114,14 @@ class Document:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-def read_text(path: Path, what: str = "file") -> str:
-    """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read."""
-    source = str(path)
-    if not path.exists():
-        raise AmpconfigError(
-            f"{what} not found",
-            file=source,
-            hint="check the path (relative paths in a config are resolved against the config file's folder)",
-        )
-    if path.is_dir():
-        raise AmpconfigError(f"{what} is a directory, not a file", file=source)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
-    return decode_utf8(raw, source)
+_PATH_HINT = "check the path (relative paths in a config are resolved against the config file's folder)"
+
+
+def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT) -> str:
+    """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read. Files larger than
+    :data:`~ampconfig.settings.bounded.MAX_DOCUMENT_BYTES` are refused before they are read."""
+    require_file(path, what, hint=hint, regular=False)  # a device or pipe is read up to the size limit
+    return decode_utf8(read_bounded(path, what), str(path))
 
 
 def decode_utf8(raw: bytes, source: str | None) -> str:
@@ -173,39 +166,8 @@ def load_document(path: Path, what: str = "file") -> Document:
     return parse_document(read_text(path, what), str(path), document_format(path))
 
 
-def find_json_comments(text: str) -> list[tuple[int, str]]:
-    """Lines of ``//``, ``/* */`` and ``#`` comments outside JSON strings (JSON has no comments)."""
-    comments: list[tuple[int, str]] = []
-    line, pos, in_string = 1, 0, False
-    while pos < len(text):
-        char = text[pos]
-        if char == "\n":
-            line += 1
-        elif in_string:
-            if char == "\\":
-                pos += 1  # the escaped character can be a quote
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == "#" or text.startswith("//", pos):
-            comments.append((line, "#" if char == "#" else "//"))
-            end = text.find("\n", pos)
-            pos = len(text) if end < 0 else end
-            continue
-        elif text.startswith("/*", pos):
-            comments.append((line, "/* */"))
-            end = text.find("*/", pos + 2)
-            end = len(text) if end < 0 else end + 2
-            line += text.count("\n", pos, end)
-            pos = end
-            continue
-        pos += 1
-    return comments
-
-
 def _parse_json(text: str, source: str | None) -> Document:
-    comments = find_json_comments(text)
+    comments = scan_json(text, source).comments  # also refuses deep nesting and too many values
     if comments:
         first_line, marker = comments[0]
         lines = ", ".join(str(line) for line, _ in comments)
@@ -237,8 +199,11 @@ def _parse_json(text: str, source: str | None) -> Document:
 
 def _parse_yaml(text: str, source: str | None) -> Document:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, loader = compose_yaml(text, source)  # refuses deep nesting, alias bombs and too many values
+        try:
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
@@ -247,7 +212,7 @@ def _parse_yaml(text: str, source: str | None) -> Document:
         raise AmpconfigError(f"not valid YAML: {reason}{where}", file=source, line=line) from None
     except yaml.YAMLError as exc:
         raise AmpconfigError(f"not valid YAML: {exc}", file=source) from None
-    if data is None:
+    if node is None or data is None:
         raise AmpconfigError("file is empty (only comments or `null`)", file=source)
     lines: dict[JsonPath, int] = {}
     duplicates: list[tuple[JsonPath, int]] = []
@@ -264,6 +229,7 @@ _TOML_KEY = re.compile(
 
 
 def _parse_toml(text: str, source: str | None) -> Document:
+    scan_toml(text, source)  # tomllib is recursive: refuse deep nesting and too many values first
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -273,7 +239,9 @@ def _parse_toml(text: str, source: str | None) -> Document:
         raise AmpconfigError(f"not valid TOML: {message}", file=source, line=line) from None
     if not data:
         raise AmpconfigError("file is empty (no keys)", file=source)
-    return Document(data, SourceMap(source, _toml_lines(text)))
+    lines = _toml_lines(text)
+    check_data_depth(data, source, lines)  # dotted keys (a.b.c = 1) nest without brackets
+    return Document(data, SourceMap(source, lines))
 
 
 def _toml_key_parts(dotted: str) -> JsonPath:
@@ -345,12 +313,9 @@ class _JsonLocator:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.newlines = [index for index, char in enumerate(text) if char == "\n"]
+        self.line_at = LineIndex(text).line
         self.lines: dict[JsonPath, int] = {}
         self.duplicates: list[tuple[JsonPath, int]] = []
-
-    def line_at(self, pos: int) -> int:
-        return bisect.bisect_right(self.newlines, pos) + 1
 
     def skip(self, pos: int) -> int:
         match = _JSON_WS.match(self.text, pos)

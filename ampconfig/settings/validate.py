@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
+from ampconfig.files.paths import resolve_path
 from ampconfig.opinfo.library import TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.settings.config import CONFIG_FORMATS, SessionConfig, mode_mixlist_problem, session_config_from_document
 from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
@@ -152,7 +153,7 @@ def _validate_file(
     referenced_by: str | None = None,
     target: str | None = None,
 ) -> list[FileReport]:
-    key = path.resolve()
+    key = resolve_path(path)  # a symbolic link loop is reported by reading it, below
     if key in context.done:
         return []
     context.done.add(key)

@@ -1,0 +1,58 @@
+"""Input paths checked before they are opened: a located message for every way a path can fail to be a readable
+file (missing, a symbolic link loop, a directory, a device or pipe where a regular file is needed)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ampconfig.errors import AmpconfigError
+
+
+def resolve_path(path: str | Path) -> Path:
+    """``path`` made absolute with symbolic links resolved as far as they go; a link loop, which ``Path.resolve``
+    reports with RuntimeError on some Python versions, yields the absolute path unresolved."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
+def require_file(path: Path, what: str, *, hint: str | None = None, regular: bool = True) -> None:
+    """Raise a located AmpconfigError unless ``path`` is an existing file; with ``regular``, a regular file (not a
+    device, pipe or socket, whose size is unknown and whose reading may never end)."""
+    source = str(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise _missing(path, what, hint, exc) from None
+    except RuntimeError:  # a symbolic link loop on Python versions whose stat raises it
+        raise _link_loop(source, what) from None
+    if stat.S_ISDIR(mode):
+        raise AmpconfigError(f"{what} is a directory, not a file", file=source, hint=hint)
+    if regular and not stat.S_ISREG(mode):
+        raise AmpconfigError(
+            f"{what} is not a regular file (a device, pipe or socket)",
+            file=source,
+            hint="give the path of a file on disk",
+        )
+
+
+def _missing(path: Path, what: str, hint: str | None, exc: OSError) -> AmpconfigError:
+    source = str(path)
+    if path.is_symlink():
+        return _link_loop(source, what)
+    if isinstance(exc, PermissionError):
+        return AmpconfigError(
+            f"cannot read {what}: permission denied", file=source, hint="check the permissions of the file and folders"
+        )
+    return AmpconfigError(f"{what} not found", file=source, hint=hint or "check the path")
+
+
+def _link_loop(source: str, what: str) -> AmpconfigError:
+    return AmpconfigError(
+        f"{what} is a symbolic link that leads nowhere (a loop, or a missing target)",
+        file=source,
+        hint="point the link at an existing file, or give the file's real path",
+    )

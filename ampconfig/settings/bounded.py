@@ -1,0 +1,383 @@
+"""Bounded reading and parsing of user documents (configs, mixlists, keep_dtype and op info files).
+
+Parsers are fast on the files people write and slow or unsafe on hostile ones: a YAML file of 1.1 KB with nested
+anchors expands to billions of values, deeply nested JSON exhausts Python's recursion, a million keys take minutes
+to parse. Every document is therefore checked against three limits, each refused with a located error (exit 2)
+before the expensive step:
+
+- :data:`MAX_DOCUMENT_BYTES`: the file's size, checked before it is read (and while reading, for devices and pipes);
+- :data:`MAX_NESTING_DEPTH`: arrays and objects inside each other, checked by a scan before JSON and TOML are
+  parsed and while YAML is composed;
+- :data:`MAX_DOCUMENT_VALUES`: keys plus values plus array items, with every YAML alias counted as the values it
+  stands for, checked before anything is built from them. A YAML alias is expanded wherever it is used, so the
+  count is what a consumer of the parsed data would see, not what the file spells out.
+
+A YAML alias that refers to the collection it is inside (a recursive document) is refused: nothing downstream can
+walk it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    DocumentStartEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from ampconfig.errors import AmpconfigError
+
+#: Largest document read, in bytes. Session configs, mixlists and keep_dtype files are kilobytes; the built-in op
+#: info files about 70 KB.
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+#: Most arrays/objects inside each other. Session configs nest 4 deep.
+MAX_NESTING_DEPTH = 64
+#: Most keys + values + array items in one document, YAML aliases counted where they are used.
+MAX_DOCUMENT_VALUES = 100_000
+
+#: The libyaml parser when PyYAML has it (about 30 times faster), else PyYAML's pure-Python one.
+_YAML_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+_SPLIT_HINT = "is it the right file? ampconfig's files are small; split the content or list op types instead"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+# --------------------------------------------------------------------------------------------------- reading
+def read_bounded(path: Path, what: str) -> bytes:
+    """The bytes of ``path``: a regular file larger than :data:`MAX_DOCUMENT_BYTES` is refused from its size,
+    before it is read; a device or pipe (no size known up front) is read up to the limit and refused beyond it."""
+    source = str(path)
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size if path.is_file() else None
+            if size is not None and size > MAX_DOCUMENT_BYTES:
+                raise _too_large(what, source, _megabytes(size))
+            # Read one byte more than expected: a file that grows meanwhile is read on, up to the limit.
+            raw = handle.read(MAX_DOCUMENT_BYTES + 1 if size is None else size + 1)
+            if size is not None and len(raw) > size:
+                raw += handle.read(MAX_DOCUMENT_BYTES + 1 - len(raw))
+    except OSError as exc:
+        raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
+    if len(raw) > MAX_DOCUMENT_BYTES:  # a device or pipe, or a file that grew while it was read
+        raise _too_large(what, source, f"more than {_megabytes(MAX_DOCUMENT_BYTES)}")
+    return raw
+
+
+def _too_large(what: str, source: str, size: str) -> AmpconfigError:
+    return AmpconfigError(
+        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(MAX_DOCUMENT_BYTES)}",
+        file=source,
+        hint=_SPLIT_HINT,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- line numbers
+class LineIndex:
+    """Line numbers (1-based) of character offsets in a text."""
+
+    def __init__(self, text: str) -> None:
+        self._newlines = [match.start() for match in re.finditer("\n", text)]
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_left(self._newlines, offset) + 1  # one more than the newlines before ``offset``
+
+
+def _too_deep(source: str | None, line: int | None) -> AmpconfigError:
+    return AmpconfigError(
+        f"nesting too deep: more than {MAX_NESTING_DEPTH} arrays/objects inside each other",
+        file=source,
+        line=line,
+        hint="ampconfig's files nest a few levels; is it the right file?",
+    )
+
+
+def _too_many(source: str | None, line: int | None, through_alias: str | None = None) -> AmpconfigError:
+    limit = f"{MAX_DOCUMENT_VALUES:,}"
+    if through_alias is not None:
+        return AmpconfigError(
+            f"YAML alias *{through_alias} expands the document beyond {limit} values (keys, values and items): "
+            "refused before expanding it",
+            file=source,
+            line=line,
+            hint="an alias repeats its anchor's whole value wherever it is used; write the values out instead "
+            "of nesting aliases",
+        )
+    return AmpconfigError(
+        f"too many values: more than {limit} keys, values and items", file=source, line=line, hint=_SPLIT_HINT
+    )
+
+
+# -------------------------------------------------------------------------------------------------- JSON scan
+#: One JSON token: a string (possibly unterminated), a comment (not JSON, but reported), a bracket or a bare scalar.
+_JSON_TOKEN = re.compile(
+    r'"(?:[^"\\]|\\.)*"?'  # string
+    r"|#[^\n]*|//[^\n]*|/\*.*?(?:\*/|\Z)"  # comments
+    r"|[\[{]|[\]}]"  # brackets
+    r'|[^\s\[\]{},:"#/]+|/',  # scalar (true, 12.5e3, ...); a lone slash is a syntax error json.loads reports
+    re.S,
+)
+
+
+@dataclass
+class JsonScan:
+    """What a scan of JSON text found before parsing it: the comments (line, kind), which JSON does not allow."""
+
+    comments: list[tuple[int, str]] = field(default_factory=list)
+
+
+def scan_json(text: str, source: str | None) -> JsonScan:
+    """Check nesting depth and value count of JSON text without parsing it, and find comments.
+
+    Runs before ``json.loads``, whose C parser raises RecursionError on deep nesting."""
+    lines = LineIndex(text)
+    scan = JsonScan()
+    depth = values = 0
+    for match in _JSON_TOKEN.finditer(text):
+        first = text[match.start()]
+        if first in "[{":
+            depth += 1
+            values += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise _too_deep(source, lines.line(match.start()))
+        elif first in "]}":
+            depth -= 1
+        elif first in "#/" and match.end() - match.start() > 1:
+            kind = "#" if first == "#" else ("/* */" if text[match.start() + 1] == "*" else "//")
+            scan.comments.append((lines.line(match.start()), kind))
+            continue
+        else:
+            values += 1
+        if values > MAX_DOCUMENT_VALUES:
+            raise _too_many(source, lines.line(match.start()))
+    return scan
+
+
+# -------------------------------------------------------------------------------------------------- TOML scan
+#: TOML strings (basic, literal, multi-line), comments, brackets, and the separators that start a value.
+_TOML_TOKEN = re.compile(
+    r'"""(?:[^\\]|\\.)*?(?:"""|\Z)|\'\'\'.*?(?:\'\'\'|\Z)'  # multi-line strings
+    r'|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'  # one-line strings
+    r"|#[^\n]*"  # comment
+    r"|[\[{]|[\]}]|[=,]",
+    re.S,
+)
+
+
+def scan_toml(text: str, source: str | None) -> None:
+    """Check nesting depth and value count of TOML text before ``tomllib`` parses it (recursively, and slowly).
+
+    Every ``=`` is a key and every ``,`` separates two values, so their number never exceeds the document's keys
+    and values: refusing on it never refuses a document within the limit."""
+    lines = LineIndex(text)
+    depth = values = 0
+    for match in _TOML_TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise _too_deep(source, lines.line(match.start()))
+        elif token in ("]", "}"):
+            depth = max(depth - 1, 0)
+        elif token in ("=", ","):
+            values += 1
+            if values > MAX_DOCUMENT_VALUES:
+                raise _too_many(source, lines.line(match.start()))
+
+
+def check_data_depth(data: object, source: str | None, lines: dict[tuple[str | int, ...], int]) -> None:
+    """Nesting depth of parsed data (TOML's dotted keys nest without brackets), walked without recursion."""
+    pending: list[tuple[object, tuple[str | int, ...]]] = [(data, ())]
+    while pending:
+        value, path = pending.pop()
+        if len(path) > MAX_NESTING_DEPTH:
+            raise _too_deep(source, _first_line_under(path, lines))
+        if isinstance(value, dict):
+            pending.extend((item, (*path, str(key))) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((item, (*path, index)) for index, item in enumerate(value))
+
+
+def _first_line_under(path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]) -> int | None:
+    """The first line of a key at or below ``path`` (a dotted key sets a deep path on one line), else the line of
+    its nearest ancestor with one (array items have no line of their own)."""
+    below = [line for key, line in lines.items() if key[: len(path)] == path]
+    if below:
+        return min(below)
+    return next((lines[path[:end]] for end in range(len(path), -1, -1) if path[:end] in lines), None)
+
+
+# -------------------------------------------------------------------------------------------------- YAML
+@dataclass
+class _Anchored:
+    """A node that carries an anchor: how many values it stands for and how deep it nests, once complete."""
+
+    node: Node
+    values: int = 0
+    height: int = 0  # collections nested in it, itself included (a scalar: 0)
+    complete: bool = False
+
+
+@dataclass
+class _OpenCollection:
+    node: SequenceNode | MappingNode
+    anchor: str | None
+    values_before: int  # the document's value count before this collection
+    height: int = 1
+    key: Node | None = None  # a mapping key waiting for its value
+
+
+class _BoundedComposer:
+    """Builds the YAML node tree from parser events, as PyYAML's composer does, but without recursion and
+    within the limits: nesting depth, values (aliases counted where they are used) and no recursive aliases.
+
+    PyYAML's own composer is recursive (RecursionError on deep nesting) and shares an aliased node wherever it is
+    used, so a small file can stand for an exponentially large document; everything that later walks the data
+    expands it. Counting here refuses such a document before anything walks it."""
+
+    def __init__(self, loader: yaml.SafeLoader, source: str | None) -> None:
+        self.loader = loader
+        self.source = source
+        self.values = 0
+        self.anchors: dict[str, _Anchored] = {}
+        self.stack: list[_OpenCollection] = []
+
+    def _line(self, event: yaml.Event) -> int:
+        return event.start_mark.line + 1
+
+    def _count(self, added: int, event: yaml.Event, alias: str | None = None) -> None:
+        self.values += added
+        if self.values > MAX_DOCUMENT_VALUES:
+            raise _too_many(self.source, self._line(event), alias)
+
+    def _check_depth(self, depth: int, event: yaml.Event) -> None:
+        if depth > MAX_NESTING_DEPTH:
+            raise _too_deep(self.source, self._line(event))
+
+    def _register(self, anchor: str | None, event: yaml.Event, node: Node) -> _Anchored | None:
+        if anchor is None:
+            return None
+        if anchor in self.anchors:
+            raise AmpconfigError(
+                f"YAML anchor &{anchor} is defined twice", file=self.source, line=self._line(event), hint="rename one"
+            )
+        anchored = _Anchored(node)
+        self.anchors[anchor] = anchored
+        return anchored
+
+    def _alias(self, event: AliasEvent) -> tuple[Node, int]:
+        anchored = self.anchors.get(event.anchor)
+        if anchored is None:
+            raise AmpconfigError(
+                f"YAML alias *{event.anchor} refers to no anchor &{event.anchor} before it",
+                file=self.source,
+                line=self._line(event),
+            )
+        if not anchored.complete:
+            raise AmpconfigError(
+                f"YAML alias *{event.anchor} is inside the value it refers to (a recursive document)",
+                file=self.source,
+                line=self._line(event),
+                hint="a recursive value has no end; write the value out",
+            )
+        self._check_depth(len(self.stack) + anchored.height, event)
+        self._count(anchored.values, event, alias=event.anchor)
+        return anchored.node, anchored.height
+
+    def _scalar(self, event: ScalarEvent) -> tuple[Node, int]:
+        self._count(1, event)
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(ScalarNode, event.value, event.implicit)
+        node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+        anchored = self._register(event.anchor, event, node)
+        if anchored is not None:
+            anchored.values, anchored.complete = 1, True
+        return node, 0
+
+    def _open(self, event: CollectionStartEvent) -> None:
+        self._check_depth(len(self.stack) + 1, event)
+        values_before = self.values
+        self._count(1, event)
+        kind = MappingNode if isinstance(event, MappingStartEvent) else SequenceNode
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(kind, None, event.implicit)
+        node = kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        self._register(event.anchor, event, node)
+        self.stack.append(_OpenCollection(node, event.anchor, values_before))
+
+    def _close(self, event: CollectionEndEvent) -> tuple[Node, int]:
+        opened = self.stack.pop()
+        opened.node.end_mark = event.end_mark
+        if opened.anchor is not None:
+            anchored = self.anchors[opened.anchor]
+            anchored.values, anchored.height = self.values - opened.values_before, opened.height
+            anchored.complete = True
+        return opened.node, opened.height
+
+    def _attach(self, node: Node, height: int) -> None:
+        parent = self.stack[-1]
+        parent.height = max(parent.height, height + 1)
+        if isinstance(parent.node, SequenceNode):
+            parent.node.value.append(node)
+        elif parent.key is None:
+            parent.key = node
+        else:
+            parent.node.value.append((parent.key, node))
+            parent.key = None
+
+    def compose_node(self) -> Node:
+        """The node of one document (the parser is at its first node event)."""
+        while True:
+            event = self.loader.get_event()
+            if isinstance(event, AliasEvent):
+                node, height = self._alias(event)
+            elif isinstance(event, ScalarEvent):
+                node, height = self._scalar(event)
+            elif isinstance(event, CollectionStartEvent):
+                self._open(event)
+                continue
+            else:  # a collection's end: the parser only yields events that close an open collection
+                node, height = self._close(event)
+            if not self.stack:
+                return node
+            self._attach(node, height)
+
+
+def compose_yaml(text: str, source: str | None) -> tuple[Node | None, yaml.SafeLoader]:
+    """The node tree of a single-document YAML text within the limits (None when the stream is empty), and the
+    loader, whose constructor turns the nodes into data. Syntax errors raise ``yaml.YAMLError`` as PyYAML does."""
+    loader = _YAML_LOADER(text)
+    try:
+        loader.get_event()  # stream start
+        if loader.check_event(StreamEndEvent):
+            return None, loader
+        loader.get_event()  # document start
+        node = _BoundedComposer(loader, source).compose_node()
+        loader.get_event()  # document end
+        if loader.check_event(DocumentStartEvent):
+            extra = loader.get_event()
+            raise AmpconfigError(
+                "more than one YAML document in the file (a second `---`)",
+                file=source,
+                line=extra.start_mark.line + 1,
+                hint="keep one document",
+            )
+        return node, loader
+    except BaseException:
+        loader.dispose()
+        raise

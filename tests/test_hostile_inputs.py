@@ -1,0 +1,469 @@
+"""Hostile inputs through every command (issue 10, "located errors only"): each must end with exit 2 and a message
+that names the file or flag and what to do — never a traceback or the generic "internal error … this is a bug".
+
+Each case below reproduces one of the inputs that used to end in "internal error": deeply nested documents
+(RecursionError), recursive YAML aliases, external-data offsets and lengths that are too big, negative or not
+numbers (ValueError/SerdeError), a symbolic link loop (RuntimeError), a generated input of 47.7 GiB (MemoryError),
+huge dimensions (ValueError), empty .npy/.npz files (EOFError), a binary kernel table (UnicodeDecodeError), counts
+that never finish (--warmup 10**20), and option values that were silently accepted (NaN, infinity, 0, negative).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+from typer.testing import CliRunner, Result
+
+from ampconfig.cli import app
+from tests.graphs import IR_VERSION
+
+runner = CliRunner()
+FAST = ["--target", "cpu"]
+RUN_FAST = ["--warmup", "0", "--iterations", "1"]
+MODEL_COMMANDS = ("run", "rewrite", "explain", "compare", "tune")
+
+
+# ------------------------------------------------------------------------------------------------ harness
+def _stderr(result: Result) -> str:
+    with contextlib.suppress(ValueError):  # older click mixes stderr into stdout and raises here
+        return result.stderr
+    return result.stdout
+
+
+def invoke(args: Sequence[str | Path]) -> Result:
+    """Run the CLI; whatever the input, no traceback and no internal error."""
+    result = runner.invoke(app, [str(arg) for arg in args])
+    text = result.stdout + _stderr(result)
+    assert "Traceback" not in text, text
+    assert "internal error" not in text, text
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+def assert_refused(result: Result, *fragments: str) -> None:
+    """Exit 2 with every fragment (the file or flag, and what is wrong) in the message."""
+    message = _stderr(result)
+    assert result.exit_code == 2, (result.exit_code, message, result.stdout)
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def command_args(command: str, model: Path, out: Path) -> list[str | Path]:
+    """A valid invocation of ``command`` on ``model``, to which a case adds its hostile part."""
+    if command == "rewrite":
+        return ["rewrite", model, "-m", "force_fp16", *FAST, "-o", out]
+    if command == "run":
+        return ["run", model, "-m", "force_fp16", *FAST, *RUN_FAST]
+    if command == "tune":
+        return ["tune", model, "-m", "force_fp16", *FAST, "--keep-dtype-out", out.with_suffix(".cfg")]
+    return [command, model, "-m", "force_fp16", *FAST]
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+def small_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        oh.make_node("Add", ["h", "b"], ["a"], name="add"),
+        oh.make_node("Relu", ["a"], ["y"], name="relu"),
+    ]
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w"),
+        numpy_helper.from_array(np.zeros(64, np.float32), "b"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "hostile_inputs",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 64])],
+        weights,
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hostile_inputs")
+
+
+@pytest.fixture(scope="module")
+def model(folder: Path) -> Path:
+    path = folder / "model.onnx"
+    onnx.save(small_model(), path)
+    return path
+
+
+def symlink_loop(folder: Path, name: str) -> Path:
+    """``name`` -> ``name.other`` -> ``name``: opening either never reaches a file."""
+    path, other = folder / name, folder / f"{name}.other"
+    if not path.is_symlink():
+        os.symlink(other.name, path)
+        os.symlink(path.name, other)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ documents
+HOSTILE_CONFIGS = {
+    "deep.json": '{"precision_mode": "force_fp16", "run": ' + "[" * 50_000 + "]" * 50_000 + "}",
+    "deep.yaml": "precision_mode: force_fp16\nrun: " + "[" * 50_000 + "]" * 50_000 + "\n",
+    "deep_block.yaml": "".join(" " * level + f"k{level}:\n" for level in range(300)) + " " * 300 + "v: 1\n",
+    "deep.toml": "precision_mode = 'force_fp16'\nrun = " + "[" * 50_000 + "]" * 50_000 + "\n",
+    "recursive.yaml": "precision_mode: force_fp16\nrun: &a\n  shapes: *a\n",
+    "recursive_list.yaml": "precision_mode: force_fp16\nloop: &a [1, *a]\n",
+}
+CONFIG_LINES = {  # where each refusal points
+    "deep.json": ("nesting too deep", 1),
+    "deep.yaml": ("nesting too deep", 2),
+    "deep_block.yaml": ("nesting too deep", 65),  # the 65th mapping starts on line 65
+    "deep.toml": ("nesting too deep", 2),
+    "recursive.yaml": ("YAML alias *a is inside the value it refers to", 3),
+    "recursive_list.yaml": ("YAML alias *a is inside the value it refers to", 2),
+}
+
+
+@pytest.mark.parametrize("command", [*MODEL_COMMANDS, "validate"])
+@pytest.mark.parametrize("name", list(HOSTILE_CONFIGS))
+def test_hostile_config_is_refused_with_file_and_line(folder: Path, model: Path, command: str, name: str) -> None:
+    config = folder / name
+    config.write_text(HOSTILE_CONFIGS[name])
+    fragment, line = CONFIG_LINES[name]
+    args = ["validate", config] if command == "validate" else [*command_args(command, model, folder / "o.onnx")]
+    if command != "validate":
+        args += ["--config", config]
+    result = invoke(args)
+    if command == "validate":  # validate reports on stdout, one line per problem
+        assert result.exit_code == 2 and f"{config}:{line}: error: {fragment}" in result.stdout, result.stdout
+    else:
+        assert_refused(result, f"{config}:{line}: {fragment}")
+
+
+@pytest.mark.parametrize("command", [*MODEL_COMMANDS, "lists", "validate"])
+def test_deeply_nested_mixlist_is_refused_with_file_and_line(folder: Path, model: Path, command: str) -> None:
+    mixlist = folder / "deep_mixlist.json"
+    mixlist.write_text('{\n"black-list": {"to-add": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    if command == "validate":
+        result = invoke(["validate", mixlist])
+        assert result.exit_code == 2 and f"{mixlist}:2: error: nesting too deep" in result.stdout
+        return
+    if command == "lists":
+        args: list[str | Path] = ["lists", "--precision-mode", "allow_mix_precision"]
+    else:
+        args = [a if a != "force_fp16" else "allow_mix_precision" for a in command_args(command, model, folder / "o")]
+    assert_refused(invoke([*args, "--modify-mixlist", mixlist]), f"{mixlist}:2: nesting too deep")
+
+
+# ------------------------------------------------------------------------------------------------ external data
+EXTENT_CASES = {
+    "offset_too_big": ("offset", "99999999999", "runs past the end of model.onnx.data"),
+    "offset_negative": ("offset", "-5", "has offset '-5': expected a whole number of bytes"),
+    "offset_not_a_number": ("offset", "abc", "has offset 'abc': expected a whole number of bytes"),
+    "length_too_big": ("length", "99999999999", "runs past the end of model.onnx.data"),
+    "length_negative": ("length", "-5", "has length '-5': expected a whole number of bytes"),
+    "length_not_a_number": ("length", "1e3", "has length '1e3': expected a whole number of bytes"),
+    "length_wrong": ("length", "64", "has length 64 bytes, but a 64x64 float tensor takes 16384"),
+}
+
+
+def external_model(folder: Path, key: str, value: str) -> Path:
+    """A model with its weights in model.onnx.data, then ``key`` of tensor ``w``'s external data set to ``value``."""
+    folder.mkdir(exist_ok=True)
+    path = folder / "model.onnx"
+    onnx.save(small_model(), path, save_as_external_data=True, location="model.onnx.data", size_threshold=0)
+    proto = onnx.load(path, load_external_data=False)
+    tensor = next(t for t in proto.graph.initializer if t.name == "w")
+    entries = {entry.key: entry for entry in tensor.external_data}
+    if key in entries:
+        entries[key].value = value
+    else:
+        tensor.external_data.add(key=key, value=value)
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+@pytest.mark.parametrize("case", list(EXTENT_CASES))
+def test_external_data_offset_and_length_are_checked_against_the_file(folder: Path, command: str, case: str) -> None:
+    key, value, fragment = EXTENT_CASES[case]
+    path = external_model(folder / f"ext_{case}", key, value)
+    result = invoke(command_args(command, path, folder / f"ext_{case}" / "out.onnx"))
+    assert_refused(result, f"{path}: external data of tensor 'w'", fragment)
+    assert not (folder / f"ext_{case}" / "out.onnx").exists()
+
+
+def test_external_data_at_an_unaligned_offset_that_fits_is_read(folder: Path) -> None:
+    """The checks refuse only what cannot be read: an offset inside the file with the right length is valid."""
+    path = external_model(folder / "ext_unaligned", "offset", "8")
+    data = path.parent / "model.onnx.data"
+    with data.open("ab") as handle:  # room for the shifted tensor
+        handle.write(b"\0" * 8)
+    result = invoke(command_args("rewrite", path, path.parent / "out.onnx"))
+    assert result.exit_code == 0, _stderr(result)
+
+
+# ------------------------------------------------------------------------------------------------ paths
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+def test_model_that_is_a_symlink_loop(folder: Path, command: str) -> None:
+    loop = symlink_loop(folder, "loop.onnx")
+    assert_refused(invoke(command_args(command, loop, folder / "o.onnx")), str(loop), "symbolic link")
+
+
+@pytest.mark.parametrize(
+    ("option", "name"),
+    [
+        ("--config", "loop.yaml"),
+        ("--modify-mixlist", "loop.json"),
+        ("--keep-dtype", "loop.cfg"),
+        ("--inputs", "loop.npz"),
+        ("--input", "loop.npy"),
+    ],
+)
+def test_input_files_that_are_symlink_loops(folder: Path, model: Path, option: str, name: str) -> None:
+    loop = symlink_loop(folder, name)
+    value = f"x={loop}" if option == "--input" else str(loop)
+    mode = "allow_mix_precision" if option == "--modify-mixlist" else "force_fp16"
+    args = ["run", model, "-m", mode, *FAST, *RUN_FAST, option, value]
+    assert_refused(invoke(args), str(loop), "symbolic link")
+
+
+def test_validate_and_import_table_on_symlink_loops(folder: Path) -> None:
+    loop = symlink_loop(folder, "loop_validate.yaml")
+    result = invoke(["validate", loop])
+    assert result.exit_code == 2 and f"{loop}: error: file is a symbolic link" in result.stdout
+    table = symlink_loop(folder, "loop_table.md")
+    assert_refused(invoke(["ops-info", "import-table", table, "-o", folder / "oi.json"]), str(table), "symbolic")
+
+
+@pytest.mark.parametrize("command", ["rewrite", "run"])
+def test_model_that_is_a_directory_or_a_device(folder: Path, command: str) -> None:
+    directory = folder / "a_directory.onnx"
+    directory.mkdir(exist_ok=True)
+    assert_refused(invoke(command_args(command, directory, folder / "o.onnx")), str(directory), "is a directory")
+    if Path("/dev/zero").exists():  # onnx.load would read it for ever
+        assert_refused(invoke(command_args(command, Path("/dev/zero"), folder / "o.onnx")), "not a regular file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root reads any file")
+@pytest.mark.parametrize("name", ["locked.onnx", "locked.yaml", "locked.npy"])
+def test_unreadable_files(folder: Path, model: Path, name: str) -> None:
+    locked = folder / name
+    locked.write_bytes(b"x")
+    locked.chmod(0)
+    try:
+        if name.endswith(".onnx"):
+            args = command_args("rewrite", locked, folder / "o.onnx")
+        elif name.endswith(".yaml"):
+            args = [*command_args("rewrite", model, folder / "o.onnx"), "--config", locked]
+        else:
+            args = [*command_args("run", model, folder / "o.onnx"), "--input", f"x={locked}"]
+        assert_refused(invoke(args), str(locked))
+    finally:
+        locked.chmod(0o600)
+
+
+# ------------------------------------------------------------------------------------------------ shapes and memory
+@pytest.mark.parametrize("command", ["run", "compare", "tune", "explain"])
+@pytest.mark.parametrize("shape", ["x=100000000x64", "x=99999999999999999999x64"])
+def test_huge_shape_is_refused_before_allocating(folder: Path, model: Path, command: str, shape: str) -> None:
+    args = [*command_args(command, model, folder / "o.onnx"), "--shape", shape]
+    if command == "explain":
+        args.append("--range-check")  # explain generates inputs only to run the model
+    name = shape.split("=")[0]
+    assert_refused(invoke(args), f"generating input '{name}' of shape", "GiB", f"--shape {name}=")
+
+
+def test_huge_shape_from_the_config_is_refused(folder: Path, model: Path) -> None:
+    config = folder / "huge_shape.yaml"
+    config.write_text(f"precision_mode: force_fp16\nmodel: {model}\nrun:\n  shapes: {{x: [100000000, 64]}}\n")
+    # 6.4e9 float32 values, drawn as float64 first: 71.5 GiB while generating.
+    assert_refused(invoke(["run", "--config", config, *FAST, *RUN_FAST]), "71.5 GiB", "run.shapes")
+
+
+@pytest.mark.parametrize("shape", ["x=0x64", "x=-1x64", "x=1x64x", "x=abc", "=1x64"])
+def test_malformed_shapes_name_the_flag(model: Path, shape: str) -> None:
+    assert_refused(invoke(["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--shape", shape]), "--shape")
+
+
+# ------------------------------------------------------------------------------------------------ array files
+def _npy_bytes(array: np.ndarray) -> bytes:
+    path_like = __import__("io").BytesIO()
+    np.save(path_like, array)
+    return path_like.getvalue()
+
+
+def _npy_header_only(shape: tuple[int, ...]) -> bytes:
+    """A valid .npy header declaring ``shape`` float32, followed by 16 bytes of data."""
+    buffer = __import__("io").BytesIO()
+    header = {"descr": "<f4", "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue() + b"\0" * 16
+
+
+NPY_CASES = {
+    "empty": (b"", "not a .npy array"),
+    "not_npy": (b"hello, this is text\n" * 10, "not a .npy array"),
+    "huge_header": (_npy_header_only((100_000_000_000, 64)), "the file is truncated or damaged"),
+    "truncated": (_npy_bytes(np.zeros((2, 64), np.float32))[:-100], "the file is truncated or damaged"),
+    "pickled_objects": (None, "holds Python objects"),
+    "complex_values": (_npy_bytes(np.zeros((2, 64), np.complex64)), "is complex64 but the model expects float32"),
+    "strings": (_npy_bytes(np.full((2, 64), "a")), "is <U1 but the model expects float32"),
+    "wrong_rank": (_npy_bytes(np.zeros((2, 64, 1), np.float32)), "has shape [2, 64, 1] but the model expects rank 2"),
+    "wrong_dim": (_npy_bytes(np.zeros((2, 3), np.float32)), "has 3 at axis 1; the model fixes it to 64"),
+}
+
+
+@pytest.mark.parametrize("case", list(NPY_CASES))
+def test_bad_npy_input(folder: Path, model: Path, case: str) -> None:
+    content, fragment = NPY_CASES[case]
+    path = folder / f"{case}.npy"
+    if content is None:
+        np.save(path, np.array([None, 1], dtype=object), allow_pickle=True)
+    else:
+        path.write_bytes(content)
+    args = ["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--input", f"x={path}"]
+    assert_refused(invoke(args), str(path), "--input x", fragment)
+
+
+def _npz(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "fragment"),
+    [
+        ("empty", "cannot read the inputs file as a .npz archive"),
+        ("member_not_npy", "member 'x.npy': not a .npy array"),
+        ("member_truncated", "member 'x.npy': the header declares a 100000000000x64 float32 array"),
+        ("member_objects", "holds Python objects"),
+        ("truncated_archive", "cannot read the inputs file as a .npz archive"),
+    ],
+)
+def test_bad_npz_inputs(folder: Path, model: Path, case: str, fragment: str) -> None:
+    path = folder / f"{case}.npz"
+    if case == "empty":
+        path.write_bytes(b"")
+    elif case == "member_not_npy":
+        _npz(path, {"x.npy": b"not an array"})
+    elif case == "member_truncated":
+        _npz(path, {"x.npy": _npy_header_only((100_000_000_000, 64))})
+    elif case == "member_objects":
+        np.savez(path, x=np.array([None], dtype=object))
+    else:
+        np.savez(path, x=np.zeros((2, 64), np.float32))
+        path.write_bytes(path.read_bytes()[:-40])
+    args = ["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--inputs", path]
+    assert_refused(invoke(args), str(path), fragment)
+
+
+# ------------------------------------------------------------------------------------------------ kernel table
+@pytest.mark.parametrize(
+    ("case", "fragment"),
+    [
+        ("binary", "not UTF-8 text"),
+        ("latin1", "not UTF-8 text"),
+        ("empty", "no CUDAExecutionProvider section in the kernel table"),
+        ("directory", "is a directory"),
+        ("missing", "kernel table not found"),
+    ],
+)
+def test_import_table_refuses_what_is_not_a_kernel_table(folder: Path, case: str, fragment: str) -> None:
+    table = folder / f"table_{case}.md"
+    if case == "binary":
+        table.write_bytes(bytes(range(256)) * 20)
+    elif case == "latin1":
+        table.write_bytes("| Op | café |\n".encode("latin-1"))
+    elif case == "empty":
+        table.write_bytes(b"")
+    elif case == "directory":
+        table.mkdir(exist_ok=True)
+    out = folder / f"oi_{case}.json"
+    assert_refused(invoke(["ops-info", "import-table", table, "--target", "cuda", "-o", out]), str(table), fragment)
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------------ option values
+FLOAT_VALUES = ["-1", "0", "nan", "inf", "-inf"]
+
+
+@pytest.mark.parametrize("value", FLOAT_VALUES)
+@pytest.mark.parametrize(
+    ("command", "flag"),
+    [
+        ("run", "--tolerance"),
+        ("compare", "--tolerance"),
+        ("tune", "--tolerance"),
+        ("explain", "--threshold"),
+        ("compare", "--threshold"),
+        ("tune", "--threshold"),
+        ("explain", "--data-max"),
+        ("compare", "--data-max"),
+        ("tune", "--data-max"),
+    ],
+)
+def test_float_options_must_be_finite_and_positive(
+    folder: Path, model: Path, command: str, flag: str, value: str
+) -> None:
+    result = invoke([*command_args(command, model, folder / "o.onnx"), f"{flag}={value}"])
+    assert_refused(result, f"{flag} must be a finite number greater than 0")
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "value"),
+    [
+        ("run", "--warmup", "-1"),
+        ("run", "--warmup", "100000000000000000000"),
+        ("run", "--iterations", "0"),
+        ("run", "--iterations", "100000000000000000000"),
+        ("run", "--seed", "-1"),
+        ("run", "--seed", str(2**32)),
+        ("compare", "--seed", "-5"),
+        ("tune", "--max-runs", "1"),
+        ("tune", "--max-runs", "100000000000000000000"),
+    ],
+)
+def test_count_options_must_be_in_range(folder: Path, model: Path, command: str, flag: str, value: str) -> None:
+    args = [a for a in command_args(command, model, folder / "o.onnx") if a not in RUN_FAST]
+    assert_refused(invoke([*args, f"{flag}={value}"]), f"{flag} must be between")
+
+
+def test_import_table_opset_must_be_positive(folder: Path) -> None:
+    table = folder / "table_for_opset.md"
+    table.write_text("# kernels\n")
+    assert_refused(invoke(["ops-info", "import-table", table, "--opset", "0", "-o", folder / "x.json"]), "--opset")
+
+
+@pytest.mark.parametrize(
+    ("setting", "json_path", "fragment"),
+    [
+        ("tolerance:\n  rel_l2: .inf\n", "$.tolerance.rel_l2", "finite number"),
+        ("tolerance:\n  rel_l2: .nan\n", "$.tolerance.rel_l2", "finite number"),
+        ("tolerance:\n  rel_l2: 0.0\n", "$.tolerance.rel_l2", "greater than 0"),
+        ("tolerance:\n  rel_l2: -1.0\n", "$.tolerance.rel_l2", "greater than 0"),
+        ("tolerance:\n  max_abs: .inf\n", "$.tolerance.max_abs", "finite number"),
+        ("tolerance:\n  min_cosine: .nan\n", "$.tolerance.min_cosine", "finite number"),
+        ("run:\n  warmup: 1000000000000\n", "$.run.warmup", "less than or equal to 10000"),
+        ("run:\n  iterations: 1000000000000\n", "$.run.iterations", "less than or equal to 100000"),
+        ("run:\n  seed: 1099511627776\n", "$.run.seed", "less than or equal to 4294967295"),
+    ],
+)
+def test_config_values_are_validated_with_their_json_path(
+    folder: Path, model: Path, setting: str, json_path: str, fragment: str
+) -> None:
+    config = folder / "values.yaml"
+    config.write_text("precision_mode: force_fp16\n" + setting)
+    assert_refused(invoke(["run", model, "--config", config, *FAST, *RUN_FAST]), json_path, fragment)
+    checked = invoke(["validate", config])
+    assert checked.exit_code == 1 and json_path in checked.stdout and fragment in checked.stdout
