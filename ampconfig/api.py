@@ -44,6 +44,7 @@ from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.rounding import round_like_low_precision
+from ampconfig.rewrite.tensors import Float16Encoder, numpy_float16
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
@@ -161,6 +162,7 @@ def rewrite_model_detailed(
     target: str = "cpu",
     keep_io_types: bool = True,
     overflow_nodes: Mapping[str, str] | None = None,
+    float16_encoder: Float16Encoder | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -170,6 +172,9 @@ def rewrite_model_detailed(
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
     ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw
     values beyond the low type's range); such float32 nodes keep float32 under rule ``range_overflow``.
+    ``float16_encoder`` converts float32 weights to float16 (default: numpy's cast, over threads; ONNX Runtime's
+    Cast kernel, ``ampconfig.runner.float_cast.float32_to_float16``, is 10-20x faster on large weights and is what
+    the command line uses).
     Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
     the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
     ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
@@ -207,7 +212,7 @@ def rewrite_model_detailed(
         context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING)
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
-        stats = apply_plan(ir_model, plan, names)
+        stats = apply_plan(ir_model, plan, names, float16_encoder or numpy_float16)
         written, problem = _checked_output(
             ir_model, lazy_tensors=bool(opened.external_files), known_errors=admitted.checker_errors
         )

@@ -27,6 +27,7 @@ from ampconfig.files.models import load_model, open_model
 from ampconfig.prove.accuracy import OutputMetrics, compare_outputs, tolerance_failures
 from ampconfig.prove.request_files import declare_model
 from ampconfig.prove.run import RunRequest
+from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.runner.inputs import InputSet
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.runner.sessions import DeviceChoice, choose_device
@@ -68,6 +69,7 @@ class Prepared:
             target=self.device.device,
             keep_io_types=self.request.keep_io_types,
             overflow_nodes=overflow,
+            float16_encoder=float32_to_float16,
         )
 
 

@@ -26,6 +26,7 @@ from ampconfig.files.paths import require_file
 from ampconfig.prove.accuracy import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
 from ampconfig.prove.request_files import declare_model, declare_model_output
 from ampconfig.report.run import RunReport
+from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.runner.inputs import (
     DEFAULT_BATCH_DIM,
     DEFAULT_OTHER_DIM,
@@ -231,6 +232,7 @@ def execute(
         keep_dtype=request.keep_dtype,
         target=choice.device,
         keep_io_types=request.keep_io_types,
+        float16_encoder=float32_to_float16,
     )
     with _models_to_run(request, opened, result, from_files) as (reference, rewritten, accuracy_copy):
         try:

@@ -24,6 +24,9 @@ from ampconfig.dtypes import LOW_DTYPES, Dtype
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
 
+#: Arrays this large are worth a faster encoder (an ONNX Runtime session run costs more than numpy's cast below).
+LARGE_ARRAY_ELEMENTS = 1 << 16
+
 #: Elements per chunk when numpy's cast is spread over threads (numpy releases the GIL inside a cast).
 _CHUNK = 1 << 20
 

@@ -15,8 +15,10 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
+from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS
+
 #: Below this many elements numpy's own cast is as fast as a session run.
-MIN_ELEMENTS = 1 << 16
+MIN_ELEMENTS = LARGE_ARRAY_ELEMENTS
 
 
 def _cast_model() -> bytes:
