@@ -672,9 +672,14 @@ def convert(variant: Variant, path: Path, target: str) -> tuple[onnx.ModelProto 
         warnings.simplefilter("ignore")  # the peers warn once per clamped weight
         if variant.kind == "amp":
             import ampconfig
+            from ampconfig.runner.float_cast import float32_to_float16  # what the command line converts with
 
             result = ampconfig.rewrite_model_detailed(
-                str(path), precision_mode=variant.mode, target=target, modify_mixlist=variant.mixlist
+                str(path),
+                precision_mode=variant.mode,
+                target=target,
+                modify_mixlist=variant.mixlist,
+                float16_encoder=float32_to_float16,
             )
             model = result.model
             seconds = time.perf_counter() - start

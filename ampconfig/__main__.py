@@ -1,0 +1,5 @@
+"""``python -m ampconfig``: the same command line as the ``ampconfig`` script."""
+
+from ampconfig.cli import main
+
+main()
