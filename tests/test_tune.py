@@ -87,11 +87,13 @@ def test_tune_beats_bisection_and_its_files_pass(case: dict[str, Path], tmp_path
     code, ranked_only = _tune(case, tmp_path / "ranked.mixlist.json", "--no-range-check")
     assert code == 0 and ranked_only["black_list_to_add"] == ["Pow"]
 
+    # Runs: the plain fp32 reference (what run judges against) and the exposed fp32 calibration run; each trial
+    # is judged by one plain run, and a failing one costs one more run that exposes intermediates.
     lowered = 11
-    bisection_steps = math.ceil(math.log2(lowered))
-    assert bisected["model_runs"] == 1 + 1 + 1 + bisection_steps + 1 + 1 == 9
-    assert tuned["model_runs"] == 3  # reference (also the calibration run), seeded trial, verification
-    assert ranked_only["model_runs"] == 4  # reference, as configured, pin the first bad node, verification
+    bisection_steps = math.ceil(math.log2(lowered))  # all four fail on this model
+    assert bisected["model_runs"] == 2 + 2 + 1 + 2 * bisection_steps + 1 + 1 == 15
+    assert tuned["model_runs"] == 4  # references, seeded trial, verification
+    assert ranked_only["model_runs"] == 6  # references, as configured (fails), pin the first bad node, verification
     assert tuned["model_runs"] < ranked_only["model_runs"] < bisected["model_runs"]
 
     written = tmp_path / "tuned.mixlist.json"
@@ -122,10 +124,10 @@ def test_tune_node_pins_and_modes_without_mixlist(case: dict[str, Path], tmp_pat
 
 def test_tune_exits_1_and_writes_nothing_when_the_budget_is_spent(case: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "never.json"
-    # Two runs: the reference and the rewrite as configured (which fails); no run is left to pin anything.
-    code, payload = _tune(case, out, "--no-range-check", "--max-runs", "2")
+    # The references and the rewrite as configured (which fails, and is located): no run is left to pin anything.
+    code, payload = _tune(case, out, "--no-range-check", "--max-runs", "4")
     assert code == 1 and not payload["found"] and "budget" in payload["reason"]
-    assert payload["model_runs"] == 2 and not out.exists()
+    assert payload["model_runs"] == 4 and not out.exists()
 
 
 def test_tune_pins_node_by_node_for_a_tight_tolerance(case: dict[str, Path], tmp_path: Path) -> None:

@@ -15,12 +15,13 @@ from typing import Any
 
 import onnx
 
-from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed, save_low_precision_rounding_copy
+from ampconfig.api import rewrite_model_detailed, save_low_precision_rounding_copy
 from ampconfig.decide.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.accuracy import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
+from ampconfig.prove.accuracy import Tolerance
+from ampconfig.prove.judge import Judgement, accuracy_model, judge_outputs
 from ampconfig.report.run import RunReport
 from ampconfig.runner.inputs import (
     DEFAULT_BATCH_DIM,
@@ -149,12 +150,12 @@ def _parse_arrays(flags: RunFlags) -> dict[str, Path]:
 
 
 def _tolerance(flags: RunFlags, config: SessionConfig | None) -> Tolerance:
-    base = Tolerance.from_object(config.tolerance) if config is not None else Tolerance()
+    base = config.tolerance if config is not None else Tolerance()
     if flags.tolerance is None:
         return base
     if not flags.tolerance >= 0:
         raise AmpconfigError(f"--tolerance must be 0 or more, not {flags.tolerance}")
-    return Tolerance(flags.tolerance, base.max_abs, base.min_cosine)
+    return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
 
 
 def resolve_request(flags: RunFlags) -> RunRequest:
@@ -232,6 +233,9 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         proof.notes.append(
             f"the model {what}: ONNX Runtime ran both models from files (the rewrite from a temporary copy)"
         )
+    # The one pass/fail decision (shared with compare and tune); an unusable reference is an exit 2 here,
+    # before anything is written.
+    judgement = judge_outputs(proof.reference.outputs, proof.rewritten.outputs, proof.output_names, request.tolerance)
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = None
@@ -239,7 +243,7 @@ def execute(request: RunRequest, progress: ProgressCallback | None = None) -> Ru
         written = save_model_atomic(
             result.savable, request.output, input_path=request.model_path, input_files=result.input_files
         )
-    return build_report(request, inputs, result, proof, written)
+    return build_report(request, inputs, result, proof, judgement, written)
 
 
 RunnableModel = onnx.ModelProto | ModelFile
@@ -256,7 +260,7 @@ def _models_to_run(
     copy, which shares its data file) live in a private temporary folder with external data, removed afterwards
     whatever happens."""
     if not from_files:
-        yield opened.proto, result.model, lambda: low_precision_rounding_model(result.model)
+        yield opened.proto, result.model, lambda: accuracy_model(result.model, "cpu")
         return
     with tempfile.TemporaryDirectory(prefix="ampconfig-run-") as folder:
         rewritten_path = save_model_atomic(result.ir_model, Path(folder) / "rewritten.onnx")
@@ -295,12 +299,13 @@ def _lowering_notes(result: RewriteResult, device: str) -> list[str]:
 
 
 def build_report(
-    request: RunRequest, inputs: InputSet, result: RewriteResult, proof: Proof, written: Path | None
+    request: RunRequest,
+    inputs: InputSet,
+    result: RewriteResult,
+    proof: Proof,
+    judgement: Judgement,
+    written: Path | None,
 ) -> RunReport:
-    try:
-        metrics = compare_outputs(proof.reference.outputs, proof.rewritten.outputs, proof.output_names)
-    except OutputMismatchError as exc:
-        raise AmpconfigError(f"the rewritten model's outputs cannot be compared: {exc}") from None
     stats = result.stats
     return RunReport(
         model=str(request.model_path),
@@ -313,7 +318,7 @@ def build_report(
         providers={"reference": proof.reference.providers, "rewritten": proof.rewritten.providers},
         tf32={"reference": proof.reference.tf32, "rewritten": proof.rewritten.tf32},
         inputs=inputs.inputs,
-        outputs=metrics,
+        outputs=judgement.outputs,
         latency_reference=proof.reference.latency,
         latency_rewritten=proof.rewritten.latency,
         speedup=speedup(proof.reference.latency, proof.rewritten.latency),
@@ -324,7 +329,7 @@ def build_report(
         casts_retargeted=stats.casts_retargeted,
         values_clamped=stats.values_clamped,
         tolerance=request.tolerance,
-        failures=tolerance_failures(metrics, request.tolerance),
+        failures=judgement.failures,
         output_path=str(written) if written is not None else None,
         notes=[
             *request.notes,

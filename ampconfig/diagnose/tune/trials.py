@@ -9,16 +9,15 @@ the same dtypes give the same model and the same numbers.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 from ampconfig.decide.decisions import RewriteResult
-from ampconfig.diagnose.calibrate import Prepared, reference_run
+from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.locate import locate
 from ampconfig.diagnose.tune.search import Candidate, Outcome, keep_dtype_lines, mixlist_data
-from ampconfig.prove.accuracy import compare_outputs, tolerance_failures
+from ampconfig.prove.judge import accuracy_model
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.settings.keep_dtype import keep_dtype_from_config
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
@@ -43,7 +42,8 @@ class TrialRunner:
     def __init__(self, prepared: Prepared, *, threshold: float, reference: IntermediateRun | None = None) -> None:
         self.prepared = prepared
         self.threshold = threshold
-        self.runs = 0
+        self.judge = reference_judge(prepared)  # judged exactly as `run` judges: a plain fp32 run
+        self.runs = 1
         if reference is None:
             reference = reference_run(prepared)
             self.runs += 1
@@ -94,25 +94,27 @@ class TrialRunner:
         return outcome
 
     def run_result(self, result: RewriteResult, names: Sequence[str] | None = None) -> Outcome:
-        """Run one rewritten model (one counted run) and judge it against the reference."""
+        """Judge one rewritten model as ``run`` does (one counted run); when it fails, locate the error with one
+        more counted run of the same model with every intermediate exposed."""
         prepared = self.prepared
-        run = run_with_intermediates(
-            result.model,
-            prepared.inputs.feeds,
-            prepared.device.device,
-            names=list(self.reference.values) if names is None else names,
-        )
+        judged_model, _ = accuracy_model(result.model, prepared.device.device)
+        judgement = self.judge.judge_outputs(self.judge.run_accuracy_model(judged_model))
         self.runs += 1
-        metrics = compare_outputs(self.reference.outputs, run.outputs, self.reference.output_names)
-        failures = tolerance_failures(metrics, prepared.request.tolerance)
-        worst = max((m.rel_l2 if m.rel_l2 is not None else 0.0 for m in metrics), default=0.0)
-        localization = locate(
-            self._nodes,
-            self.reference.values,
-            run.values,
-            result.decisions,
-            low_dtype=result.low_dtype,
-            threshold=self.threshold,
-        )
-        worst = worst if not math.isnan(worst) else math.inf
-        return Outcome(not failures, worst, localization, result.low_precision_nodes, ran=True)
+        localization = None
+        if not judgement.passed:
+            run = run_with_intermediates(
+                judged_model,
+                prepared.inputs.feeds,
+                prepared.device.device,
+                names=list(self.reference.values) if names is None else names,
+            )
+            self.runs += 1
+            localization = locate(
+                self._nodes,
+                self.reference.values,
+                run.values,
+                result.decisions,
+                low_dtype=result.low_dtype,
+                threshold=self.threshold,
+            )
+        return Outcome(judgement.passed, judgement.worst_rel_l2, localization, result.low_precision_nodes, ran=True)
