@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 
 from ampconfig.examples import example_path
+from tests.exporter_models import EXPORTER_MODELS
 from tests.graphs import FLOAT, const, make_model, tensor, transformer_block, weight
 from tests.overflow_model import overflow_model
 
@@ -46,11 +47,12 @@ def _example(name: str) -> Callable[[], onnx.ModelProto]:
     return lambda: onnx.load(example_path(name))
 
 
-#: name -> builder. Exporter-shaped models (tests/exporter_models.py) join in through EXPORTER_MODELS.
+#: name -> builder: the engine's graphs, the bundled examples, the overflow cases and the exporter-shaped models.
 ZOO: dict[str, Callable[[], onnx.ModelProto]] = {
     "transformer_block": transformer_block,
     "overflow_mlp": overflow_model,
     "overflow_chain": overflow_chain,
     "example_transformer_block": _example("transformer_block"),
     "example_small_convnet": _example("small_convnet"),
+    **{f"exporter_{name}": build for name, build in EXPORTER_MODELS.items()},
 }
