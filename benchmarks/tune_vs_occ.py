@@ -7,8 +7,8 @@ Run by hand, not by the test suite (onnxconverter-common is a benchmark-only dep
     python benchmarks/tune_vs_occ.py --json tune_vs_occ.json
 
 Models: the bundled examples and the exporter-shaped models of ``tests/exporter_models.py`` (the pixel models get
-their calibration images). Per model, the tolerance is half the all-low error of ``force_fp16`` as ``ampconfig run``
-measures it (relative L2 of the worst output).
+their calibration images). Per model, the tolerance is ``--fraction`` (default 0.5: half) of the all-low error of
+``force_fp16`` as ``ampconfig run`` measures it (relative L2 of the worst output).
 
 - **ampconfig**: ``tune`` with ``force_fp16``, ``--keep-dtype-out`` (node pins), target cpu, default budget (20 runs).
 - **occ**: ``auto_convert_mixed_precision(model, feeds, validate_fn, keep_io_types=True)``: it converts everything
@@ -93,7 +93,7 @@ def _request(path: Path, npz: Path | None, tolerance: float | None = None, keep:
     return resolve_request(flags)
 
 
-def bench_model(name: str, build: Callable[[], onnx.ModelProto], folder: Path) -> dict[str, Any]:
+def bench_model(name: str, build: Callable[[], onnx.ModelProto], folder: Path, fraction: float) -> dict[str, Any]:
     model = build()
     path = folder / f"{name.replace(':', '_')}.onnx"
     onnx.save(model, path)
@@ -104,7 +104,7 @@ def bench_model(name: str, build: Callable[[], onnx.ModelProto], folder: Path) -
     prepared = prepare(_request(path, npz), command="tune")
     judge = reference_judge(prepared)
     all_low = judge.judge(prepared.rewrite().model).worst_rel_l2
-    tolerance = all_low / 2
+    tolerance = all_low * fraction
     row: dict[str, Any] = {"model": name, "nodes": len(model.graph.node), "all_low_error": all_low}
     row["tolerance"] = tolerance
     row["ampconfig"] = _bench_ampconfig(path, npz, tolerance, folder)
@@ -187,6 +187,7 @@ def _cell(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", help="comma-separated subset of: " + ", ".join(_models()))
+    parser.add_argument("--fraction", type=float, default=0.5, help="tolerance as a fraction of the all-low error")
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args()
     models = _models()
@@ -194,14 +195,16 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="tune-vs-occ-") as folder:
         for name in chosen:
-            row = bench_model(name, models[name], Path(folder))
+            row = bench_model(name, models[name], Path(folder), args.fraction)
             rows.append(row)
-            print(f"{name}: tolerance {row['tolerance']:.2e} (half the all-low error {row['all_low_error']:.2e})")
+            share = f"{args.fraction:g} x the all-low error {row['all_low_error']:.2e}"
+            print(f"{name}: tolerance {row['tolerance']:.2e} ({share})")
             print(f"  ampconfig tune: {_cell(row['ampconfig'])}")
             print(f"  occ auto_convert_mixed_precision: {_cell(row['occ'])}", flush=True)
     if args.json is not None:
         meta = {"python": platform.python_version(), "machine": platform.processor() or platform.machine()}
-        args.json.write_text(json.dumps({"meta": meta, "mode": MODE, "rows": rows}, indent=2, default=str) + "\n")
+        payload = {"meta": meta, "mode": MODE, "fraction": args.fraction, "rows": rows}
+        args.json.write_text(json.dumps(payload, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":
