@@ -261,6 +261,7 @@ def _search(prepared: Prepared, settings: TuneSettings, runs: TuneRuns, report: 
     low_run = runs.exposed(base, "all-low rewrite, intermediates exposed")
     estimate = _estimate(runs, low_run.outputs)
     report.all_low_error = estimate.worst_rel_l2
+    runs.report("all-low rewrite measured", estimate.worst_rel_l2, all_low.low_precision_nodes)
     if estimate.passed and runs.trial(base, "all-low rewrite, judged").passed:
         report.notes.append("the mode's own rewrite already meets the tolerance: no node needs pinning")
         _answer(prepared, settings, runs, report, base, costing)
