@@ -195,7 +195,7 @@ class PrefixSearch:
             k = self._next(low, high, count)
         if high is None:
             return self._finish("")
-        self._prune(high)
+        self._prune(high, low)
         return self._finish("")
 
     def _next(self, low: int, high: int | None, count: int) -> int:
@@ -206,15 +206,20 @@ class PrefixSearch:
         middle = (low + high) // 2
         return guess if low < guess < high and abs(guess - middle) <= (high - low) // 4 else max(low + 1, middle)
 
-    def _prune(self, high: int) -> None:
-        """Unpin the least useful pins of the passing prefix in halving batches, while runs are left."""
+    def _prune(self, high: int, low: int) -> None:
+        """Unpin the least useful pins of the passing prefix in halving batches, while runs are left.
+
+        A batch that would leave only pins of the longest failing prefix is not judged: it fails by the same
+        reasoning the bisection uses."""
         current = self.candidate(high)
+        failing = self.candidate(low).pins if low >= 0 else None
         order = sorted(self.ranking[:high], key=lambda pin: (pin.priority(self.contributions), pin.name))
         chunk = max(1, len(order) // 4)
         while order and self.evaluator.can_run(reserve=1):
             batch, rest = order[:chunk], order[chunk:]
             pruned = current.with_pins(current.pins - {pin.name for pin in batch})
-            if self._judge(pruned, f"prune {len(batch)} pin(s)").passed:
+            known_bad = failing is not None and pruned.pins <= failing
+            if not known_bad and self._judge(pruned, f"prune {len(batch)} pin(s)").passed:
                 current, order = pruned, rest
             elif chunk > 1:
                 chunk //= 2
