@@ -11,7 +11,10 @@ and pass ``onnx.checker.check_model(full_check=True)``.
 - ``transformer_block.onnx``: token ids int64 [batch, seq] -> embedding Gather -> LayerNormalization ->
   4-head self-attention (MatMul, scaled by 1/sqrt(d), Softmax, MatMul) -> residual Add ->
   LayerNormalization -> MLP (MatMul, Add, GELU in Erf form, MatMul, Add) -> residual Add -> logits MatMul
-  [batch, seq, 1000] against the transposed embedding table (tied weights, as in GPT-2).
+  [batch, seq, 1000] against the transposed embedding table (tied weights, as in GPT-2). One embedding channel
+  carries a large offset (:data:`MASSIVE_ACTIVATION`) on every token, the "massive activation" trained
+  transformers have in their residual stream: that is where float16 loses precision in real models, so
+  ``ampconfig tune`` has something to find, as on them.
 - ``small_convnet.onnx``: image float [N, 3, 32, 32] -> (Conv, BatchNormalization, Relu, MaxPool) x 2 ->
   GlobalAveragePool -> Flatten -> Gemm -> logits [N, 10].
 """
@@ -34,6 +37,8 @@ HEADS = 4
 HEAD_DIM = HIDDEN // HEADS
 VOCAB = 1000
 MLP = 4 * HIDDEN
+#: (channel, offset) of the embedding's massive activation (GPT-2's residual stream has channels in the hundreds).
+MASSIVE_ACTIVATION = (5, 60.0)
 
 
 class _Graph:
@@ -125,7 +130,10 @@ def _gelu(g: _Graph, x: str) -> str:
 
 def build_transformer_block(seed: int = 0) -> onnx.ModelProto:
     g = _Graph(seed)
-    table = g.weight("embedding.weight", (VOCAB, HIDDEN), 1.0)
+    channel, offset = MASSIVE_ACTIVATION
+    values = (g.rng.standard_normal((VOCAB, HIDDEN)) * 1.0).astype(np.float32)
+    values[:, channel] += offset
+    table = g.constant("embedding.weight", values)
     x = g.node("Gather", [table, "input_ids"], "embedding/Gather", axis=0)
     attn = _attention(g, _layer_norm(g, x, "ln_1"))
     x = g.node("Add", [x, attn], "residual_1/Add")

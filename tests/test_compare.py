@@ -148,12 +148,14 @@ def test_tolerance_bounds() -> None:
     assert len(tolerance_failures(metrics, Tolerance(rel_l2=1.0, min_cosine=0.99999))) == 1
 
 
-def test_tolerance_from_config_like_object() -> None:
-    class Cfg:
-        rel_l2 = 0.5
-        max_abs = None
-        min_cosine = 0.9
+def test_one_tolerance_object_for_config_and_judging() -> None:
+    from ampconfig.settings.config import SessionConfig
+    from ampconfig.settings.config import Tolerance as ConfigTolerance
 
-    tol = Tolerance.from_object(Cfg())
+    assert Tolerance is ConfigTolerance  # the config's section is what run/compare/tune judge by
+    config = SessionConfig.model_validate(
+        {"precision_mode": "force_fp16", "tolerance": {"rel_l2": 0.5, "min_cosine": 0.9}}
+    )
+    tol = config.tolerance
     assert tol == Tolerance(rel_l2=0.5, max_abs=None, min_cosine=0.9)
     assert tol.to_dict() == {"rel_l2": 0.5, "max_abs": None, "min_cosine": 0.9}

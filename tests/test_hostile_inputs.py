@@ -407,7 +407,7 @@ FLOAT_VALUES = ["-1", "0", "nan", "inf", "-inf"]
         ("tune", "--tolerance"),
         ("explain", "--threshold"),
         ("compare", "--threshold"),
-        ("tune", "--threshold"),
+        ("tune", "--max-seconds"),
         ("explain", "--data-max"),
         ("compare", "--data-max"),
         ("tune", "--data-max"),
@@ -430,7 +430,7 @@ def test_float_options_must_be_finite_and_positive(
         ("run", "--seed", "-1"),
         ("run", "--seed", str(2**32)),
         ("compare", "--seed", "-5"),
-        ("tune", "--max-runs", "1"),
+        ("tune", "--max-runs", "5"),
         ("tune", "--max-runs", "100000000000000000000"),
     ],
 )

@@ -413,8 +413,8 @@ def test_output_ort_cannot_run_is_refused_when_the_input_runs(monkeypatch: pytes
 
     original = api.apply_plan
 
-    def apply_then_break(ir_model, plan, names):
-        stats = original(ir_model, plan, names)
+    def apply_then_break(ir_model, plan, names, *encoder):
+        stats = original(ir_model, plan, names, *encoder)
         node = next(iter(ir_model.graph))
         node.domain, node.op_type = "com.microsoft", "NoSuchFusedOp"
         ir_model.opset_imports["com.microsoft"] = 1

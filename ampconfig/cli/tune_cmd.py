@@ -1,14 +1,13 @@
-"""``ampconfig tune``: find the op types (mixlist) or nodes (keep_dtype) to keep in float32 for a tolerance."""
+"""``ampconfig tune``: the fewest float32 nodes (node pins, or op types) that meet a tolerance, in few runs."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
@@ -24,48 +23,68 @@ from ampconfig.cli.options import (
     SeedOpt,
     ShapesOpt,
     TargetOpt,
-    ThresholdOpt,
     ToleranceOpt,
     count_between,
+    positive_finite,
 )
-from ampconfig.cli.output import print_json, stdout
-from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
-from ampconfig.diagnose.tune.search import DEFAULT_MAX_RUNS
+from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.settings.values import MAX_TUNE_RUNS
 
 if TYPE_CHECKING:
-    from ampconfig.diagnose.tune.workflow import TuneReport
+    from ampconfig.diagnose.tune.trials import ProgressHook
 
-_HELP = """Find a small set of op types (written as black-list.to-add in a mixlist, -o) or nodes (a keep_dtype file,
---keep-dtype-out) to keep in float32 so the rewritten model meets --tolerance (relative L2 per output).
+DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
+DEFAULT_MIN_LOW_FRACTION = 0.5
+MIN_RUNS = 6  # ampconfig.diagnose.tune.workflow.MIN_RUNS, likewise
 
-Range analysis of one fp32 calibration run seeds the search with the nodes whose values leave the low type's
-range; then each run pins the first bad node of the compare ranking (and every lowered node that overflowed)
-until the tolerance holds, and unnecessary pins are pruned. Node pins become op-type entries where that changes
-no node's dtype. The files are written atomically, checked by validate, and verified by one more run that
-rewrites from them. Every model run is counted and printed. --strategy bisect runs the plain bisection over nodes
-instead (the baseline).
+_HELP = """Find the fewest nodes to keep in float32 (or the least estimated latency, --objective latency) so the
+rewritten model meets --tolerance, judged exactly as [bold]ampconfig run[/bold] judges.
 
-Only the mixed modes accept a mixlist: for other modes pass --keep-dtype-out (-o is refused). Without
---keep-dtype-out a mixed mode writes op types only. --modify-mixlist/--keep-dtype are the starting point and are
-merged into the written files.
+The answer is node pins, written as a keep_dtype file (--keep-dtype-out). With -o the op types go into a
+mixlist's black-list.to-add where that keeps at most 2 more nodes float32 than their pins (the report says
+which); -o alone writes op types only, which can keep many more nodes float32.
+
+How: one fp32 run and one low-precision run with every intermediate exposed, plus one replay run, rank every
+node's contribution to the output error; range analysis adds the nodes whose values overflow the low type. The
+ranking's predicted prefix is judged in batches, bisected and pruned. Every model run is counted (at most
+--max-runs, default 20) and the files are verified by one more run from the written files before they are
+written. A progress line on stderr shows the step, runs used, current error and low nodes kept (off with --json
+or when stderr is not a terminal).
+
+Exit codes: 0 found, verified and written; 1 no useful answer (it would keep less than --min-low-fraction of
+the mode's low-precision nodes), or none within --max-runs/--max-seconds, and nothing is written; 2 usage or
+input error, including a tolerance even every lowered node kept float32 misses, and --max-runs below 6.
 
 -o and --keep-dtype-out may not be the same file, nor any input of the call (model, its external data, config,
 mixlist, keep_dtype file, .npz/.npy inputs): refused with exit 2 before any run. When tune fails after writing
 one of them (exit 2), the file written is removed again (or gets its previous content back).
 
-Exit codes: 0 found and verified; 1 not found (the tolerance is missed even with every node the mode lowered
-kept in its original dtype, or --max-runs spent; nothing is written); 2 usage or input error.
-
 [bold]Examples[/bold]
 
-  ampconfig tune model.onnx -m allow_mix_precision --tolerance 1e-2 -o mixlist.json
-
-  ampconfig tune model.onnx -m allow_mix_precision --inputs calib.npz -o mixlist.json --keep-dtype-out keep.cfg
-
   ampconfig tune model.onnx -m force_fp16 --tolerance 5e-3 --keep-dtype-out keep_dtype.cfg
+
+  ampconfig tune model.onnx -m allow_mix_precision --inputs calib.npz --keep-dtype-out keep.cfg -o mixlist.json
+
+  ampconfig tune model.onnx -m force_fp16 --target cuda --max-seconds 120 --objective latency --keep-dtype-out k.cfg
 """
+
+
+@contextmanager
+def _progress_display(enabled: bool) -> Iterator[ProgressHook | None]:
+    """A live line on stderr, shown from the start; yields the hook the tune reports to (None when off)."""
+    if not enabled:
+        yield None
+        return
+    from ampconfig.report.tune import ProgressState, progress_line
+
+    state = ProgressState()
+    with stderr.status("tune: loading the model", spinner="dots") as status:
+
+        def update(event: object) -> None:
+            status.update(progress_line(event, state))  # type: ignore[arg-type]
+
+        yield update
 
 
 @command("tune", help=_HELP)
@@ -81,110 +100,83 @@ def tune(
     shapes: ShapesOpt = None,
     seed: SeedOpt = None,
     tolerance: ToleranceOpt = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the mixlist JSON here.")] = None,
     keep_dtype_out: Annotated[
-        Path | None, typer.Option("--keep-dtype-out", help="Write the keep_dtype file here.")
+        Path | None, typer.Option("--keep-dtype-out", help="Write the node pins (keep_dtype file) here.")
     ] = None,
-    range_check: Annotated[
-        bool,
-        typer.Option("--range-check/--no-range-check", help="Seed the search with range analysis."),
-    ] = True,
-    data_max: DataMaxOpt = None,
-    strategy: Annotated[
-        str, typer.Option("--strategy", metavar="ranked|bisect", help="Search: compare ranking, or bisection.")
-    ] = "ranked",
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write a mixlist (op types; mixed modes only) here.")
+    ] = None,
+    objective: Annotated[
+        str, typer.Option("--objective", metavar="nodes|latency", help="Fewest float32 nodes, or least latency.")
+    ] = "nodes",
+    min_low_fraction: Annotated[
+        float,
+        typer.Option("--min-low-fraction", help="Refuse answers keeping less of the low nodes than this."),
+    ] = DEFAULT_MIN_LOW_FRACTION,
     max_runs: Annotated[
         int,
         typer.Option(
-            "--max-runs", help="Most model runs the search may use.", callback=count_between(2, MAX_TUNE_RUNS)
+            "--max-runs", help="Most model runs tune may use.", callback=count_between(MIN_RUNS, MAX_TUNE_RUNS)
         ),
     ] = DEFAULT_MAX_RUNS,
-    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
+    max_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--max-seconds",
+            help="Stop searching when the next run would pass this.",
+            callback=positive_finite("300"),
+        ),
+    ] = None,
+    range_check: Annotated[
+        bool, typer.Option("--range-check/--no-range-check", help="Pin the nodes whose values overflow.")
+    ] = True,
+    data_max: DataMaxOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    from ampconfig.diagnose.calibrate import prepare
-    from ampconfig.diagnose.tune.workflow import check_outputs
-    from ampconfig.diagnose.tune.workflow import tune as run_tune
-    from ampconfig.files.guard import OutputGuard
-    from ampconfig.prove.request_files import declare_inputs
-    from ampconfig.prove.run import RunFlags, resolve_request
+    with _progress_display(stderr.is_terminal and not json_output) as progress:
+        from ampconfig.diagnose.calibrate import prepare
+        from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs
+        from ampconfig.diagnose.tune.workflow import tune as run_tune
+        from ampconfig.files.guard import OutputGuard
+        from ampconfig.prove.request_files import declare_inputs
+        from ampconfig.prove.run import RunFlags, resolve_request
 
-    flags = RunFlags(
-        model=model,
-        config=config,
-        precision_mode=precision_mode,
-        modify_mixlist=modify_mixlist,
-        keep_dtype=keep_dtype,
-        target=target,
-        inputs_npz=inputs_npz,
-        input_files=list(input_files or []),
-        shapes=list(shapes or []),
-        seed=seed,
-        tolerance=tolerance,
-    )
-    request = resolve_request(flags)
-    with OutputGuard() as guard:
-        declare_inputs(guard, request, flags)
-        prepared = prepare(request, need_inputs=False, guard=guard)
-        check_outputs(prepared, output, keep_dtype_out, guard)  # before any input is generated or model run
-        prepared = prepare(request, command="tune")
-        report: TuneReport = run_tune(
-            prepared,
+        flags = RunFlags(
+            model=model,
+            config=config,
+            precision_mode=precision_mode,
+            modify_mixlist=modify_mixlist,
+            keep_dtype=keep_dtype,
+            target=target,
+            inputs_npz=inputs_npz,
+            input_files=list(input_files or []),
+            shapes=list(shapes or []),
+            seed=seed,
+            tolerance=tolerance,
+        )
+        settings = TuneSettings(
             mixlist_out=output,
             keep_out=keep_dtype_out,
-            strategy=strategy,
+            objective=objective,
+            min_low_fraction=min_low_fraction,
+            max_runs=max_runs,
+            max_seconds=max_seconds,
             range_check=range_check,
             data_max=data_max,
-            threshold=threshold,
-            max_runs=max_runs,
-            guard=guard,
         )
+        request = resolve_request(flags)
+        with OutputGuard() as guard:
+            declare_inputs(guard, request, flags)
+            # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
+            check_settings(prepare(request, need_inputs=False, guard=guard), settings)
+            outputs = declare_outputs(settings, guard)
+            report = run_tune(prepare(request, command="tune"), settings, progress, guard, outputs)
     if json_output:
-        print_json({"model": str(request.model_path), "tolerance": request.tolerance.to_dict(), **report.to_dict()})
+        from ampconfig.report.tune import tune_payload
+
+        print_json(tune_payload(report, str(request.model_path)))
     else:
-        _render(report, request.tolerance.rel_l2)
+        from ampconfig.report.tune import render_tune
+
+        render_tune(report, stdout, request.tolerance.rel_l2)
     raise typer.Exit(EXIT_OK if report.succeeded else EXIT_CHECK_FAILED)
-
-
-def _render(report: TuneReport, tolerance: float) -> None:
-    table = Table(title=f"search ({report.strategy})", title_justify="left")
-    for header in ("step", "tried", "passed", "worst rel L2", "run"):
-        table.add_column(header, overflow="fold")
-    for index, step in enumerate(report.search.steps, start=1):
-        worst = step.worst_rel_l2
-        table.add_row(
-            str(index),
-            step.what,
-            "yes" if step.passed else "no",
-            f"{worst:.3g}" if math.isfinite(worst) else str(worst),
-            f"#{step.runs_so_far}" if step.ran else "cached",
-        )
-    stdout.print(table)
-    if report.range is not None:
-        kept = report.range.overflow_nodes
-        stdout.print(f"range analysis: {len(kept)} node(s) out of range: " + (", ".join(kept) or "none"))
-    candidate = report.candidate
-    stdout.print("black-list.to-add: " + (", ".join(sorted(candidate.black_ops)) or "-"))
-    stdout.print("keep_dtype nodes: " + (", ".join(sorted(candidate.pins)) or "-"))
-    if candidate.keep_ops:
-        stdout.print("keep_dtype op types: " + ", ".join(sorted(candidate.keep_ops)))
-    for path in (report.mixlist_path, report.keep_dtype_path):
-        if path:
-            stdout.print(f"wrote {path}")
-    for note in report.notes:
-        stdout.print(Text("note: " + note, style="dim"))
-    for error in report.validation_errors:
-        stdout.print(Text("validate: " + error, style="red"))
-    stdout.print(f"model runs: {report.runs}")
-    if report.succeeded:
-        stdout.print(
-            Text.assemble(
-                ("FOUND", "bold green"),
-                f"  verified from the written files: worst rel L2 {report.verified_rel_l2:.3g} <= {tolerance:g}; "
-                f"{report.low_nodes_after} of the mode's {report.low_nodes_before} low-precision nodes kept low",
-            )
-        )
-    elif report.found:
-        stdout.print(Text.assemble(("FAIL", "bold red"), "  the written files did not verify"))
-    else:
-        stdout.print(Text.assemble(("NOT FOUND", "bold red"), f"  {report.search.reason}; nothing written"))

@@ -24,7 +24,8 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.models import load_model, open_model
-from ampconfig.prove.accuracy import OutputMetrics, compare_outputs, tolerance_failures
+from ampconfig.prove.accuracy import OutputMetrics
+from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request_files import declare_model
 from ampconfig.prove.run import RunRequest
 from ampconfig.runner.float_cast import float32_to_float16
@@ -129,6 +130,25 @@ class RangeReport:
         }
 
 
+def reference_judge(prepared: Prepared) -> Judge:
+    """One plain run of the fp32 model: the reference every rewrite of this request is judged against, as by
+    ``run``."""
+    request = prepared.request
+    return Judge.from_reference_run(
+        prepared.model, prepared.inputs.feeds, prepared.device.device, request.tolerance, allow_tf32=request.allow_tf32
+    )
+
+
+def rounding_note(wrapped: int) -> list[str]:
+    """What ``run`` says when accuracy comes from the CPU rounding copy."""
+    if not wrapped:
+        return []
+    return [
+        f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native CPU "
+        "float16 kernel compute between explicit float16 casts, as run measures it"
+    ]
+
+
 def reference_run(prepared: Prepared) -> IntermediateRun:
     """The fp32 model once, every intermediate exposed (the calibration run and the compare reference)."""
     return run_with_intermediates(prepared.model, prepared.inputs.feeds, prepared.device.device)
@@ -165,12 +185,21 @@ def compare_rewrite(
     data_max: float | None = None,
     reference: IntermediateRun | None = None,
 ) -> CompareResult:
-    """Rewrite (with range-analysis pins when asked), run both models exposing intermediates, locate the error."""
+    """Rewrite (with range-analysis pins when asked), judge it as ``run`` does, and run both models exposing
+    intermediates to locate the error.
+
+    The verdict comes from plain runs (:class:`~ampconfig.prove.judge.Judge`); the per-node error from runs of
+    the same models with every intermediate exposed: on the CPU the rewritten side is the same rounding copy
+    that is judged, so the node that overflows is the node that breaks the outputs.
+    """
+    judge = reference_judge(prepared)
     reference = reference if reference is not None else reference_run(prepared)
     ranges = range_report(prepared, reference, data_max) if range_check else None
     result = prepared.rewrite(ranges.overflow_nodes if ranges is not None else None)
+    judged_model, wrapped = accuracy_model(result.model, prepared.device.device)
+    judgement = judge.judge_outputs(judge.run_accuracy_model(judged_model))
     rewritten = run_with_intermediates(
-        result.model, prepared.inputs.feeds, prepared.device.device, names=list(reference.values)
+        judged_model, prepared.inputs.feeds, prepared.device.device, names=list(reference.values)
     )
     localization = locate(
         graph_nodes(prepared.model),
@@ -180,14 +209,13 @@ def compare_rewrite(
         low_dtype=result.low_dtype,
         threshold=threshold,
     )
-    metrics = compare_outputs(reference.outputs, rewritten.outputs, reference.output_names)
     return CompareResult(
         rewrite=result,
         reference=reference,
         rewritten=rewritten,
         localization=localization,
-        outputs=metrics,
-        failures=tolerance_failures(metrics, prepared.request.tolerance),
+        outputs=judgement.outputs,
+        failures=judgement.failures,
         range=ranges,
-        notes=list(prepared.device.notes),
+        notes=[*prepared.device.notes, *rounding_note(wrapped)],
     )

@@ -7,7 +7,9 @@ or 3) the fraction of rows whose arg-max over the last axis agrees.
 Edge cases, decided here once:
 
 - Positions where both outputs hold the same non-finite value (``-inf`` masks, NaN in both) are left out of
-  the metrics; any other non-finite value makes ``rel_l2`` and ``max_abs`` infinite.
+  the metrics; any other non-finite value makes ``rel_l2`` and ``max_abs`` infinite. An inf/NaN in the
+  rewritten output where the reference is finite is counted (``new_nonfinite``) and always fails, whatever the
+  tolerance.
 - An all-zero reference has no relative error: ``rel_l2`` is then the absolute L2 norm of the difference, and
   the metrics carry a note saying so.
 - Non-float outputs (integers, bools) also report the exact-match fraction and the mismatch count; their
@@ -23,35 +25,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ampconfig.settings.config import Tolerance
+
+__all__ = [
+    "OutputMetrics",
+    "OutputMismatchError",
+    "Tolerance",
+    "compare_output",
+    "compare_outputs",
+    "output_failures",
+    "tolerance_failures",
+]
+
 
 class OutputMismatchError(ValueError):
     """The two outputs cannot be compared (shape or presence differs)."""
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """What a rewritten model must hold to pass; ``None`` bounds are not checked."""
-
-    rel_l2: float = 1e-2
-    max_abs: float | None = None
-    min_cosine: float | None = None
-
-    @classmethod
-    def from_object(cls, obj: object) -> Tolerance:
-        """From any object with ``rel_l2``/``max_abs``/``min_cosine`` attributes (the config's tolerance)."""
-        default = cls()
-        return cls(
-            rel_l2=float(getattr(obj, "rel_l2", default.rel_l2)),
-            max_abs=_optional_float(getattr(obj, "max_abs", None)),
-            min_cosine=_optional_float(getattr(obj, "min_cosine", None)),
-        )
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {"rel_l2": self.rel_l2, "max_abs": self.max_abs, "min_cosine": self.min_cosine}
-
-
-def _optional_float(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -64,6 +52,7 @@ class OutputMetrics:
     cosine: float | None
     nonfinite: int
     argmax_agreement: float | None = None
+    new_nonfinite: int = 0  # inf/NaN in the rewritten output where the reference is finite
     exact_match: float | None = None  # non-float outputs: fraction of equal elements
     mismatches: int | None = None  # non-float outputs: number of differing elements
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -78,6 +67,7 @@ class OutputMetrics:
             "max_abs": _json_float(self.max_abs),
             "cosine": _json_float(self.cosine),
             "nonfinite": self.nonfinite,
+            "new_nonfinite": self.new_nonfinite,
         }
         if self.argmax_agreement is not None:
             data["argmax_agreement"] = _json_float(self.argmax_agreement)
@@ -116,6 +106,7 @@ def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> O
     ref = reference.astype(np.float64).ravel()
     cand = candidate.astype(np.float64).ravel()
     nonfinite = int(np.count_nonzero(~np.isfinite(cand)))
+    new_nonfinite = int(np.count_nonzero(np.isfinite(ref) & ~np.isfinite(cand)))
     rel_l2, max_abs, cosine, notes = _float_metrics(ref, cand)
     exact, mismatches = None, None
     if not _is_float(reference):
@@ -131,6 +122,7 @@ def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> O
         cosine=cosine,
         nonfinite=nonfinite,
         argmax_agreement=argmax,
+        new_nonfinite=new_nonfinite,
         exact_match=exact,
         mismatches=mismatches,
         notes=tuple(notes),
@@ -224,6 +216,8 @@ def output_failures(item: OutputMetrics, tolerance: Tolerance) -> list[str]:
     if item.rel_l2 is None:  # strings: exact match only
         return [f"{item.name}: {item.mismatches} element(s) differ"] if item.mismatches else []
     failures = []
+    if item.new_nonfinite:
+        failures.append(f"{item.name}: {item.new_nonfinite} inf/NaN value(s) where the fp32 reference is finite")
     if not item.rel_l2 <= tolerance.rel_l2:
         failures.append(f"{item.name}: rel_l2 {_fmt(item.rel_l2)} > {_fmt(tolerance.rel_l2)}")
     if tolerance.max_abs is not None and not (item.max_abs is not None and item.max_abs <= tolerance.max_abs):

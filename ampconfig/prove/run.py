@@ -15,7 +15,7 @@ from typing import Any
 
 import onnx
 
-from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed, save_low_precision_rounding_copy
+from ampconfig.api import rewrite_model_detailed, save_low_precision_rounding_copy
 from ampconfig.decide.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
@@ -23,7 +23,8 @@ from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.files.paths import require_file
-from ampconfig.prove.accuracy import OutputMismatchError, Tolerance, compare_outputs, tolerance_failures
+from ampconfig.prove.accuracy import Tolerance
+from ampconfig.prove.judge import Judgement, accuracy_model, judge_outputs
 from ampconfig.prove.request_files import declare_model, declare_model_output
 from ampconfig.report.run import RunReport
 from ampconfig.runner.float_cast import float32_to_float16
@@ -153,11 +154,11 @@ def _parse_arrays(flags: RunFlags) -> dict[str, Path]:
 
 
 def _tolerance(flags: RunFlags, config: SessionConfig | None) -> Tolerance:
-    base = Tolerance.from_object(config.tolerance) if config is not None else Tolerance()
+    base = config.tolerance if config is not None else Tolerance()
     if flags.tolerance is None:
         return base
     check_positive_finite(flags.tolerance, "--tolerance")
-    return Tolerance(flags.tolerance, base.max_abs, base.min_cosine)
+    return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
 
 
 def resolve_request(flags: RunFlags) -> RunRequest:
@@ -256,10 +257,13 @@ def execute(
         proof.notes.append(
             f"the model {what}: ONNX Runtime ran both models from files (the rewrite from a temporary copy)"
         )
+    # The one pass/fail decision (shared with compare and tune); an unusable reference is an exit 2 here,
+    # before anything is written.
+    judgement = judge_outputs(proof.reference.outputs, proof.rewritten.outputs, proof.output_names, request.tolerance)
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None
-    return build_report(request, inputs, result, proof, written)
+    return build_report(request, inputs, result, proof, judgement, written)
 
 
 RunnableModel = onnx.ModelProto | ModelFile
@@ -279,7 +283,7 @@ def _models_to_run(
         # The rewrite's IR version is one the installed ORT loads (lowered when the model allowed it): so is the
         # reference's, which is the same model.
         reference = with_ir_version(opened.proto, min(opened.proto.ir_version, result.model.ir_version))
-        yield reference, result.model, lambda: low_precision_rounding_model(result.model)
+        yield reference, result.model, lambda: accuracy_model(result.model, "cpu")
         return
     with tempfile.TemporaryDirectory(prefix="ampconfig-run-") as folder:
         rewritten_path = save_model_atomic(result.ir_model, Path(folder) / "rewritten.onnx")
@@ -318,12 +322,13 @@ def _lowering_notes(result: RewriteResult, device: str) -> list[str]:
 
 
 def build_report(
-    request: RunRequest, inputs: InputSet, result: RewriteResult, proof: Proof, written: Path | None
+    request: RunRequest,
+    inputs: InputSet,
+    result: RewriteResult,
+    proof: Proof,
+    judgement: Judgement,
+    written: Path | None,
 ) -> RunReport:
-    try:
-        metrics = compare_outputs(proof.reference.outputs, proof.rewritten.outputs, proof.output_names)
-    except OutputMismatchError as exc:
-        raise AmpconfigError(f"the rewritten model's outputs cannot be compared: {exc}") from None
     stats = result.stats
     return RunReport(
         model=str(request.model_path),
@@ -336,7 +341,7 @@ def build_report(
         providers={"reference": proof.reference.providers, "rewritten": proof.rewritten.providers},
         tf32={"reference": proof.reference.tf32, "rewritten": proof.rewritten.tf32},
         inputs=inputs.inputs,
-        outputs=metrics,
+        outputs=judgement.outputs,
         latency_reference=proof.reference.latency,
         latency_rewritten=proof.rewritten.latency,
         speedup=speedup(proof.reference.latency, proof.rewritten.latency),
@@ -347,7 +352,7 @@ def build_report(
         casts_retargeted=stats.casts_retargeted,
         values_clamped=stats.values_clamped,
         tolerance=request.tolerance,
-        failures=tolerance_failures(metrics, request.tolerance),
+        failures=judgement.failures,
         output_path=str(written) if written is not None else None,
         notes=[
             *request.notes,

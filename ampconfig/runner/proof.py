@@ -119,6 +119,19 @@ def _run_failure(label: str, exc: Exception) -> AmpconfigError:
     )
 
 
+def accuracy_outputs(
+    session: Session, feeds: Mapping[str, np.ndarray], model: onnx.ModelProto | ModelFile, *, reference: bool = False
+) -> dict[str, np.ndarray]:
+    """One run of ``session`` for the outputs that are judged (feeds converted to ``model``'s input dtypes).
+
+    A failure on the fp32 reference is the inputs' fault; on a rewritten model it is a bug (see ``_run_failure``).
+    """
+    try:
+        return session.bind(adapt_feeds(feeds, model_proto(model))).outputs()
+    except Exception as exc:  # ORT's own exception types
+        raise _run_failure(REFERENCE_LABEL if reference else "rewritten", exc) from None
+
+
 def prove(
     reference: onnx.ModelProto | ModelFile,
     rewritten: onnx.ModelProto | ModelFile,
@@ -149,7 +162,7 @@ def prove(
         faithful, wrapped = cpu_accuracy_model()
         if wrapped:
             session = create_session(faithful, "cpu", tf32=False)
-            rew_run.outputs = session.bind(adapt_feeds(feeds, model_proto(faithful))).outputs()
+            rew_run.outputs = accuracy_outputs(session, feeds, faithful)
             notes.append(
                 f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native "
                 "CPU float16 kernel compute between explicit float16 casts: ONNX Runtime's CPU provider would "

@@ -139,9 +139,23 @@ def _session_options() -> ort.SessionOptions:
     return options
 
 
-def _providers(device: str, tf32: bool) -> list[str | tuple[str, dict[str, str]]]:
+#: cuDNN's convolution algorithm search for sessions built many times (tune's trials). ORT's CUDA provider
+#: defaults to EXHAUSTIVE, which benchmarks every algorithm on a new session's first run of each conv shape.
+TRIAL_CONV_ALGO_SEARCH = "HEURISTIC"
+CONV_ALGO_SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+
+
+def provider_list(
+    device: str, tf32: bool, conv_algo_search: str | None = None
+) -> list[str | tuple[str, dict[str, str]]]:
+    """The ``providers`` argument of a session on ``device``; ``conv_algo_search`` None keeps ORT's default."""
     if device == "cuda":
-        return [(CUDA_PROVIDER, {"use_tf32": "1" if tf32 else "0"}), CPU_PROVIDER]
+        options = {"use_tf32": "1" if tf32 else "0"}
+        if conv_algo_search is not None:
+            if conv_algo_search not in CONV_ALGO_SEARCHES:
+                raise ValueError(f"unknown cudnn_conv_algo_search {conv_algo_search!r}")
+            options["cudnn_conv_algo_search"] = conv_algo_search
+        return [(CUDA_PROVIDER, options), CPU_PROVIDER]
     return [CPU_PROVIDER]
 
 
@@ -189,17 +203,19 @@ class Session:
         return BoundRun(self, feeds)
 
 
-def create_session(model: ModelSource, device: str, *, tf32: bool = False) -> Session:
+def create_session(
+    model: ModelSource, device: str, *, tf32: bool = False, conv_algo_search: str | None = None
+) -> Session:
     """Build a session on ``device`` ("cpu" or "cuda") and check it got that device.
 
     A CUDA session that came back without CUDA raises :class:`AmpconfigError`: ORT would otherwise run it on
-    the CPU without saying so.
+    the CPU without saying so. ``conv_algo_search`` (CUDA only) sets cuDNN's convolution algorithm search
+    (:data:`TRIAL_CONV_ALGO_SEARCH` for sessions built many times).
     """
+    providers = provider_list(device, tf32, conv_algo_search)
     try:
         with _quiet_ort():
-            session = ort.InferenceSession(
-                _model_bytes_or_path(model), _session_options(), providers=_providers(device, tf32)
-            )
+            session = ort.InferenceSession(_model_bytes_or_path(model), _session_options(), providers=providers)
     except AmpconfigError:
         raise
     except Exception as exc:

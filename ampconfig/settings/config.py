@@ -101,6 +101,8 @@ KeepDtypeSetting = Annotated[
 ]
 
 
+# The one tolerance object: the config's section, --tolerance, and what run, compare and tune judge by
+# (ampconfig.prove.judge). Its docstring is the schema's description.
 class Tolerance(BaseModel):
     """Accuracy the rewritten model must hold against the fp32 reference (else `ampconfig run` exits 1)."""
 
@@ -128,6 +130,9 @@ class Tolerance(BaseModel):
         strict=True,
         description="Smallest allowed cosine similarity between each output and its reference (unchecked when absent).",
     )
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"rel_l2": self.rel_l2, "max_abs": self.max_abs, "min_cosine": self.min_cosine}
 
 
 class RunOptions(BaseModel):

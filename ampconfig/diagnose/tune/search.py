@@ -1,288 +1,233 @@
-"""``tune``: find a small set of op types (mixlist ``black-list.to-add``) or nodes (keep_dtype) to keep in float32
-so the rewritten model meets a tolerance, in as few model runs as possible.
+"""``tune``'s search: which nodes to pin to float32 so the tolerance is met while the fewest nodes (or the least
+estimated latency) leave low precision. Pure logic over an :class:`Evaluator` that judges candidates with real runs.
 
-The search is pure logic over an :class:`Evaluator` (the runner implements it with real ONNX Runtime runs and
-counts every run; an evaluation whose decisions equal an earlier one's is answered from that one, without a run):
+1. **Rank** (no run): each lowered node's pin removes the error contributions
+   (:mod:`ampconfig.diagnose.sensitivity`) of the nodes it takes back to float32 (itself, and in the mixed modes
+   the gray nodes that followed it) and costs those nodes (or their estimated latency). Pins are ranked by error
+   energy removed per cost.
+2. **Predict**: independent contributions add in quadrature, so pinning the first ``k`` of the ranking leaves an
+   error of about ``scale * sqrt(remaining contributions**2)``; ``scale`` is fitted to every judged trial.
+3. **Verify in batches**: judge the smallest predicted prefix that meets the tolerance (with a safety margin);
+   a miss refits the scale and grows the prefix (at least doubling it), a pass bounds it; then bisect between
+   the longest failing and the shortest passing prefix.
+4. **Prune**: with the runs left, try to unpin the least useful pins, in halving batches.
 
-1. **Seeds**: range analysis of the fp32 calibration run (free: the same run as the reference) names the nodes
-   whose values leave the low type's range.
-2. **Ranked** (default): evaluate; while the tolerance is not met, pin the first bad node of the compare ranking
-   (:mod:`ampconfig.diagnose.locate`) plus every lowered node that overflowed, and evaluate again. Then prune: drop each
-   pin the search added (latest first) when the tolerance still holds without it, and each seed whose removal
-   changes no node's dtype.
-   **Bisect** (the baseline): binary search over the lowered nodes in topological order for the shortest prefix
-   whose pinning meets the tolerance; its last node is a culprit; repeat below it until the pins alone pass.
-3. **Express**: a group of pinned nodes of one op type becomes an op-type entry (``black-list.to-add`` in the
-   mixed modes, ``OpType::X`` in keep_dtype otherwise) when that gives every node the same dtype as the node
-   pins (so the model is identical); without a keep_dtype output, mixed modes must use op types (verified).
-
-Not found (exit 1): the tolerance is missed even with every node the mode lowered pinned (the remaining error is
-not the precision mode's: nodes without an fp32 kernel, inputs the tolerance cannot absorb), or the run budget
-is spent.
+Overflow seeds (range analysis: values that turn inf/NaN in low precision) are pinned in every candidate.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ampconfig.diagnose.locate import Localization
-from ampconfig.settings.mixlist import Mixlist
-
-DEFAULT_MAX_RUNS = 64
-STRATEGIES = ("ranked", "bisect")
+#: The first prediction aims below the tolerance by this factor: a miss costs a run, a pass only some pins.
+SAFETY = 0.8
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """What one trial keeps in the original dtype: node names, mixlist black-list op types, keep_dtype op types."""
+    """What one trial keeps in float32 beyond the request's own lists: node pins and black-listed op types."""
 
     pins: frozenset[str] = frozenset()
     black_ops: frozenset[str] = frozenset()
-    keep_ops: frozenset[str] = frozenset()
 
     def with_pins(self, pins: Iterable[str]) -> Candidate:
-        return Candidate(frozenset(pins), self.black_ops, self.keep_ops)
+        return Candidate(frozenset(pins), self.black_ops)
 
 
-@dataclass
-class Outcome:
-    passed: bool
-    worst_rel_l2: float  # the largest output rel L2 (inf when non-finite)
-    localization: Localization | None
-    low_nodes: int
-    ran: bool  # False: an earlier run with the same decisions answered
+class TrialResult(Protocol):
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def error(self) -> float: ...
+
+    @property
+    def low_nodes(self) -> int: ...
 
 
 class Evaluator(Protocol):
-    runs: int
+    def trial(self, candidate: Candidate, step: str) -> TrialResult: ...
 
-    def evaluate(self, candidate: Candidate) -> Outcome: ...
+    def can_run(self, reserve: int = 0) -> bool: ...
 
-    def signature(self, candidate: Candidate) -> Hashable: ...
 
-    def lowered_nodes(self) -> list[str]: ...
+@dataclass(frozen=True)
+class RankedPin:
+    """A pin candidate: the contribution of the node, the nodes its pin takes back to float32, their cost."""
 
-    def op_type_of(self, node: str) -> str: ...
+    name: str
+    contribution: float
+    followers: frozenset[str]
+    cost: float
+
+    def priority(self, contributions: Mapping[str, float]) -> float:
+        energy = sum(_energy(contributions.get(name, 0.0)) for name in self.followers)
+        return math.inf if math.isinf(energy) else energy / max(self.cost, 1e-12)
+
+
+def _energy(contribution: float) -> float:
+    return contribution * contribution
+
+
+def rank_pins(
+    contributions: Mapping[str, float],
+    followers: Mapping[str, Collection[str]],
+    costs: Mapping[str, float],
+) -> list[RankedPin]:
+    """Every node of ``contributions`` as a :class:`RankedPin`, best error energy per cost first."""
+    pins = [
+        RankedPin(name, value, frozenset(followers.get(name, (name,))) | {name}, costs.get(name, 1.0))
+        for name, value in contributions.items()
+    ]
+    return sorted(pins, key=lambda pin: (-pin.priority(contributions), -pin.contribution, pin.name))
 
 
 @dataclass
 class Step:
     what: str
-    candidate: Candidate
+    pins: int
     passed: bool
-    worst_rel_l2: float
-    ran: bool
-    runs_so_far: int
+    error: float
+    low_nodes: int
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "what": self.what,
-            "pins": sorted(self.candidate.pins),
-            "black_ops": sorted(self.candidate.black_ops),
-            "keep_ops": sorted(self.candidate.keep_ops),
+            "pins": self.pins,
             "passed": self.passed,
-            "worst_rel_l2": self.worst_rel_l2 if math.isfinite(self.worst_rel_l2) else str(self.worst_rel_l2),
-            "ran": self.ran,
-            "runs_so_far": self.runs_so_far,
+            "worst_rel_l2": self.error if math.isfinite(self.error) else str(self.error),
+            "low_nodes": self.low_nodes,
         }
 
 
 @dataclass
 class SearchResult:
-    strategy: str
     found: bool
-    candidate: Candidate
+    candidate: Candidate | None
+    error: float | None
+    low_nodes: int | None
     steps: list[Step] = field(default_factory=list)
     reason: str = ""
 
 
-class _Recorder:
-    """Evaluates candidates and records every step (what was tried, whether a run happened)."""
+class PrefixSearch:
+    """Steps 2-4 of the module docstring over one ranking."""
 
-    def __init__(self, evaluator: Evaluator, max_runs: int) -> None:
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        ranking: Sequence[RankedPin],
+        contributions: Mapping[str, float],
+        seeds: Collection[str],
+        tolerance: float,
+        start_error: float,
+        objective: Callable[[Candidate], float],
+    ) -> None:
         self.evaluator = evaluator
-        self.max_runs = max_runs
+        self.objective = objective  # lower is better: float32 nodes, or estimated latency
+        self.ranking = list(ranking)
+        self.contributions = dict(contributions)
+        self.seeds = frozenset(seeds)
+        self.tolerance = tolerance
         self.steps: list[Step] = []
+        self.best: tuple[Candidate, float, int] | None = None  # candidate, error, low nodes
+        remaining = self._remaining(0)
+        self.scale = start_error / remaining if math.isfinite(start_error) and remaining > 0 else 1.0
 
-    @property
-    def exhausted(self) -> bool:
-        return self.evaluator.runs >= self.max_runs
+    # -- the model of the error ----------------------------------------------------------------------------------
+    def _covered(self, k: int) -> set[str]:
+        covered: set[str] = set(self.seeds)
+        for pin in self.ranking[:k]:
+            covered |= pin.followers
+        return covered
 
-    def __call__(self, candidate: Candidate, what: str) -> Outcome:
-        outcome = self.evaluator.evaluate(candidate)
-        self.steps.append(Step(what, candidate, outcome.passed, outcome.worst_rel_l2, outcome.ran, self.evaluator.runs))
-        return outcome
+    def _remaining(self, k: int) -> float:
+        covered = self._covered(k)
+        energy = sum(_energy(v) for name, v in self.contributions.items() if name not in covered and math.isfinite(v))
+        return math.sqrt(energy)
 
+    def predicted(self, k: int) -> float:
+        return self.scale * self._remaining(k)
 
-def _culprits(localization: Localization | None, pinned: frozenset[str]) -> list[str]:
-    """The next nodes to pin: the first bad node, plus every lowered node that overflowed; else the top-ranked."""
-    if localization is None:
-        return []
+    def _smallest_predicted(self, low: int, high: int) -> int:
+        """The smallest prefix in ``[low, high]`` predicted to meet the tolerance with the safety margin."""
+        for k in range(low, high + 1):
+            if self.predicted(k) <= self.tolerance * SAFETY:
+                return k
+        return high
 
-    def lowered(name: str) -> bool:
-        node = localization.by_name()[name]
-        return node.dtype != node.original_dtype and name not in pinned
+    def _refit(self, k: int, error: float) -> None:
+        remaining = self._remaining(k)
+        if math.isfinite(error) and remaining > 0:
+            self.scale = max(self.scale, error / remaining)
 
-    picks: list[str] = []
-    first = localization.first_bad
-    if first is not None and lowered(first.name):
-        picks.append(first.name)
-    picks += [node.name for node in localization.overflowing() if lowered(node.name) and node.name not in picks]
-    if picks:
-        return picks
-    return [node.name for node in localization.ranked() if lowered(node.name) and node.error > 0][:1]
+    # -- trials --------------------------------------------------------------------------------------------------
+    def candidate(self, k: int) -> Candidate:
+        return Candidate(self.seeds | {pin.name for pin in self.ranking[:k]})
 
+    def _judge(self, candidate: Candidate, what: str) -> TrialResult:
+        trial = self.evaluator.trial(candidate, what)
+        self.steps.append(Step(what, len(candidate.pins), trial.passed, trial.error, trial.low_nodes))
+        if trial.passed and (self.best is None or self.objective(candidate) < self.objective(self.best[0])):
+            self.best = (candidate, trial.error, trial.low_nodes)
+        return trial
 
-def ranked_search(evaluator: Evaluator, seeds: Iterable[str] = (), max_runs: int = DEFAULT_MAX_RUNS) -> SearchResult:
-    """Range seeds, then the compare ranking, then pruning (see the module docstring)."""
-    record = _Recorder(evaluator, max_runs)
-    seed_set = frozenset(seeds)
-    pins = seed_set
-    outcome = record(Candidate(pins), "range-analysis seeds" if pins else "rewrite as configured")
-    added: list[str] = []
-    while not outcome.passed:
-        if record.exhausted:
-            return SearchResult("ranked", False, Candidate(pins), record.steps, f"run budget of {max_runs} spent")
-        picks = _culprits(outcome.localization, pins)
-        if not picks:
-            reason = "every node the mode lowered is pinned and the tolerance is still not met"
-            return SearchResult("ranked", False, Candidate(pins), record.steps, reason)
-        added += picks
-        pins = pins | frozenset(picks)
-        outcome = record(Candidate(pins), "pin " + ", ".join(picks))
-    for name in reversed(added):
-        if record.exhausted:
-            break
-        if record(Candidate(pins - {name}), f"prune {name}").passed:
-            pins = pins - {name}
-    for name in sorted(seed_set & pins):
-        # A seed whose removal changes no dtype is redundant; proving it needs no run.
-        if evaluator.signature(Candidate(pins - {name})) == evaluator.signature(Candidate(pins)):
-            pins = pins - {name}
-    return SearchResult("ranked", True, Candidate(pins), record.steps)
-
-
-def bisect_search(evaluator: Evaluator, max_runs: int = DEFAULT_MAX_RUNS) -> SearchResult:
-    """Binary search over the lowered nodes (topological order) for culprits: the baseline tune is measured by."""
-    record = _Recorder(evaluator, max_runs)
-    nodes = evaluator.lowered_nodes()
-    if record(Candidate(), "rewrite as configured").passed:
-        return SearchResult("bisect", True, Candidate(), record.steps)
-    if not record(Candidate(frozenset(nodes)), "pin every lowered node").passed:
-        reason = "every node the mode lowered is pinned and the tolerance is still not met"
-        return SearchResult("bisect", False, Candidate(frozenset(nodes)), record.steps, reason)
-    pins: frozenset[str] = frozenset()
-    upper = len(nodes)  # invariant: pins + nodes[:upper] passes, pins alone fails
-    while True:
-        low, high = 0, upper
-        while high - low > 1:
-            if record.exhausted:
-                return SearchResult("bisect", False, Candidate(pins), record.steps, f"run budget of {max_runs} spent")
-            middle = (low + high) // 2
-            if record(Candidate(pins | frozenset(nodes[:middle])), f"pin first {middle} of {upper}").passed:
-                high = middle
+    def run(self, known_failing: int | None) -> SearchResult:
+        """Find the shortest passing prefix, then prune. ``known_failing``: a prefix already judged failing."""
+        count = len(self.ranking)
+        low = -1 if known_failing is None else known_failing  # longest prefix known to fail
+        high: int | None = None  # shortest prefix known to pass
+        k = self._smallest_predicted(max(low + 1, 0), count)
+        while self.evaluator.can_run(reserve=1):
+            trial = self._judge(self.candidate(k), f"pin {len(self.seeds) + k} node(s): top {k} of the ranking")
+            if trial.passed:
+                high = k
             else:
-                low = middle
-        culprit = nodes[high - 1]
-        pins = pins | {culprit}
-        if record(Candidate(pins), f"pin {culprit}").passed:
-            return SearchResult("bisect", True, Candidate(pins), record.steps)
-        upper = high - 1
+                low = k
+                self._refit(k, trial.error)
+                if k >= count:
+                    return self._finish("every lowered node pinned and the tolerance is still missed")
+            if high is not None and high - low <= 1:
+                break
+            k = self._next(low, high, count)
+        if high is None:
+            return self._finish("")
+        self._prune(high, low)
+        return self._finish("")
 
+    def _next(self, low: int, high: int | None, count: int) -> int:
+        if high is None:
+            grown = max(low + 1, 2 * low + 1)  # at least double: a ranking this wrong is better crossed fast
+            return min(count, max(self._smallest_predicted(low + 1, count), grown))
+        guess = self._smallest_predicted(low + 1, high - 1)
+        middle = (low + high) // 2
+        return guess if low < guess < high and abs(guess - middle) <= (high - low) // 4 else max(low + 1, middle)
 
-def express(
-    evaluator: Evaluator,
-    candidate: Candidate,
-    *,
-    mixed: bool,
-    allow_node_pins: bool,
-) -> tuple[Candidate, list[str]]:
-    """Turn node pins into op-type entries where that changes no node's dtype; notes say what was done.
+    def _prune(self, high: int, low: int) -> None:
+        """Unpin the least useful pins of the passing prefix in halving batches, while runs are left.
 
-    Without ``allow_node_pins`` (no keep_dtype output) a mixed mode must express every pin as an op type; the
-    caller verifies that candidate with a run.
-    """
-    notes: list[str] = []
-    groups: dict[str, set[str]] = {}
-    for name in sorted(candidate.pins):
-        groups.setdefault(evaluator.op_type_of(name), set()).add(name)
-    target = evaluator.signature(candidate)
-    current = candidate
-    for op, names in groups.items():
-        if mixed:
-            trial = Candidate(current.pins - names, current.black_ops | {op}, current.keep_ops)
-        else:
-            trial = Candidate(current.pins - names, current.black_ops, current.keep_ops | {op})
-        if evaluator.signature(trial) == target:
-            current = trial
-            where = f"black-list.to-add {op}" if mixed else f"keep_dtype OpType::{op}"
-            notes.append(f"{op}: {len(names)} node pin(s) written as {where} (the same dtype for every node)")
-    if not allow_node_pins and current.pins:
-        if not mixed:
-            raise ValueError("node pins need a keep_dtype output outside the mixed modes")
-        forced = sorted({evaluator.op_type_of(name) for name in current.pins})
-        notes.append(
-            "no keep_dtype output: op type(s) " + ", ".join(forced) + " added to black-list.to-add although that "
-            "keeps more nodes in float32 than the node pins would"
-        )
-        current = Candidate(frozenset(), current.black_ops | set(forced), current.keep_ops)
-    return current, notes
+        A batch that would leave only pins of the longest failing prefix is not judged: it fails by the same
+        reasoning the bisection uses."""
+        current = self.candidate(high)
+        failing = self.candidate(low).pins if low >= 0 else None
+        order = sorted(self.ranking[:high], key=lambda pin: (pin.priority(self.contributions), pin.name))
+        chunk = max(1, len(order) // 4)
+        while order and self.evaluator.can_run(reserve=1):
+            batch, rest = order[:chunk], order[chunk:]
+            pruned = current.with_pins(current.pins - {pin.name for pin in batch})
+            known_bad = failing is not None and pruned.pins <= failing
+            if not known_bad and self._judge(pruned, f"prune {len(batch)} pin(s)").passed:
+                current, order = pruned, rest
+            elif chunk > 1:
+                chunk //= 2
+            else:
+                order = rest  # this pin is needed
 
-
-# ------------------------------------------------------------------------------------------------- the files
-
-
-def mixlist_data(base: Mixlist | None, black_ops: Iterable[str]) -> dict[str, Any]:
-    """The base mixlist with ``black_ops`` added to ``black-list.to-add``, as JSON data.
-
-    An op added to the black list leaves ``white-list.to-add``, ``gray-list.to-add`` and ``black-list.to-remove``
-    (those combinations with add-black are invalid); its ``white-list``/``gray-list`` removals stay (valid).
-    """
-    black = set(black_ops)
-    data: dict[str, Any] = {}
-    if base is not None and base.schema_ref is not None:
-        data["$schema"] = base.schema_ref
-    for key, attr in (("black-list", "black_list"), ("white-list", "white_list"), ("gray-list", "gray_list")):
-        edit = getattr(base, attr) if base is not None else None
-        to_add = list(edit.to_add) if edit is not None else []
-        to_remove = list(edit.to_remove) if edit is not None else []
-        if key == "black-list":
-            to_add += sorted(black - set(to_add))
-            to_remove = [op for op in to_remove if op not in black]
-        else:
-            to_add = [op for op in to_add if op not in black]
-        entry: dict[str, list[str]] = {}
-        if to_add or key == "black-list":
-            entry["to-add"] = to_add
-        if to_remove:
-            entry["to-remove"] = to_remove
-        if entry:
-            data[key] = entry
-    return data
-
-
-def keep_dtype_lines(base: Sequence[str], candidate: Candidate) -> list[str]:
-    """keep_dtype entries: the base file's, then the node pins, then ``OpType::`` entries; no repeats."""
-    lines = list(base)
-    lines += sorted(candidate.pins)
-    lines += [f"OpType::{op}" for op in sorted(candidate.keep_ops)]
-    return list(dict.fromkeys(lines))
-
-
-def check_writable_names(names: Iterable[str]) -> list[str]:
-    """Node names the keep_dtype format cannot carry (a leading ``#`` reads as a comment; edges are stripped)."""
-    return [name for name in names if not name or name.startswith("#") or name != name.strip() or "\n" in name]
-
-
-def keep_dtype_text(lines: Sequence[str]) -> str:
-    return "# written by ampconfig tune: nodes (and OpType:: entries) kept in their original dtype\n" + "".join(
-        line + "\n" for line in lines
-    )
-
-
-def mixlist_text(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, indent=2) + "\n"
+    def _finish(self, reason: str) -> SearchResult:
+        if self.best is None:
+            return SearchResult(False, None, None, None, self.steps, reason)
+        candidate, error, low_nodes = self.best
+        return SearchResult(True, candidate, error, low_nodes, self.steps)

@@ -1,27 +1,101 @@
-"""The :class:`~ampconfig.diagnose.tune.search.Evaluator` of ``tune``: rewrites for a candidate and runs it in
-ONNX Runtime.
+"""Every model run ``tune`` makes: counted against one budget (runs and seconds), reported to one progress hook.
 
-Every model run is counted in ``runs`` (the fp32 reference run included). Deciding dtypes needs no run, so a
-candidate whose decisions equal an earlier candidate's is answered from the earlier run (``Outcome.ran`` False):
-the same dtypes give the same model and the same numbers.
+- the reference: one plain fp32 run (what every trial is judged against, as ``run`` judges) and one with every
+  intermediate exposed (range analysis, sensitivity);
+- exposed runs of a rewrite (the copy ``run`` judges, every intermediate exposed) and one replay run
+  (:func:`ampconfig.rewrite.inject.injection_model`): the sensitivity analysis;
+- trials: a candidate (node pins, black-listed op types) is rewritten (no run) and judged by one plain run of its
+  accuracy copy; a candidate whose decisions equal an earlier one's is answered from that one without a run;
+  on CUDA trial sessions ask cuDNN for heuristic convolution algorithms;
+- the verification of the written files: judged exactly as ``run`` judges (no trial settings).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Hashable, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ampconfig.decide.decisions import RewriteResult
-from ampconfig.diagnose.calibrate import Prepared, reference_run
+from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
-from ampconfig.diagnose.locate import locate
-from ampconfig.diagnose.tune.search import Candidate, Outcome, keep_dtype_lines, mixlist_data
-from ampconfig.prove.accuracy import compare_outputs, tolerance_failures
+from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
+from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.prove.judge import Judge, Judgement, accuracy_model
+from ampconfig.rewrite.inject import injection_model
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
+from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.settings.keep_dtype import keep_dtype_from_config
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One line of the progress display: the step, runs used, current error, low nodes kept."""
+
+    step: str
+    runs: int
+    max_runs: int
+    elapsed: float
+    error: float | None = None
+    low_kept: int | None = None
+    low_total: int | None = None
+
+
+ProgressHook = Callable[[ProgressEvent], None]
+
+
+@dataclass
+class Budget:
+    """At most ``max_runs`` model runs and (when given) about ``max_seconds`` of wall time."""
+
+    max_runs: int
+    max_seconds: float | None = None
+    started: float = field(default_factory=time.monotonic)
+    runs: int = 0
+    run_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def allows(self, count: int = 1, reserve: int = 0) -> bool:
+        """Whether ``count`` more runs fit, keeping ``reserve`` runs for later (the verification)."""
+        if self.runs + count + reserve > self.max_runs:
+            return False
+        if self.max_seconds is None:
+            return True
+        typical = max(self.run_seconds, default=0.0)
+        return self.elapsed + (count + reserve) * typical <= self.max_seconds
+
+    def why_not(self) -> str:
+        if self.runs >= self.max_runs or self.max_seconds is None:
+            return f"the run budget (--max-runs {self.max_runs}) is spent"
+        return f"the time budget (--max-seconds {self.max_seconds:g}) is spent"
+
+
+class BudgetSpent(Exception):
+    """No run is left for the next step (runs or seconds)."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    candidate: Candidate
+    judgement: Judgement
+    low_nodes: int
+    ran: bool  # False: an earlier trial with the same decisions answered
+
+    @property
+    def passed(self) -> bool:
+        return self.judgement.passed
+
+    @property
+    def error(self) -> float:
+        return self.judgement.worst_rel_l2
 
 
 def base_mixlist(value: Any) -> Mixlist | None:
@@ -36,25 +110,53 @@ def base_mixlist(value: Any) -> Mixlist | None:
 
 
 def base_keep_entries(value: Any) -> list[str]:
-    return [str(entry) for entry in keep_dtype_from_config(value)]
+    return [str(entry) for entry in keep_dtype_from_config(value)] if value is not None else []
 
 
-class TrialRunner:
-    def __init__(self, prepared: Prepared, *, threshold: float, reference: IntermediateRun | None = None) -> None:
+class TuneRuns:
+    """The runs of one tune, against one fp32 reference (see the module docstring)."""
+
+    def __init__(self, prepared: Prepared, budget: Budget, progress: ProgressHook | None = None) -> None:
         self.prepared = prepared
-        self.threshold = threshold
-        self.runs = 0
-        if reference is None:
-            reference = reference_run(prepared)
-            self.runs += 1
-        self.reference = reference
+        self.budget = budget
+        self.progress = progress
         self.mixlist = base_mixlist(prepared.request.modify_mixlist)
         self.keep = base_keep_entries(prepared.request.keep_dtype)
-        self._nodes = graph_nodes(prepared.model)
-        self._op_types = {node.name: node.op_type for node in self._nodes}
-        self._results: dict[Hashable, Outcome] = {}
+        self.nodes = graph_nodes(prepared.model)
         self._decided: dict[Candidate, RewriteResult] = {}
-        self._base = self.decide(Candidate())
+        self._trials: dict[Hashable, Trial] = {}
+        self.trials: list[tuple[str, Trial]] = []
+        self.log: list[str] = []  # every counted run, by what it was for
+        self.judge: Judge
+        self.reference: IntermediateRun
+
+    @property
+    def device(self) -> str:
+        return self.prepared.device.device
+
+    def report(self, step: str, error: float | None = None, low_kept: int | None = None) -> None:
+        if self.progress is not None:
+            total = self.decide(Candidate()).low_precision_nodes if self._decided else None
+            self.progress(
+                ProgressEvent(step, self.budget.runs, self.budget.max_runs, self.budget.elapsed, error, low_kept, total)
+            )
+
+    def _counted(self, step: str, work: Callable[[], Any]) -> Any:
+        if not self.budget.allows(1):
+            raise BudgetSpent(f"{self.budget.why_not()} before: {step}")
+        self.report(step)
+        started = time.monotonic()
+        result = work()
+        self.budget.runs += 1
+        self.budget.run_seconds.append(time.monotonic() - started)
+        self.log.append(step)
+        return result
+
+    # -- the reference -------------------------------------------------------------------------------------------
+    def run_reference(self) -> None:
+        """The plain fp32 run every trial is judged against, then the fp32 run with every intermediate exposed."""
+        self.judge = self._counted("fp32 reference run", lambda: reference_judge(self.prepared))
+        self.reference = self._counted("fp32 run, intermediates exposed", lambda: reference_run(self.prepared))
 
     # -- deciding (no run) ---------------------------------------------------------------------------------------
     def decide(self, candidate: Candidate) -> RewriteResult:
@@ -65,7 +167,7 @@ class TrialRunner:
                 if mixed and (self.mixlist is not None or candidate.black_ops)
                 else None
             )
-            keep = keep_dtype_lines(self.keep, candidate)
+            keep = keep_dtype_lines(self.keep, candidate.pins)
             self._decided[candidate] = self.prepared.rewrite(
                 modify_mixlist=mixlist, keep_dtype=keep or None, use_request_lists=False
             )
@@ -74,45 +176,57 @@ class TrialRunner:
     def signature(self, candidate: Candidate) -> Hashable:
         return tuple((d.scope, d.name, d.dtype) for d in self.decide(candidate).decisions)
 
-    def lowered_nodes(self) -> list[str]:
-        """Main-graph nodes the rewrite (with no pins) computes in another dtype, in topological order."""
-        changed = {d.name for d in self._base.decisions if d.changed and not d.scope}
-        return [node.name for node in self._nodes if node.name in changed]
-
-    def op_type_of(self, node: str) -> str:
-        return self._op_types[node]
-
-    # -- running ---------------------------------------------------------------------------------------------------
-    def evaluate(self, candidate: Candidate) -> Outcome:
-        key = self.signature(candidate)
-        if key in self._results:
-            cached = self._results[key]
-            return Outcome(cached.passed, cached.worst_rel_l2, cached.localization, cached.low_nodes, ran=False)
+    def lowered(self, candidate: Candidate) -> list[str]:
+        """Main-graph nodes the candidate's rewrite computes in a low dtype they did not have, in graph order."""
         result = self.decide(candidate)
-        outcome = self.run_result(result)
-        self._results[key] = outcome
-        return outcome
+        changed = {d.name for d in result.decisions if d.changed and not d.scope and d.dtype == result.low_dtype}
+        return [node.name for node in self.nodes if node.name in changed]
 
-    def run_result(self, result: RewriteResult, names: Sequence[str] | None = None) -> Outcome:
-        """Run one rewritten model (one counted run) and judge it against the reference."""
-        prepared = self.prepared
-        run = run_with_intermediates(
-            result.model,
-            prepared.inputs.feeds,
-            prepared.device.device,
-            names=list(self.reference.values) if names is None else names,
-        )
-        self.runs += 1
-        metrics = compare_outputs(self.reference.outputs, run.outputs, self.reference.output_names)
-        failures = tolerance_failures(metrics, prepared.request.tolerance)
-        worst = max((m.rel_l2 if m.rel_l2 is not None else 0.0 for m in metrics), default=0.0)
-        localization = locate(
-            self._nodes,
-            self.reference.values,
-            run.values,
-            result.decisions,
-            low_dtype=result.low_dtype,
-            threshold=self.threshold,
-        )
-        worst = worst if not math.isnan(worst) else math.inf
-        return Outcome(not failures, worst, localization, result.low_precision_nodes, ran=True)
+    # -- runs ----------------------------------------------------------------------------------------------------
+    def can_run(self, reserve: int = 0) -> bool:
+        return self.budget.allows(1, reserve)
+
+    def trial(self, candidate: Candidate, step: str) -> Trial:
+        """Judge the candidate as ``run`` judges (one counted run, or none when its decisions were judged)."""
+        key = self.signature(candidate)
+        result = self.decide(candidate)
+        if key in self._trials:
+            earlier = self._trials[key]
+            trial = Trial(candidate, earlier.judgement, earlier.low_nodes, ran=False)
+        else:
+            outputs = self._counted(step, lambda: self.judge.outputs_of(result.model, trial=True))
+            trial = Trial(candidate, self.judge.judge_outputs(outputs), result.low_precision_nodes, ran=True)
+            self._trials[key] = trial
+        self.trials.append((step, trial))
+        self.report(step, trial.error, trial.low_nodes)
+        return trial
+
+    def exposed(self, candidate: Candidate, step: str) -> IntermediateRun:
+        """The candidate's accuracy copy run once with every intermediate exposed (one counted run)."""
+        model, _ = accuracy_model(self.decide(candidate).model, self.device)
+        feeds = self.prepared.inputs.feeds
+        names = list(self.reference.values)
+        return self._counted(step, lambda: run_with_intermediates(model, feeds, self.device, names=names))
+
+    def replay(self, lowered: Iterable[str], low: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
+        """Every node of ``lowered`` computed in fp32 on the inputs it had in the ``low`` run (one counted run);
+        their outputs by the original value names."""
+        originals = {node.name: list(node.outputs) for node in self.nodes}
+        available = {name: np.shape(low[name]) for name in self.reference.values.keys() & low.keys()}
+        copy = injection_model(self.prepared.model, list(lowered), originals, available)
+        feeds = dict(self.prepared.inputs.feeds)
+        for name, (source, dtype) in copy.feeds.items():
+            feeds[name] = np.asarray(low[source]).astype(dtype)
+
+        def run() -> dict[str, np.ndarray]:
+            session = create_session(copy.model, self.device)
+            return run_once(session, feeds)
+
+        outputs = self._counted(step, run)
+        return {name: outputs[name] for names in copy.outputs.values() for name in names if name in outputs}
+
+    def verify(self, result: RewriteResult, step: str) -> Judgement:
+        """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run)."""
+        judgement: Judgement = self._counted(step, lambda: self.judge.judge(result.model))
+        self.report(step, judgement.worst_rel_l2, result.low_precision_nodes)
+        return judgement

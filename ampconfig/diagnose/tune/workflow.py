@@ -1,80 +1,207 @@
-"""``tune`` end to end: reference run, range seeds, search (:mod:`ampconfig.diagnose.tune.search`), files written
-atomically, checked by ``validate``, and a final verification run that rewrites from the written files.
+"""``tune`` end to end: the fewest float32 nodes (or the least estimated latency) that meet the tolerance.
 
-The files are written only when the search found a candidate; the verification then reads them back from disk,
-so what is reported is what a user gets with ``--modify-mixlist``/``--keep-dtype``.
+1. Reference: one plain fp32 run (what every candidate is judged against, as ``run`` judges) and one with every
+   intermediate exposed (range analysis, sensitivity, sizes for the latency estimate).
+2. The mode's rewrite ("all-low") run once with every intermediate exposed. When it already meets the tolerance
+   (confirmed by one judged run) the answer pins nothing.
+3. Overflow seeds: range-analysis findings whose values really turn inf/NaN in that run are pinned in every
+   candidate (then the exposed run is repeated with them, so the analysis sees finite values).
+4. Sensitivity: one replay run (every low node recomputed in fp32 on its low-precision inputs) ranks each node's
+   contribution to the output error (:mod:`ampconfig.diagnose.sensitivity`).
+5. Search (:mod:`ampconfig.diagnose.tune.search`): predicted prefix of the ranking, verified in batches,
+   bisected, pruned.
+6. The answer's form: node pins in the keep_dtype file (the default); op types in the mixlist only where they
+   keep at most a few nodes more in float32 (:mod:`ampconfig.diagnose.tune.answer`).
+7. The files are written to a private folder, validated, rewritten from and judged exactly as ``run`` judges;
+   only a verified answer is written to the requested paths.
+
+Refused: an answer keeping less than ``min_low_fraction`` of the mode's low nodes (exit 1, nothing written); a
+tolerance even every lowered node kept float32 misses (exit 2); a budget too small to verify anything (exit 2).
 """
 
 from __future__ import annotations
 
 import math
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ampconfig.decide.decisions import RewriteResult
 from ampconfig.diagnose.calibrate import Prepared, RangeReport, range_report
-from ampconfig.diagnose.tune.search import (
-    DEFAULT_MAX_RUNS,
-    STRATEGIES,
-    Candidate,
-    SearchResult,
-    bisect_search,
-    check_writable_names,
-    express,
+from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
+from ampconfig.diagnose.sensitivity import NodeSensitivity, damaged_nodes, sensitivities
+from ampconfig.diagnose.tune.answer import (
+    OP_TYPE_SLACK,
+    OpTypeChoice,
+    all_op_types,
     keep_dtype_lines,
     keep_dtype_text,
     mixlist_data,
     mixlist_text,
-    ranked_search,
+    op_types_within_slack,
+    unwritable_names,
 )
-from ampconfig.diagnose.tune.trials import TrialRunner
+from ampconfig.diagnose.tune.ranking import latency_costs, node_costs, pin_followers
+from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, SearchResult, Step, rank_pins
+from ampconfig.diagnose.tune.trials import Budget, BudgetSpent, ProgressHook, TuneRuns
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.prove.accuracy import OutputMetrics
+from ampconfig.prove.judge import Judgement, judge_outputs
 from ampconfig.settings.validate import validate_paths
+
+DEFAULT_MAX_RUNS = 20
+DEFAULT_MIN_LOW_FRACTION = 0.5
+OBJECTIVES = ("nodes", "latency")
+#: The fewest runs a search can give a verified answer in: two fp32 runs, the rewrite with its intermediates
+#: exposed, the sensitivity replay, one trial and the verification of the written files.
+MIN_RUNS = 6
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    mixlist_out: Path | None = None
+    keep_out: Path | None = None
+    objective: str = "nodes"
+    min_low_fraction: float = DEFAULT_MIN_LOW_FRACTION
+    max_runs: int = DEFAULT_MAX_RUNS
+    max_seconds: float | None = None
+    range_check: bool = True
+    data_max: float | None = None
+
+
+@dataclass
+class AnswerCost:
+    """What an answer costs against the mode's own rewrite (all-low) and the fp32 model."""
+
+    low_nodes: int
+    low_nodes_all_low: int
+    fp32_pinned: int  # nodes the answer keeps float32 that the mode lowers
+    casts: int
+    casts_all_low: int
+    latency_us: float | None
+    latency_all_low_us: float | None
+    latency_fp32_us: float | None
+
+    @property
+    def low_fraction(self) -> float:
+        return self.low_nodes / self.low_nodes_all_low if self.low_nodes_all_low else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 2)
+
+        return {
+            "low_nodes": self.low_nodes,
+            "low_nodes_all_low": self.low_nodes_all_low,
+            "low_fraction": round(self.low_fraction, 4),
+            "casts": self.casts,
+            "casts_all_low": self.casts_all_low,
+            "estimated_latency_us": {
+                "answer": rounded(self.latency_us),
+                "all_low": rounded(self.latency_all_low_us),
+                "fp32": rounded(self.latency_fp32_us),
+                "model": "H100 kernel costs (ampconfig.opinfo.costs)",
+            },
+        }
 
 
 @dataclass
 class TuneReport:
-    strategy: str
-    found: bool
-    candidate: Candidate
-    runs: int  # every model run: reference, search trials, final verification
-    search: SearchResult
-    range: RangeReport | None
-    low_nodes_before: int
-    low_nodes_after: int | None = None
+    outcome: str  # "found", "no_useful_answer", "not_found"
+    runs: int
+    max_runs: int
+    seconds: float
+    objective: str
+    tolerance: dict[str, float | None]
+    all_low_error: float | None = None
+    seeds: dict[str, str] = field(default_factory=dict)
+    candidate: Candidate | None = None
+    op_types: list[OpTypeChoice] = field(default_factory=list)
+    cost: AnswerCost | None = None
+    verified: list[OutputMetrics] = field(default_factory=list)
     mixlist_path: str | None = None
     keep_dtype_path: str | None = None
-    verified: bool | None = None
-    verified_rel_l2: float | None = None
-    validation_errors: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    run_log: list[str] = field(default_factory=list)  # what each counted model run was for
+    ranking: list[NodeSensitivity] = field(default_factory=list)
+    range: RangeReport | None = None
+    reason: str = ""
     notes: list[str] = field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
-        return self.found and bool(self.verified) and not self.validation_errors
+        return self.outcome == "found"
+
+    @property
+    def verified_error(self) -> float | None:
+        values = [item.rel_l2 for item in self.verified if item.rel_l2 is not None]
+        return max(values) if values else None
 
     def to_dict(self) -> dict[str, Any]:
-        worst = self.verified_rel_l2
+        candidate = self.candidate or Candidate()
         return {
-            "strategy": self.strategy,
-            "found": self.found,
+            "outcome": self.outcome,
             "succeeded": self.succeeded,
             "model_runs": self.runs,
-            "black_list_to_add": sorted(self.candidate.black_ops),
-            "keep_dtype_nodes": sorted(self.candidate.pins),
-            "keep_dtype_op_types": sorted(self.candidate.keep_ops),
-            "low_precision_nodes": {"before": self.low_nodes_before, "after": self.low_nodes_after},
+            "max_runs": self.max_runs,
+            "seconds": round(self.seconds, 3),
+            "objective": self.objective,
+            "tolerance": self.tolerance,
+            "all_low_error": _json_float(self.all_low_error),
+            "overflow_seeds": self.seeds,
+            "keep_dtype_nodes": sorted(candidate.pins),
+            "black_list_to_add": sorted(candidate.black_ops),
+            "op_types": [choice.to_dict() for choice in self.op_types],
+            "cost": self.cost.to_dict() if self.cost is not None else None,
+            "verified": [item.to_dict() for item in self.verified],
+            "verified_rel_l2": _json_float(self.verified_error),
             "mixlist": self.mixlist_path,
             "keep_dtype": self.keep_dtype_path,
-            "verified": self.verified,
-            "verified_rel_l2": worst if worst is None or math.isfinite(worst) else str(worst),
-            "validation_errors": self.validation_errors,
+            "steps": [step.to_dict() for step in self.steps],
+            "run_log": self.run_log,
+            "sensitivity": [item.to_dict() for item in self.ranking],
             "range_analysis": self.range.to_dict() if self.range is not None else None,
-            "steps": [step.to_dict() for step in self.search.steps],
-            "reason": self.search.reason,
+            "reason": self.reason,
             "notes": self.notes,
         }
+
+
+def _json_float(value: float | None) -> float | str | None:
+    return value if value is None or math.isfinite(value) else str(value)
+
+
+# ---------------------------------------------------------------------------------------------------- checks
+
+
+def check_settings(prepared: Prepared, settings: TuneSettings) -> None:
+    """Refuse up front (exit 2, before any run) what could never give a written, verified answer."""
+    request = prepared.request
+    mode = request.precision_mode
+    if settings.mixlist_out is None and settings.keep_out is None:
+        raise AmpconfigError(
+            "tune needs somewhere to write its answer",
+            hint="pass --keep-dtype-out FILE (node pins), and/or -o mixlist.json (op types, mixed modes)",
+        )
+    if settings.mixlist_out is not None and not mode.accepts_mixlist:
+        raise AmpconfigError(
+            f"precision mode {mode.value} does not accept a modify_mixlist, so tune cannot write one",
+            hint="pass --keep-dtype-out FILE instead (keep_dtype pins work in every mode)",
+        )
+    if settings.max_runs < MIN_RUNS:
+        raise AmpconfigError(
+            f"--max-runs {settings.max_runs} leaves no room for an answer: tune needs at least {MIN_RUNS} model runs "
+            "(two fp32 runs, the rewrite with its intermediates exposed, the sensitivity replay, one trial and the "
+            "verification of the written files)",
+            hint=f"give --max-runs {MIN_RUNS} or more (default {DEFAULT_MAX_RUNS})",
+        )
+    if settings.max_seconds is not None and not settings.max_seconds > 0:
+        raise AmpconfigError(f"--max-seconds must be a positive number of seconds, not {settings.max_seconds}")
+    if not 0.0 <= settings.min_low_fraction <= 1.0:
+        raise AmpconfigError(f"--min-low-fraction must be between 0 and 1, not {settings.min_low_fraction}")
+    if settings.objective not in OBJECTIVES:
+        raise AmpconfigError(f"unknown objective {settings.objective!r}", hint="use " + " or ".join(OBJECTIVES))
 
 
 #: The roles of tune's outputs, as refusals name them.
@@ -88,22 +215,12 @@ class TuneOutputs:
     keep_dtype: Destination | None
 
 
-def check_outputs(
-    prepared: Prepared, mixlist_out: Path | None, keep_out: Path | None, guard: OutputGuard
-) -> TuneOutputs:
-    """Refuse up front what could never be written: no output, a mixlist for a mode that takes none, an output
-    that is an input or the other output (``guard`` knows the inputs)."""
-    mode = prepared.request.precision_mode
-    if mixlist_out is None and keep_out is None:
-        raise AmpconfigError("tune needs somewhere to write", hint="pass -o mixlist.json and/or --keep-dtype-out FILE")
-    if mixlist_out is not None and not mode.accepts_mixlist:
-        raise AmpconfigError(
-            f"precision mode {mode.value} does not accept a modify_mixlist, so tune cannot write one",
-            hint="pass --keep-dtype-out FILE instead (keep_dtype pins work in every mode)",
-        )
+def declare_outputs(settings: TuneSettings, guard: OutputGuard) -> TuneOutputs:
+    """tune's files, declared to the invocation's guard before any run (it refuses one that is an input or the
+    other output). Neither may be a FIFO or device: tune reads its files back to verify them."""
     outputs = TuneOutputs(
-        guard.output(MIXLIST_ROLE, mixlist_out) if mixlist_out is not None else None,
-        guard.output(KEEP_DTYPE_ROLE, keep_out) if keep_out is not None else None,
+        guard.output(MIXLIST_ROLE, settings.mixlist_out) if settings.mixlist_out is not None else None,
+        guard.output(KEEP_DTYPE_ROLE, settings.keep_out) if settings.keep_out is not None else None,
     )
     for destination in (outputs.mixlist, outputs.keep_dtype):
         if destination is not None and destination.is_stream:
@@ -115,110 +232,320 @@ def check_outputs(
     return outputs
 
 
+# ---------------------------------------------------------------------------------------------------- the tune
+
+
 def tune(
     prepared: Prepared,
-    *,
-    mixlist_out: Path | None,
-    keep_out: Path | None,
-    strategy: str = "ranked",
-    range_check: bool = True,
-    data_max: float | None = None,
-    threshold: float = 1e-2,
-    max_runs: int = DEFAULT_MAX_RUNS,
+    settings: TuneSettings,
+    progress: ProgressHook | None = None,
     guard: OutputGuard | None = None,
+    outputs: TuneOutputs | None = None,
 ) -> TuneReport:
-    """Search, write the files through ``guard`` (one of its own, with the model as its input, when None) and
-    verify them."""
+    """Search, verify the answer from files, and write it through ``guard`` to ``outputs`` (declared here when
+    None; a guard of its own, with the model as its input, when ``guard`` is None)."""
     if guard is None:
         with OutputGuard() as own:
             own.read("input model", prepared.request.model_path)
-            return tune(
-                prepared,
-                mixlist_out=mixlist_out,
-                keep_out=keep_out,
-                strategy=strategy,
-                range_check=range_check,
-                data_max=data_max,
-                threshold=threshold,
-                max_runs=max_runs,
-                guard=own,
-            )
-    if strategy not in STRATEGIES:
-        raise AmpconfigError(f"unknown strategy {strategy!r}", hint="use " + " or ".join(STRATEGIES))
-    if max_runs < 2:
-        raise AmpconfigError("--max-runs must be at least 2 (the reference and one trial)")
-    outputs = check_outputs(prepared, mixlist_out, keep_out, guard)
-    runner = TrialRunner(prepared, threshold=threshold)
-    # The bisection baseline uses no ranking and no range seeds: that is what it is measured against.
-    ranges = range_report(prepared, runner.reference, data_max) if range_check and strategy == "ranked" else None
-    seeds = sorted(ranges.overflow_nodes) if ranges is not None else []
-    search = ranked_search(runner, seeds, max_runs) if strategy == "ranked" else bisect_search(runner, max_runs)
+            return tune(prepared, settings, progress, own)
+    check_settings(prepared, settings)
+    if outputs is None:
+        outputs = declare_outputs(settings, guard)
+    budget = Budget(settings.max_runs, settings.max_seconds)
+    runs = TuneRuns(prepared, budget, progress)
     report = TuneReport(
-        strategy,
-        search.found,
-        search.candidate,
-        runner.runs,
-        search,
-        ranges,
-        runner.decide(Candidate()).low_precision_nodes,
+        "not_found", 0, settings.max_runs, 0.0, settings.objective, prepared.request.tolerance.to_dict()
     )
-    if not search.found:
-        report.runs = runner.runs
-        return report
-    mixed = prepared.request.precision_mode.accepts_mixlist
-    candidate, notes = express(
-        runner, search.candidate, mixed=mixed and mixlist_out is not None, allow_node_pins=keep_out is not None
-    )
-    report.notes += notes
-    if candidate != search.candidate and not runner.evaluate(candidate).passed:
-        report.found = False
-        report.search.reason = "the op-type form of the pins misses the tolerance; pass --keep-dtype-out for node pins"
-        report.runs = runner.runs
-        return report
-    report.candidate = candidate
-    _write_files(report, runner, candidate, outputs, guard)
-    _verify(report, runner, prepared)
+    try:
+        _search(prepared, settings, runs, report, outputs, guard)
+    except BudgetSpent as spent:
+        report.outcome = "not_found"
+        tried = sum(1 for _ in report.steps)
+        report.reason = f"{spent}; {tried} candidate(s) judged in {budget.runs} runs; nothing written"
+    finally:
+        report.runs = budget.runs
+        report.run_log = list(runs.log)
+        report.seconds = budget.elapsed
     return report
 
 
-def _write_files(
-    report: TuneReport, runner: TrialRunner, candidate: Candidate, outputs: TuneOutputs, guard: OutputGuard
+def _search(
+    prepared: Prepared,
+    settings: TuneSettings,
+    runs: TuneRuns,
+    report: TuneReport,
+    outputs: TuneOutputs,
+    guard: OutputGuard,
 ) -> None:
-    bad = check_writable_names(candidate.pins)
+    runs.run_reference()
+    base = Candidate()
+    all_low = runs.decide(base)
+    shapes = value_shapes(prepared.model, runs.reference.values)
+    costing = _Costing(prepared, runs, shapes)
+    if not runs.lowered(base):
+        report.notes.append(f"precision mode {all_low.precision_mode} lowers no node here: there is nothing to tune")
+        _answer(prepared, settings, runs, report, base, costing, outputs, guard)
+        return
+    report.range = range_report(prepared, runs.reference, settings.data_max) if settings.range_check else None
+    low_run = runs.exposed(base, "all-low rewrite, intermediates exposed")
+    estimate = _estimate(runs, low_run.outputs)
+    report.all_low_error = estimate.worst_rel_l2
+    runs.report("all-low rewrite measured", estimate.worst_rel_l2, all_low.low_precision_nodes)
+    if estimate.passed and runs.trial(base, "all-low rewrite, judged").passed:
+        report.notes.append("the mode's own rewrite already meets the tolerance: no node needs pinning")
+        _answer(prepared, settings, runs, report, base, costing, outputs, guard)
+        return
+    lowered = runs.lowered(base)
+    _check_reachable(runs, lowered)
+    findings = report.range.findings if report.range is not None else []
+    report.seeds = damaged_nodes(findings, runs.nodes, lowered, runs.reference.values, low_run.values)
+    start = Candidate(frozenset(report.seeds))
+    if report.seeds:
+        low_run = runs.exposed(start, f"{len(report.seeds)} overflow seed(s) pinned, intermediates exposed")
+        lowered = runs.lowered(start)
+    replay = runs.replay(lowered, low_run.values, "sensitivity: every low node replayed in fp32")
+    graph_outputs = [value.name for value in prepared.model.graph.output]
+    sensitivity = sensitivities(
+        runs.nodes, lowered, runs.reference.values, low_run.values, replay, graph_outputs, all_low.low_dtype
+    )
+    report.ranking = sorted(sensitivity.values(), key=lambda item: -_sortable(item.contribution))
+    contributions = {name: item.contribution for name, item in sensitivity.items()}
+    followers = pin_followers(runs.nodes, runs.decide(start).decisions, lowered)
+    costs = node_costs(followers) if settings.objective == "nodes" else costing.pin_costs(followers, all_low.low_dtype)
+    search = PrefixSearch(
+        runs,
+        rank_pins(contributions, followers, costs),
+        contributions,
+        report.seeds,
+        prepared.request.tolerance.rel_l2,
+        _estimate(runs, low_run.outputs).worst_rel_l2,
+        costing.objective(settings.objective),
+    )
+    result = search.run(known_failing=None if report.seeds else 0)
+    report.steps = result.steps
+    if not result.found or result.candidate is None:
+        _not_found(runs, report, result)
+        return
+    _answer(prepared, settings, runs, report, result.candidate, costing, outputs, guard)
+
+
+def _check_reachable(runs: TuneRuns, lowered: list[str]) -> None:
+    """Refuse a tolerance that even every lowered node kept float32 misses.
+
+    Keeping every lowered node gives the fp32 model back exactly (error 0) unless the model already computes
+    something in low precision itself, which the judged copy rounds as the hardware would: then one run says.
+    """
+    everything = Candidate(frozenset(lowered))
+    result = runs.decide(everything)
+    if not any(d.changed or d.original_dtype in ("float16", "bfloat16") for d in result.decisions):
+        return
+    trial = runs.trial(everything, "every lowered node kept float32 (the reachable floor)")
+    if not trial.passed:
+        raise AmpconfigError(
+            "the tolerance cannot be met: with every node the mode lowers kept float32 the outputs still miss it ("
+            + "; ".join(trial.judgement.failures)
+            + "): the model computes in low precision itself, which the judged copy rounds as the hardware would",
+            hint=f"raise --tolerance above {trial.error:.3g}",
+        )
+
+
+def _estimate(runs: TuneRuns, outputs: dict[str, Any]) -> Judgement:
+    """The judgement of an exposed run's outputs: an estimate (exposing intermediates may change ORT's fusions)."""
+    return judge_outputs(runs.judge.reference, outputs, runs.judge.output_names, runs.judge.tolerance)
+
+
+def _sortable(value: float) -> float:
+    return math.inf if math.isnan(value) else value
+
+
+def _not_found(runs: TuneRuns, report: TuneReport, result: SearchResult) -> None:
+    tried = len(result.steps)
+    report.outcome = "not_found"
+    report.reason = (
+        f"{result.reason or runs.budget.why_not()} before any candidate met the tolerance "
+        f"({tried} candidate(s) judged in {runs.budget.runs} runs; best error "
+        f"{min((step.error for step in result.steps), default=math.nan):.3g}); nothing written"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- costing
+
+
+class _Costing:
+    """Estimated latencies of candidates, from the fp32 run's sizes and the kernel cost model."""
+
+    def __init__(self, prepared: Prepared, runs: TuneRuns, shapes: dict[str, tuple[int, ...]]) -> None:
+        self.runs = runs
+        self.shapes = shapes
+        self.flops = node_flops(prepared.model, shapes)
+        self.outputs = {node.name: list(node.outputs) for node in runs.nodes}
+        self.op_types = {node.name: node.op_type for node in runs.nodes}
+        self.model = prepared.model
+
+    def latency(self, result: RewriteResult) -> float:
+        return estimate_us(result.model, result.decisions, self.shapes, self.flops, self.outputs)
+
+    def fp32_latency(self, result: RewriteResult) -> float:
+        return original_us(self.model, result.decisions, self.shapes, self.flops)
+
+    def objective(self, name: str) -> Any:
+        if name == "latency":
+            return lambda candidate: self.latency(self.runs.decide(candidate))
+        return lambda candidate: -self.runs.decide(candidate).low_precision_nodes
+
+    def pin_costs(self, followers: dict[str, frozenset[str]], low_dtype: str) -> dict[str, float]:
+        elements = {
+            name: max((math.prod(self.shapes.get(out, (1,))) for out in outputs), default=1)
+            for name, outputs in self.outputs.items()
+        }
+        return latency_costs(followers, self.op_types, low_dtype, elements, self.flops)
+
+    def cost(self, candidate: Candidate) -> AnswerCost:
+        result, all_low = self.runs.decide(candidate), self.runs.decide(Candidate())
+        return AnswerCost(
+            low_nodes=result.low_precision_nodes,
+            low_nodes_all_low=all_low.low_precision_nodes,
+            fp32_pinned=all_low.low_precision_nodes - result.low_precision_nodes,
+            casts=result.stats.casts_inserted,
+            casts_all_low=all_low.stats.casts_inserted,
+            latency_us=self.latency(result),
+            latency_all_low_us=self.latency(all_low),
+            latency_fp32_us=self.fp32_latency(all_low),
+        )
+
+
+# ---------------------------------------------------------------------------------------------------- answer
+
+
+def _answer(
+    prepared: Prepared,
+    settings: TuneSettings,
+    runs: TuneRuns,
+    report: TuneReport,
+    found: Candidate,
+    costing: _Costing,
+    outputs: TuneOutputs,
+    guard: OutputGuard,
+) -> None:
+    """Choose the answer's form, refuse it when it keeps too little low, verify it from files, write it through
+    ``guard`` to the declared ``outputs``."""
+    op_type_of = {node.name: node.op_type for node in runs.nodes}
+    if settings.keep_out is not None and settings.mixlist_out is not None:
+        candidate, report.op_types = op_types_within_slack(runs.decide, found, op_type_of, OP_TYPE_SLACK)
+    elif settings.keep_out is None:
+        candidate, report.op_types = all_op_types(runs.decide, found, op_type_of)
+    else:
+        candidate = found
+    report.candidate = candidate
+    report.cost = costing.cost(candidate)
+    if report.cost.low_fraction < settings.min_low_fraction:
+        _no_useful_answer(settings, runs, report, found)
+        return
+    bad = unwritable_names(candidate.pins)
     if bad:
         raise AmpconfigError(
-            "node name(s) the keep_dtype format cannot carry: " + ", ".join(repr(n) for n in bad),
-            hint="rename the nodes (leading '#' reads as a comment, surrounding spaces are stripped)",
+            "node name(s) the keep_dtype format cannot carry: " + ", ".join(repr(name) for name in bad),
+            hint="rename the nodes (a leading '#' reads as a comment, surrounding spaces are stripped)",
         )
+    texts = _texts(outputs, runs, candidate)
+    verified = _verify_files(prepared, runs, report, texts)
+    if verified is None and candidate != found and settings.keep_out is not None and runs.can_run():
+        report.notes.append("the op-type form missed the tolerance; node pins only were verified instead")
+        candidate = found
+        report.candidate, report.op_types, report.cost = candidate, [], costing.cost(candidate)
+        texts = _texts(outputs, runs, candidate)
+        verified = _verify_files(prepared, runs, report, texts)
+    if verified is None:
+        report.outcome = "not_found"
+        report.reason = report.reason or "the written files did not verify; nothing written"
+        return
+    report.verified = verified.outputs
+    for destination, text, what in texts:
+        written = guard.write_text(destination, text)
+        if what == "mixlist":
+            report.mixlist_path = str(written)
+        else:
+            report.keep_dtype_path = str(written)
+    _describe_op_types(report, settings)
+    report.outcome = "found"
+
+
+def _texts(outputs: TuneOutputs, runs: TuneRuns, candidate: Candidate) -> list[tuple[Destination, str, str]]:
+    texts: list[tuple[Destination, str, str]] = []
     if outputs.mixlist is not None:
-        text = mixlist_text(mixlist_data(runner.mixlist, candidate.black_ops))
-        report.mixlist_path = str(guard.write_text(outputs.mixlist, text))
+        texts.append((outputs.mixlist, mixlist_text(mixlist_data(runs.mixlist, candidate.black_ops)), "mixlist"))
     if outputs.keep_dtype is not None:
-        lines = keep_dtype_lines(runner.keep, candidate)
-        report.keep_dtype_path = str(guard.write_text(outputs.keep_dtype, keep_dtype_text(lines)))
-        if not lines:
-            report.notes.append("the keep_dtype file lists no entries: no node needs pinning")
+        lines = keep_dtype_lines(runs.keep, candidate.pins)
+        texts.append((outputs.keep_dtype, keep_dtype_text(lines), "keep_dtype file"))
+    return texts
 
 
-def _verify(report: TuneReport, runner: TrialRunner, prepared: Prepared) -> None:
-    """Validate the written files and rewrite from them (read back from disk): one more counted run."""
-    for path, kind in ((report.mixlist_path, "mixlist"), (report.keep_dtype_path, "keep-dtype")):
-        if path is None:
-            continue
-        findings = validate_paths([path], kind=kind, target=runner.decide(Candidate()).target)
-        for problem in findings.problems:
-            if problem.severity.value == "error":
-                report.validation_errors.append(problem.format())
+def _verify_files(
+    prepared: Prepared, runs: TuneRuns, report: TuneReport, texts: list[tuple[Destination, str, str]]
+) -> Judgement | None:
+    """Write the files to a private folder, validate them, rewrite from them and judge as ``run`` does."""
     request = prepared.request
-    keep: Any = Path(report.keep_dtype_path) if report.keep_dtype_path else request.keep_dtype
-    mixlist: Any = Path(report.mixlist_path) if report.mixlist_path else request.modify_mixlist
-    if report.keep_dtype_path and not keep_dtype_lines(runner.keep, report.candidate):
-        keep = None  # an empty keep_dtype file pins nothing (and the loader warns about it)
-    result = prepared.rewrite(modify_mixlist=mixlist, keep_dtype=keep, use_request_lists=False)
-    outcome = runner.run_result(result)
-    report.verified = outcome.passed
-    report.verified_rel_l2 = outcome.worst_rel_l2
-    report.low_nodes_after = result.low_precision_nodes
-    report.runs = runner.runs
-    if report.mixlist_path and not report.keep_dtype_path and request.keep_dtype is not None:
-        report.notes.append(f"the mixlist was verified together with the keep_dtype given ({request.keep_dtype})")
+    with tempfile.TemporaryDirectory(prefix="ampconfig-tune-") as folder:
+        mixlist: Any = request.modify_mixlist
+        keep: Any = request.keep_dtype
+        for destination, text, what in texts:
+            copy = Path(folder) / destination.path.name
+            copy.write_text(text, encoding="utf-8")
+            kind = "mixlist" if what == "mixlist" else "keep-dtype"
+            findings = validate_paths([copy], kind=kind, target=runs.decide(Candidate()).target)
+            errors = [problem.format() for problem in findings.problems if problem.severity.value == "error"]
+            if errors:
+                report.reason = "the written " + what + " does not validate: " + "; ".join(errors)
+                return None
+            if what == "mixlist":
+                mixlist = copy
+            else:
+                keep = copy if keep_dtype_lines(runs.keep, report.candidate.pins if report.candidate else ()) else None
+        result = prepared.rewrite(modify_mixlist=mixlist, keep_dtype=keep, use_request_lists=False)
+        if not runs.budget.allows(1):
+            report.reason = f"{runs.budget.why_not()} before the written files could be verified; nothing written"
+            return None
+        judgement = runs.verify(result, "verify the written files, judged as run judges")
+    if not judgement.passed:
+        report.reason = "the written files miss the tolerance when run judges them: " + "; ".join(judgement.failures)
+        return None
+    return judgement
+
+
+def _no_useful_answer(settings: TuneSettings, runs: TuneRuns, report: TuneReport, found: Candidate) -> None:
+    assert report.cost is not None
+    cost = report.cost
+    pins_only = runs.decide(found).low_precision_nodes
+    form = ""
+    if settings.keep_out is None and report.candidate != found:
+        form = (
+            f"; as node pins it would keep {pins_only} low (pass --keep-dtype-out FILE for node pins: the mixlist "
+            "can only name op types)"
+        )
+    report.outcome = "no_useful_answer"
+    report.reason = (
+        f"no useful answer: the best candidate meeting the tolerance keeps {cost.low_nodes} of the mode's "
+        f"{cost.low_nodes_all_low} low-precision nodes ({cost.low_fraction:.0%}), below --min-low-fraction "
+        f"{settings.min_low_fraction:g}{form}. Tried {len(report.steps)} candidate(s) in {runs.budget.runs} runs "
+        f"(all-low error {_fmt(report.all_low_error)}); raise --tolerance or lower --min-low-fraction. Nothing written"
+    )
+
+
+def _describe_op_types(report: TuneReport, settings: TuneSettings) -> None:
+    if not report.op_types:
+        return
+    for choice in report.op_types:
+        if choice.in_mixlist:
+            report.notes.append(
+                f"{choice.op_type}: in the mixlist's black-list.to-add instead of {len(choice.pins)} node pin(s); "
+                f"it keeps {choice.extra_fp32} more node(s) float32"
+            )
+        else:
+            report.notes.append(
+                f"{choice.op_type}: kept as {len(choice.pins)} node pin(s); black-listing it would keep "
+                f"{choice.extra_fp32} more node(s) float32 (more than {OP_TYPE_SLACK})"
+            )
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"

@@ -1,0 +1,162 @@
+"""One measurement: how ``run``, ``compare`` and ``tune`` decide whether a rewritten model meets the tolerance.
+
+All three judge the same way:
+
+- the reference is one plain run of the fp32 model (no exposed intermediates, TF32 off on CUDA);
+- the rewritten model is run on the same device with the same providers; on the CPU its low-precision
+  rounding copy (:func:`accuracy_model`) is what runs, because ONNX Runtime's CPU provider would otherwise skip
+  the float16 rounding of chains of nodes it has no native float16 kernel for;
+- the metrics are :func:`ampconfig.prove.accuracy.compare_outputs` and the verdict
+  :func:`ampconfig.prove.accuracy.tolerance_failures` against the one :class:`~ampconfig.settings.config.Tolerance`;
+  an inf/NaN in the rewritten output where the reference is finite always fails;
+- an fp32 output without a single finite value is an input error (exit 2): there is nothing to compare against.
+
+:func:`judge_outputs` is the decision; :class:`Judge` adds the runs for callers that judge many rewrites of one
+model against one reference (``compare``, ``tune``). ``run`` gets its outputs from
+:func:`ampconfig.runner.proof.prove`, which runs the same copy the same way, and decides with :func:`judge_outputs`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.prove.accuracy import (
+    OutputMetrics,
+    OutputMismatchError,
+    Tolerance,
+    compare_outputs,
+    tolerance_failures,
+)
+from ampconfig.runner.proof import accuracy_outputs
+from ampconfig.runner.sessions import TRIAL_CONV_ALGO_SEARCH, create_session
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on one rewritten model: per-output metrics and one line per broken bound."""
+
+    outputs: list[OutputMetrics]
+    failures: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    @property
+    def worst_rel_l2(self) -> float:
+        """The largest relative L2 error over the float outputs (inf when any is non-finite)."""
+        values = [item.rel_l2 for item in self.outputs if item.rel_l2 is not None]
+        worst = max(values, default=0.0)
+        return math.inf if math.isnan(worst) or any(item.new_nonfinite for item in self.outputs) else worst
+
+    def rel_l2_by_output(self) -> dict[str, float | None]:
+        return {item.name: item.rel_l2 for item in self.outputs}
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return array.dtype.kind == "f" or array.dtype.name == "bfloat16"
+
+
+def check_reference(reference: Mapping[str, np.ndarray], names: Sequence[str] | None = None) -> None:
+    """Refuse (exit 2) an fp32 reference whose float output holds no finite value: nothing can be judged."""
+    for name in names if names is not None else list(reference):
+        array = np.asarray(reference[name]) if name in reference else None
+        if array is None or not _is_float(array) or array.size == 0:
+            continue
+        if not np.isfinite(array.astype(np.float64)).any():
+            kinds = "NaN" if np.isnan(array.astype(np.float64)).all() else "inf/NaN"
+            raise AmpconfigError(
+                f"output {name!r}: the fp32 model itself produces no finite value for these inputs (all {kinds}), "
+                "so no rewrite can be measured against it",
+                hint="check the inputs (--inputs, --input, --shape, --seed, the config's run section): "
+                "a mask that hides every position, a division by zero or values out of the model's range",
+            )
+
+
+def judge_outputs(
+    reference: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    names: Sequence[str] | None,
+    tolerance: Tolerance,
+) -> Judgement:
+    """THE pass/fail decision of ``run``, ``compare`` and ``tune`` for the outputs of one rewritten model."""
+    check_reference(reference, names)
+    try:
+        metrics = compare_outputs(reference, candidate, names)
+    except OutputMismatchError as exc:
+        raise AmpconfigError(f"the rewritten model's outputs cannot be compared: {exc}") from None
+    return Judgement(metrics, tolerance_failures(metrics, tolerance))
+
+
+@dataclass
+class Judge:
+    """One fp32 reference run, and the judgement of any rewrite of the same model on the same inputs.
+
+    ``trial=True`` runs are for searches that build many sessions (tune): on CUDA they ask cuDNN for heuristic
+    convolution algorithms instead of ORT's exhaustive default. A verdict a user relies on is a non-trial run,
+    exactly as ``run`` makes it.
+    """
+
+    reference: dict[str, np.ndarray]
+    output_names: list[str]
+    feeds: Mapping[str, np.ndarray]
+    device: str
+    tolerance: Tolerance
+    allow_tf32: bool = False
+    providers: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_reference_run(
+        cls,
+        model: onnx.ModelProto,
+        feeds: Mapping[str, np.ndarray],
+        device: str,
+        tolerance: Tolerance,
+        *,
+        allow_tf32: bool = False,
+    ) -> Judge:
+        """Run the fp32 ``model`` once (TF32 off, as ``run``'s reference) and keep its outputs; checks them."""
+        session = create_session(model, device, tf32=False)
+        outputs = accuracy_outputs(session, feeds, model, reference=True)
+        check_reference(outputs, session.output_names)
+        return cls(outputs, list(session.output_names), feeds, device, tolerance, allow_tf32, session.providers)
+
+    def outputs_of(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> dict[str, np.ndarray]:
+        """The outputs ``run`` would compare for ``rewritten``: its rounding copy's on the CPU, its own elsewhere."""
+        return self.run_accuracy_model(accuracy_model(rewritten, self.device)[0], trial=trial)
+
+    def run_accuracy_model(self, model: onnx.ModelProto, *, trial: bool = False) -> dict[str, np.ndarray]:
+        """Run a model that already is :func:`accuracy_model`'s result once; its outputs by name."""
+        session = create_session(
+            model,
+            self.device,
+            tf32=self.allow_tf32,
+            conv_algo_search=TRIAL_CONV_ALGO_SEARCH if trial and self.device == "cuda" else None,
+        )
+        return accuracy_outputs(session, self.feeds, model)
+
+    def judge(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> Judgement:
+        return self.judge_outputs(self.outputs_of(rewritten, trial=trial))
+
+    def judge_outputs(self, outputs: Mapping[str, np.ndarray]) -> Judgement:
+        return judge_outputs(self.reference, outputs, self.output_names, self.tolerance)
+
+
+def accuracy_model(rewritten: onnx.ModelProto, device: str) -> tuple[onnx.ModelProto, int]:
+    """The model whose outputs are judged, and how many nodes its rounding wraps.
+
+    On the CPU: :func:`ampconfig.api.low_precision_rounding_model` (the rewrite itself when nothing needs
+    wrapping). On CUDA: the rewritten model itself, whose float16 kernels round as float16 hardware does.
+    """
+    if device != "cpu":
+        return rewritten, 0
+    from ampconfig.api import low_precision_rounding_model
+
+    copy, wrapped = low_precision_rounding_model(rewritten)
+    return (copy, wrapped) if wrapped else (rewritten, 0)
