@@ -371,6 +371,13 @@ def import_kernels_command(
         Path | None,
         typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
     ] = None,
+    probe: Annotated[
+        Path | None,
+        typer.Option(
+            "--probe",
+            help="An op info file `ops-info probe` measured on the same target: its measured claims win.",
+        ),
+    ] = None,
 ) -> None:
     """Write a target's op info from a dump of ONNX Runtime's registered kernels.
 
@@ -383,9 +390,15 @@ def import_kernels_command(
     file records the dump's ORT version. Registered kernels are native kernels. Strategy ops the dump does not
     list are 'not-probed'.
 
+    With --probe, an op the probe measured (real sessions, run on data) keeps the probe's claim: a registered
+    kernel can still refuse a dtype at run time (CUDA Resize reads a non-empty roi as float32). Ops the probe could
+    not measure take the registry's claim, with the probe's reason in `note`.
+
     Example:
 
       python benchmarks/dump_kernels.py kernels.json && ampconfig ops-info import-kernels kernels.json --target cuda
+
+      ampconfig ops-info import-kernels kernels.json --target cuda --probe cuda-probe.json
     """
     from ampconfig.runner.kernel_dump import dump_claims, read_kernel_dump
 
@@ -393,6 +406,7 @@ def import_kernels_command(
     provider = PROVIDERS[target]
     with OutputGuard() as guard:
         guard.read("kernel dump (DUMP)", dump)
+        guard.read("measured op info (--probe)", probe)
         destination = guard.output(OUTPUT_ROLE, output or ops_info_path(target))
         loaded = read_kernel_dump(dump)
         claims = dump_claims(loaded, provider)
@@ -402,13 +416,17 @@ def import_kernels_command(
             key: _claimed_entry(key, entry, claims.get(key, missing), "kernel-registry", target, version)
             for key, entry in STRATEGY.items()
         }
+        measured_by = ""
+        if probe is not None:
+            entries = _measured_first(entries, _read_probe(probe, target))
+            measured_by = f"; claims measured by ampconfig ops-info probe ({probe.name}) where it could"
         path = destination.path
         document = OpsInfoFile(
             target=target,  # type: ignore[arg-type]
             provider=provider,
             onnxruntime_version=version,
             generated_by=f"ampconfig ops-info import-kernels {dump.name} --target {target} "
-            f"(onnxruntime {version} get_all_opkernel_def)",
+            f"(onnxruntime {version} get_all_opkernel_def){measured_by}",
             ops=entries,
         )
         _write(document, destination, guard)
@@ -417,6 +435,30 @@ def import_kernels_command(
     _report(entries, path, 0.0)
     if loaded.onnxruntime_version is None:
         print_warning(f"{dump} does not say which onnxruntime it was dumped from; recorded as 'unknown'")
+
+
+def _read_probe(path: Path, target: str) -> OpsInfoFile:
+    measured = parse_ops_info(read_text(path, "measured op info"), str(path))
+    if measured.target != target:
+        raise AmpconfigError(f"the --probe file is for target {measured.target!r}, not {target!r}", file=str(path))
+    return measured
+
+
+def _measured_first(registry: dict[str, OpInfoEntry], measured: OpsInfoFile) -> dict[str, OpInfoEntry]:
+    """Per op, the probe's claim where it measured one (dtype_source 'probe' with dtypes), else the registry's,
+    noting why the probe could not tell."""
+    merged: dict[str, OpInfoEntry] = {}
+    for key, entry in registry.items():
+        probed = measured.ops.get(key)
+        if probed is not None and probed.dtype_source == "probe" and probed.dtypes:
+            merged[key] = probed.model_copy(
+                update={k: getattr(entry, k) for k in ("precision_reduce", "clear", "reference", "keeps_dtype")}
+            )
+        elif probed is not None and probed.note:
+            merged[key] = entry.model_copy(update={"note": f"registry claim; the probe could not tell: {probed.note}"})
+        else:
+            merged[key] = entry
+    return merged
 
 
 @_subcommand("apply-strategy")
