@@ -19,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext
+from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.errors import Severity
@@ -212,6 +213,7 @@ def rewrite_model_detailed(
         context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING)
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
+        cost = decision_cost(plan)  # before the rewrite: it reads the plan against the graph as decided
         stats = apply_plan(ir_model, plan, names, float16_encoder or numpy_float16)
         written, problem = _checked_output(
             ir_model, lazy_tensors=bool(opened.external_files), known_errors=admitted.checker_errors
@@ -241,6 +243,7 @@ def rewrite_model_detailed(
         low_dtype=mode.low_dtype,
         warnings=warnings,
         input_files=opened.external_files,
+        cost=cost,
     )
     if written is not None:
         result.model = written  # already serialised for the check: keep it (cached_property slot)

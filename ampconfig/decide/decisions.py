@@ -9,10 +9,13 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
+
+if TYPE_CHECKING:
+    from ampconfig.decide.cost import DecisionCost
 
 
 class Rule(str, Enum):
@@ -89,6 +92,7 @@ class RewriteResult:
     low_dtype: str
     warnings: list[str] = field(default_factory=list)
     input_files: frozenset[Path] = frozenset()  # the input's external data files (never overwritten)
+    cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
 
     @cached_property
     def model(self) -> onnx.ModelProto:

@@ -102,13 +102,13 @@ class Plan:
             return verdict.dtype
         return self.original_dtype.get(value)
 
-    def casts_needed(self) -> int:
-        """How many Cast nodes the rewrite inserts for this plan: one per (value, dtype) some consumer (or a kept
-        graph output) needs in a dtype the value does not have, except where a constant is converted instead or
-        an existing Cast's source already has that dtype (no round trips)."""
-        count = 0
-        for graph in graphs_of_scopes(self.scopes):
-            for value in values_of(graph):
+    def casts(self) -> set[tuple[ir.Value, Dtype]]:
+        """(value, dtype) for every Cast node the rewrite inserts for this plan: one per value and dtype some
+        consumer (or a kept graph output) needs and the value does not have, except where a constant is converted
+        instead or an existing Cast's source already has that dtype (no round trips)."""
+        found: set[tuple[ir.Value, Dtype]] = set()
+        for scope in self.scopes:
+            for value in values_of(scope.graph):
                 if is_constant(value):
                     continue
                 have = self.produced_dtype(value)
@@ -118,8 +118,12 @@ class Plan:
                 source = producer.inputs[0] if producer is not None and producer.op_type == "Cast" else None
                 for dtype in self.wanted_dtypes(value) - {have}:
                     if source is None or self.original_dtype.get(source) is not dtype:
-                        count += 1
-        return count
+                        found.add((value, dtype))
+        return found
+
+    def casts_needed(self) -> int:
+        """How many Cast nodes the rewrite inserts for this plan (see :meth:`casts`)."""
+        return len(self.casts())
 
     def decisions(self) -> list[NodeDecision]:
         result = []
@@ -141,10 +145,6 @@ class Plan:
                     )
                 )
         return result
-
-
-def graphs_of_scopes(scopes: Sequence[Scope]) -> list[ir.Graph]:
-    return [scope.graph for scope in scopes]
 
 
 def values_of(graph: ir.Graph) -> list[ir.Value]:

@@ -64,6 +64,7 @@ def explain_summary(result: RewriteResult) -> dict[str, Any]:
         "constants_converted": stats.constants_converted,
         "values_clamped": stats.values_clamped,
         "opset_raised_to": stats.opset_raised_to,
+        "cost": result.cost.to_dict() if result.cost is not None else None,
     }
 
 
@@ -106,6 +107,24 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
         f"{summary['initializers_converted']} initializers and {summary['constants_converted']} constants "
         f"converted, {summary['values_clamped']} values clamped",
     )
+    cost = summary.get("cost")
+    if cost is not None:
+        grid.add_row(
+            "estimated time",
+            f"{cost['estimated_us']:.0f} us, {cost['estimated_cast_us']:.0f} of it in casts, against "
+            f"{cost['estimated_float32_us']:.0f} us all float32 ({cost['basis']})",
+        )
+        islands = cost["costliest_islands"]
+        grid.add_row(
+            "float32 islands",
+            f"{cost['float32_islands']}" + ("; most casts first:" if islands else ""),
+        )
+        for island in islands:
+            rules = ", ".join(f"{rule} {count}" for rule, count in island["rules"].items())
+            nodes = ", ".join(island["nodes"][:6]) + (
+                f" ... ({len(island['nodes'])} nodes)" if len(island["nodes"]) > 6 else ""
+            )
+            grid.add_row("", f"{island['casts']} casts (~{island['cast_us']:.0f} us) around {nodes}; {rules}")
     ranges = payload.get("range_analysis")
     if ranges is not None:
         kept = ranges["overflow_nodes"]

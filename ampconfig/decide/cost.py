@@ -1,0 +1,162 @@
+"""What a decision costs: its casts, an estimated GPU time, and the float32 islands that cost most.
+
+A float32 island is a connected group of nodes that stay float32 while a neighbour computes low: every edge
+between it and a low node is a cast, and a cast is a kernel like any other. ``explain`` shows the islands with
+the most casts first and the rule that keeps each one float32, so a user sees where a mixlist change would pay.
+
+Times come from the H100 kernel cost table (:mod:`ampconfig.opinfo.costs`) at the sizes the model states (a
+dimension the model leaves symbolic counts as 1, so small graphs are costed launch-bound): an estimate for
+comparing decisions of one model, not a benchmark. Pure: a plan and its graph in, data out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import onnx_ir as ir
+
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.plan import Plan
+from ampconfig.dtypes import Dtype
+from ampconfig.opinfo.costs import cast_us, kernel_us
+
+#: How many islands a report lists.
+TOP_ISLANDS = 5
+
+
+@dataclass(frozen=True)
+class Float32Island:
+    nodes: tuple[str, ...]  # in graph order
+    casts: int  # casts on its boundary (one per value and direction, as the rewrite shares them)
+    cast_us: float  # their estimated time
+    rules: dict[str, int]  # why its nodes are float32: rule -> count
+    anchor: str  # the node whose rule is not "follows a neighbour", where there is one (what to change)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": list(self.nodes),
+            "casts": self.casts,
+            "cast_us": round(self.cast_us, 2),
+            "rules": self.rules,
+            "anchor": self.anchor,
+        }
+
+
+@dataclass(frozen=True)
+class DecisionCost:
+    casts: int
+    cast_us: float
+    kernel_us: float  # every node at its decided dtype
+    float32_kernel_us: float  # every node in float32: the model as it came
+    islands: list[Float32Island] = field(default_factory=list)  # most casts first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "casts": self.casts,
+            "estimated_us": round(self.kernel_us + self.cast_us, 1),
+            "estimated_cast_us": round(self.cast_us, 1),
+            "estimated_float32_us": round(self.float32_kernel_us, 1),
+            "float32_islands": len(self.islands),
+            "costliest_islands": [island.to_dict() for island in self.islands[:TOP_ISLANDS]],
+            "basis": "H100 kernel cost table (ORT 1.31.1 CUDA), at the model's stated sizes; symbolic dims as 1",
+        }
+
+
+def _elements(value: ir.Value | None) -> int:
+    if value is None or value.shape is None:
+        return 1
+    return math.prod(dim if isinstance(dim, int) else 1 for dim in value.shape)
+
+
+_SOFT = frozenset({Rule.FOLLOWS_INPUTS, Rule.FOLLOWS_CONSUMERS, Rule.DENY_PROPAGATION})
+
+
+def decision_cost(plan: Plan) -> DecisionCost:
+    """The casts ``plan`` implies, the estimated time of its kernels and casts, and its float32 islands."""
+    kernels = fp32 = 0.0
+    for node, verdict in plan.verdicts.items():
+        facts = plan.facts_of[node]
+        if facts.dtype is None:
+            continue
+        size = max((_elements(value) for value in node.outputs), default=1)
+        kernels += kernel_us(facts.key, verdict.dtype, size)
+        fp32 += kernel_us(facts.key, Dtype.FLOAT32, size)
+    casts = plan.casts()
+    islands = sorted(_islands(plan, casts), key=lambda island: (-island.casts, island.nodes))
+    return DecisionCost(
+        casts=len(casts),
+        cast_us=sum(cast_us(_elements(value)) for value, _ in casts),
+        kernel_us=kernels,
+        float32_kernel_us=fp32,
+        islands=islands,
+    )
+
+
+def _touching(plan: Plan, casts: set[tuple[ir.Value, Dtype]], only: set[ir.Node]) -> set[tuple[ir.Value, Dtype]]:
+    """The casts on edges that touch one of the ``only`` nodes."""
+    return {
+        (value, dtype)
+        for value, dtype in casts
+        if value.producer() in only
+        or any(use.node in only and plan.required(use.node, use.idx) is dtype for use in value.uses())
+    }
+
+
+def _is_float32_node(plan: Plan, node: ir.Node) -> bool:
+    verdict = plan.verdicts.get(node)
+    facts = plan.facts_of.get(node)
+    return (
+        verdict is not None
+        and facts is not None
+        and verdict.dtype is Dtype.FLOAT32
+        and facts.dtype is Dtype.FLOAT32
+        and node.op_type not in ("Cast", "Constant", "ConstantOfShape")
+    )
+
+
+def _neighbours(plan: Plan, node: ir.Node) -> list[ir.Node]:
+    facts = plan.facts_of[node]
+    found = [use.node for i in facts.output_slots for use in node.outputs[i].uses()]
+    for i in facts.input_slots:
+        value = node.inputs[i]
+        producer = value.producer() if value is not None else None
+        if producer is not None:
+            found.append(producer)
+    return found
+
+
+def _islands(plan: Plan, all_casts: set[tuple[ir.Value, Dtype]]) -> list[Float32Island]:
+    float32 = {node for node in plan.verdicts if _is_float32_node(plan, node)}
+    seen: set[ir.Node] = set()
+    islands: list[Float32Island] = []
+    order = {node: index for index, node in enumerate(plan.verdicts)}
+    for start in float32:
+        if start in seen:
+            continue
+        group, stack = set(), [start]
+        while stack:
+            node = stack.pop()
+            if node in group:
+                continue
+            group.add(node)
+            stack.extend(n for n in _neighbours(plan, node) if n in float32 and n not in group)
+        seen |= group
+        casts = _touching(plan, all_casts, group)
+        if not casts:
+            continue  # no low neighbour: not an island, the model simply stays float32 there
+        rules = Counter(plan.verdicts[node].rule.value for node in group)
+        hard = sorted((node for node in group if plan.verdicts[node].rule not in _SOFT), key=order.__getitem__)
+        anchor = hard[0].name or "" if hard else ""
+        islands.append(
+            Float32Island(
+                nodes=tuple(node.name or "" for node in sorted(group, key=order.__getitem__)),
+                casts=len(casts),
+                cast_us=sum(cast_us(_elements(value)) for value, _ in casts),
+                rules=dict(rules.most_common()),
+                anchor=anchor,
+            )
+        )
+    return islands
