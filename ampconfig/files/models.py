@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
@@ -23,12 +26,44 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.paths import require_file, resolve_path
 
-try:  # onnx-ir's helper that lifts large initializers out before calling ONNX's C APIs
-    from onnx_ir.passes.common._c_api_utils import call_onnx_api
-except ImportError:  # pragma: no cover - private helper moved: check the whole model instead
+R = TypeVar("R")
 
-    def call_onnx_api(func, model):  # type: ignore[no-redef]
-        return func(ir.serde.serialize_model(model))
+
+@contextmanager
+def _initializers_lifted(model: ir.Model) -> Iterator[None]:
+    """Inside the block, the main graph's large initializers are graph inputs of the same type and shape, with no
+    value: a proto serialised then carries the graph, types and shapes without the weights. Restored after."""
+    graph = model.graph
+    lifted: list[tuple[ir.Value, ir.TensorProtocol | None, bool]] = []
+    for value in list(graph.initializers.values()):
+        tensor = value.const_value
+        if tensor is not None and tensor.nbytes <= _LIFT_BYTES:
+            continue
+        if tensor is not None:
+            value.shape = value.shape or tensor.shape
+            value.dtype = value.dtype or tensor.dtype
+        appended = not value.is_graph_input()
+        graph.initializers.pop(value.name or "")
+        value.const_value = None
+        if appended:
+            graph.inputs.append(value)
+        lifted.append((value, tensor, appended))
+    try:
+        yield
+    finally:
+        for value, tensor, appended in reversed(lifted):
+            if appended:
+                graph.inputs.remove(value)
+            value.const_value = tensor
+            graph.initializers[value.name or ""] = value
+
+
+def call_onnx_api(func: Callable[[onnx.ModelProto], R], model: ir.Model) -> R:
+    """``func`` on a proto of ``model`` without its large weights (see :func:`_initializers_lifted`): ONNX's
+    checker and inference see the same graph, types and shapes, and no weight is copied into a protobuf."""
+    with _initializers_lifted(model):
+        proto = ir.serde.serialize_model(model)
+    return func(proto)
 
 
 #: Models larger than this (proto plus external data) are never built as one in-memory proto to serialise:
@@ -72,7 +107,7 @@ def _read_proto(path: Path, what: str) -> onnx.ModelProto:
         ValueError,
         RuntimeError,
         OSError,
-        onnx.onnx_cpp2py_export.checker.ValidationError,
+        onnx.checker.ValidationError,
     ) as exc:
         raise AmpconfigError(
             f"cannot read {what}: {_first_line(exc)}",
@@ -84,13 +119,30 @@ def _read_proto(path: Path, what: str) -> onnx.ModelProto:
     return proto
 
 
+def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor a graph holds: initializers (sparse ones too), tensor attributes, and those of subgraphs."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _all_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _all_tensors(subgraph)
+
+
 def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[Path]:
     """The external data files the model's tensors name, each checked to stay inside the model's folder:
     an absolute location, a `..` that climbs out, or a symlink pointing elsewhere is refused, since a model
     file must not be able to make ampconfig read (or overwrite) arbitrary files."""
     folder = model_path.resolve().parent
     files = set()
-    for tensor in external_data_helper._get_all_tensors(proto):
+    for tensor in _all_tensors(proto.graph):
         if not external_data_helper.uses_external_data(tensor):
             continue
         location = next((entry.value for entry in tensor.external_data if entry.key == "location"), "")
