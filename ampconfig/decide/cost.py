@@ -13,56 +13,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any
 
 import onnx_ir as ir
 
-from ampconfig.decide.decisions import Rule
+from ampconfig.decide.decisions import DecisionCost, Float32Island, Rule
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.costs import cast_us, kernel_us
-
-#: How many islands a report lists.
-TOP_ISLANDS = 5
-
-
-@dataclass(frozen=True)
-class Float32Island:
-    nodes: tuple[str, ...]  # in graph order
-    casts: int  # casts on its boundary (one per value and direction, as the rewrite shares them)
-    cast_us: float  # their estimated time
-    rules: dict[str, int]  # why its nodes are float32: rule -> count
-    anchor: str  # the node whose rule is not "follows a neighbour", where there is one (what to change)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodes": list(self.nodes),
-            "casts": self.casts,
-            "cast_us": round(self.cast_us, 2),
-            "rules": self.rules,
-            "anchor": self.anchor,
-        }
-
-
-@dataclass(frozen=True)
-class DecisionCost:
-    casts: int
-    cast_us: float
-    kernel_us: float  # every node at its decided dtype
-    float32_kernel_us: float  # every node in float32: the model as it came
-    islands: list[Float32Island] = field(default_factory=list)  # most casts first
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "casts": self.casts,
-            "estimated_us": round(self.kernel_us + self.cast_us, 1),
-            "estimated_cast_us": round(self.cast_us, 1),
-            "estimated_float32_us": round(self.float32_kernel_us, 1),
-            "float32_islands": len(self.islands),
-            "costliest_islands": [island.to_dict() for island in self.islands[:TOP_ISLANDS]],
-            "basis": "H100 kernel cost table (ORT 1.31.1 CUDA), at the model's stated sizes; symbolic dims as 1",
-        }
 
 
 def _elements(value: ir.Value | None) -> int:

@@ -12,13 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx import TensorProto, numpy_helper
+from onnx import numpy_helper
 
 from ampconfig.opinfo.library import op_key
-from ampconfig.rewrite.expose import known_elem_types
+from ampconfig.rewrite.expose import FLOAT_TYPES
 from ampconfig.rewrite.names import name_unnamed_nodes
-
-FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
 
 
 @dataclass(frozen=True)
@@ -53,20 +51,6 @@ def graph_nodes(model: onnx.ModelProto) -> list[GraphNode]:
         )
         for node in model.graph.node
     ]
-
-
-def value_elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element type of every main-graph value stated by the model or derived by ONNX type inference."""
-    types = known_elem_types(model)
-    for init in model.graph.initializer:
-        types.setdefault(init.name, init.data_type)
-    return types
-
-
-def float_node_outputs(model: onnx.ModelProto) -> list[str]:
-    """Names of the main-graph node outputs whose element type is a float type, in node order."""
-    types = value_elem_types(model)
-    return [name for node in model.graph.node for name in node.output if name and types.get(name) in FLOAT_TYPES]
 
 
 def float_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:

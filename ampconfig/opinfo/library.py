@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ampconfig.errors import AmpconfigError, Problem
-from ampconfig.settings.bounded import scan_json
+from ampconfig.files.bounded import scan_json
 
 TARGETS: tuple[str, ...] = ("cpu", "cuda")
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})

@@ -25,8 +25,8 @@ from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.files.paths import require_file
 from ampconfig.prove.accuracy import Tolerance
 from ampconfig.prove.judge import Judgement, accuracy_model, judge_outputs
+from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request_files import declare_model, declare_model_output
-from ampconfig.report.run import RunReport
 from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.runner.inputs import (
     DEFAULT_BATCH_DIM,

@@ -1,61 +1,21 @@
 """Reports for people (rich tables) and for programs (one JSON object).
 
-``run``: :class:`RunReport` holds everything a run found; :func:`run_payload` is its JSON form and
-:func:`render_run` prints it as tables.
+``run``: :class:`~ampconfig.prove.outcome.RunReport` holds everything a run found; :func:`run_payload` is its JSON
+form and :func:`render_run` prints it as tables.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampconfig.prove.accuracy import OutputMetrics, Tolerance, output_failures
+from ampconfig.prove.accuracy import output_failures
+from ampconfig.prove.outcome import RunReport
 from ampconfig.runner.inputs import PreparedInput
-from ampconfig.runner.timing import Latency
-
-
-@dataclass
-class RunReport:
-    model: str
-    example: str | None  # bundled example name when no model was given
-    precision_mode: str
-    mode_source: str  # "--precision-mode", "config <file>" or "default"
-    low_dtype: str
-    target: str  # what was asked: "auto", "cpu" or "cuda"
-    device: str  # where it ran: "cpu" or "cuda"
-    providers: dict[str, list[str]]  # "reference"/"rewritten" -> session.get_providers()
-    tf32: dict[str, bool | None]
-    inputs: list[PreparedInput]
-    outputs: list[OutputMetrics]
-    latency_reference: Latency
-    latency_rewritten: Latency
-    speedup: float | None
-    nodes: int
-    low_precision_nodes: int
-    dtype_counts: dict[str, int]
-    casts: int
-    casts_retargeted: int
-    values_clamped: int
-    tolerance: Tolerance
-    failures: list[str]
-    output_path: str | None = None
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not self.failures
-
-    @property
-    def provider(self) -> str:
-        """The provider the rewritten model's session actually got first."""
-        return self.providers["rewritten"][0]
-
 
 # ------------------------------------------------------------------------------------------------------ JSON
 

@@ -4,6 +4,10 @@ The input model is never modified."""
 from __future__ import annotations
 
 import onnx
+from onnx import TensorProto
+
+#: Element types of the float tensors debugging runs expose.
+FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
 
 #: Suffix of the float32 copy under which :func:`expose_values` exposes a bfloat16 value (numpy has no bfloat16,
 #: so ONNX Runtime's Python API cannot hand one back; the Cast to float32 is exact).
@@ -59,3 +63,17 @@ def known_tensor_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
 def known_elem_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element type of every main-graph value the model states or ONNX type inference derives."""
     return {name: known.tensor_type.elem_type for name, known in known_tensor_types(model).items()}
+
+
+def value_elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every main-graph value stated by the model or derived by ONNX type inference."""
+    types = known_elem_types(model)
+    for init in model.graph.initializer:
+        types.setdefault(init.name, init.data_type)
+    return types
+
+
+def float_node_outputs(model: onnx.ModelProto) -> list[str]:
+    """Names of the main-graph node outputs whose element type is a float type, in node order."""
+    types = value_elem_types(model)
+    return [name for node in model.graph.node for name in node.output if name and types.get(name) in FLOAT_TYPES]

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ampconfig.diagnose.graph_values import float_node_outputs
-from ampconfig.rewrite.expose import EXPOSED_FLOAT32_SUFFIX, expose_values
+from ampconfig.rewrite.expose import EXPOSED_FLOAT32_SUFFIX, expose_values, float_node_outputs
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import create_session, run_once
 

@@ -24,8 +24,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.files.bounded import LineIndex, check_data_depth, compose_yaml, read_bounded, scan_json, scan_toml
 from ampconfig.files.paths import require_file
-from ampconfig.settings.bounded import LineIndex, check_data_depth, compose_yaml, read_bounded, scan_json, scan_toml
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -119,7 +119,7 @@ _PATH_HINT = "check the path (relative paths in a config are resolved against th
 
 def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT) -> str:
     """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read. Files larger than
-    :data:`~ampconfig.settings.bounded.MAX_DOCUMENT_BYTES` are refused before they are read."""
+    :data:`~ampconfig.files.bounded.MAX_DOCUMENT_BYTES` are refused before they are read."""
     require_file(path, what, hint=hint, regular=False)  # a device or pipe is read up to the size limit
     return decode_utf8(read_bounded(path, what), str(path))
 
