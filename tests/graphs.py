@@ -77,7 +77,7 @@ def library(
     return OpInfoLibrary("cpu", "CPUExecutionProvider", "test", {op: entry(c) for op, c in colours.items()})
 
 
-#: Colours for the painting tests, as design section 5 uses them.
+#: Colours for the painting tests, as docs/design.md §5 uses them.
 DESIGN_COLOURS: dict[str, str | None] = {
     "MatMul": "white",
     "Gemm": "white",

@@ -126,7 +126,7 @@ def loads_in_ort(model: onnx.ModelProto) -> bool:
 
 
 def assert_valid_model(model: onnx.ModelProto, load: bool = True) -> None:
-    """Design section 6: full checker, unique node and value names; loads in ORT CPU when asked."""
+    """docs/design.md §6: full checker, unique node and value names; loads in ORT CPU when asked."""
     onnx.checker.check_model(model, full_check=True)
     names = [n.name for n in model.graph.node]
     assert len(names) == len(set(names)), "duplicate node names"
@@ -410,7 +410,7 @@ def _mixlist_from_edits(edits: dict[str, frozenset[Edit]]) -> dict[str, dict[str
 @st.composite
 def mixlists(draw: st.DrawFn) -> MixlistCase:
     """Per op a set of edits (valid or not); sometimes a malformed key or structure. Validity is known by
-    construction, from design section 4's eleven combinations."""
+    construction, from docs/design.md §4's eleven combinations."""
     ops = draw(st.lists(st.sampled_from(KNOWN_OPS + UNKNOWN_OPS), min_size=0, max_size=5, unique=True))
     edits = {op: frozenset(draw(st.sets(st.sampled_from(ALL_EDITS), min_size=1, max_size=3))) for op in ops}
     valid = all(combination in VALID_COMBINATIONS for combination in edits.values())
@@ -541,7 +541,7 @@ def test_api_random_graphs(graph: RandomGraph, mode: str, target: str) -> None:
 @hostile(40)
 @given(graph=random_graphs(), mode=st.sampled_from(MODES))
 def test_api_rewrite_is_idempotent(graph: RandomGraph, mode: str) -> None:
-    """Design section 6: rewriting an already rewritten model changes nothing."""
+    """docs/design.md §6: rewriting an already rewritten model changes nothing."""
     try:
         once = rewrite_model_detailed(graph.model, mode, target="cpu").model
     except AmpconfigError as exc:

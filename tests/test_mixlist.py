@@ -1,4 +1,4 @@
-"""modify_mixlist: parsing, the eleven valid per-op combinations, and applying (design section 4)."""
+"""modify_mixlist: parsing, the eleven valid per-op combinations, and applying (docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The painting rules of design section 5 on small graphs, with op colours fixed by the test."""
+"""The painting rules of docs/design.md §5 on small graphs, with op colours fixed by the test."""
 
 from __future__ import annotations
 

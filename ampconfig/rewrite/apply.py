@@ -1,6 +1,6 @@
 """The only module that mutates graphs: it applies a :class:`~ampconfig.decide.plan.Plan` to an onnx-ir model.
 
-Invariants (design section 6): one Cast per (tensor, dtype) shared by all consumers, placed in the graph that
+Invariants (docs/design.md §6): one Cast per (tensor, dtype) shared by all consumers, placed in the graph that
 owns the tensor (so a Loop body reuses a cast made once outside it); a cast back to a Cast's own source is
 replaced by the source (no round trips); existing Casts retargeted; initializers and Constant values converted
 once (in place when every consumer agrees, else one copy per dtype), with out-of-range values clamped and

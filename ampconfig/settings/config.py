@@ -349,7 +349,7 @@ def mode_mixlist_problem(
     line: int | None = None,
     json_path: str | None = None,
 ) -> Problem | None:
-    """The finding for a mixlist given with a mode that does not accept one (design section 4), or None."""
+    """The finding for a mixlist given with a mode that does not accept one (docs/design.md §4), or None."""
     if not has_mixlist or mode.accepts_mixlist:
         return None
     return Problem(

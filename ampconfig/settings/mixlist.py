@@ -6,8 +6,8 @@
      "white-list": {"to-add": ["Softmax"], "to-remove": ["Conv"]},
      "gray-list":  {"to-add": ["Add"]}}
 
-Per op type every entry of the file combines into one *combination*; exactly eleven are valid (design section
-4, :data:`VALID_COMBINATIONS`). Applying a valid combination: a to-remove of the list the op is on moves it to
+Per op type every entry of the file combines into one *combination*; exactly eleven are valid (docs/design.md
+§4, :data:`VALID_COMBINATIONS`). Applying a valid combination: a to-remove of the list the op is on moves it to
 gray, a to-remove of another list changes nothing (and warns), then add-black → black, else add-white → white,
 else add-gray → gray.
 """
@@ -166,7 +166,7 @@ def _combination(*edits: Edit) -> frozenset[Edit]:
     return frozenset(edits)
 
 
-#: The eleven per-op combinations Ascend accepts (design section 4).
+#: The eleven per-op combinations Ascend accepts (docs/design.md §4).
 VALID_COMBINATIONS: frozenset[frozenset[Edit]] = frozenset(
     {
         _combination(Edit.REMOVE_BLACK),

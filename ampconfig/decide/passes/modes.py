@@ -14,7 +14,7 @@ from ampconfig.settings.modes import PrecisionMode
 
 
 def mode_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict:
-    """A retypable node's verdict under a mode that does not paint (design section 3)."""
+    """A retypable node's verdict under a mode that does not paint (docs/design.md §3)."""
     mode, dtype = ctx.mode, facts.dtype
     assert dtype is not None
     if mode is PrecisionMode.FORCE_FP32:
