@@ -191,7 +191,7 @@ def follow_until_stable(state: DecisionState, scope: Scope) -> None:
 
 
 def painted() -> tuple[Callable[[DecisionState, Scope], None], ...]:
-    """Every pass of the mixed modes but the last check, in build_plan's order."""
+    """The mixed modes' passes up to following neighbours (no islands, no final check), in build_plan's order."""
     return (FixedVerdicts(), AssignColours(), PaintListed(), PropagateDeny(), follow_until_stable)
 
 
