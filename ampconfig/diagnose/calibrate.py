@@ -100,13 +100,21 @@ def prepare(
             request,
             with_node_names(opened.proto),
             InputSet({}, []),
-            choose_device(request.target),
+            _device(request, runs=need_inputs),
             source=request.model_path,
         )
     model = load_model(request.model_path)[0] if opened.external_files else opened.proto
     named = with_node_names(model)
     inputs = request.inputs_for(named) if need_inputs else InputSet({}, [])
-    return Prepared(request, named, inputs, choose_device(request.target))
+    return Prepared(request, named, inputs, _device(request, runs=need_inputs))
+
+
+def _device(request: RunRequest, *, runs: bool) -> DeviceChoice:
+    """Where the request's sessions run. When nothing runs (``explain`` without --range-check/--compare, tune's
+    settings check), an explicit cuda target needs no GPU: deciding for cuda needs only its op info."""
+    if not runs and request.target == "cuda":
+        return DeviceChoice("cuda", "cuda")
+    return choose_device(request.target)
 
 
 @dataclass

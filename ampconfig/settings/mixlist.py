@@ -359,14 +359,23 @@ def _repeat_warnings(op: str, entries: list[MixlistEntry], origin: SourceMap) ->
 def _unknown_op_warning(
     op: str, path: JsonPath, origin: SourceMap, known_ops: Collection[str] | None, suggest: bool = True
 ) -> Problem:
-    suggestion = closest(op, [*(known_ops or ()), *_onnx_op_names()]) if suggest else None
-    hint = f"did you mean {suggestion!r}? op types are case-sensitive" if suggestion else None
+    hint = _unknown_op_hint(op, [*(known_ops or ()), *_onnx_op_names()]) if suggest else None
     return origin.problem(
         f"op type {op!r} is unknown to the op info and to the ONNX schemas; kept as written (custom op?)",
         path,
         hint=hint,
         severity=Severity.WARNING,
     )
+
+
+def _unknown_op_hint(op: str, known: list[str]) -> str | None:
+    """The op key the user probably meant: the same op type in another domain (``SkipLayerNormalization`` for
+    ``com.microsoft::SkipLayerNormalization``, which a near spelling would miss), else the closest spelling."""
+    other_domains = sorted(key for key in known if key != op and key.rpartition("::")[2] == op)
+    if other_domains:
+        return f"did you mean {other_domains[0]!r}? ops outside the default ONNX domain are written domain::OpType"
+    suggestion = closest(op, known)
+    return f"did you mean {suggestion!r}? op types are case-sensitive" if suggestion else None
 
 
 # -------------------------------------------------------------------------------------------------- applying
