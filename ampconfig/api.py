@@ -43,7 +43,8 @@ from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import apply_plan
-from ampconfig.rewrite.names import name_unnamed_nodes
+from ampconfig.rewrite.fold import fold_layer_norms
+from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes
 from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.rewrite.tensors import Float16Encoder, numpy_float16
 from ampconfig.rewrite.types import annotate_dtypes
@@ -150,6 +151,23 @@ def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[
     return converted, BF16_MIN_OPSET
 
 
+def _fold_layer_norms(
+    ir_model: ir.Model,
+    names: NameAllocator,
+    mode: PrecisionMode,
+    entries: Sequence[Any],
+    keep_source: str | None,
+    overflow_nodes: Mapping[str, str] | None,
+) -> list[str]:
+    """Written-out LayerNorms become LayerNormalization nodes (docs/design.md §5) in the modes that lower: the
+    decision can then take them low where the target's kernel sums in float32. Pinned nodes stay as they are."""
+    if not (mode.is_mixed or mode is PrecisionMode.FORCE_FP16):
+        return []
+    pinned, _ = match_keep_dtype(entries, ir_model, keep_source)
+    keep = {node.name for node in pinned} | set(overflow_nodes or ())
+    return fold_layer_norms(ir_model, names, keep)
+
+
 def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
     return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
 
@@ -208,6 +226,7 @@ def rewrite_model_detailed(
         ir_model = opened.to_ir()
         ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
+        folded = _fold_layer_norms(ir_model, names, mode, entries, keep_source, overflow_nodes)
         annotate_dtypes(ir_model, types, TYPING)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
         context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING)
@@ -233,6 +252,7 @@ def rewrite_model_detailed(
     if ir_version.note:
         warnings.append(ir_version.note)
     stats.opset_raised_to = opset_raised
+    stats.layer_norms_folded = len(folded)
     warnings.extend(keep_warnings)
     result = RewriteResult(
         ir_model=ir_model,

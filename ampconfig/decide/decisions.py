@@ -73,6 +73,7 @@ class RewriteStats:
     initializers_converted: int = 0
     constants_converted: int = 0
     values_clamped: int = 0  # constant elements outside the low type's range, clamped to its max
+    layer_norms_folded: int = 0  # written-out LayerNorms folded into LayerNormalization (rewrite/fold.py)
     opset_raised_to: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
