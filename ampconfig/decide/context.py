@@ -76,3 +76,17 @@ class DecisionContext:
         # Unknown op info does not stop fp32: fp32 is what the model already asked for.
         verdict = self.library.has_kernel(facts.key, dtype)
         return verdict is True or (verdict is None and dtype is Dtype.FLOAT32)
+
+
+def verdict_dtype(
+    value: ir.Value, facts_of: Mapping[ir.Node, NodeFacts], verdicts: Mapping[ir.Node, Verdict]
+) -> Dtype | None:
+    """The dtype its producer's verdict gives ``value``, where the value follows the producer's compute dtype;
+    None where no verdict decides it (a graph input, an initializer, an output of another type variable)."""
+    producer = value.producer()
+    if producer is None:
+        return None
+    facts, verdict = facts_of.get(producer), verdicts.get(producer)
+    if facts is None or verdict is None or verdict.dtype is None or value.index() not in facts.output_slots:
+        return None
+    return verdict.dtype

@@ -17,6 +17,7 @@ from collections import Counter
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, Float32Island, Rule
+from ampconfig.decide.facts import connected_groups
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.costs import cast_us, kernel_us
@@ -86,21 +87,10 @@ def _neighbours(plan: Plan, node: ir.Node) -> list[ir.Node]:
 
 
 def _islands(plan: Plan, all_casts: set[tuple[ir.Value, Dtype]]) -> list[Float32Island]:
-    float32 = {node for node in plan.verdicts if _is_float32_node(plan, node)}
-    seen: set[ir.Node] = set()
-    islands: list[Float32Island] = []
+    float32 = [node for node in plan.verdicts if _is_float32_node(plan, node)]
     order = {node: index for index, node in enumerate(plan.verdicts)}
-    for start in float32:
-        if start in seen:
-            continue
-        group, stack = set(), [start]
-        while stack:
-            node = stack.pop()
-            if node in group:
-                continue
-            group.add(node)
-            stack.extend(n for n in _neighbours(plan, node) if n in float32 and n not in group)
-        seen |= group
+    islands: list[Float32Island] = []
+    for group in connected_groups(float32, lambda node: _neighbours(plan, node)):
         casts = _touching(plan, all_casts, group)
         if not casts:
             continue  # no low neighbour: not an island, the model simply stays float32 there

@@ -9,9 +9,10 @@ variables (LayerNormalization's Mean/InvStdDev, Resize's roi/scales, Dropout's r
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
@@ -186,3 +187,39 @@ def iter_scopes(
 
 def _join(path: str, part: str) -> str:
     return f"{path}/{part}" if path else part
+
+
+def constant_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value of an initializer or of a Constant node's ``value``, else None."""
+    if value is None:
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        producer = value.producer()
+        if producer is None or producer.op_type != "Constant" or "value" not in producer.attributes:
+            return None
+        tensor = producer.attributes["value"].value
+    return np.asarray(tensor.numpy()) if tensor is not None else None
+
+
+def connected_groups(
+    members: Iterable[ir.Node], neighbours: Callable[[ir.Node], Iterable[ir.Node]]
+) -> list[frozenset[ir.Node]]:
+    """The connected groups of ``members``, two members joined when one is among the other's ``neighbours``."""
+    pool = list(members)
+    inside = set(pool)
+    seen: set[ir.Node] = set()
+    groups: list[frozenset[ir.Node]] = []
+    for start in pool:
+        if start in seen:
+            continue
+        group, stack = set(), [start]
+        while stack:
+            node = stack.pop()
+            if node in group:
+                continue
+            group.add(node)
+            stack.extend(n for n in neighbours(node) if n in inside and n not in group)
+        seen |= group
+        groups.append(frozenset(group))
+    return groups

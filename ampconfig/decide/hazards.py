@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.facts import NodeFacts
+from ampconfig.decide.facts import NodeFacts, constant_array
 from ampconfig.opinfo.library import Colour
 
 #: Functions that saturate: an infinite input gives a finite, exact output (tanh(inf) = 1, sigmoid(inf) = 1).
@@ -79,15 +78,6 @@ def _only_feeds_saturating(value: ir.Value, steps: int) -> bool:
 
 
 def _scalar(value: ir.Value | None) -> float | None:
-    """The value of a constant with a single element (an initializer or a Constant node's output), else None."""
-    if value is None:
-        return None
-    tensor = value.const_value
-    if tensor is None:
-        producer = value.producer()
-        if producer is None or producer.op_type != "Constant" or "value" not in producer.attributes:
-            return None
-        tensor = producer.attributes["value"].value
-    if tensor is None or tensor.size != 1:
-        return None
-    return float(np.asarray(tensor.numpy()).reshape(-1)[0])
+    """The value of a constant with a single element, else None."""
+    array = constant_array(value)
+    return float(array.reshape(-1)[0]) if array is not None and array.size == 1 else None

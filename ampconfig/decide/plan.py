@@ -21,7 +21,7 @@ from typing import Protocol
 
 import onnx_ir as ir
 
-from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes
 from ampconfig.decide.passes.colours import AssignColours
@@ -88,19 +88,12 @@ class Plan:
         return wanted  # type: ignore[return-value]
 
     def produced_dtype(self, value: ir.Value) -> Dtype | None:
-        """The dtype ``value`` has after the rewrite, before any cast of it."""
+        """The dtype ``value`` has after the rewrite, before any cast of it (a constant's: as it is today, since the
+        rewrite converts constants on demand)."""
         producer = value.producer()
-        facts = self.facts_of.get(producer) if producer is not None else None
-        verdict = self.verdicts.get(producer) if producer is not None else None
-        if (
-            facts is not None
-            and verdict is not None
-            and verdict.dtype is not None
-            and value.index() in facts.output_slots
-            and facts.node.op_type not in CONSTANT_OPS
-        ):
-            return verdict.dtype
-        return self.original_dtype.get(value)
+        if producer is not None and producer.op_type in CONSTANT_OPS:
+            return self.original_dtype.get(value)
+        return verdict_dtype(value, self.facts_of, self.verdicts) or self.original_dtype.get(value)
 
     def casts(self) -> set[tuple[ir.Value, Dtype]]:
         """(value, dtype) for every Cast node the rewrite inserts for this plan: one per value and dtype some

@@ -13,7 +13,7 @@ from enum import Enum
 
 import onnx_ir as ir
 
-from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
@@ -60,17 +60,7 @@ class DecisionState:
     def value_dtype(self, value: ir.Value) -> Dtype | None:
         """The dtype ``value`` has after the decisions so far: its producer's verdict where the value follows the
         producer's compute dtype, else the type it has today."""
-        producer = value.producer()
-        facts = self.facts_of.get(producer) if producer is not None else None
-        verdict = self.verdicts.get(producer) if producer is not None else None
-        if (
-            facts is not None
-            and verdict is not None
-            and verdict.dtype is not None
-            and value.index() in facts.output_slots
-        ):
-            return verdict.dtype
-        return Dtype.of_value(value)
+        return verdict_dtype(value, self.facts_of, self.verdicts) or Dtype.of_value(value)
 
     def required_dtype(self, node: ir.Node, index: int) -> Dtype | None:
         """The dtype ``node`` needs on input ``index`` after the rewrite: its compute dtype for a compute-dtype input,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.facts import graphs_of
+from ampconfig.decide.facts import constant_array, graphs_of
 from ampconfig.opinfo.schema import default_opset
 from ampconfig.rewrite.names import NameAllocator
 
@@ -98,20 +98,8 @@ def _single_user(value: ir.Value) -> ir.Node | None:
     return uses[0].node
 
 
-def _constant(value: ir.Value | None) -> np.ndarray | None:
-    if value is None:
-        return None
-    tensor = value.const_value
-    if tensor is None:
-        producer = value.producer()
-        if producer is None or producer.op_type != "Constant" or "value" not in producer.attributes:
-            return None
-        tensor = producer.attributes["value"].value
-    return np.asarray(tensor.numpy())
-
-
 def _scalar(value: ir.Value | None) -> float | None:
-    array = _constant(value)
+    array = constant_array(value)
     return float(array.reshape(-1)[0]) if array is not None and array.size == 1 else None
 
 
@@ -122,7 +110,7 @@ def _last_axis_mean(node: ir.Node, opset: int) -> bool:
     if node.attributes.get_int("keepdims", 1) != 1:
         return False
     if opset >= 18:
-        axes = _constant(node.inputs[1]) if len(node.inputs) > 1 else None
+        axes = constant_array(node.inputs[1]) if len(node.inputs) > 1 else None
     else:
         attribute = node.attributes.get("axes")
         axes = np.asarray(attribute.value) if attribute is not None else None
@@ -194,5 +182,5 @@ def _affine(nodes: list[ir.Node], normed: ir.Value) -> tuple[ir.Value | None, ir
 
 def _per_channel(value: ir.Value | None) -> bool:
     """A constant LayerNormalization can take as scale or bias: at most one axis (it broadcasts over the last)."""
-    array = _constant(value)
+    array = constant_array(value)
     return array is not None and array.ndim <= 1

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import NodeFacts, Scope
+from ampconfig.decide.facts import NodeFacts, Scope, connected_groups
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.follow import SOFT_RULES
 from ampconfig.decide.passes.fusion_guard import feeds_float32_layer_norm
@@ -75,23 +75,12 @@ def _movable(state: DecisionState, facts: NodeFacts) -> bool:
 
 def _islands(state: DecisionState, movable: dict[ir.Node, NodeFacts]) -> list[frozenset[ir.Node]]:
     """Connected groups of movable nodes, joined by float edges between them."""
-    seen: set[ir.Node] = set()
-    groups: list[frozenset[ir.Node]] = []
-    for start in movable:
-        if start in seen:
-            continue
-        group, stack = set(), [start]
-        while stack:
-            node = stack.pop()
-            if node in group:
-                continue
-            group.add(node)
-            neighbours = [c for c, _ in state.float_consumers(node)]
-            neighbours += [v.producer() for v in state.live_inputs(movable[node]) if v.producer() is not None]
-            stack.extend(n for n in neighbours if n in movable and n not in group)
-        seen |= group
-        groups.append(frozenset(group))
-    return groups
+
+    def neighbours(node: ir.Node) -> list[ir.Node]:
+        found = [consumer for consumer, _ in state.float_consumers(node)]
+        return found + [v.producer() for v in state.live_inputs(movable[node]) if v.producer() is not None]
+
+    return connected_groups(movable, neighbours)
 
 
 def _boundary_casts(state: DecisionState, island: frozenset[ir.Node], low_island: bool) -> int:
