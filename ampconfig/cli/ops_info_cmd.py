@@ -27,6 +27,7 @@ from ampconfig.files.guard import Destination, OutputGuard, same_file
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
 from ampconfig.opinfo.kernel_claims import AcrossOpsets
 from ampconfig.opinfo.library import (
+    PROVIDERS,
     TARGETS,
     Colour,
     OpInfoEntry,
@@ -38,8 +39,6 @@ from ampconfig.opinfo.library import (
 )
 from ampconfig.opinfo.numerics import target_colour
 from ampconfig.settings.documents import read_text
-
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 ops_info_app = typer.Typer(
     help=(

@@ -23,6 +23,9 @@ from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.bounded import scan_json
 
 TARGETS: tuple[str, ...] = ("cpu", "cuda")
+#: The ONNX Runtime execution provider of each target: the one table of provider names.
+PROVIDERS: Mapping[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+CPU_PROVIDER, CUDA_PROVIDER = PROVIDERS["cpu"], PROVIDERS["cuda"]
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
 

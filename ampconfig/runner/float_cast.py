@@ -15,6 +15,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
+from ampconfig.opinfo.library import CPU_PROVIDER
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS
 
 #: Below this many elements numpy's own cast is as fast as a session run.
@@ -40,7 +41,7 @@ def _cast_session() -> ort.InferenceSession | None:
     # memory for the life of the process.
     options.enable_cpu_mem_arena = False
     try:
-        return ort.InferenceSession(_cast_model(), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(_cast_model(), options, providers=[CPU_PROVIDER])
     except Exception:  # a broken ORT install must not stop a rewrite: numpy gives the same bits, slower
         return None
 

@@ -38,6 +38,7 @@ from ampconfig.opinfo.kernel_claims import (
     measure_across_opsets,
     serves,
 )
+from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
 from ampconfig.runner.schemas import schema_at
@@ -45,8 +46,7 @@ from ampconfig.settings.documents import read_text
 
 _CONTRIB = "com.microsoft"
 
-CPU = "CPUExecutionProvider"
-CUDA = "CUDAExecutionProvider"
+CPU, CUDA = CPU_PROVIDER, CUDA_PROVIDER
 # ORT log severity 4 (fatal only): at 3 every refused probe still prints an ERROR line; the verdict carries it.
 _QUIET = 4
 _NO_KERNEL_MARKERS = (

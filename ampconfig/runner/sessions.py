@@ -28,9 +28,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from ampconfig.errors import AmpconfigError
-
-CPU_PROVIDER = "CPUExecutionProvider"
-CUDA_PROVIDER = "CUDAExecutionProvider"
+from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 
 TARGETS: tuple[str, ...] = ("cpu", "cuda")
 AUTO = "auto"
