@@ -13,10 +13,12 @@ from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
     DataMaxOpt,
+    DeviceOpt,
     InputFilesOpt,
     InputsOpt,
     JsonOpt,
     KeepDtypeOpt,
+    KeepIoTypesOpt,
     MixlistOpt,
     ModelArg,
     ModeOpt,
@@ -26,6 +28,7 @@ from ampconfig.cli.options import (
     ToleranceOpt,
     count_between,
     positive_finite,
+    resolved_settings,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -66,7 +69,7 @@ one of them (exit 2), the file written is removed again (or gets its previous co
 
   ampconfig tune model.onnx -m allow_mix_precision --inputs calib.npz --keep-dtype-out keep.cfg -o mixlist.json
 
-  ampconfig tune model.onnx -m force_fp16 --target cuda --max-seconds 120 --objective latency --keep-dtype-out k.cfg
+  ampconfig tune model.onnx -m force_fp16 --device cuda --max-seconds 120 --objective latency --keep-dtype-out k.cfg
 """
 
 
@@ -89,12 +92,15 @@ def _progress_display(enabled: bool) -> Iterator[ProgressHook | None]:
 
 @command("tune", help=_HELP)
 def tune(
+    ctx: typer.Context,
     model: ModelArg = None,
     config: ConfigOpt = None,
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
     target: TargetOpt = None,
+    device: DeviceOpt = None,
+    keep_io_types: KeepIoTypesOpt = None,
     inputs_npz: InputsOpt = None,
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
@@ -103,7 +109,7 @@ def tune(
     keep_dtype_out: Annotated[
         Path | None, typer.Option("--keep-dtype-out", help="Write the node pins (keep_dtype file) here.")
     ] = None,
-    output: Annotated[
+    mixlist_out: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write a mixlist (op types; mixed modes only) here.")
     ] = None,
     objective: Annotated[
@@ -139,23 +145,9 @@ def tune(
         from ampconfig.diagnose.tune.workflow import tune as run_tune
         from ampconfig.files.guard import OutputGuard
         from ampconfig.prove.request_files import declare_inputs
-        from ampconfig.prove.run import RunFlags, resolve_request
 
-        flags = RunFlags(
-            model=model,
-            config=config,
-            precision_mode=precision_mode,
-            modify_mixlist=modify_mixlist,
-            keep_dtype=keep_dtype,
-            target=target,
-            inputs_npz=inputs_npz,
-            input_files=list(input_files or []),
-            shapes=list(shapes or []),
-            seed=seed,
-            tolerance=tolerance,
-        )
         settings = TuneSettings(
-            mixlist_out=output,
+            mixlist_out=mixlist_out,
             keep_out=keep_dtype_out,
             objective=objective,
             min_low_fraction=min_low_fraction,
@@ -164,9 +156,9 @@ def tune(
             range_check=range_check,
             data_max=data_max,
         )
-        request = resolve_request(flags)
+        request = resolved_settings(ctx)  # the settings every command resolves; `settings` are tune's own
         with OutputGuard() as guard:
-            declare_inputs(guard, request, flags)
+            declare_inputs(guard, request)
             # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)
             outputs = declare_outputs(settings, guard)

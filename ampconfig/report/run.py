@@ -26,7 +26,7 @@ class RunReport:
     precision_mode: str
     mode_source: str  # "--precision-mode", "config <file>" or "default"
     low_dtype: str
-    target: str  # what was asked: "auto", "cpu" or "cuda"
+    target: str  # the decision target: whose op info decided the dtypes ("cpu" or "cuda")
     device: str  # where it ran: "cpu" or "cuda"
     providers: dict[str, list[str]]  # "reference"/"rewritten" -> session.get_providers()
     tf32: dict[str, bool | None]
@@ -46,6 +46,7 @@ class RunReport:
     output_path: str | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    device_requested: str = "auto"  # --device / run.device: "auto", "cpu" or "cuda"
 
     @property
     def passed(self) -> bool:
@@ -70,6 +71,7 @@ def run_payload(report: RunReport) -> dict[str, Any]:
         "low_dtype": report.low_dtype,
         "target": report.target,
         "device": report.device,
+        "device_requested": report.device_requested,
         "provider": report.provider,
         "providers": report.providers,
         "tf32": report.tf32,
@@ -137,7 +139,7 @@ def _summary_table(report: RunReport) -> Table:
 
 
 def _provider_line(report: RunReport) -> str:
-    line = f"{report.provider}  (target {report.target})"
+    line = f"{report.provider}  (device {report.device}, asked {report.device_requested}; decided for {report.target})"
     if report.device == "cuda":
         ref_tf32 = "on" if report.tf32.get("reference") else "off"
         rew_tf32 = "on" if report.tf32.get("rewritten") else "off"

@@ -16,11 +16,11 @@ giving one input from a file does not change the values generated for the others
 from __future__ import annotations
 
 import math
-import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -30,6 +30,9 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.runner.array_files import load_npy, load_npz
 from ampconfig.runner.memory import check_input_memory, format_bytes
 
+if TYPE_CHECKING:
+    from ampconfig.settings.resolve import InputRequest
+
 DEFAULT_BATCH_DIM = 1
 DEFAULT_OTHER_DIM = 16
 DEFAULT_INT_RANGE = (0, 100)
@@ -37,7 +40,6 @@ DEFAULT_INT_RANGE = (0, 100)
 #: Ops that carry an integer tensor's values through unchanged (only its shape or type changes).
 _VALUE_PRESERVING_OPS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"})
 
-_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)?\s*$")
 
 Dim = int | str | None
 
@@ -95,32 +97,6 @@ class InputSet:
 class IntRange:
     low: int | None = None
     high: int | None = None
-
-
-# --------------------------------------------------------------------------------------------------- parsing
-
-
-def parse_shape_option(text: str) -> tuple[str, list[int]]:
-    """``"input_ids=1x128"`` -> ``("input_ids", [1, 128])``; ``"x="`` is a scalar; commas work like ``x``."""
-    match = _SHAPE_RE.match(text)
-    if match is None:
-        raise AmpconfigError(
-            f"--shape {text!r}: expected NAME=DIMxDIM... with positive integers",
-            hint="for example --shape input_ids=1x128",
-        )
-    name, dims_text = match.group(1), match.group(2)
-    dims = [int(part) for part in re.split(r"\s*[x,]\s*", dims_text)] if dims_text else []
-    if any(dim <= 0 for dim in dims):
-        raise AmpconfigError(f"--shape {text!r}: dimensions must be positive integers")
-    return name, dims
-
-
-def parse_input_option(text: str) -> tuple[str, Path]:
-    """``"input_ids=ids.npy"`` -> ``("input_ids", Path("ids.npy"))``."""
-    name, sep, file = text.partition("=")
-    if not sep or not name.strip() or not file.strip():
-        raise AmpconfigError(f"--input {text!r}: expected NAME=FILE.npy", hint="for example --input input_ids=ids.npy")
-    return name.strip(), Path(file.strip())
 
 
 # ----------------------------------------------------------------------------------------------- model facts
@@ -347,6 +323,20 @@ def _looks_like_ids(model: onnx.ModelProto, name: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ entry point
+
+
+def inputs_for(model: onnx.ModelProto, request: InputRequest) -> InputSet:
+    """The inputs for ``model`` that a resolved input request (--inputs/--input/--shape/--seed or the config's
+    ``run`` section) describes."""
+    return prepare_inputs(
+        model,
+        npz=request.npz,
+        arrays=request.arrays,
+        shapes={name: list(dims) for name, dims in request.shapes.items()},
+        seed=request.seed,
+        int_low=request.int_low,
+        int_high=request.int_high,
+    )
 
 
 def prepare_inputs(
