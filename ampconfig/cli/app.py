@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from typer.core import TyperGroup
 
+from ampconfig.cli.logs import configure_logging, restore_logging
 from ampconfig.cli.output import error_payload, print_json, report_error
 from ampconfig.errors import EXIT_USAGE, AmpconfigError, Problem
 
@@ -75,6 +76,26 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="rich",
 )
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log what happens on stderr: -v the resolved settings and where each came from, the model "
+            "opened, the decisions, sessions and files written; -vv also each decision pass. Before the command: "
+            "ampconfig -v run ...",
+        ),
+    ] = 0,
+) -> None:
+    handler = configure_logging(verbose)
+    ctx.call_on_close(lambda: restore_logging(handler))
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
