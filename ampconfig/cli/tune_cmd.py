@@ -90,7 +90,10 @@ def _progress_display(enabled: bool) -> Iterator[ProgressHook | None]:
         yield update
 
 
-@command("tune", help=_HELP)
+# No command-wide GC pause: each of tune's rewrites leaves a discarded onnx-ir graph (cyclic, holding its converted
+# weights) that only the collector frees. Measured on a 68 MB BERT-like model (15 runs): paused, peak RSS 1072 MB
+# instead of 935 MB, and no time gain that stood out of the noise (13-20 s either way).
+@command("tune", help=_HELP, pause_gc=False)
 def tune(
     ctx: typer.Context,
     model: ModelArg = None,
