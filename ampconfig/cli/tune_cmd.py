@@ -48,6 +48,9 @@ The answer is node pins, written as a keep_dtype file (--keep-dtype-out). With -
 mixlist's black-list.to-add where that keeps at most 2 more nodes float32 than their pins (the report says
 which); -o alone writes op types only, which can keep many more nodes float32.
 
+--target (default cuda) says whose op info decides; --device (default auto: CUDA when a session really gets
+it, else the CPU) says where the trials run, and the report says where they ran.
+
 How: one fp32 run and one low-precision run with every intermediate exposed, plus one replay run, rank every
 node's contribution to the output error; range analysis adds the nodes whose values overflow the low type. The
 ranking's predicted prefix is judged in batches, bisected and pruned. Every model run is counted (at most
@@ -165,7 +168,14 @@ def tune(
             # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)
             outputs = declare_outputs(settings, guard)
-            report = run_tune(prepare(request, command="tune"), settings, progress, guard, outputs)
+            prepared = prepare(request, command="tune")
+            report = run_tune(prepared, settings, progress, guard, outputs)
+        device = prepared.device
+        # Said plainly, as run says it: where the trials ran, and that the decisions are the target's.
+        report.notes[:0] = [
+            f"decided for target {request.target}; the models ran on {device.device} (--device {device.requested})",
+            *device.notes,
+        ]
     if json_output:
         from ampconfig.report.tune import tune_payload
 
