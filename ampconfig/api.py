@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
@@ -38,7 +39,6 @@ from ampconfig.files.models import (
     save_model_sharing_data,
 )
 from ampconfig.files.repair import admit_input_model
-from ampconfig.gc_pause import with_gc_paused
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
@@ -49,6 +49,11 @@ from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.rewrite.tensors import Float16Encoder, numpy_float16
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import PrecisionMode, parse_mode
+
+if TYPE_CHECKING:
+    from ampconfig.settings.resolve import Settings
+
+log = logging.getLogger(__name__)
 
 MixlistInput = str | Path | Mapping[str, Any] | None
 KeepDtypeInput = str | Path | Sequence[str] | None
@@ -172,7 +177,6 @@ def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
     return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
 
 
-@with_gc_paused
 def rewrite_model_detailed(
     model: str | Path | onnx.ModelProto | OpenedModel,
     precision_mode: str | PrecisionMode,
@@ -267,16 +271,57 @@ def rewrite_model_detailed(
     )
     if written is not None:
         result.model = written  # already serialised for the check: keep it (cached_property slot)
+    _log_summary(result)
     return result
 
 
+def _log_summary(result: RewriteResult) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    by_dtype = ", ".join(f"{count} {dtype}" for dtype, count in sorted(result.count_by_dtype().items()))
+    stats = result.stats
+    log.info(
+        "decided %d nodes for %s on target %s: %s; %d casts inserted, %d retargeted",
+        len(result.decisions),
+        result.precision_mode,
+        result.target,
+        by_dtype or "no float nodes",
+        stats.casts_inserted,
+        stats.casts_retargeted,
+    )
+
+
+def rewrite_with_settings(
+    model: str | Path | onnx.ModelProto | OpenedModel,
+    settings: Settings,
+    *,
+    overflow_nodes: Mapping[str, str] | None = None,
+    float16_encoder: Float16Encoder | None = None,
+) -> RewriteResult:
+    """:func:`rewrite_model_detailed` with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their
+    precision mode, decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the
+    settings' model, opened or in memory)."""
+    return rewrite_model_detailed(
+        model,
+        settings.precision_mode,
+        modify_mixlist=settings.modify_mixlist,
+        keep_dtype=settings.keep_dtype,
+        target=settings.target,
+        keep_io_types=settings.keep_io_types,
+        overflow_nodes=overflow_nodes,
+        float16_encoder=float16_encoder,
+    )
+
+
 def _round_like_cpu_low_precision(ir_model: ir.Model) -> int:
-    """Wrap the nodes the CPU provider would run in float32 without rounding (see ``round_like_low_precision``)."""
+    """Wrap the low-precision nodes without a native CPU kernel (see ``round_like_low_precision``): those the CPU
+    provider would run in float32 without rounding, and those it cannot run in that dtype at all (a model decided
+    for another target, such as a bfloat16 MatMul decided for cuda)."""
     annotate_dtypes(ir_model, typing_source=TYPING)
-    return round_like_low_precision(ir_model, load_ops_info("cpu").is_emulated, TYPING)
+    cpu = load_ops_info("cpu")
+    return round_like_low_precision(ir_model, lambda key, dtype: not cpu.is_native(key, dtype), TYPING)
 
 
-@with_gc_paused
 def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """A copy of a rewritten model whose CPU run rounds every float16 value as float16 hardware stores it.
 
@@ -289,7 +334,6 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
     return ir.serde.serialize_model(ir_model), wrapped
 
 
-@with_gc_paused
 def save_low_precision_rounding_copy(source: str | Path, destination: str | Path) -> int:
     """:func:`low_precision_rounding_model` for a rewritten model saved at ``source``, without reading its
     tensors: the copy is written to ``destination`` (in the same folder), its weights still those of ``source``'s

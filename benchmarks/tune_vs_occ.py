@@ -46,8 +46,8 @@ if str(ROOT) not in sys.path:
 from ampconfig.diagnose.calibrate import prepare, reference_judge  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.examples import example_path  # noqa: E402
-from ampconfig.prove.run import RunFlags, resolve_request  # noqa: E402
 from ampconfig.rewrite.expose import known_elem_types  # noqa: E402
+from ampconfig.settings.resolve import Flags, resolve  # noqa: E402
 from tests.exporter_models import EXPORTER_MODELS, PIXEL_MODELS, pixel_inputs  # noqa: E402
 
 MODE = "force_fp16"
@@ -88,9 +88,16 @@ def _low_share(model: onnx.ModelProto, original: onnx.ModelProto) -> tuple[int, 
 
 
 def _request(path: Path, npz: Path | None, tolerance: float | None = None, keep: Path | None = None) -> Any:
-    flags = RunFlags(model=path, precision_mode=MODE, target="cpu", inputs_npz=npz, tolerance=tolerance)
-    flags.keep_dtype = keep
-    return resolve_request(flags)
+    flags = Flags(
+        model=path,
+        precision_mode=MODE,
+        target="cpu",
+        device="cpu",
+        inputs_npz=npz,
+        tolerance=tolerance,
+        keep_dtype=keep,
+    )
+    return resolve(flags)
 
 
 def bench_model(name: str, build: Callable[[], onnx.ModelProto], folder: Path, fraction: float) -> dict[str, Any]:

@@ -194,10 +194,14 @@ def test_explain_shows_domain_keys_for_cuda_without_a_gpu(tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(cuda_unavailable_reason() is None, reason="CUDA works here: nothing to refuse")
-def test_explain_that_runs_still_refuses_cuda_without_a_gpu(tmp_path: Path) -> None:
+def test_explain_that_runs_decides_for_cuda_and_runs_where_it_can(tmp_path: Path) -> None:
     path = _save(fused_models()["direct"], tmp_path, "fused.onnx")
+    # The decision target is cuda; the calibration run goes to the device there is (the CPU here), and the
+    # generated token ids stay inside EmbedLayerNormalization's embedding tables.
     result = _invoke("explain", path, "-m", "force_fp16", "--target", "cuda", "--range-check")
-    assert result.exit_code == EXIT_USAGE and "CUDA cannot be used" in _text(result)
+    assert result.exit_code == EXIT_OK, _text(result)
+    refused = _invoke("explain", path, "-m", "force_fp16", "--target", "cuda", "--range-check", "--device", "cuda")
+    assert refused.exit_code == EXIT_USAGE and "CUDA cannot be used" in _text(refused)
 
 
 def test_ops_info_show_a_contrib_op_for_cuda() -> None:

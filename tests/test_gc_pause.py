@@ -1,37 +1,113 @@
-"""The rewrite pauses Python's cyclic garbage collector and leaves it as it found it."""
+"""The garbage collector is process-wide: the library never switches it; the command line pauses it around a
+command and restores it; library users opt in with ``ampconfig.gc_paused()``."""
 
 from __future__ import annotations
 
 import gc
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
+from typer.testing import CliRunner
 
-from ampconfig import rewrite_model
-from ampconfig.gc_pause import gc_paused, with_gc_paused
+import ampconfig
+from ampconfig import rewrite_model_detailed
+from ampconfig.cli import app
 from tests.graphs import transformer_block
+
+runner = CliRunner()
+
+
+def _rewrite_seeing_the_collector(seen: list[bool]) -> None:
+    """A real rewrite whose float16 encoder (called in the middle of the rewrite) records the collector's state."""
+
+    def encoder(array: np.ndarray) -> np.ndarray:
+        seen.append(gc.isenabled())
+        return array.astype(np.float16)
+
+    rewrite_model_detailed(transformer_block(), "force_fp16", target="cpu", float16_encoder=encoder)
+    assert seen, "the encoder was never called: the check saw nothing"
+
+
+def test_the_library_leaves_the_collector_alone() -> None:
+    assert gc.isenabled()
+    seen: list[bool] = []
+    _rewrite_seeing_the_collector(seen)
+    assert set(seen) == {True} and gc.isenabled()
 
 
 @pytest.mark.parametrize("enabled_before", [True, False])
-def test_rewrite_leaves_the_collector_as_it_found_it(enabled_before: bool) -> None:
-    seen_inside: list[bool] = []
-
-    @with_gc_paused
-    def inside() -> None:
-        seen_inside.append(gc.isenabled())
-
+def test_gc_paused_is_opt_in_and_restores_the_collector(enabled_before: bool) -> None:
+    seen: list[bool] = []
     (gc.enable if enabled_before else gc.disable)()
     try:
-        inside()
-        rewrite_model(transformer_block(), "allow_mix_precision")
+        with ampconfig.gc_paused():
+            _rewrite_seeing_the_collector(seen)
         assert gc.isenabled() is enabled_before
     finally:
         gc.enable()
-    assert seen_inside == [False]
+    assert set(seen) == {False}
 
 
 def test_collector_is_restored_when_the_block_raises() -> None:
     assert gc.isenabled()
-    with pytest.raises(ValueError), gc_paused():
+    with pytest.raises(ValueError), ampconfig.gc_paused():
         assert not gc.isenabled()
         raise ValueError("boom")
     assert gc.isenabled()
+
+
+@contextmanager
+def _collections_counted() -> Iterator[list[int]]:
+    """Counts the collections the interpreter starts (automatic ones only: nothing here calls gc.collect)."""
+    started: list[int] = []
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(callback)
+    try:
+        yield started
+    finally:
+        gc.callbacks.remove(callback)
+
+
+class _CollectorState(logging.Handler):
+    """Notes whether the collector is on each time the rewrite logs its decision summary (inside the command)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen: list[bool] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(gc.isenabled())
+
+
+def test_the_command_line_pauses_the_collector_around_a_command(tmp_path: Path) -> None:
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    state = _CollectorState()
+    logging.getLogger("ampconfig.api").addHandler(state)
+    try:
+        result = runner.invoke(app, ["-v", "explain", str(model), "-m", "allow_mix_precision", "--json"])
+    finally:
+        logging.getLogger("ampconfig.api").removeHandler(state)
+    assert result.exit_code == 0, result.output
+    assert state.seen == [False]  # the rewrite ran with the collector paused
+    assert gc.isenabled()  # and it is back on after the command
+
+
+def test_tune_keeps_the_collector_running(tmp_path: Path) -> None:
+    """tune rewrites many times: paused, every discarded graph (and its converted weights) would live to the end."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    args = ["tune", str(model), "-m", "force_fp16", "--target", "cpu", "--device", "cpu", "--max-runs", "6"]
+    with _collections_counted() as collections:
+        result = runner.invoke(app, [*args, "--keep-dtype-out", str(tmp_path / "keep.cfg"), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    assert collections, "no collection ran during tune"

@@ -23,7 +23,8 @@ from ampconfig.diagnose.calibrate import compare_rewrite, prepare
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import Tolerance, compare_output, tolerance_failures
 from ampconfig.prove.judge import check_reference, judge_outputs
-from ampconfig.prove.run import RunFlags, execute, resolve_request
+from ampconfig.prove.run import execute
+from ampconfig.settings.resolve import Flags, resolve
 from tests.graphs import FLOAT, MODES, const, make_model, tensor
 from tests.model_zoo import ZOO
 
@@ -40,14 +41,14 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def _flags(path: Path, mode: str, **extra: object) -> RunFlags:
-    return RunFlags(model=path, precision_mode=mode, target="cpu", warmup=0, iterations=1, **extra)  # type: ignore[arg-type]
+def _flags(path: Path, mode: str, **extra: object) -> Flags:
+    return Flags(model=path, precision_mode=mode, target="cpu", device="cpu", warmup=0, iterations=1, **extra)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", sorted(ZOO))
 def test_run_and_compare_agree(zoo: dict[str, Path], name: str, mode: str) -> None:
-    request = resolve_request(_flags(zoo[name], mode))
+    request = resolve(_flags(zoo[name], mode))
     report = execute(request)
     compared = compare_rewrite(prepare(request, command="compare"))
     # The same numbers, not merely the same verdict: the same reference, rounding copy, providers and metrics.
@@ -137,7 +138,7 @@ def test_all_nan_reference_exits_2_naming_the_output(command: str, tmp_path: Pat
 def test_the_config_tolerance_is_the_judged_tolerance(zoo: dict[str, Path], tmp_path: Path) -> None:
     config = tmp_path / "session.yaml"
     config.write_text("precision_mode: force_fp16\ntarget: cpu\ntolerance: {rel_l2: 0.5, max_abs: 1.0e-9}\n")
-    request = resolve_request(RunFlags(model=zoo["transformer_block"], config=config, warmup=0, iterations=1))
+    request = resolve(Flags(model=zoo["transformer_block"], config=config, warmup=0, iterations=1))
     assert request.tolerance == Tolerance(rel_l2=0.5, max_abs=1e-9)  # the config's object, as it is judged
     report = execute(request)
     compared = compare_rewrite(prepare(request))

@@ -99,7 +99,7 @@ def test_text_output() -> None:
     result = lists("--precision-mode", "force_fp16")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("precision mode force_fp16, target cpu")
+    assert lines[0].startswith("precision mode force_fp16, target cuda")  # the one default target
     assert "not a mixed mode" in lines[1]
     assert [line.split(" ")[0] for line in lines[2:]] == ["white", "black", "gray", "clear"]
     assert "MatMul" in lines[2]

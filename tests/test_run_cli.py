@@ -261,13 +261,22 @@ def test_mixlist_with_a_non_mixed_mode_is_exit_2(mlp_path: Path, tmp_path: Path)
     assert result.exit_code == 2 and "mixlist" in result.stderr
 
 
-def test_explicit_cuda_without_cuda_is_exit_2(mlp_path: Path) -> None:
+def test_explicit_cuda_device_without_cuda_is_exit_2(mlp_path: Path) -> None:
     from ampconfig.runner.sessions import cuda_unavailable_reason
 
     if cuda_unavailable_reason() is None:
         pytest.skip("CUDA works on this machine")
-    result = invoke(str(mlp_path), "--target", "cuda", *FAST)
-    assert result.exit_code == 2 and "cuda" in result.stderr.lower()
+    result = invoke(str(mlp_path), "--device", "cuda", *FAST)
+    assert result.exit_code == 2 and "device cuda was asked for but CUDA cannot be used" in result.stderr
+
+
+def test_target_cuda_alone_decides_for_cuda_and_runs_where_it_can(mlp_path: Path) -> None:
+    """--target only picks the op info: it never asks for a device (auto runs where a session really loads)."""
+    result = invoke(str(mlp_path), "--target", "cuda", "--precision-mode", "force_fp16", "--json", *FAST)
+    assert result.exit_code in (0, 1), result.output
+    payload = json.loads(result.stdout)
+    assert payload["target"] == "cuda" and payload["device_requested"] == "auto"
+    assert payload["device"] in ("cpu", "cuda") and payload["low_precision_nodes"] > 0
 
 
 # ----------------------------------------------------------------------------------------------------- output

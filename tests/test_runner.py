@@ -16,8 +16,6 @@ from ampconfig.runner.inputs import (
     DEFAULT_OTHER_DIM,
     gather_table_rows,
     model_input_specs,
-    parse_input_option,
-    parse_shape_option,
     prepare_inputs,
 )
 from ampconfig.runner.proof import prove
@@ -27,10 +25,11 @@ from ampconfig.runner.sessions import (
     choose_device,
     create_session,
     cuda_unavailable_reason,
-    normalize_target,
+    normalize_device,
     run_once,
 )
 from ampconfig.runner.timing import measure, speedup, summarize
+from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 
 IR_VERSION = 10
 OPSET = 17
@@ -253,9 +252,9 @@ def test_cpu_session_reports_cpu_provider() -> None:
 
 def test_choose_device() -> None:
     assert choose_device("cpu") == DeviceChoice("cpu", "cpu")
-    assert normalize_target(None) == "auto" and normalize_target("CUDA") == "cuda"
-    with pytest.raises(AmpconfigError, match="unknown target"):
-        normalize_target("npu")
+    assert normalize_device(None) == "auto" and normalize_device("CUDA") == "cuda"
+    with pytest.raises(AmpconfigError, match="unknown device"):
+        normalize_device("npu")
     auto = choose_device(None)
     if cuda_unavailable_reason() is None:
         assert auto.device == "cuda"
@@ -266,7 +265,7 @@ def test_choose_device() -> None:
 def test_explicit_cuda_without_cuda_is_an_error() -> None:
     if cuda_unavailable_reason() is None:
         pytest.skip("CUDA works on this machine")
-    with pytest.raises(AmpconfigError, match="target cuda"):
+    with pytest.raises(AmpconfigError, match="device cuda was asked for but CUDA cannot be used"):
         choose_device("cuda")
 
 

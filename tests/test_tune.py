@@ -23,8 +23,9 @@ from ampconfig.diagnose.calibrate import prepare
 from ampconfig.diagnose.tune.trials import ProgressEvent
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune
 from ampconfig.examples import example_path
-from ampconfig.prove.run import RunFlags, execute, resolve_request
+from ampconfig.prove.run import execute
 from ampconfig.report.tune import ProgressState, progress_line
+from ampconfig.settings.resolve import Flags, resolve
 from ampconfig.settings.validate import validate_paths
 from tests.exporter_models import EXPORTER_MODELS, PIXEL_MODELS, pixel_inputs
 from tests.graphs import FLOAT, make_model, tensor, transformer_block, weight
@@ -65,8 +66,10 @@ def _json(args: list[str]) -> tuple[int, dict]:
 
 
 def _run(model: Path, mode: str, npz: Path | None, **extra: object):  # type: ignore[no-untyped-def]
-    flags = RunFlags(model=model, precision_mode=mode, target="cpu", inputs_npz=npz, warmup=0, iterations=1, **extra)  # type: ignore[arg-type]
-    return execute(resolve_request(flags))
+    flags = Flags(
+        model=model, precision_mode=mode, target="cpu", device="cpu", inputs_npz=npz, warmup=0, iterations=1, **extra
+    )  # type: ignore[arg-type]
+    return execute(resolve(flags))
 
 
 def _worst(report) -> float:  # type: ignore[no-untyped-def]
@@ -323,7 +326,7 @@ def test_time_budget_stops_the_search_and_writes_nothing(
 
 def test_progress_reports_from_the_first_step(exported: dict[str, tuple[Path, Path | None]], tmp_path: Path) -> None:
     model, npz = exported["ocr"]
-    request = resolve_request(RunFlags(model=model, precision_mode="force_fp16", target="cpu", inputs_npz=npz))
+    request = resolve(Flags(model=model, precision_mode="force_fp16", target="cpu", device="cpu", inputs_npz=npz))
     events: list[ProgressEvent] = []
     settings = TuneSettings(keep_out=tmp_path / "keep.cfg")
     report = tune(prepare(request, command="tune"), settings, events.append)

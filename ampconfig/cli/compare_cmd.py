@@ -11,11 +11,13 @@ from ampconfig.cli.options import (
     HTML_ROLE,
     ConfigOpt,
     DataMaxOpt,
+    DeviceOpt,
     HtmlOpt,
     InputFilesOpt,
     InputsOpt,
     JsonOpt,
     KeepDtypeOpt,
+    KeepIoTypesOpt,
     MixlistOpt,
     ModelArg,
     ModeOpt,
@@ -24,6 +26,7 @@ from ampconfig.cli.options import (
     TargetOpt,
     ThresholdOpt,
     ToleranceOpt,
+    resolved_settings,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
@@ -34,7 +37,8 @@ align the tensors by name and rank the nodes by the error they add: a node's rel
 error of its float inputs. Names the first node (topological order) whose error jumps above --threshold, and
 every node that overflows (inf/NaN in the rewrite, or fp32 values beyond the low type's range).
 
-Settings and inputs resolve as for [bold]ampconfig run[/bold]. Exit codes: 0 the outputs meet the tolerance,
+Settings and inputs resolve as for [bold]ampconfig run[/bold]: --target (default cuda) decides, --device
+(default auto: CUDA when a session really gets it, else the CPU) runs. Exit codes: 0 the outputs meet the tolerance,
 1 they do not, 2 usage or input error.
 
 [bold]Examples[/bold]
@@ -49,12 +53,15 @@ Settings and inputs resolve as for [bold]ampconfig run[/bold]. Exit codes: 0 the
 
 @command("compare", help=_HELP)
 def compare(
+    ctx: typer.Context,
     model: ModelArg = None,
     config: ConfigOpt = None,
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
     target: TargetOpt = None,
+    device: DeviceOpt = None,
+    keep_io_types: KeepIoTypesOpt = None,
     inputs_npz: InputsOpt = None,
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
@@ -72,27 +79,13 @@ def compare(
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare
     from ampconfig.files.guard import OutputGuard
     from ampconfig.prove.request_files import declare_inputs
-    from ampconfig.prove.run import RunFlags, resolve_request
     from ampconfig.report.compare import compare_payload, render_compare
     from ampconfig.report.explain import explain_payload
     from ampconfig.report.html import render_html
 
-    flags = RunFlags(
-        model=model,
-        config=config,
-        precision_mode=precision_mode,
-        modify_mixlist=modify_mixlist,
-        keep_dtype=keep_dtype,
-        target=target,
-        inputs_npz=inputs_npz,
-        input_files=list(input_files or []),
-        shapes=list(shapes or []),
-        seed=seed,
-        tolerance=tolerance,
-    )
-    request = resolve_request(flags)
+    request = resolved_settings(ctx)
     with OutputGuard() as guard:
-        declare_inputs(guard, request, flags)
+        declare_inputs(guard, request)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
         prepared = prepare(request, command="compare", guard=guard)
         result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)

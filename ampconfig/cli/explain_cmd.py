@@ -6,16 +6,19 @@ from typing import Annotated, Any
 
 import typer
 
+from ampconfig.api import rewrite_with_settings
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
     ConfigOpt,
     DataMaxOpt,
+    DeviceOpt,
     HtmlOpt,
     InputFilesOpt,
     InputsOpt,
     JsonOpt,
     KeepDtypeOpt,
+    KeepIoTypesOpt,
     MixlistOpt,
     ModelArg,
     ModeOpt,
@@ -23,9 +26,17 @@ from ampconfig.cli.options import (
     ShapesOpt,
     TargetOpt,
     ThresholdOpt,
+    resolved_settings,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.weights import float16_by_onnx_runtime
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
+from ampconfig.files.guard import OutputGuard
+from ampconfig.files.models import open_model
+from ampconfig.prove.request_files import declare_inputs, declare_model
+from ampconfig.report.explain import explain_payload, render_explain
+from ampconfig.report.html import render_html
+from ampconfig.settings.resolve import Settings
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -37,7 +48,10 @@ rewritten model and adds each node's error to the report (see ampconfig compare)
 self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
 the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
 
-Settings resolve as for [bold]ampconfig run[/bold]: flags over --config over defaults.
+Settings resolve as for every command: flags over --config over defaults. --target (default cuda) says
+whose op info decides; deciding needs no device, and explain without --range-check/--compare loads no ONNX
+Runtime. --device (default auto: CUDA when a session really gets it, else the CPU) says where
+--range-check/--compare run the models.
 
 [bold]Examples[/bold]
 
@@ -51,12 +65,15 @@ Settings resolve as for [bold]ampconfig run[/bold]: flags over --config over def
 
 @command("explain", help=_HELP)
 def explain(
+    ctx: typer.Context,
     model: ModelArg = None,
     config: ConfigOpt = None,
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
     target: TargetOpt = None,
+    device: DeviceOpt = None,
+    keep_io_types: KeepIoTypesOpt = None,
     inputs_npz: InputsOpt = None,
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
@@ -71,49 +88,14 @@ def explain(
     json_output: JsonOpt = False,
     html: HtmlOpt = None,
 ) -> None:
-    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
-    from ampconfig.files.guard import OutputGuard
-    from ampconfig.prove.request_files import declare_inputs
-    from ampconfig.prove.run import RunFlags, resolve_request
-    from ampconfig.report.compare import compare_payload
-    from ampconfig.report.explain import explain_payload, render_explain
-    from ampconfig.report.html import render_html
-
-    flags = RunFlags(
-        model=model,
-        config=config,
-        precision_mode=precision_mode,
-        modify_mixlist=modify_mixlist,
-        keep_dtype=keep_dtype,
-        target=target,
-        inputs_npz=inputs_npz,
-        input_files=list(input_files or []),
-        shapes=list(shapes or []),
-        seed=seed,
-    )
-    request = resolve_request(flags)
+    settings = resolved_settings(ctx)
     with OutputGuard() as guard:
-        declare_inputs(guard, request, flags)
+        declare_inputs(guard, settings)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
-        prepared = prepare(
-            request, need_inputs=range_check or compare, command="explain --range-check/--compare", guard=guard
-        )
-        compare_data: dict[str, Any] | None = None
-        ranges = None
-        if compare:
-            result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
-            rewrite, ranges = result.rewrite, result.range
-            compare_data = compare_payload(result, prepared)
-        elif range_check:
-            ranges = range_report(prepared, reference_run(prepared), data_max)
-            rewrite = prepared.rewrite(ranges.overflow_nodes)
+        if range_check or compare:
+            payload, compare_data = _explain_with_runs(settings, guard, compare, range_check, data_max, threshold)
         else:
-            rewrite = prepared.rewrite()
-        payload = explain_payload(
-            rewrite, model=str(request.model_path), range_report=ranges.to_dict() if ranges is not None else None
-        )
-        if compare_data is not None:
-            payload["compare"] = compare_data
+            payload, compare_data = _explain_decisions(settings, guard), None
         if report is not None:
             written = guard.write_text(report, render_html(payload, compare_data))
             stderr.print(f"wrote {written}", markup=False)
@@ -121,3 +103,40 @@ def explain(
         print_json(payload)
     else:
         render_explain(payload, stdout)
+
+
+def _explain_decisions(settings: Settings, guard: OutputGuard) -> dict[str, Any]:
+    """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
+    opened = open_model(settings.model_path)
+    declare_model(guard, opened)
+    rewrite = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
+    return explain_payload(rewrite, model=str(settings.model_path))
+
+
+def _explain_with_runs(
+    settings: Settings,
+    guard: OutputGuard,
+    compare: bool,
+    range_check: bool,
+    data_max: float | None,
+    threshold: float,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here)."""
+    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
+    from ampconfig.report.compare import compare_payload
+
+    prepared = prepare(settings, command="explain --range-check/--compare", guard=guard)
+    compare_data: dict[str, Any] | None = None
+    if compare:
+        result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
+        rewrite, ranges = result.rewrite, result.range
+        compare_data = compare_payload(result, prepared)
+    else:
+        ranges = range_report(prepared, reference_run(prepared), data_max)
+        rewrite = prepared.rewrite(ranges.overflow_nodes)
+    payload = explain_payload(
+        rewrite, model=str(settings.model_path), range_report=ranges.to_dict() if ranges is not None else None
+    )
+    if compare_data is not None:
+        payload["compare"] = compare_data
+    return payload, compare_data

@@ -1,5 +1,5 @@
-"""Options shared by the commands that resolve settings like ``ampconfig run`` (run, explain, compare, tune; the
-rewrite settings also by ``rewrite``): flags over the session config over defaults."""
+"""Options shared by the commands, and :func:`resolved_settings`, the one way a command turns the options it was
+given into :class:`~ampconfig.settings.resolve.Settings` (flags over the session config over defaults)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from ampconfig.settings.resolve import Flags, Settings, require_model, resolve
 from ampconfig.settings.values import MAX_SEED, check_count, check_positive_finite
 
 FloatCheck = Callable[[typer.Context, typer.CallbackParam, "float | None"], "float | None"]
@@ -57,7 +58,31 @@ KeepDtypeOpt = Annotated[
 ]
 TargetOpt = Annotated[
     str | None,
-    typer.Option("--target", metavar="cpu|cuda", help="Execution target.", show_default="cuda if it loads, else cpu"),
+    typer.Option(
+        "--target",
+        metavar="cpu|cuda",
+        help="Decision target: whose op info decides the dtypes. Needs no device (a machine without a GPU "
+        "decides for cuda).",
+        show_default="the config's target, else cuda",
+    ),
+]
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        metavar="auto|cpu|cuda",
+        help="Where the models run: auto (CUDA when a session really gets it, else the CPU, said in the output), "
+        "cpu, or cuda (exit 2 when CUDA cannot be used). Changes no decision.",
+        show_default="the config's run.device, else auto",
+    ),
+]
+KeepIoTypesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--keep-io-types/--no-keep-io-types",
+        help="Keep graph input/output dtypes.",
+        show_default="the config's keep_io_types, else on",
+    ),
 ]
 InputsOpt = Annotated[Path | None, typer.Option("--inputs", help=".npz with one array per model input.")]
 InputFilesOpt = Annotated[
@@ -110,3 +135,13 @@ ToleranceOpt = Annotated[
         "--tolerance", help="Largest relative L2 error per output.", show_default="0.01", callback=positive_finite()
     ),
 ]
+
+
+def resolved_settings(ctx: typer.Context, *, opens_model: bool = True) -> Settings:
+    """The settings of this invocation: the shared options it was given (its parsed parameters whose names are
+    :class:`~ampconfig.settings.resolve.Flags` fields) over the session config over the defaults. With
+    ``opens_model``, the model must be an existing file (checked before any work)."""
+    settings = resolve(Flags.from_params(ctx.params))
+    if opens_model:
+        require_model(settings)
+    return settings

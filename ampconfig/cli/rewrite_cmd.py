@@ -1,5 +1,6 @@
 """``ampconfig rewrite``: decide every node's dtype and write the rewritten model (no ONNX Runtime session, except
-for an input the ONNX checker rejects: see :mod:`ampconfig.runner.acceptance`)."""
+for an input the ONNX checker rejects: see :mod:`ampconfig.runner.acceptance`; onnxruntime is loaded only to
+convert large weights, :func:`ampconfig.cli.weights.float16_by_onnx_runtime`)."""
 
 from __future__ import annotations
 
@@ -7,25 +8,36 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
-from ampconfig.api import rewrite_model_detailed
+from ampconfig.api import rewrite_with_settings
 from ampconfig.cli.app import command
-from ampconfig.cli.options import ConfigOpt, JsonOpt, KeepDtypeOpt, MixlistOpt
-from ampconfig.cli.output import print_json, print_warning, stdout
+from ampconfig.cli.options import (
+    ConfigOpt,
+    JsonOpt,
+    KeepDtypeOpt,
+    KeepIoTypesOpt,
+    MixlistOpt,
+    ModeOpt,
+    TargetOpt,
+    resolved_settings,
+)
+from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.weights import float16_by_onnx_runtime
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.request_files import declare_model, declare_model_output, role
-from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS
+from ampconfig.prove.request_files import declare_inputs, declare_model, declare_model_output, settings_role
+from ampconfig.settings.resolve import Settings, require_model
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
 
-Flags override the session config (--config). Stale or contradictory value_info of the input (placeholder
+Flags override the session config (--config), and settings resolve as for every command: the precision mode
+defaults to allow_mix_precision, the decision target (--target: whose op info decides) to cuda. Deciding needs
+no device: a machine without a GPU rewrites for cuda. Stale or contradictory value_info of the input (placeholder
 shapes, wrong element types) is repaired in the copy that is rewritten, with a warning naming each value. The
 written model has no onnx.checker.check_model(full_check=True) complaint that the input did not have: a
 checker-clean input gives a checker-clean output, with no ONNX Runtime involved. An input the checker still
@@ -53,64 +65,27 @@ written to OUTPUT.data next to --output.
 """
 
 
-_LIST_FILES = (("mixlist", "--modify-mixlist", "modify_mixlist"), ("keep_dtype file", "--keep-dtype", "keep_dtype"))
-
-
-def _declare_files(
-    guard: OutputGuard, settings: dict[str, Any], flags: dict[str, Any], config: Path | None
-) -> tuple[OpenedModel, Destination]:
+def _declare_files(guard: OutputGuard, settings: Settings, output: Path) -> tuple[OpenedModel, Destination]:
     """Every file this rewrite reads and writes, checked before any work: the output may be none of the inputs
     (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
-    guard.read("session config (--config)", config)
-    guard.read(role("input model", "MODEL", flags["model"], "model", config), settings["model"])
-    for what, flag, key in _LIST_FILES:
-        if isinstance(settings[key], Path):
-            guard.read(role(what, flag, flags[key], key, config), settings[key])
-    output_role = role("output model", "--output", flags["output"], "output", config)
-    guard.output(output_role, settings["output"])  # refused before the model is even read
-    opened = open_model(settings["model"])
+    declare_inputs(guard, settings)
+    output_role = settings_role(settings, "output model", "--output", "output")
+    guard.output(output_role, output)  # refused before the model is even read
+    opened = open_model(settings.model_path)
     declare_model(guard, opened)
-    return opened, declare_model_output(guard, Path(settings["output"]), output_role, opened)
+    return opened, declare_model_output(guard, output, output_role, opened)
 
 
-def _settings(
-    model: Path | None,
-    output: Path | None,
-    config_path: Path | None,
-    precision_mode: str | None,
-    modify_mixlist: Path | None,
-    keep_dtype: Path | None,
-    target: str | None,
-    keep_io_types: bool | None,
-) -> dict[str, Any]:
-    """Flags over the config file; every required setting present or a clear error."""
-    from ampconfig.settings.config import check_mode_accepts_mixlist, load_session_config
-
-    config = load_session_config(config_path) if config_path is not None else None
-    source = str(config_path) if config_path is not None else None
-    if precision_mode is not None:
-        mode = precision_mode
-    elif config is not None:
-        mode = config.resolved_mode(None).value
-    else:
-        raise AmpconfigError("no precision mode given", hint="pass --precision-mode MODE or set it in --config")
-    settings: dict[str, Any] = {
-        "model": model or (config.model if config else None),
-        "output": output or (config.output if config else None),
-        "precision_mode": mode,
-        "modify_mixlist": modify_mixlist or (config.modify_mixlist if config else None),
-        "keep_dtype": keep_dtype or (config.keep_dtype if config else None),
-        "target": target or (config.target if config and config.target else "cpu"),
-        "keep_io_types": keep_io_types if keep_io_types is not None else (config.keep_io_types if config else True),
-    }
-    if settings["model"] is None:
+def _rewrite_settings(ctx: typer.Context) -> tuple[Settings, Path]:
+    """The resolved settings (as every command resolves them) and the output path, which rewrite requires."""
+    settings = resolved_settings(ctx, opens_model=False)
+    source = str(settings.config) if settings.config is not None else None
+    if settings.example is not None:
         raise AmpconfigError("no model given", file=source, hint="pass MODEL or set `model` in the config")
-    if settings["output"] is None:
+    if settings.output is None:
         raise AmpconfigError("no output path given", file=source, hint="pass -o OUT.onnx or set `output`")
-    from ampconfig.settings.modes import parse_mode
-
-    check_mode_accepts_mixlist(parse_mode(mode), settings["modify_mixlist"] is not None, source)
-    return settings
+    require_model(settings)
+    return settings, settings.output
 
 
 def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[str, Any]:
@@ -144,51 +119,31 @@ def _print_summary(summary: dict[str, Any]) -> None:
     stdout.print(table)
 
 
-def _float16_by_onnx_runtime(array: np.ndarray) -> np.ndarray:
-    """Large weights go through ONNX Runtime's Cast kernel (10-20x numpy's cast; bit-identical): the command line
-    loads onnxruntime for that, only once a large weight is converted. The library's default stays numpy."""
-    if array.size < LARGE_ARRAY_ELEMENTS:
-        return array.astype(np.float16)
-    from ampconfig.runner.float_cast import float32_to_float16
-
-    return float32_to_float16(array)
-
-
 @command("rewrite", help=_HELP)
 def rewrite(
+    ctx: typer.Context,
     model: Annotated[Path | None, typer.Argument(help="Input ONNX model (default: the config's model).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write the rewritten model.")] = None,
     config: ConfigOpt = None,
-    precision_mode: Annotated[
-        str | None, typer.Option("--precision-mode", "-m", help="Precision mode (v1 name or v2 alias).")
-    ] = None,
+    precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
-    target: Annotated[str | None, typer.Option("--target", help="Op info target: cpu or cuda (default cpu).")] = None,
-    keep_io_types: Annotated[
-        bool | None,
-        typer.Option("--keep-io-types/--no-keep-io-types", help="Keep graph input/output dtypes (default on)."),
-    ] = None,
+    target: TargetOpt = None,
+    keep_io_types: KeepIoTypesOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    settings = _settings(model, output, config, precision_mode, modify_mixlist, keep_dtype, target, keep_io_types)
-    given = {"model": model, "output": output, "modify_mixlist": modify_mixlist, "keep_dtype": keep_dtype}
+    settings, output_path = _rewrite_settings(ctx)
     with OutputGuard() as guard:
-        opened, destination = _declare_files(guard, settings, given, config)
-        result = rewrite_model_detailed(
-            opened,
-            settings["precision_mode"],
-            modify_mixlist=settings["modify_mixlist"],
-            keep_dtype=settings["keep_dtype"],
-            target=settings["target"],
-            keep_io_types=settings["keep_io_types"],
-            float16_encoder=_float16_by_onnx_runtime,
-        )
+        opened, destination = _declare_files(guard, settings, output_path)
+        result = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
         written = save_model_atomic(result.savable, destination, guard=guard)
-    summary = rewrite_summary(result, Path(settings["model"]), written)
+    summary = rewrite_summary(result, settings.model_path, written)
+    summary["notes"] = list(settings.notes)
     if json_output:
         print_json(summary)
         return
+    for note in settings.notes:
+        stderr.print("note: " + note, markup=False)
     for warning in result.warnings:
         print_warning(warning)
     _print_summary(summary)

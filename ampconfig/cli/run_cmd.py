@@ -13,10 +13,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
+    DeviceOpt,
     InputFilesOpt,
     InputsOpt,
     JsonOpt,
     KeepDtypeOpt,
+    KeepIoTypesOpt,
     MixlistOpt,
     ModelArg,
     ModeOpt,
@@ -25,6 +27,7 @@ from ampconfig.cli.options import (
     TargetOpt,
     ToleranceOpt,
     count_between,
+    resolved_settings,
 )
 from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -43,9 +46,13 @@ Inputs come from --inputs FILE.npz or --input NAME=FILE.npy, else they are gener
 standard normal, token ids within the embedding table; dynamic dimensions come from --shape, else the first
 dimension is 1 and the others 16.
 
-The device is CUDA when it really loads (reported from the session), else the CPU; --target cuda fails instead
-of falling back. A model with external data (any model over 2 GB) runs from files: the rewritten model is kept in
-a temporary folder, removed afterwards, and --output gets its weights in OUTPUT.data next to it.
+--target (default cuda) says whose op info decides the dtypes; --device says where the models run: auto (the
+default) is CUDA when a session really gets it (reported from the session), else the CPU, said in the output;
+--device cuda fails instead of falling back. On the CPU, accuracy is measured on a copy that rounds every float16
+value as float16 hardware stores it.
+
+A model with external data (any model over 2 GB) runs from files: the rewritten model is kept in a temporary
+folder, removed afterwards, and --output gets its weights in OUTPUT.data next to it.
 
 No input is ever overwritten: an --output that is the same file as the model, its external data, the config,
 the mixlist, the keep_dtype file or an --input/--inputs array file (however spelled) is refused with exit 2
@@ -61,7 +68,9 @@ Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
 
   ampconfig run model.onnx --inputs batch.npz --tolerance 5e-3 --output model.fp16.onnx
 
-  ampconfig run --config session.yaml --target cuda --json
+  ampconfig run --config session.yaml --device cuda --json
+
+  ampconfig run model.onnx --target cpu --device cpu        [dim]# decide and run for the CPU[/dim]
 """
 
 
@@ -92,12 +101,15 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
 
 @command("run", help=_HELP)
 def run(
+    ctx: typer.Context,
     model: ModelArg = None,
     config: ConfigOpt = None,
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
     target: TargetOpt = None,
+    device: DeviceOpt = None,
+    keep_io_types: KeepIoTypesOpt = None,
     input_files: InputFilesOpt = None,
     inputs_npz: InputsOpt = None,
     shapes: ShapesOpt = None,
@@ -122,32 +134,16 @@ def run(
     json_output: JsonOpt = False,
 ) -> None:
     from ampconfig.files.guard import OutputGuard
-    from ampconfig.prove.request_files import declare_inputs, role
-    from ampconfig.prove.run import RunFlags, execute, resolve_request  # ONNX Runtime: only when running
+    from ampconfig.prove.request_files import declare_inputs, settings_role
+    from ampconfig.prove.run import execute  # ONNX Runtime: only when running
 
-    flags = RunFlags(
-        model=model,
-        config=config,
-        precision_mode=precision_mode,
-        modify_mixlist=modify_mixlist,
-        keep_dtype=keep_dtype,
-        target=target,
-        inputs_npz=inputs_npz,
-        input_files=list(input_files or []),
-        shapes=list(shapes or []),
-        output=output,
-        warmup=warmup,
-        iterations=iterations,
-        seed=seed,
-        tolerance=tolerance,
-    )
-    request = resolve_request(flags)
-    if request.example is not None:
-        stderr.print(f"no model given: running the bundled example {request.example!r}", markup=False)
-    output_role = role("output model", "--output", output, "output", config)
+    settings = resolved_settings(ctx)
+    if settings.example is not None:
+        stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
+    output_role = settings_role(settings, "output model", "--output", "output")
     with OutputGuard() as guard, _progress_bar(stderr.is_terminal and not json_output) as progress:
-        declare_inputs(guard, request, flags)
-        report = execute(request, progress, guard, output_role)
+        declare_inputs(guard, settings)
+        report = execute(settings, progress, guard, output_role)
     if json_output:
         print_json(run_payload(report))
     else:

@@ -88,7 +88,8 @@ def validate(
         str | None,
         typer.Option(
             "--target",
-            help="Op info to check op types against (default: the config's target, else cpu).",
+            help="Decision target whose op info op types are checked against (default: the config's target, "
+            "else cuda). Needs no GPU.",
             show_default=False,
         ),
     ] = None,
@@ -97,7 +98,8 @@ def validate(
 
     The kind is detected from the suffix and content: .yaml/.yml/.toml configs; .json configs, mixlists
     (black-list/white-list/gray-list keys) and op info (ops + provider); .cfg/.txt keep_dtype files. A
-    config's mixlist and keep_dtype files are checked too, and its mode/mixlist pairing.
+    config's mixlist and keep_dtype files are checked too, and its settings are resolved as every command
+    resolves them (the mode/mixlist pairing). Nothing is run and no ONNX Runtime is loaded.
 
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """

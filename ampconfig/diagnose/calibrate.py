@@ -1,21 +1,21 @@
 """The runs behind ``explain --range-check``, ``compare`` and ``tune``: one calibration run of the fp32 model and
 one of the rewritten model, both with every intermediate float tensor exposed, on the same inputs.
 
-Settings come from :func:`ampconfig.prove.run.resolve_request` (the same flags and config as ``run``);
-inputs from :func:`ampconfig.runner.inputs.prepare_inputs`. The analysis itself is pure
+Settings come from :func:`ampconfig.settings.resolve.resolve` (the same flags and config as every command);
+inputs from :func:`ampconfig.runner.inputs.inputs_for`. The analysis itself is pure
 (:mod:`ampconfig.diagnose.locate`, :mod:`ampconfig.diagnose.ranges`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import onnx
 
-from ampconfig.api import rewrite_model_detailed
+from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes, with_node_names
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD, Localization, locate
@@ -27,22 +27,23 @@ from ampconfig.files.models import load_model, open_model
 from ampconfig.prove.accuracy import OutputMetrics
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request_files import declare_model
-from ampconfig.prove.run import RunRequest
 from ampconfig.runner.float_cast import float32_to_float16
-from ampconfig.runner.inputs import InputSet
+from ampconfig.runner.inputs import InputSet, inputs_for
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.runner.sessions import DeviceChoice, choose_device
+from ampconfig.settings.resolve import Settings
 
 
 @dataclass
 class Prepared:
-    """A resolved request with its model (nodes named as the rewrite names them), inputs and device.
+    """The resolved settings of a request (``request``) with its model (nodes named as the rewrite names them),
+    inputs and device.
 
     ``source`` is what the rewrite reads: ``model`` itself, or the model's path for a model too large to hold in
     memory (then ``model`` lacks its external tensor data, and nothing may run it).
     """
 
-    request: RunRequest
+    request: Settings
     model: onnx.ModelProto
     inputs: InputSet
     device: DeviceChoice
@@ -62,20 +63,19 @@ class Prepared:
     ) -> RewriteResult:
         """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
         given instead of the request's."""
-        return rewrite_model_detailed(
+        settings = self.request
+        if not use_request_lists:
+            settings = replace(settings, modify_mixlist=modify_mixlist, keep_dtype=keep_dtype)
+        return rewrite_with_settings(
             self.source if self.source is not None else self.model,
-            self.request.precision_mode,
-            modify_mixlist=self.request.modify_mixlist if use_request_lists else modify_mixlist,
-            keep_dtype=self.request.keep_dtype if use_request_lists else keep_dtype,
-            target=self.device.device,
-            keep_io_types=self.request.keep_io_types,
+            settings,
             overflow_nodes=overflow,
             float16_encoder=float32_to_float16,
         )
 
 
 def prepare(
-    request: RunRequest, *, need_inputs: bool = True, command: str = "this command", guard: OutputGuard | None = None
+    request: Settings, *, need_inputs: bool = True, command: str = "this command", guard: OutputGuard | None = None
 ) -> Prepared:
     """The request's model, named, with inputs when ``need_inputs`` (something will run). The model's external
     data files are declared to ``guard`` as inputs as soon as they are known, before anything runs.
@@ -100,21 +100,13 @@ def prepare(
             request,
             with_node_names(opened.proto),
             InputSet({}, []),
-            _device(request, runs=need_inputs),
+            choose_device(request.device),
             source=request.model_path,
         )
     model = load_model(request.model_path)[0] if opened.external_files else opened.proto
     named = with_node_names(model)
-    inputs = request.inputs_for(named) if need_inputs else InputSet({}, [])
-    return Prepared(request, named, inputs, _device(request, runs=need_inputs))
-
-
-def _device(request: RunRequest, *, runs: bool) -> DeviceChoice:
-    """Where the request's sessions run. When nothing runs (``explain`` without --range-check/--compare, tune's
-    settings check), an explicit cuda target needs no GPU: deciding for cuda needs only its op info."""
-    if not runs and request.target == "cuda":
-        return DeviceChoice("cuda", "cuda")
-    return choose_device(request.target)
+    inputs = inputs_for(named, request.inputs) if need_inputs else InputSet({}, [])
+    return Prepared(request, named, inputs, choose_device(request.device))
 
 
 @dataclass

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import errno
+import logging
 import os
 import shutil
 import stat
@@ -33,6 +34,8 @@ from pathlib import Path
 from types import TracebackType
 
 from ampconfig.errors import AmpconfigError
+
+log = logging.getLogger(__name__)
 
 #: Bytes copied at a time when an output goes to a FIFO or device.
 _STREAM_CHUNK = 1 << 20
@@ -260,10 +263,13 @@ class OutputGuard:
             )
         for companion, path in moves:
             self._move(companion, path, folder)
+            log.info("wrote the %s: %s", companion.role, companion.path)
         if destination.is_stream:
             self._stream(destination, staged)
         else:
             self._move(destination, staged, folder)
+        how = " (streamed)" if destination.is_stream else ""
+        log.info("wrote the %s: %s%s", destination.role, destination.path, how)
 
     def _companion(self, destination: Destination, name: str) -> Destination:
         """The declared output a companion file lands on; one nobody declared is declared (and checked) now."""

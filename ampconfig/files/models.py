@@ -9,6 +9,7 @@ after the checker found no complaint the input did not have.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -25,6 +26,8 @@ from onnx import external_data_helper
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.paths import require_file, resolve_path
+
+log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
@@ -231,7 +234,29 @@ def open_model(model: str | Path | onnx.ModelProto | OpenedModel, *, what: str =
         return OpenedModel(model, None, frozenset())
     path = Path(model)
     proto = _read_proto(path, what)
-    return OpenedModel(proto, str(path), external_data_files(proto, path))
+    opened = OpenedModel(proto, str(path), external_data_files(proto, path))
+    _log_opened(opened)
+    return opened
+
+
+def _log_opened(opened: OpenedModel) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in opened.proto.opset_import) or "none"
+    external = (
+        f"{len(opened.external_files)} external data file(s), {sum(p.stat().st_size for p in opened.external_files)} "
+        "bytes"
+        if opened.external_files
+        else "no external data"
+    )
+    log.info(
+        "opened model %s: %d nodes in the main graph, opset %s, IR version %d, %s",
+        opened.path,
+        len(opened.proto.graph.node),
+        opsets,
+        opened.proto.ir_version,
+        external,
+    )
 
 
 def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> tuple[onnx.ModelProto, str | None]:

@@ -198,6 +198,13 @@ class OpInfoLibrary:
             entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
         )
 
+    def is_native(self, key: str, dtype: str) -> bool:
+        """True when the target has a kernel of its own for ``dtype`` (known, and not emulated through casts)."""
+        entry = self.entries.get(key)
+        if entry is None or dtype not in entry.dtypes:
+            return False
+        return entry.native_dtypes is None or dtype in entry.native_dtypes
+
     def keeps_dtype(self, key: str) -> str | None:
         """Why a packed or quantized op keeps its dtypes whatever the mode, or None for other ops."""
         entry = self.entries.get(key)

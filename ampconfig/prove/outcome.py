@@ -16,7 +16,7 @@ class RunReport:
     precision_mode: str
     mode_source: str  # "--precision-mode", "config <file>" or "default"
     low_dtype: str
-    target: str  # what was asked: "auto", "cpu" or "cuda"
+    target: str  # the decision target: whose op info decided the dtypes ("cpu" or "cuda")
     device: str  # where it ran: "cpu" or "cuda"
     providers: dict[str, list[str]]  # "reference"/"rewritten" -> session.get_providers()
     tf32: dict[str, bool | None]
@@ -36,6 +36,7 @@ class RunReport:
     output_path: str | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    device_requested: str = "auto"  # --device / run.device: "auto", "cpu" or "cuda"
 
     @property
     def passed(self) -> bool:

@@ -1,6 +1,6 @@
-"""The files a resolved run request reads and writes, declared by role to the invocation's
-:class:`~ampconfig.files.guard.OutputGuard` before any work: ``run``, ``explain``, ``compare`` and ``tune``
-share the request, so they share this list.
+"""The files resolved settings read and write, declared by role to the invocation's
+:class:`~ampconfig.files.guard.OutputGuard` before any work: every command that opens a model resolves the same
+settings (:mod:`ampconfig.settings.resolve`), so they share this list.
 
 A role names what the file is and where the path came from (the flag, or the config key), so a refusal tells the
 user which two settings collide.
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.models import OpenedModel, external_data_name, stream_refused, writes_external_data
 
-if TYPE_CHECKING:  # prove.run loads ONNX Runtime; `rewrite` declares its files without it
-    from ampconfig.prove.run import RunFlags, RunRequest
+if TYPE_CHECKING:
+    from ampconfig.settings.resolve import Settings
 
 
 def role(what: str, flag: str, flag_given: object, config_key: str, config: Path | None) -> str:
@@ -25,19 +25,23 @@ def role(what: str, flag: str, flag_given: object, config_key: str, config: Path
     return f"{what} (`{config_key}` in the config {config})"
 
 
-def declare_inputs(guard: OutputGuard, request: RunRequest, flags: RunFlags) -> None:
-    """Every file the request reads: the config, the model, a mixlist and keep_dtype file (when given as paths),
+def settings_role(settings: Settings, what: str, flag: str, name: str, config_key: str | None = None) -> str:
+    """:func:`role` for a resolved setting: from the config when the resolver took it from there."""
+    from_config = settings.sources.get(name, "").startswith("config")
+    return role(what, flag, None if from_config else flag, config_key or name, settings.config)
+
+
+def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
+    """Every file the settings read: the config, the model, a mixlist and keep_dtype file (when given as paths),
     the ``.npz`` inputs and each ``.npy`` input. The model's external data comes later (:func:`declare_model`)."""
-    config = flags.config
-    guard.read("session config (--config)", config)
-    guard.read(role("input model", "MODEL", flags.model, "model", config), request.model_path)
-    if isinstance(request.modify_mixlist, Path):
-        what = role("mixlist", "--modify-mixlist", flags.modify_mixlist, "modify_mixlist", config)
-        guard.read(what, request.modify_mixlist)
-    if isinstance(request.keep_dtype, Path):
-        guard.read(role("keep_dtype file", "--keep-dtype", flags.keep_dtype, "keep_dtype", config), request.keep_dtype)
-    guard.read(role(".npz inputs", "--inputs", flags.inputs_npz, "run.inputs", config), request.npz)
-    for name, path in sorted(request.arrays.items()):
+    guard.read("session config (--config)", settings.config)
+    guard.read(settings_role(settings, "input model", "MODEL", "model"), settings.model_path)
+    if isinstance(settings.modify_mixlist, Path):
+        guard.read(settings_role(settings, "mixlist", "--modify-mixlist", "modify_mixlist"), settings.modify_mixlist)
+    if isinstance(settings.keep_dtype, Path):
+        guard.read(settings_role(settings, "keep_dtype file", "--keep-dtype", "keep_dtype"), settings.keep_dtype)
+    guard.read(settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs"), settings.inputs.npz)
+    for name, path in sorted(settings.inputs.arrays.items()):
         guard.read(f".npy input {name} (--input)", path)
 
 

@@ -30,6 +30,7 @@ def run_payload(report: RunReport) -> dict[str, Any]:
         "low_dtype": report.low_dtype,
         "target": report.target,
         "device": report.device,
+        "device_requested": report.device_requested,
         "provider": report.provider,
         "providers": report.providers,
         "tf32": report.tf32,
@@ -97,7 +98,7 @@ def _summary_table(report: RunReport) -> Table:
 
 
 def _provider_line(report: RunReport) -> str:
-    line = f"{report.provider}  (target {report.target})"
+    line = f"{report.provider}  (device {report.device}, asked {report.device_requested}; decided for {report.target})"
     if report.device == "cuda":
         ref_tf32 = "on" if report.tf32.get("reference") else "off"
         rew_tf32 = "on" if report.tf32.get("rewritten") else "off"

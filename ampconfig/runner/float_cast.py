@@ -10,6 +10,7 @@ suite on a sample. Small arrays stay with numpy, where a session run costs more 
 from __future__ import annotations
 
 import functools
+import logging
 
 import numpy as np
 import onnxruntime as ort
@@ -17,6 +18,8 @@ from onnx import TensorProto, helper
 
 from ampconfig.opinfo.library import CPU_PROVIDER
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS
+
+log = logging.getLogger(__name__)
 
 #: Below this many elements numpy's own cast is as fast as a session run.
 MIN_ELEMENTS = LARGE_ARRAY_ELEMENTS
@@ -41,9 +44,12 @@ def _cast_session() -> ort.InferenceSession | None:
     # memory for the life of the process.
     options.enable_cpu_mem_arena = False
     try:
-        return ort.InferenceSession(_cast_model(), options, providers=[CPU_PROVIDER])
-    except Exception:  # a broken ORT install must not stop a rewrite: numpy gives the same bits, slower
+        session = ort.InferenceSession(_cast_model(), options, providers=[CPU_PROVIDER])
+    except Exception as exc:  # a broken ORT install must not stop a rewrite: numpy gives the same bits, slower
+        log.info("ONNX Runtime's Cast kernel is unavailable (%s): large weights are converted by numpy", exc)
         return None
+    log.info("ONNX Runtime session for float16 weight conversion (Cast kernel): providers %s", session.get_providers())
+    return session
 
 
 def float32_to_float16(array: np.ndarray) -> np.ndarray:

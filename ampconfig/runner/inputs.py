@@ -16,11 +16,11 @@ giving one input from a file does not change the values generated for the others
 from __future__ import annotations
 
 import math
-import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -30,6 +30,9 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.runner.array_files import load_npy, load_npz
 from ampconfig.runner.memory import check_input_memory, format_bytes
 
+if TYPE_CHECKING:
+    from ampconfig.settings.resolve import InputRequest
+
 DEFAULT_BATCH_DIM = 1
 DEFAULT_OTHER_DIM = 16
 DEFAULT_INT_RANGE = (0, 100)
@@ -37,7 +40,6 @@ DEFAULT_INT_RANGE = (0, 100)
 #: Ops that carry an integer tensor's values through unchanged (only its shape or type changes).
 _VALUE_PRESERVING_OPS = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"})
 
-_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)?\s*$")
 
 Dim = int | str | None
 
@@ -95,32 +97,6 @@ class InputSet:
 class IntRange:
     low: int | None = None
     high: int | None = None
-
-
-# --------------------------------------------------------------------------------------------------- parsing
-
-
-def parse_shape_option(text: str) -> tuple[str, list[int]]:
-    """``"input_ids=1x128"`` -> ``("input_ids", [1, 128])``; ``"x="`` is a scalar; commas work like ``x``."""
-    match = _SHAPE_RE.match(text)
-    if match is None:
-        raise AmpconfigError(
-            f"--shape {text!r}: expected NAME=DIMxDIM... with positive integers",
-            hint="for example --shape input_ids=1x128",
-        )
-    name, dims_text = match.group(1), match.group(2)
-    dims = [int(part) for part in re.split(r"\s*[x,]\s*", dims_text)] if dims_text else []
-    if any(dim <= 0 for dim in dims):
-        raise AmpconfigError(f"--shape {text!r}: dimensions must be positive integers")
-    return name, dims
-
-
-def parse_input_option(text: str) -> tuple[str, Path]:
-    """``"input_ids=ids.npy"`` -> ``("input_ids", Path("ids.npy"))``."""
-    name, sep, file = text.partition("=")
-    if not sep or not name.strip() or not file.strip():
-        raise AmpconfigError(f"--input {text!r}: expected NAME=FILE.npy", hint="for example --input input_ids=ids.npy")
-    return name.strip(), Path(file.strip())
 
 
 # ----------------------------------------------------------------------------------------------- model facts
@@ -186,12 +162,30 @@ def gather_table_rows(model: onnx.ModelProto, name: str) -> int | None:
             continue
         seen.add(tensor)
         for node in consumers.get(tensor, []):
-            if node.op_type == "Gather" and node.domain in ("", "ai.onnx") and node.input[1] == tensor:
-                rows = _gather_rows(node, shapes)
-                if rows is not None:
-                    return rows
-            elif node.op_type in _VALUE_PRESERVING_OPS:
+            rows = _indexed_rows(node, tensor, shapes)
+            if rows is not None:
+                return rows
+            if node.op_type in _VALUE_PRESERVING_OPS:
                 frontier.extend(node.output)
+    return None
+
+
+#: Contrib ops that index embedding tables with their inputs: input position -> table position (rows on axis 0).
+_EMBEDDING_LOOKUPS: Mapping[tuple[str, str], Mapping[int, int]] = {
+    # input_ids -> word_embedding, segment_ids -> segment_embedding, position_ids -> position_embedding
+    ("com.microsoft", "EmbedLayerNormalization"): {0: 2, 1: 4, 8: 3},
+}
+
+
+def _indexed_rows(node: onnx.NodeProto, tensor: str, shapes: Mapping[str, list[int]]) -> int | None:
+    """Rows of the table ``node`` indexes with ``tensor``, when it is a Gather index or an embedding lookup."""
+    if node.op_type == "Gather" and node.domain in ("", "ai.onnx") and node.input[1] == tensor:
+        return _gather_rows(node, shapes)
+    lookups = _EMBEDDING_LOOKUPS.get((node.domain, node.op_type), {})
+    for position, table in lookups.items():
+        if position < len(node.input) and node.input[position] == tensor and table < len(node.input):
+            table_shape = shapes.get(node.input[table])
+            return int(table_shape[0]) if table_shape else None
     return None
 
 
@@ -206,7 +200,14 @@ def _gather_rows(node: onnx.NodeProto, shapes: Mapping[str, list[int]]) -> int |
 
 
 def feeds_gather(model: onnx.ModelProto, name: str) -> bool:
-    return any(node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == name for node in model.graph.node)
+    """Whether ``name`` indexes a table: a Gather's indices or an embedding lookup's ids."""
+    for node in model.graph.node:
+        if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == name:
+            return True
+        lookups = _EMBEDDING_LOOKUPS.get((node.domain, node.op_type), {})
+        if any(position < len(node.input) and node.input[position] == name for position in lookups):
+            return True
+    return False
 
 
 # -------------------------------------------------------------------------------------------------- loading
@@ -347,6 +348,20 @@ def _looks_like_ids(model: onnx.ModelProto, name: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ entry point
+
+
+def inputs_for(model: onnx.ModelProto, request: InputRequest) -> InputSet:
+    """The inputs for ``model`` that a resolved input request (--inputs/--input/--shape/--seed or the config's
+    ``run`` section) describes."""
+    return prepare_inputs(
+        model,
+        npz=request.npz,
+        arrays=request.arrays,
+        shapes={name: list(dims) for name, dims in request.shapes.items()},
+        seed=request.seed,
+        int_low=request.int_low,
+        int_high=request.int_high,
+    )
 
 
 def prepare_inputs(

@@ -16,7 +16,6 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.runner.acceptance import locate_refusal
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import (
-    AUTO,
     LOAD_FAILED,
     DeviceChoice,
     ModelFile,
@@ -26,6 +25,7 @@ from ampconfig.runner.sessions import (
     model_proto,
 )
 from ampconfig.runner.timing import Latency, ProgressCallback, measure
+from ampconfig.settings.resolve import AUTO_DEVICE
 
 REFERENCE_LABEL = "fp32 reference"
 
@@ -75,12 +75,12 @@ def _open_sessions(
 def open_sessions(
     reference: ModelSource, rewritten: ModelSource, choice: DeviceChoice, allow_tf32: bool
 ) -> tuple[Session, Session, DeviceChoice]:
-    """Sessions for both models; a CUDA session that falls back is an error unless the target was auto."""
+    """Sessions for both models; a CUDA session that falls back is an error unless the device was auto."""
     try:
         ref, rew = _open_sessions(reference, rewritten, choice.device, allow_tf32)
         return ref, rew, choice
     except AmpconfigError as exc:
-        if choice.device != "cuda" or choice.requested != AUTO:
+        if choice.device != "cuda" or choice.requested != AUTO_DEVICE:
             raise
         note = f"CUDA session could not be used ({exc.message}); running on the CPU"
         ref, rew = _open_sessions(reference, rewritten, "cpu", allow_tf32)
@@ -148,17 +148,33 @@ def prove(
 
     A model is an in-memory proto or a :class:`ModelFile` (ONNX Runtime loads it from disk: how models with
     external data, or too large for one protobuf, are run). On the CPU, ``cpu_accuracy_model`` (if given)
-    supplies a copy of the rewritten model that rounds float16 values the way float16 hardware does; its outputs
-    are the ones compared, the rewritten model is still the one timed.
+    supplies a copy of the rewritten model that rounds low-precision values the way low-precision hardware does;
+    its outputs are the ones compared, the rewritten model is still the one timed, unless the CPU provider cannot
+    load the rewritten model as it is (decided for another target: a bfloat16 MatMul decided for cuda), when the
+    copy is timed too and a note says so.
     """
-    ref_session, rew_session, choice = open_sessions(reference, rewritten, choice, allow_tf32)
+    timed_copy: tuple[onnx.ModelProto | ModelFile, int] | None = None
+    try:
+        ref_session, rew_session, choice = open_sessions(reference, rewritten, choice, allow_tf32)
+    except AmpconfigError as exc:
+        timed_copy = _copy_the_cpu_can_run(exc, choice, cpu_accuracy_model)
+        ref_session, rew_session, choice = open_sessions(reference, timed_copy[0], choice, allow_tf32)
+        rewritten = timed_copy[0]
     ref_feeds, rew_feeds = adapt_feeds(feeds, model_proto(reference)), adapt_feeds(feeds, model_proto(rewritten))
     ref_run = _run_model(REFERENCE_LABEL, ref_session, ref_feeds, warmup, iterations, progress)
     rew_run = _run_model("rewritten", rew_session, rew_feeds, warmup, iterations, progress)
     output_names = list(ref_session.output_names)
     del ref_session, rew_session  # their weights are freed before the accuracy copy loads its own
     notes = list(choice.notes)
-    if choice.device == "cpu" and cpu_accuracy_model is not None:
+    if timed_copy is not None:
+        notes.append(
+            "ONNX Runtime's CPU provider cannot load the rewritten model as it is (it was decided for another "
+            f"target, see --target); accuracy and latency are those of a copy in which {timed_copy[1]} node(s) "
+            "without a native CPU kernel compute in float32 between explicit low-precision casts, which rounds "
+            "every low-precision value as the target's hardware stores it. CPU latency says nothing about the "
+            "target's"
+        )
+    elif choice.device == "cpu" and cpu_accuracy_model is not None:
         faithful, wrapped = cpu_accuracy_model()
         if wrapped:
             session = create_session(faithful, "cpu", tf32=False)
@@ -169,3 +185,18 @@ def prove(
                 "otherwise skip their float16 rounding. Latency is the rewritten model's own."
             )
     return Proof(choice, ref_run, rew_run, output_names, notes)
+
+
+def _copy_the_cpu_can_run(
+    refusal: AmpconfigError,
+    choice: DeviceChoice,
+    cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto | ModelFile, int]] | None,
+) -> tuple[onnx.ModelProto | ModelFile, int]:
+    """The CPU accuracy copy, when the CPU provider refused the rewritten model itself (the fp32 reference loaded:
+    its refusal reads differently) and the copy wraps what it could not run; else the refusal stands."""
+    if choice.device != "cpu" or cpu_accuracy_model is None or not refusal.message.startswith(LOAD_FAILED):
+        raise refusal
+    copy, wrapped = cpu_accuracy_model()
+    if not wrapped:
+        raise refusal
+    return copy, wrapped

@@ -4,10 +4,13 @@ onnxruntime-gpu lists ``CUDAExecutionProvider`` as available even where the CUDA
 and then silently runs on the CPU. So the CUDA path is decided by building a tiny session and reading
 ``InferenceSession.get_providers()``, and every real session is checked the same way.
 
-- target ``"cpu"``: ``providers=["CPUExecutionProvider"]``, always passed explicitly (so the GPU wheel does
+The device (``--device``, config ``run.device``) is where models run; it is not the decision target (``--target``:
+whose op info decides the dtypes), which needs no device at all.
+
+- device ``"cpu"``: ``providers=["CPUExecutionProvider"]``, always passed explicitly (so the GPU wheel does
   not try, and fail loudly, to load its CUDA libraries).
-- target ``"cuda"``: CUDA or an error that says why; never a silent CPU run.
-- target ``None``/``"auto"``: CUDA when a CUDA session can really be built, else the CPU, said in a note.
+- device ``"cuda"``: CUDA or an error that says why; never a silent CPU run.
+- device ``None``/``"auto"``: CUDA when a CUDA session can really be built, else the CPU, said in a note.
 
 On CUDA the fp32 reference runs with TF32 off (``use_tf32=0``) and the rewritten model with TF32 as the
 config's ``allow_tf32`` says; runs go through IOBinding (inputs as device OrtValues, outputs bound to the
@@ -17,6 +20,7 @@ device) so the host copies stay out of the timed loop.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,9 +33,10 @@ from onnx import TensorProto, helper
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
+from ampconfig.settings.resolve import AUTO_DEVICE, DEVICES
 
-TARGETS: tuple[str, ...] = ("cpu", "cuda")
-AUTO = "auto"
+log = logging.getLogger(__name__)
+
 
 #: ONNX Runtime's own default severity for its process-wide logger (warning).
 _ORT_DEFAULT_LOG_SEVERITY = 2
@@ -75,14 +80,14 @@ def _quiet_ort() -> Iterator[None]:
         ort.set_default_logger_severity(_ORT_DEFAULT_LOG_SEVERITY)
 
 
-def normalize_target(target: str | None) -> str:
+def normalize_device(device: str | None) -> str:
     """``None``/"auto" -> "auto"; "cpu"/"cuda" (any case) kept; anything else is an error."""
-    if target is None:
-        return AUTO
-    key = str(target).strip().lower()
-    if key in (AUTO, *TARGETS):
+    if device is None:
+        return AUTO_DEVICE
+    key = str(device).strip().lower()
+    if key in DEVICES:
         return key
-    raise AmpconfigError(f"unknown target {target!r}", hint="use cpu, cuda, or leave it out for auto")
+    raise AmpconfigError(f"unknown device {device!r}", hint="use auto, cpu or cuda")
 
 
 def _probe_model() -> bytes:
@@ -115,20 +120,24 @@ def cuda_unavailable_reason() -> str | None:
     return None
 
 
-def choose_device(target: str | None) -> DeviceChoice:
-    """Decide the device from the requested target; an unusable explicit ``cuda`` is an error."""
-    requested = normalize_target(target)
+def choose_device(device: str | None) -> DeviceChoice:
+    """Where models run, from the requested device (``--device``/``run.device``; the decision target plays no
+    part); an unusable explicit ``cuda`` is an error that says why."""
+    requested = normalize_device(device)
     if requested == "cpu":
-        return DeviceChoice(requested, "cpu")
-    reason = cuda_unavailable_reason()
-    if reason is None:
-        return DeviceChoice(requested, "cuda")
-    if requested == "cuda":
+        choice = DeviceChoice(requested, "cpu")
+    elif (reason := cuda_unavailable_reason()) is None:
+        choice = DeviceChoice(requested, "cuda")
+    elif requested == "cuda":
         raise AmpconfigError(
-            f"target cuda was asked for but CUDA cannot be used: {reason}",
-            hint="use --target cpu, or leave the target out to fall back to the CPU automatically",
+            f"device cuda was asked for but CUDA cannot be used: {reason}",
+            hint="use --device cpu, or --device auto to fall back to the CPU (the decision target, --target, "
+            "needs no device)",
         )
-    return DeviceChoice(requested, "cpu", (f"CUDA not used ({reason}); running on the CPU",))
+    else:
+        choice = DeviceChoice(requested, "cpu", (f"CUDA not used ({reason}); running on the CPU",))
+    log.info("device: %s (asked for %s)%s", choice.device, choice.requested, "".join(f"; {n}" for n in choice.notes))
+    return choice
 
 
 def _session_options() -> ort.SessionOptions:
@@ -219,6 +228,7 @@ def create_session(
     except Exception as exc:
         raise AmpconfigError(f"{LOAD_FAILED}{exc}") from None
     providers = list(session.get_providers())
+    log.info("ONNX Runtime session on %s: providers %s", device, ", ".join(providers))
     if device == "cuda" and CUDA_PROVIDER not in providers:
         raise AmpconfigError(f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(providers)}")
     return Session(
@@ -274,5 +284,14 @@ class BoundRun:
 
 
 def run_once(session: Session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run a session once on host arrays and return its outputs by name."""
-    return session.bind(feeds).outputs()
+    """Run a session once on host arrays and return its outputs by name; ONNX Runtime refusing to run the model on
+    these inputs is an input error (out-of-range ids, shapes the model does not take)."""
+    try:
+        return session.bind(feeds).outputs()
+    except AmpconfigError:
+        raise
+    except Exception as exc:  # ORT raises its own exception types (InvalidArgument, Fail, RuntimeException...)
+        raise AmpconfigError(
+            f"ONNX Runtime could not run the model on these inputs: {str(exc).strip().splitlines()[0]}",
+            hint="give real inputs (--inputs FILE.npz, --input NAME=FILE.npy) or the shapes the model takes (--shape)",
+        ) from None

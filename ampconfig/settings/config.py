@@ -140,6 +140,12 @@ class RunOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    device: Literal["auto", "cpu", "cuda"] | None = Field(
+        default=None,
+        description="Where run, compare, tune and explain --range-check/--compare run the models (`--device` "
+        "overrides it): auto (CUDA when a session really gets it, else the CPU, said in the output), cpu, or "
+        "cuda (an error where CUDA cannot be used). Absent: auto. It does not change the decisions: `target` does.",
+    )
     warmup: int = Field(default=3, ge=0, le=MAX_WARMUP, strict=True, description="Untimed runs before timing starts.")
     iterations: int = Field(
         default=20, ge=1, le=MAX_ITERATIONS, strict=True, description="Timed runs; median and p90 are reported."
@@ -245,8 +251,9 @@ class SessionConfig(BaseModel):
     )
     target: Literal["cpu", "cuda"] | None = Field(
         default=None,
-        description="Execution target whose op info and kernels decide the dtypes. Absent: CUDA when ONNX "
-        "Runtime can use it, else CPU.",
+        description="Decision target: the execution provider whose op info and kernels decide the dtypes "
+        "(`--target` overrides it). Absent: cuda, for every command. Deciding needs no device: a machine "
+        "without a GPU decides for cuda; where models run is `run.device`.",
     )
     model: UserPath | None = Field(default=None, description="The fp32 ONNX model (a command-line path wins).")
     output: UserPath | None = Field(default=None, description="Where the rewritten model is written.")

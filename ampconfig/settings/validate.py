@@ -35,6 +35,7 @@ from ampconfig.settings.mixlist import (
     mixlist_problems,
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
+from ampconfig.settings.resolve import DEFAULT_MODE, DEFAULT_TARGET, Flags, resolve_with_problems
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info"]
 FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "ops-info")
@@ -170,7 +171,7 @@ def _validate_file(
         report.problems = exc.as_problems()
         report.kind = report.kind or _kind_from_name(path)
         return [report]
-    referenced = _check(report, path, text, document, context, target or context.target or "cpu")
+    referenced = _check(report, path, text, document, context, target or context.target or DEFAULT_TARGET)
     report.problems.sort(key=lambda problem: problem.line or 0)
     return [report, *referenced]
 
@@ -298,12 +299,18 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
     The parts (mode pairing, mixlist, keep_dtype, model path) are checked from the parsed data, each on its
     own, so a wrong type in one key does not hide the problems of the others.
     """
-    _, problems = session_config_from_document(document, path.parent)
+    config, problems = session_config_from_document(document, path.parent)
     data: Mapping[str, Any] = document.data if isinstance(document.data, Mapping) else {}
     origin = document.source
-    raw_target = data.get("target")
-    target = context.target or (raw_target if raw_target in TARGETS else "cpu")
-    problems.extend(_mode_problems(data, origin))
+    problems.extend(_no_mode_warning(data, origin))
+    if config is not None:  # the settings every command would resolve from this config
+        settings, findings = resolve_with_problems(Flags(config=path, target=context.target), config)
+        target = settings.target
+        problems.extend(findings)
+    else:  # parts of the config are invalid: check what can be checked from the raw data
+        raw_target = data.get("target")
+        target = context.target or (raw_target if raw_target in TARGETS else DEFAULT_TARGET)
+        problems.extend(_raw_mode_problems(data, origin))
     referenced: list[FileReport] = []
     mixlist_value = data.get("modify_mixlist")
     if isinstance(mixlist_value, str) and mixlist_value.strip():
@@ -357,16 +364,21 @@ def _mode_of(data: Mapping[str, Any]) -> PrecisionMode | None:
     return None
 
 
-def _mode_problems(data: Mapping[str, Any], origin: SourceMap) -> list[Problem]:
-    if data.get("precision_mode") is None and data.get("precision_mode_v2") is None:
-        return [
-            origin.problem(
-                "no precision mode: neither precision_mode nor precision_mode_v2 is set; --precision-mode "
-                "(or the command's default) decides",
-                severity=Severity.WARNING,
-                hint="add e.g. `precision_mode: allow_mix_precision`",
-            )
-        ]
+def _no_mode_warning(data: Mapping[str, Any], origin: SourceMap) -> list[Problem]:
+    if data.get("precision_mode") is not None or data.get("precision_mode_v2") is not None:
+        return []
+    return [
+        origin.problem(
+            "no precision mode: neither precision_mode nor precision_mode_v2 is set; --precision-mode "
+            f"(or the default, {DEFAULT_MODE.value}) decides",
+            severity=Severity.WARNING,
+            hint="add e.g. `precision_mode: allow_mix_precision`",
+        )
+    ]
+
+
+def _raw_mode_problems(data: Mapping[str, Any], origin: SourceMap) -> list[Problem]:
+    """The mode/mixlist pairing of a config that did not validate as a whole (the resolver needs a valid one)."""
     mode = _mode_of(data)
     if mode is None:
         return []

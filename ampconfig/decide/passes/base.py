@@ -4,10 +4,13 @@ raised as :class:`DecisionInvariantError` naming the pass and the node."""
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.state import DecisionState
+
+log = logging.getLogger(__name__)
 
 
 class DecisionInvariantError(AssertionError):
@@ -29,8 +32,16 @@ class DecisionPass(ABC):
 
     def __call__(self, state: DecisionState, scope: Scope) -> None:
         self.requires(state, scope)
+        before = dict(state.verdicts) if log.isEnabledFor(logging.DEBUG) else None
         self.call(state, scope)
         self.ensures(state, scope)
+        if before is not None:
+            decided = sum(1 for node, verdict in state.verdicts.items() if before.get(node) is not verdict)
+            log.debug("pass %s decided %d node(s) in scope %r", type(self).__name__, decided, _scope_name(scope))
 
     def fail(self, message: str) -> DecisionInvariantError:
         return DecisionInvariantError(f"{type(self).__name__}: {message}")
+
+
+def _scope_name(scope: Scope) -> str:
+    return scope.path or "main graph"

@@ -1,0 +1,37 @@
+"""The run-input options as text: ``--shape NAME=1x128`` and ``--input NAME=FILE.npy``.
+
+Parsed by the settings resolver (pure text, nothing read); :mod:`ampconfig.runner.inputs` reads the files and
+generates the arrays.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ampconfig.errors import AmpconfigError
+
+_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)?\s*$")
+
+
+def parse_shape_option(text: str) -> tuple[str, list[int]]:
+    """``"input_ids=1x128"`` -> ``("input_ids", [1, 128])``; ``"x="`` is a scalar; commas work like ``x``."""
+    match = _SHAPE_RE.match(text)
+    if match is None:
+        raise AmpconfigError(
+            f"--shape {text!r}: expected NAME=DIMxDIM... with positive integers",
+            hint="for example --shape input_ids=1x128",
+        )
+    name, dims_text = match.group(1), match.group(2)
+    dims = [int(part) for part in re.split(r"\s*[x,]\s*", dims_text)] if dims_text else []
+    if any(dim <= 0 for dim in dims):
+        raise AmpconfigError(f"--shape {text!r}: dimensions must be positive integers")
+    return name, dims
+
+
+def parse_input_option(text: str) -> tuple[str, Path]:
+    """``"input_ids=ids.npy"`` -> ``("input_ids", Path("ids.npy"))``."""
+    name, sep, file = text.partition("=")
+    if not sep or not name.strip() or not file.strip():
+        raise AmpconfigError(f"--input {text!r}: expected NAME=FILE.npy", hint="for example --input input_ids=ids.npy")
+    return name.strip(), Path(file.strip())

@@ -1,0 +1,351 @@
+"""The one settings resolver: what every command uses, from the command line over the session config over defaults.
+
+:func:`resolve` turns the command line's :class:`Flags` and the session config into one frozen :class:`Settings`.
+Every command goes through it (run, rewrite, explain, compare, tune, lists, and validate for a config), so the
+same config gives the same settings whatever the command. It is pure: it reads the config file through
+:func:`~ampconfig.settings.config.load_session_config` and nothing else (no model, no ONNX Runtime).
+
+Two settings are easily confused and are kept apart:
+
+- the **target** (``--target``, config ``target``): whose op info decides the dtypes (``cpu`` or ``cuda``).
+  Deciding needs no device; the default is :data:`DEFAULT_TARGET` for every command, because ampconfig exists to
+  run models in mixed precision on GPUs, and a CI machine without a GPU validates configs for that deployment.
+- the **device** (``--device``, config ``run.device``): where the commands that run models (run, compare, tune,
+  explain --range-check/--compare) run them: ``auto`` (CUDA when a session really gets it, else the CPU),
+  ``cpu`` or ``cuda``. It is chosen by :func:`ampconfig.runner.sessions.choose_device` only when something runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ampconfig.errors import AmpconfigError, Problem
+from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+from ampconfig.files.paths import require_file
+from ampconfig.opinfo.library import TARGETS
+from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
+from ampconfig.settings.input_options import parse_input_option, parse_shape_option
+from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.modes import PrecisionMode, parse_mode
+from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
+
+log = logging.getLogger(__name__)
+
+#: The mode every command uses when neither ``--precision-mode`` nor the config names one.
+DEFAULT_MODE = PrecisionMode.ALLOW_MIX_PRECISION
+#: The decision target every command uses when neither ``--target`` nor the config names one.
+DEFAULT_TARGET = "cuda"
+#: Where models run when neither ``--device`` nor ``run.device`` says: CUDA when it really loads, else the CPU.
+AUTO_DEVICE = "auto"
+DEVICES: tuple[str, ...] = (AUTO_DEVICE, "cpu", "cuda")
+DEFAULT_WARMUP = 3
+DEFAULT_ITERATIONS = 20
+DEFAULT_SEED = 0
+
+#: Where a setting came from when nothing set it.
+DEFAULT_SOURCE = "default"
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What the command line said; ``None`` (or empty) means "not given": the config or a default decides.
+
+    The field names are the parameter names the commands use for the shared options, so the CLI builds this from
+    a command's parsed parameters (:func:`ampconfig.cli.options.flags_from_params`)."""
+
+    model: Path | None = None
+    config: Path | None = None
+    precision_mode: str | None = None
+    modify_mixlist: Path | None = None
+    keep_dtype: Path | None = None
+    target: str | None = None
+    device: str | None = None
+    keep_io_types: bool | None = None
+    output: Path | None = None
+    inputs_npz: Path | None = None
+    input_files: tuple[str, ...] = ()  # NAME=FILE.npy
+    shapes: tuple[str, ...] = ()  # NAME=1x128
+    warmup: int | None = None
+    iterations: int | None = None
+    seed: int | None = None
+    tolerance: float | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Flags:
+        """The flags among a command's parsed parameters (others, such as ``--json``, are not settings)."""
+        values: dict[str, Any] = {}
+        for item in fields(cls):
+            if item.name not in params:
+                continue
+            value = params[item.name]
+            values[item.name] = tuple(value or ()) if item.name in ("input_files", "shapes") else value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    """How to get the inputs of a run, unparsed by nothing but the resolver: ``.npz``/``.npy`` files, shapes of
+    generated inputs, the seed and integer range. :func:`ampconfig.runner.inputs.inputs_for` reads it."""
+
+    npz: Path | None = None
+    arrays: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    seed: int = DEFAULT_SEED
+    int_low: int | None = None
+    int_high: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "npz": _text(self.npz),
+            "arrays": {name: str(path) for name, path in self.arrays.items()},
+            "shapes": {name: list(dims) for name, dims in self.shapes.items()},
+            "seed": self.seed,
+            "int_low": self.int_low,
+            "int_high": self.int_high,
+        }
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a command needs to know, resolved. ``sources`` says where each setting came from: the flag
+    (``--target``), the config (``config session.yaml``) or ``default``."""
+
+    precision_mode: PrecisionMode
+    target: str
+    device: str
+    model_path: Path
+    example: str | None  # the bundled example's name when no model was given
+    modify_mixlist: Path | Mixlist | None
+    keep_dtype: Path | tuple[str, ...] | None
+    keep_io_types: bool
+    allow_tf32: bool
+    output: Path | None
+    inputs: InputRequest
+    warmup: int
+    iterations: int
+    tolerance: Tolerance
+    config: Path | None
+    sources: Mapping[str, str]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def mode_source(self) -> str:
+        return self.sources["precision_mode"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON-ready data (what ``-v`` logs)."""
+        mixlist = self.modify_mixlist
+        return {
+            "precision_mode": self.precision_mode.value,
+            "target": self.target,
+            "device": self.device,
+            "model": str(self.model_path),
+            "example": self.example,
+            "modify_mixlist": mixlist.model_dump(by_alias=True, exclude_none=True)
+            if isinstance(mixlist, Mixlist)
+            else _text(mixlist),
+            "keep_dtype": list(self.keep_dtype) if isinstance(self.keep_dtype, tuple) else _text(self.keep_dtype),
+            "keep_io_types": self.keep_io_types,
+            "allow_tf32": self.allow_tf32,
+            "output": _text(self.output),
+            "inputs": self.inputs.to_dict(),
+            "warmup": self.warmup,
+            "iterations": self.iterations,
+            "tolerance": self.tolerance.to_dict(),
+            "config": _text(self.config),
+            "sources": dict(self.sources),
+        }
+
+
+def require_model(settings: Settings) -> Path:
+    """The model path of commands that open the model: an existing file, or an error naming where the path came
+    from (checked here, before any work, rather than by the resolver, which reads no model)."""
+    source = settings.sources.get("model", DEFAULT_SOURCE)
+    what = "model" if not source.startswith("config") else "model (from the config)"
+    require_file(settings.model_path, what, hint="check the path")
+    return settings.model_path
+
+
+def _text(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------- resolve
+def resolve(flags: Flags, config: SessionConfig | None = None) -> Settings:
+    """Merge ``flags`` over the session config over the defaults. ``config`` is the already loaded config, else
+    the file ``flags.config`` names is read (or there is none). Bad values raise located AmpconfigErrors."""
+    settings, problems = resolve_with_problems(flags, config)
+    if problems:
+        first = problems[0]
+        raise AmpconfigError(
+            first.message, file=first.file, line=first.line, json_path=first.json_path, hint=first.hint
+        )
+    return settings
+
+
+def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> tuple[Settings, list[Problem]]:
+    """:func:`resolve`, returning the settings together with what is wrong with their combination (a mixlist with
+    a mode that takes none) instead of raising it: ``validate`` reports it as a finding."""
+    if config is None and flags.config is not None:
+        config = load_session_config(flags.config)
+    merged = _Merge(flags, config)
+    mode = merged.pick("precision_mode", flags.precision_mode, config.resolved_mode() if _has_mode(config) else None)
+    precision_mode = parse_mode(mode) if mode is not None else DEFAULT_MODE
+    model, example = _model(merged, config)
+    mixlist = merged.pick("modify_mixlist", flags.modify_mixlist, config.modify_mixlist if config else None)
+    problems = _mode_mixlist_problems(precision_mode, mixlist, merged, config)
+    keep = merged.pick("keep_dtype", flags.keep_dtype, config.keep_dtype if config else None)
+    run = config.run if config is not None else None
+    target = merged.pick("target", flags.target, config.target if config else None, DEFAULT_TARGET)
+    device = merged.pick("device", flags.device, run.device if run else None, AUTO_DEVICE)
+    warmup = merged.pick("warmup", flags.warmup, _set(run, "warmup"), DEFAULT_WARMUP)
+    iterations = merged.pick("iterations", flags.iterations, _set(run, "iterations"), DEFAULT_ITERATIONS)
+    settings = Settings(
+        precision_mode=precision_mode,
+        target=_choice(target, TARGETS, "target"),
+        device=_choice(device, DEVICES, "device"),
+        model_path=model,
+        example=example,
+        modify_mixlist=mixlist,
+        keep_dtype=tuple(keep) if isinstance(keep, list) else keep,
+        keep_io_types=merged.pick("keep_io_types", flags.keep_io_types, _set(config, "keep_io_types"), True),
+        allow_tf32=merged.pick("allow_tf32", None, _set(config, "allow_tf32"), False),
+        output=merged.pick("output", flags.output, config.output if config else None),
+        inputs=_input_request(flags, config, merged),
+        warmup=check_count(warmup, "--warmup", 0, MAX_WARMUP),
+        iterations=check_count(iterations, "--iterations", 1, MAX_ITERATIONS),
+        tolerance=_tolerance(flags, config, merged),
+        config=flags.config,
+        sources=MappingProxyType(dict(merged.sources)),
+        notes=tuple(_notes(precision_mode, merged, example)),
+    )
+    _log(settings)
+    return settings, problems
+
+
+class _Merge:
+    """Picks each setting from the flag, else the config, else the default, and remembers where it came from."""
+
+    def __init__(self, flags: Flags, config: SessionConfig | None) -> None:
+        self.flags = flags
+        self.config = config
+        self.sources: dict[str, str] = {}
+
+    def pick(self, name: str, flag: Any, from_config: Any, default: Any = None) -> Any:
+        if flag is not None:
+            self.sources[name] = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+            return flag
+        if from_config is not None:
+            self.sources[name] = f"config {self.flags.config or self.config_file()}"
+            return from_config
+        self.sources[name] = DEFAULT_SOURCE
+        return default
+
+    def config_file(self) -> str:
+        return (self.config.source_file if self.config is not None else None) or "<config>"
+
+
+_FLAG_NAMES = {"model": "MODEL", "inputs": "--inputs", "keep_io_types": "--keep-io-types/--no-keep-io-types"}
+
+
+def _has_mode(config: SessionConfig | None) -> bool:
+    return config is not None and (config.precision_mode is not None or config.precision_mode_v2 is not None)
+
+
+def _set(section: Any, name: str) -> Any:
+    """A config value only where the file set it: an unset key is the default's to decide (and say so)."""
+    if section is None or name not in section.model_fields_set:
+        return None
+    return getattr(section, name)
+
+
+def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    key = str(value).strip().lower()
+    if key not in allowed:
+        raise AmpconfigError(f"unknown {what} {value!r}", hint=f"{what}s: " + ", ".join(allowed))
+    return key
+
+
+def _model(merged: _Merge, config: SessionConfig | None) -> tuple[Path, str | None]:
+    given = merged.pick("model", merged.flags.model, config.model if config else None)
+    if given is not None:
+        return Path(given), None
+    merged.sources["model"] = f"default: the bundled example {DEFAULT_EXAMPLE!r}"
+    return example_path(DEFAULT_EXAMPLE), DEFAULT_EXAMPLE
+
+
+def _mode_mixlist_problems(
+    mode: PrecisionMode, mixlist: Any, merged: _Merge, config: SessionConfig | None
+) -> list[Problem]:
+    """The one place a resolved mode meets a resolved mixlist; the finding points at the mixlist's origin."""
+    from_config = mixlist is not None and merged.sources["modify_mixlist"].startswith("config")
+    if from_config and config is not None:
+        origin = config.source
+        problem = mode_mixlist_problem(
+            mode, True, origin.file, origin.line_of(("modify_mixlist",)), origin.json_path(("modify_mixlist",))
+        )
+    else:
+        problem = mode_mixlist_problem(mode, mixlist is not None, str(mixlist) if mixlist is not None else None)
+    if problem is None:
+        return []
+    if merged.sources["precision_mode"] != DEFAULT_SOURCE:
+        problem = replace(problem, message=f"{problem.message} (mode from {merged.sources['precision_mode']})")
+    return [problem]
+
+
+def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -> InputRequest:
+    run = config.run if config is not None else None
+    shapes: dict[str, tuple[int, ...]] = {}
+    if run is not None:
+        shapes.update({name: tuple(int(d) for d in dims) for name, dims in run.shapes.items()})
+    for text in flags.shapes:
+        name, dims = parse_shape_option(text)
+        shapes[name] = tuple(dims)
+    arrays: dict[str, Path] = {}
+    for text in flags.input_files:
+        name, path = parse_input_option(text)
+        if name in arrays:
+            raise AmpconfigError(f"--input {name} is given twice", hint="give each input once")
+        arrays[name] = path
+    return InputRequest(
+        npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None),
+        arrays=MappingProxyType(arrays),
+        shapes=MappingProxyType(shapes),
+        seed=merged.pick("seed", flags.seed, _set(run, "seed"), DEFAULT_SEED),
+        int_low=run.int_low if run else None,
+        int_high=run.int_high if run else None,
+    )
+
+
+def _tolerance(flags: Flags, config: SessionConfig | None, merged: _Merge) -> Tolerance:
+    base = merged.pick("tolerance", None, _set(config, "tolerance"), Tolerance())
+    if flags.tolerance is None:
+        return base
+    check_positive_finite(flags.tolerance, "--tolerance")
+    merged.sources["tolerance"] = "--tolerance" + (" (max_abs, min_cosine from the config)" if config else "")
+    return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
+
+
+def _notes(mode: PrecisionMode, merged: _Merge, example: str | None) -> list[str]:
+    notes = []
+    if example is not None:
+        notes.append(f"no model given: the bundled example {example!r}")
+    if merged.sources["precision_mode"] == DEFAULT_SOURCE:
+        notes.append(f"precision mode {mode.value} is the default (set it with --precision-mode or the config)")
+    return notes
+
+
+def _log(settings: Settings) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    data = settings.to_dict()
+    for name, source in settings.sources.items():
+        value = data.get(name, data["inputs"].get("npz") if name == "inputs" else None)
+        log.info("setting %s = %s  (%s)", name, json.dumps(value, default=str), source)
+    log.info("resolved settings: %s", json.dumps(data, default=str, sort_keys=True))
