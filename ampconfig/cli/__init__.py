@@ -7,6 +7,7 @@ turns :class:`~ampconfig.errors.AmpconfigError` into located messages and exit c
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 from ampconfig.cli.app import app
@@ -30,6 +31,10 @@ for _module in _COMMAND_MODULES:
 
 
 def main() -> None:
+    if hasattr(signal, "SIGPIPE"):
+        # A closed stdout (`ampconfig explain m.onnx | head`) ends the process quietly, as it ends cat or grep
+        # (the shell reports 141); without this Python would report the broken pipe as an error.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         app()
     except KeyboardInterrupt:

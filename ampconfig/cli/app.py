@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
@@ -100,6 +101,8 @@ def _global_options(
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: 128 + SIGPIPE: what a shell reports for a command whose output pipe was closed.
+EXIT_BROKEN_PIPE = 141
 
 
 def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
@@ -120,6 +123,11 @@ def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
             raise typer.Exit(EXIT_USAGE) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            # The reader went away (`ampconfig tune ... | head`): nothing more can be said on stdout, and nothing
+            # is wrong with the command. Exit as a shell reports SIGPIPE, and keep Python's final flush quiet.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except Exception as exc:
             if type(exc).__module__.endswith("exceptions") and hasattr(exc, "exit_code"):
                 raise  # click/typer usage errors keep their own handling
