@@ -84,8 +84,15 @@ class Flags:
             if item.name not in params:
                 continue
             value = params[item.name]
-            values[item.name] = tuple(value or ()) if item.name in ("input_files", "shapes") else value
+            if item.name in ("input_files", "shapes"):
+                value = tuple(value or ())
+            elif item.name in _PATH_FIELDS and value is not None:
+                value = Path(value)  # click hands some typer versions' path options over as strings
+            values[item.name] = value
         return cls(**values)
+
+
+_PATH_FIELDS = frozenset({"model", "config", "modify_mixlist", "keep_dtype", "output", "inputs_npz"})
 
 
 @dataclass(frozen=True)
