@@ -40,6 +40,7 @@ from ampconfig.decide.passes.islands import LowerCastBoundIslands
 from ampconfig.decide.passes.listed import PaintListed
 from ampconfig.decide.passes.modes import ModePolicy
 from ampconfig.decide.passes.reasons import CheckReasons
+from ampconfig.decide.plan import follow_until_stable
 from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
@@ -179,15 +180,6 @@ def decided(
     for step in steps:
         step(result.state, result.scope)
     return result
-
-
-def follow_until_stable(state: DecisionState, scope: Scope) -> None:
-    follow, guard = FollowNeighbours(), GuardLayerNormFusion()
-    while True:
-        follow(state, scope)
-        guard(state, scope)
-        if not guard.changed:
-            return
 
 
 def painted() -> tuple[Callable[[DecisionState, Scope], None], ...]:

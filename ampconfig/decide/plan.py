@@ -182,15 +182,15 @@ def _paint(state: DecisionState, scope: Scope) -> None:
     """The mixed modes' passes over one scope."""
     for step in (AssignColours(), PaintListed(), PropagateDeny()):
         step(state, scope)
-    _follow_until_stable(state, scope)
+    follow_until_stable(state, scope)
     islands = LowerCastBoundIslands()
     islands(state, scope)
     if islands.lowered:
-        _follow_until_stable(state, scope)  # soft verdicts next to a lowered island now see it low
+        follow_until_stable(state, scope)  # soft verdicts next to a lowered island now see it low
     CheckReasons()(state, scope)
 
 
-def _follow_until_stable(state: DecisionState, scope: Scope) -> None:
+def follow_until_stable(state: DecisionState, scope: Scope) -> None:
     """Follow neighbours, then guard the LayerNorm fusion; the guard forces nodes to float32, whose consumers then
     follow again, until the guard forces nothing (it only ever adds float32 verdicts, so this ends)."""
     follow, guard = FollowNeighbours(), GuardLayerNormFusion()
