@@ -39,7 +39,7 @@ from ampconfig.files.models import (
     save_model_sharing_data,
 )
 from ampconfig.files.repair import admit_input_model
-from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
+from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import apply_plan
@@ -182,7 +182,7 @@ def rewrite_model_detailed(
     precision_mode: str | PrecisionMode,
     modify_mixlist: MixlistInput = None,
     keep_dtype: KeepDtypeInput = None,
-    target: str = "cpu",
+    target: str = DEFAULT_TARGET,
     keep_io_types: bool = True,
     overflow_nodes: Mapping[str, str] | None = None,
     float16_encoder: Float16Encoder | None = None,
@@ -350,7 +350,7 @@ def rewrite_model(
     precision_mode: str | PrecisionMode,
     modify_mixlist: MixlistInput = None,
     keep_dtype: KeepDtypeInput = None,
-    target: str = "cpu",
+    target: str = DEFAULT_TARGET,
     keep_io_types: bool = True,
 ) -> onnx.ModelProto:
     """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""

@@ -4,6 +4,7 @@ config; flags win over the config, the config over the defaults; the decision ta
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 from pathlib import Path
 
@@ -130,6 +131,22 @@ def test_defaults_without_flags_or_config() -> None:
     assert settings.keep_io_types is True and settings.allow_tf32 is False and settings.tolerance == Tolerance()
     assert settings.sources["target"] == DEFAULT_SOURCE and settings.sources["device"] == DEFAULT_SOURCE
     assert any("is the default" in note for note in settings.notes)
+
+
+def test_the_library_and_every_decision_command_share_the_default_target(tmp_path: Path) -> None:
+    """Without a target named, the Python API decides for the same target as the command line does (one default,
+    documented with the targets), and `ops-info show` shows that target's op info."""
+    from ampconfig.api import rewrite_model, rewrite_model_detailed
+
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    result = rewrite_model_detailed(model, "allow_mix_precision")
+    assert result.target == resolve(Flags(model=model)).target == DEFAULT_TARGET
+    for function in (rewrite_model, rewrite_model_detailed):
+        assert inspect.signature(function).parameters["target"].default == DEFAULT_TARGET
+    shown = runner.invoke(app, ["ops-info", "show", "MatMul", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["target"] == DEFAULT_TARGET
 
 
 def test_settings_are_frozen() -> None:

@@ -27,6 +27,7 @@ from ampconfig.files.guard import Destination, OutputGuard, same_file
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
 from ampconfig.opinfo.kernel_claims import AcrossOpsets
 from ampconfig.opinfo.library import (
+    DEFAULT_TARGET,
     PROVIDERS,
     TARGETS,
     Colour,
@@ -154,7 +155,15 @@ def _merge_existing(ops: dict[str, OpInfoEntry], path: Path, target: str, partia
 
 @_subcommand("probe")
 def probe_command(
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cpu",
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            "-t",
+            help="Execution target to measure: cpu or cuda. Probing runs every op, so the default is the target "
+            "every machine has (cpu); --target cuda needs a GPU.",
+        ),
+    ] = "cpu",
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
@@ -524,7 +533,7 @@ def strategy_applied(existing: OpsInfoFile) -> OpsInfoFile:
 @_subcommand("show")
 def show_command(
     op: Annotated[list[str] | None, typer.Argument(help="Op keys to show (default: all).")] = None,
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cpu",
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Print op info entries of the built-in library: colour, the dtypes the target runs the op in (natively, or

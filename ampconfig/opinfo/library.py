@@ -23,6 +23,9 @@ from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.bounded import scan_json
 
 TARGETS: tuple[str, ...] = ("cpu", "cuda")
+#: The decision target wherever none is named (every command, the library API): ampconfig exists to run models in
+#: mixed precision on GPUs, and deciding for CUDA needs no GPU.
+DEFAULT_TARGET = "cuda"
 #: The ONNX Runtime execution provider of each target: the one table of provider names.
 PROVIDERS: Mapping[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 CPU_PROVIDER, CUDA_PROVIDER = PROVIDERS["cpu"], PROVIDERS["cuda"]

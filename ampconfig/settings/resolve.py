@@ -28,7 +28,7 @@ from typing import Any
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import require_file
-from ampconfig.opinfo.library import TARGETS
+from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.mixlist import Mixlist
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 #: The mode every command uses when neither ``--precision-mode`` nor the config names one.
 DEFAULT_MODE = PrecisionMode.ALLOW_MIX_PRECISION
-#: The decision target every command uses when neither ``--target`` nor the config names one.
-DEFAULT_TARGET = "cuda"
 #: Where models run when neither ``--device`` nor ``run.device`` says: CUDA when it really loads, else the CPU.
 AUTO_DEVICE = "auto"
 DEVICES: tuple[str, ...] = (AUTO_DEVICE, "cpu", "cuda")
