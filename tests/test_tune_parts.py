@@ -17,6 +17,7 @@ from ampconfig.diagnose.ranges import RangeFinding
 from ampconfig.diagnose.sensitivity import damaged_nodes, estimated_error, sensitivities, value_error
 from ampconfig.diagnose.tune.ranking import pin_followers
 from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, rank_pins
+from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
 from ampconfig.rewrite.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.runner.intermediates import run_with_intermediates
@@ -226,3 +227,54 @@ def test_trial_sessions_ask_for_heuristic_conv_search() -> None:
     assert provider_list("cpu", False, "HEURISTIC") == ["CPUExecutionProvider"]
     with pytest.raises(ValueError):
         provider_list("cuda", False, "FAST")
+
+
+# ------------------------------------------------------------------------------------------------ the budget
+
+
+class _Clock:
+    """A clock the test moves by hand: the budget's arithmetic without waiting."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_budget_foresees_exposed_runs_by_their_own_time() -> None:
+    """The budget times plain and exposed runs apart: one slow exposed run does not make plain trials look slow,
+    and the rest of the fixed pipeline is foreseen before it is started (the H100 BERT-base tune overran its
+    --max-seconds 200 by 70 s because each exposed run took about 65 s)."""
+    clock = _Clock()
+    budget = Budget(max_runs=20, max_seconds=200.0, clock=clock)
+    assert budget.allows(1) and budget.typical(EXPOSED) == 0.0  # nothing measured: the first run may start
+    clock.now += 2.0
+    budget.record(PLAIN, 2.0)
+    assert budget.typical(EXPOSED) == 2.0  # before an exposed run, the plain one is all there is to go by
+    clock.now += 65.0
+    budget.record(EXPOSED, 65.0)
+    assert (budget.typical(PLAIN), budget.typical(EXPOSED), budget.elapsed) == (2.0, 65.0, 67.0)
+    assert budget.foreseen(exposed=2, plain=2) == pytest.approx(67.0 + 130.0 + 4.0)
+    assert budget.allows(1, kind=EXPOSED) and not budget.allows(19)  # runs cap: 2 + 19 > 20
+    assert budget.allows(10, reserve=1)  # eleven plain runs: 67 + 22 s
+    with pytest.raises(BudgetSpent) as spent:
+        budget.require_time_for(2, 2, "the rest")
+    message = str(spent.value)
+    assert "(--max-seconds 200) cannot hold the rest" in message and "takes 65.0 s" in message
+    assert "--max-seconds 242 or more" in message and "smaller batch" in message  # 1.2 x 201 s, rounded up
+    budget.require_time_for(1, 2, "less")  # 67 + 65 + 4 s fits: no refusal
+    assert Budget(max_runs=20, clock=clock).foreseen(exposed=100) == 0.0  # no time limit: nothing is foreseen
+
+
+def test_budget_counts_runs_and_says_which_limit_stopped_it() -> None:
+    clock = _Clock()
+    budget = Budget(max_runs=3, max_seconds=10.0, clock=clock)
+    for _ in range(3):
+        clock.now += 1.0
+        budget.record(PLAIN, 1.0)
+    assert budget.runs == 3 and not budget.allows(1) and "--max-runs 3" in budget.why_not()
+    timed = Budget(max_runs=20, max_seconds=10.0, clock=clock)
+    clock.now += 9.5
+    timed.record(PLAIN, 9.5)
+    assert not timed.allows(1) and "--max-seconds 10" in timed.why_not()

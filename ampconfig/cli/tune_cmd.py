@@ -135,7 +135,9 @@ def tune(
         float | None,
         typer.Option(
             "--max-seconds",
-            help="Stop searching when the next run would pass this.",
+            help="Wall-time budget. A run is not started when it would end past it (each kind of run timed apart: "
+            "the runs that expose every intermediate cost most on a GPU); when the sensitivity runs cannot fit, tune "
+            "stops right after the fp32 runs and says what --max-seconds would.",
             callback=positive_finite("300"),
         ),
     ] = None,

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -49,33 +50,76 @@ class ProgressEvent:
 ProgressHook = Callable[[ProgressEvent], None]
 
 
+#: The two kinds of run, whose times differ by orders of magnitude on a GPU: a plain run returns the outputs; an
+#: exposed run returns every intermediate (the reference and rewrite with intermediates exposed, the sensitivity
+#: replay), which copies them all to the host.
+PLAIN, EXPOSED = "plain", "exposed"
+
+
 @dataclass
 class Budget:
-    """At most ``max_runs`` model runs and (when given) about ``max_seconds`` of wall time."""
+    """At most ``max_runs`` model runs and (when given) about ``max_seconds`` of wall time.
+
+    Time is foreseen per kind of run (``PLAIN``, ``EXPOSED``), from the slowest run of that kind so far: a run
+    is not started when it, and the runs reserved after it, would end past ``max_seconds``."""
 
     max_runs: int
     max_seconds: float | None = None
-    started: float = field(default_factory=time.monotonic)
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(init=False)
     runs: int = 0
-    run_seconds: list[float] = field(default_factory=list)
+    seconds_by_kind: dict[str, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return self.clock() - self.started
 
-    def allows(self, count: int = 1, reserve: int = 0) -> bool:
-        """Whether ``count`` more runs fit, keeping ``reserve`` runs for later (the verification)."""
+    def typical(self, kind: str) -> float:
+        """The slowest run of ``kind`` so far (of any kind when none of it ran yet; 0 before the first run)."""
+        measured = self.seconds_by_kind.get(kind) or [t for times in self.seconds_by_kind.values() for t in times]
+        return max(measured, default=0.0)
+
+    def record(self, kind: str, seconds: float) -> None:
+        self.runs += 1
+        self.seconds_by_kind.setdefault(kind, []).append(seconds)
+
+    def foreseen(self, exposed: int = 0, plain: int = 0) -> float:
+        """Seconds from now until ``exposed`` exposed and ``plain`` plain runs more are done, as measured so far."""
+        return self.elapsed + exposed * self.typical(EXPOSED) + plain * self.typical(PLAIN)
+
+    def allows(self, count: int = 1, reserve: int = 0, kind: str = PLAIN) -> bool:
+        """Whether ``count`` more runs of ``kind`` fit, keeping ``reserve`` plain runs for later (the verification)."""
         if self.runs + count + reserve > self.max_runs:
             return False
         if self.max_seconds is None:
             return True
-        typical = max(self.run_seconds, default=0.0)
-        return self.elapsed + (count + reserve) * typical <= self.max_seconds
+        exposed, plain = (count, reserve) if kind == EXPOSED else (0, count + reserve)
+        return self.foreseen(exposed, plain) <= self.max_seconds
 
     def why_not(self) -> str:
         if self.runs >= self.max_runs or self.max_seconds is None:
             return f"the run budget (--max-runs {self.max_runs}) is spent"
         return f"the time budget (--max-seconds {self.max_seconds:g}) is spent"
+
+    def require_time_for(self, exposed: int, plain: int, what: str) -> None:
+        """Stop now, saying what it would take, when ``exposed`` + ``plain`` more runs cannot end in time.
+
+        Raises :class:`BudgetSpent` naming the measured run times and the ``--max-seconds`` that would fit."""
+        if self.max_seconds is None:
+            return
+        needed = self.foreseen(exposed, plain)
+        if needed <= self.max_seconds:
+            return
+        raise BudgetSpent(
+            f"the time budget (--max-seconds {self.max_seconds:g}) cannot hold {what}: a run with every intermediate "
+            f"exposed takes {self.typical(EXPOSED):.1f} s here and a plain run {self.typical(PLAIN):.1f} s, so "
+            f"{exposed} exposed and {plain} plain runs more end at about {needed:.0f} s; give --max-seconds "
+            f"{math.ceil(needed * 1.2)} or more, or calibrate on a smaller batch (--shape, a smaller .npz): the "
+            "exposed runs grow with it"
+        )
 
 
 class BudgetSpent(Exception):
@@ -141,14 +185,13 @@ class TuneRuns:
                 ProgressEvent(step, self.budget.runs, self.budget.max_runs, self.budget.elapsed, error, low_kept, total)
             )
 
-    def _counted(self, step: str, work: Callable[[], Any]) -> Any:
-        if not self.budget.allows(1):
+    def _counted(self, step: str, work: Callable[[], Any], kind: str = PLAIN) -> Any:
+        if not self.budget.allows(1, kind=kind):
             raise BudgetSpent(f"{self.budget.why_not()} before: {step}")
         self.report(step)
-        started = time.monotonic()
+        started = self.budget.clock()
         result = work()
-        self.budget.runs += 1
-        self.budget.run_seconds.append(time.monotonic() - started)
+        self.budget.record(kind, self.budget.clock() - started)
         self.log.append(step)
         return result
 
@@ -156,7 +199,7 @@ class TuneRuns:
     def run_reference(self) -> None:
         """The plain fp32 run every trial is judged against, then the fp32 run with every intermediate exposed."""
         self.judge = self._counted("fp32 reference run", lambda: reference_judge(self.prepared))
-        self.reference = self._counted("fp32 run, intermediates exposed", lambda: reference_run(self.prepared))
+        self.reference = self._counted("fp32 run, intermediates exposed", lambda: reference_run(self.prepared), EXPOSED)
 
     # -- deciding (no run) ---------------------------------------------------------------------------------------
     def decide(self, candidate: Candidate) -> RewriteResult:
@@ -206,7 +249,7 @@ class TuneRuns:
         model, _ = accuracy_model(self.decide(candidate).model, self.device)
         feeds = self.prepared.inputs.feeds
         names = list(self.reference.values)
-        return self._counted(step, lambda: run_with_intermediates(model, feeds, self.device, names=names))
+        return self._counted(step, lambda: run_with_intermediates(model, feeds, self.device, names=names), EXPOSED)
 
     def replay(self, lowered: Iterable[str], low: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
         """Every node of ``lowered`` computed in fp32 on the inputs it had in the ``low`` run (one counted run);
@@ -222,7 +265,7 @@ class TuneRuns:
             session = create_session(copy.model, self.device)
             return run_once(session, feeds)
 
-        outputs = self._counted(step, run)
+        outputs = self._counted(step, run, EXPOSED)
         return {name: outputs[name] for names in copy.outputs.values() for name in names if name in outputs}
 
     def verify(self, result: RewriteResult, step: str) -> Judgement:

@@ -287,6 +287,9 @@ def _search(
         _answer(prepared, settings, runs, report, base, costing, outputs, guard)
         return
     report.range = range_report(prepared, runs.reference, settings.data_max) if settings.range_check else None
+    # The exposed runs cost most on a GPU (every intermediate copied to the host): stop before them, saying what
+    # would fit, rather than spend the budget on a search that cannot end.
+    runs.budget.require_time_for(2, 2, "the rewrite and the sensitivity replay exposed, one trial and the verification")
     low_run = runs.exposed(base, "all-low rewrite, intermediates exposed")
     estimate = _estimate(runs, low_run.outputs)
     report.all_low_error = estimate.worst_rel_l2
@@ -301,8 +304,10 @@ def _search(
     report.seeds = damaged_nodes(findings, runs.nodes, lowered, runs.reference.values, low_run.values)
     start = Candidate(frozenset(report.seeds))
     if report.seeds:
+        runs.budget.require_time_for(2, 2, "the seeded rewrite and the replay exposed, one trial and the verification")
         low_run = runs.exposed(start, f"{len(report.seeds)} overflow seed(s) pinned, intermediates exposed")
         lowered = runs.lowered(start)
+    runs.budget.require_time_for(1, 2, "the sensitivity replay, one trial and the verification")
     replay = runs.replay(lowered, low_run.values, "sensitivity: every low node replayed in fp32")
     graph_outputs = [value.name for value in prepared.model.graph.output]
     sensitivity = sensitivities(
