@@ -22,14 +22,17 @@ from ampconfig.cli import app
 from ampconfig.diagnose.calibrate import prepare
 from ampconfig.diagnose.tune.trials import ProgressEvent
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune
+from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
 from ampconfig.prove.run import execute
 from ampconfig.report.tune import ProgressState, progress_line
+from ampconfig.runner.inputs import InputSet, first_samples, inputs_for
 from ampconfig.settings.resolve import Flags, resolve
 from ampconfig.settings.validate import validate_paths
 from tests.exporter_models import EXPORTER_MODELS, PIXEL_MODELS, pixel_inputs
 from tests.graphs import FLOAT, make_model, tensor, transformer_block, weight
 from tests.overflow_model import CULPRIT, write_case
+from tests.transformer_stacks import StackSize, bert_stack, token_feeds
 
 runner = CliRunner()
 MAX_RUNS = 20
@@ -362,3 +365,66 @@ def test_latency_objective_reports_the_estimated_latency(
     assert latency["answer"] > 0 and latency["all_low"] > 0 and latency["fp32"] > 0
     # The latency objective's answer is estimated no slower than the node objective's on the same model.
     assert latency["answer"] <= by_nodes["cost"]["estimated_latency_us"]["answer"]
+
+
+# ------------------------------------------------------------------------------------------ calibration batch
+
+
+def _bert_batch(folder: Path, batch: int) -> tuple[Path, Path]:
+    size = StackSize(layers=2, hidden=64, heads=4, ffn=128, vocab=200, max_positions=32)
+    model = bert_stack(size)
+    path, npz = folder / "bert.onnx", folder / "bert.npz"
+    onnx.save(model, path)
+    np.savez(npz, **token_feeds(model, size, batch=batch, seq=32))
+    return path, npz
+
+
+def test_calibration_batch_ranks_from_few_samples_and_verifies_on_all(tmp_path: Path) -> None:
+    """--calibration-batch: the exposed runs and the replay see the first samples only; the answer is still
+    judged (trials, verification) on every sample, and `run` with it on every sample meets the tolerance."""
+    model, npz = _bert_batch(tmp_path, batch=8)
+    all_low = _worst(_run(model, "force_fp16", npz))
+    tolerance = f"{all_low / 2:.3g}"
+    keep = tmp_path / "keep.cfg"
+    args = ["tune", str(model), "-m", "force_fp16", "--target", "cpu", "--device", "cpu", "--inputs", str(npz)]
+    code, payload = _json([*args, "--tolerance", tolerance, "--keep-dtype-out", str(keep), *CALIBRATE_2, "--json"])
+    assert code == 0 and payload["outcome"] == "found", payload["reason"]
+    assert any("first 2 sample(s)" in note for note in payload["notes"]), payload["notes"]
+    assert payload["sensitivity"] and payload["model_runs"] <= MAX_RUNS
+    verified = _run(model, "force_fp16", npz, keep_dtype=keep, tolerance=float(tolerance))
+    assert verified.passed and verified.inputs[0].shape[0] == 8  # on all eight samples
+
+
+CALIBRATE_2 = ["--calibration-batch", "2"]
+
+
+def test_calibration_batch_without_a_shared_batch_dimension_exits_2(
+    exported: dict[str, tuple[Path, Path | None]], tmp_path: Path
+) -> None:
+    model, _ = exported["gpt2"]  # input_ids declared [1, 16]: no batch to slice
+    keep = tmp_path / "keep.cfg"
+    args = ["tune", str(model), "-m", "force_fp16", "--target", "cpu", "--keep-dtype-out", str(keep), *CALIBRATE_2]
+    code, payload = _json([*args, "--json"])
+    assert code == 2 and not keep.exists()
+    assert "--calibration-batch needs a batch dimension" in payload["error"]["message"]
+    assert "fixed in the model" in payload["error"]["message"] and "input_ids" in payload["error"]["message"]
+
+
+def test_first_samples_slices_a_shared_batch_or_says_why_not(tmp_path: Path) -> None:
+    model_path, npz = _bert_batch(tmp_path, batch=8)
+    model = onnx.load(model_path)
+    inputs = inputs_for(model, resolve(Flags(model=model_path, inputs_npz=npz)).inputs)
+    sliced = first_samples(model, inputs, 3)
+    assert {name: array.shape for name, array in sliced.feeds.items()} == {n: (3, 32) for n in inputs.feeds}
+    assert all(np.array_equal(sliced.feeds[n], inputs.feeds[n][:3]) for n in inputs.feeds)
+    assert all(item.shape == [3, 32] and "first 3 of 8" in item.values for item in sliced.inputs)
+    assert first_samples(model, inputs, 8) is inputs  # nothing to slice
+    uneven = InputSet({**inputs.feeds, "attention_mask": inputs.feeds["attention_mask"][:4]}, inputs.inputs)
+    with pytest.raises(AmpconfigError, match="do not share their first dimension's size"):
+        first_samples(model, uneven, 2)
+    renamed = onnx.load(model_path)
+    renamed.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "other"
+    with pytest.raises(AmpconfigError, match="different names"):
+        first_samples(renamed, inputs, 2)
+    with pytest.raises(AmpconfigError, match="at least 1"):
+        first_samples(model, inputs, 0)

@@ -262,7 +262,7 @@ def test_budget_foresees_exposed_runs_by_their_own_time() -> None:
         budget.require_time_for(2, 2, "the rest")
     message = str(spent.value)
     assert "(--max-seconds 200) cannot hold the rest" in message and "takes 65.0 s" in message
-    assert "--max-seconds 242 or more" in message and "smaller batch" in message  # 1.2 x 201 s, rounded up
+    assert "--max-seconds 242 or more" in message and "--calibration-batch" in message  # 1.2 x 201 s, rounded up
     budget.require_time_for(1, 2, "less")  # 67 + 65 + 4 s fits: no refusal
     assert Budget(max_runs=20, clock=clock).foreseen(exposed=100) == 0.0  # no time limit: nothing is foreseen
 

@@ -145,6 +145,16 @@ def tune(
         bool, typer.Option("--range-check/--no-range-check", help="Pin the nodes whose values overflow.")
     ] = True,
     data_max: DataMaxOpt = None,
+    calibration_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--calibration-batch",
+            help="Rank the nodes from the first N samples of the inputs only (the runs that expose every "
+            "intermediate, their cost grows with the batch); every trial and the verification still run on all "
+            "samples. Needs a first dimension every input shares. Default: all samples.",
+            callback=count_between(1, 1 << 20),
+        ),
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
     with _progress_display(stderr.is_terminal and not json_output) as progress:
@@ -163,6 +173,7 @@ def tune(
             max_seconds=max_seconds,
             range_check=range_check,
             data_max=data_max,
+            calibration_batch=calibration_batch,
         )
         request = resolved_settings(ctx)  # the settings every command resolves; `settings` are tune's own
         with OutputGuard() as guard:

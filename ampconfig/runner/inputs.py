@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -476,3 +476,46 @@ def adapt_feeds(feeds: Mapping[str, np.ndarray], model: onnx.ModelProto) -> dict
         spec = specs.get(name)
         adapted[name] = array if spec is None or array.dtype == spec.dtype else array.astype(spec.dtype)
     return adapted
+
+
+# ------------------------------------------------------------------------------------------ calibration slices
+
+
+def first_samples(model: onnx.ModelProto, inputs: InputSet, count: int) -> InputSet:
+    """The first ``count`` samples of every input along a shared batch dimension: a smaller calibration batch.
+
+    The batch is the first dimension of every input, declared with one symbol (``batch``) or left unnamed, and of
+    the same size in every feed. Returns ``inputs`` itself when it holds no more than ``count`` samples; raises
+    :class:`AmpconfigError` when the inputs share no such dimension (then a smaller ``.npz`` is the way)."""
+    if count < 1:
+        raise AmpconfigError(f"--calibration-batch must be at least 1, not {count}")
+    specs = model_input_specs(model)
+    firsts = {spec.name: spec.dims[0] if spec.dims else None for spec in specs}
+    fixed = sorted(name for name, dim in firsts.items() if isinstance(dim, int))
+    symbols = {dim for dim in firsts.values() if isinstance(dim, str)}
+    sizes = {name: np.shape(array)[0] if np.ndim(array) else None for name, array in inputs.feeds.items()}
+    why = None
+    if not specs:
+        why = "the model has no inputs"
+    elif fixed:
+        why = f"the first dimension of {', '.join(fixed)} is fixed in the model"
+    elif len(symbols) > 1:
+        why = f"the inputs' first dimensions have different names ({', '.join(sorted(symbols))})"
+    elif None in sizes.values() or len(set(sizes.values())) != 1:
+        why = "the inputs fed do not share their first dimension's size: " + ", ".join(
+            f"{name} {size if size is not None else 'scalar'}" for name, size in sorted(sizes.items())
+        )
+    if why is not None:
+        raise AmpconfigError(
+            f"--calibration-batch needs a batch dimension every input shares, and {why}",
+            hint="leave --calibration-batch out, or give smaller inputs (--shape, an .npz with fewer samples)",
+        )
+    (batch,) = set(sizes.values())
+    if batch is None or batch <= count:
+        return inputs
+    feeds = {name: np.ascontiguousarray(array[:count]) for name, array in inputs.feeds.items()}
+    described = [
+        replace(item, shape=[count, *item.shape[1:]], values=f"{item.values}; the first {count} of {batch} samples")
+        for item in inputs.inputs
+    ]
+    return InputSet(feeds, described)

@@ -16,7 +16,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
 from ampconfig.prove.judge import Judge, Judgement, accuracy_model
 from ampconfig.rewrite.inject import injection_model
+from ampconfig.runner.inputs import first_samples
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.settings.keep_dtype import keep_dtype_from_config
@@ -117,8 +118,8 @@ class Budget:
             f"the time budget (--max-seconds {self.max_seconds:g}) cannot hold {what}: a run with every intermediate "
             f"exposed takes {self.typical(EXPOSED):.1f} s here and a plain run {self.typical(PLAIN):.1f} s, so "
             f"{exposed} exposed and {plain} plain runs more end at about {needed:.0f} s; give --max-seconds "
-            f"{math.ceil(needed * 1.2)} or more, or calibrate on a smaller batch (--shape, a smaller .npz): the "
-            "exposed runs grow with it"
+            f"{math.ceil(needed * 1.2)} or more, or rank from fewer samples (--calibration-batch, or --shape "
+            "and a smaller .npz): the exposed runs grow with the batch"
         )
 
 
@@ -160,8 +161,22 @@ def base_keep_entries(value: Any) -> list[str]:
 class TuneRuns:
     """The runs of one tune, against one fp32 reference (see the module docstring)."""
 
-    def __init__(self, prepared: Prepared, budget: Budget, progress: ProgressHook | None = None) -> None:
+    def __init__(
+        self,
+        prepared: Prepared,
+        budget: Budget,
+        progress: ProgressHook | None = None,
+        calibration_batch: int | None = None,
+    ) -> None:
         self.prepared = prepared
+        #: What the exposed runs and the replay see: the request's inputs, or their first ``calibration_batch``
+        #: samples (the exposed runs copy every intermediate to the host, so they grow with the batch; trials and
+        #: the verification always run on every sample).
+        self.calibration = (
+            prepared
+            if calibration_batch is None
+            else replace(prepared, inputs=first_samples(prepared.model, prepared.inputs, calibration_batch))
+        )
         self.budget = budget
         self.progress = progress
         self.mixlist = base_mixlist(prepared.request.modify_mixlist)
@@ -199,7 +214,19 @@ class TuneRuns:
     def run_reference(self) -> None:
         """The plain fp32 run every trial is judged against, then the fp32 run with every intermediate exposed."""
         self.judge = self._counted("fp32 reference run", lambda: reference_judge(self.prepared))
-        self.reference = self._counted("fp32 run, intermediates exposed", lambda: reference_run(self.prepared), EXPOSED)
+        self.reference = self._counted(
+            "fp32 run, intermediates exposed", lambda: reference_run(self.calibration), EXPOSED
+        )
+
+    @property
+    def sliced(self) -> bool:
+        """Whether the exposed runs see fewer samples than the trials."""
+        return self.calibration.inputs is not self.prepared.inputs
+
+    @property
+    def exposed_reference(self) -> dict[str, np.ndarray]:
+        """The fp32 outputs an exposed run's outputs are estimated against (same samples)."""
+        return self.reference.outputs if self.sliced else self.judge.reference
 
     # -- deciding (no run) ---------------------------------------------------------------------------------------
     def decide(self, candidate: Candidate) -> RewriteResult:
@@ -247,7 +274,7 @@ class TuneRuns:
     def exposed(self, candidate: Candidate, step: str) -> IntermediateRun:
         """The candidate's accuracy copy run once with every intermediate exposed (one counted run)."""
         model, _ = accuracy_model(self.decide(candidate).model, self.device)
-        feeds = self.prepared.inputs.feeds
+        feeds = self.calibration.inputs.feeds
         names = list(self.reference.values)
         return self._counted(step, lambda: run_with_intermediates(model, feeds, self.device, names=names), EXPOSED)
 
@@ -257,7 +284,7 @@ class TuneRuns:
         originals = {node.name: list(node.outputs) for node in self.nodes}
         available = {name: np.shape(low[name]) for name in self.reference.values.keys() & low.keys()}
         copy = injection_model(self.prepared.model, list(lowered), originals, available)
-        feeds = dict(self.prepared.inputs.feeds)
+        feeds = dict(self.calibration.inputs.feeds)
         for name, (source, dtype) in copy.feeds.items():
             feeds[name] = np.asarray(low[source]).astype(dtype)
 

@@ -69,6 +69,7 @@ class TuneSettings:
     max_seconds: float | None = None
     range_check: bool = True
     data_max: float | None = None
+    calibration_batch: int | None = None  # samples the exposed runs see (None: all)
 
 
 @dataclass
@@ -252,7 +253,7 @@ def tune(
     if outputs is None:
         outputs = declare_outputs(settings, guard)
     budget = Budget(settings.max_runs, settings.max_seconds)
-    runs = TuneRuns(prepared, budget, progress)
+    runs = TuneRuns(prepared, budget, progress, settings.calibration_batch)
     report = TuneReport(
         "not_found", 0, settings.max_runs, 0.0, settings.objective, prepared.request.tolerance.to_dict()
     )
@@ -278,6 +279,12 @@ def _search(
     guard: OutputGuard,
 ) -> None:
     runs.run_reference()
+    if runs.sliced:
+        samples = runs.calibration.inputs.inputs[0].shape[0] if runs.calibration.inputs.inputs else 0
+        report.notes.append(
+            f"sensitivity, range analysis and the latency estimate come from the first {samples} sample(s) "
+            "(--calibration-batch); every trial and the verification ran on all of them"
+        )
     base = Candidate()
     all_low = runs.decide(base)
     shapes = value_shapes(prepared.model, runs.reference.values)
@@ -355,8 +362,9 @@ def _check_reachable(runs: TuneRuns, lowered: list[str]) -> None:
 
 
 def _estimate(runs: TuneRuns, outputs: dict[str, Any]) -> Judgement:
-    """The judgement of an exposed run's outputs: an estimate (exposing intermediates may change ORT's fusions)."""
-    return judge_outputs(runs.judge.reference, outputs, runs.judge.output_names, runs.judge.tolerance)
+    """The judgement of an exposed run's outputs: an estimate (exposing intermediates may change ORT's fusions,
+    and a calibration batch holds fewer samples than the trials)."""
+    return judge_outputs(runs.exposed_reference, outputs, runs.judge.output_names, runs.judge.tolerance)
 
 
 def _sortable(value: float) -> float:
