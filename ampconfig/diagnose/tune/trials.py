@@ -224,6 +224,11 @@ class TuneRuns:
         return self.calibration.inputs is not self.prepared.inputs
 
     @property
+    def calibration_samples(self) -> int:
+        """How many samples the exposed runs see (the first dimension of the calibration feeds)."""
+        return min((len(array) for array in self.calibration.inputs.feeds.values() if np.ndim(array)), default=0)
+
+    @property
     def exposed_reference(self) -> dict[str, np.ndarray]:
         """The fp32 outputs an exposed run's outputs are estimated against (same samples)."""
         return self.reference.outputs if self.sliced else self.judge.reference

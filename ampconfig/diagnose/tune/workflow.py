@@ -280,10 +280,9 @@ def _search(
 ) -> None:
     runs.run_reference()
     if runs.sliced:
-        samples = runs.calibration.inputs.inputs[0].shape[0] if runs.calibration.inputs.inputs else 0
         report.notes.append(
-            f"sensitivity, range analysis and the latency estimate come from the first {samples} sample(s) "
-            "(--calibration-batch); every trial and the verification ran on all of them"
+            f"sensitivity, range analysis and the latency estimate come from the first {runs.calibration_samples} "
+            "sample(s) (--calibration-batch); every trial and the verification ran on all of them"
         )
     base = Candidate()
     all_low = runs.decide(base)
