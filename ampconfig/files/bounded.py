@@ -360,8 +360,21 @@ class _BoundedComposer:
 
 def compose_yaml(text: str, source: str | None) -> tuple[Node | None, yaml.SafeLoader]:
     """The node tree of a single-document YAML text within the limits (None when the stream is empty), and the
-    loader, whose constructor turns the nodes into data. Syntax errors raise ``yaml.YAMLError`` as PyYAML does."""
-    loader = _YAML_LOADER(text)
+    loader, whose constructor turns the nodes into data. Syntax errors raise ``yaml.YAMLError`` as PyYAML does.
+
+    libyaml (PyYAML's C parser, when present) scans ahead and applies limits of its own whose wording changes
+    between releases (6.0.4 stops flow nesting at 1,000 itself). When it refuses a text, the pure-Python parser
+    reads it again, so the diagnosis (our limits, our message, the line) is the same with or without libyaml."""
+    try:
+        return _compose_with(_YAML_LOADER, text, source)
+    except yaml.YAMLError:
+        if _YAML_LOADER is yaml.SafeLoader:
+            raise
+        return _compose_with(yaml.SafeLoader, text, source)
+
+
+def _compose_with(loader_type: type, text: str, source: str | None) -> tuple[Node | None, yaml.SafeLoader]:
+    loader = loader_type(text)
     try:
         loader.get_event()  # stream start
         if loader.check_event(StreamEndEvent):
