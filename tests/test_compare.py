@@ -116,9 +116,14 @@ def test_string_outputs_exact_only() -> None:
     assert tolerance_failures([metrics], Tolerance()) == ["labels: 1 element(s) differ"]
 
 
-def test_shape_mismatch_is_an_error() -> None:
-    with pytest.raises(OutputMismatchError, match="shape"):
-        compare_output("y", np.zeros((2, 3)), np.zeros((3, 2)))
+def test_shape_change_is_an_accuracy_failure_with_both_shapes() -> None:
+    metrics = compare_output("boxes", np.zeros((4, 6), np.float32), np.zeros((0, 6), np.float32))
+    assert metrics.shape == (4, 6) and metrics.rewritten_shape == (0, 6)
+    assert metrics.rel_l2 == math.inf and metrics.to_dict()["rewritten_shape"] == [0, 6]
+    failures = tolerance_failures([metrics], Tolerance(rel_l2=1e9))
+    assert failures == [
+        "boxes: shape [0, 6] in the rewritten model, [4, 6] in the fp32 reference (a count or size changed)"
+    ]
 
 
 def test_argmax_agreement_fraction() -> None:

@@ -14,7 +14,9 @@ Edge cases, decided here once:
   the metrics carry a note saying so.
 - Non-float outputs (integers, bools) also report the exact-match fraction and the mismatch count; their
   numeric metrics are computed on the values cast to float64. String outputs have only the exact match.
-- Different shapes are an error (:class:`OutputMismatchError`), never a silently broadcast comparison.
+- A different shape (a detector whose box count changes) is an accuracy failure, never a silently broadcast
+  comparison: the metrics carry both shapes (``rewritten_shape``), ``rel_l2`` and ``max_abs`` are infinite and
+  the output fails whatever the tolerance. A missing output is an error (:class:`OutputMismatchError`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ __all__ = [
 
 
 class OutputMismatchError(ValueError):
-    """The two outputs cannot be compared (shape or presence differs)."""
+    """The two outputs cannot be compared (an output is missing from one side)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,11 @@ class OutputMetrics:
     exact_match: float | None = None  # non-float outputs: fraction of equal elements
     mismatches: int | None = None  # non-float outputs: number of differing elements
     notes: tuple[str, ...] = field(default_factory=tuple)
+    rewritten_shape: tuple[int, ...] | None = None  # set only when it differs from ``shape`` (the reference's)
+
+    @property
+    def shape_changed(self) -> bool:
+        return self.rewritten_shape is not None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe: infinities and NaN become ``null`` (``nonfinite`` and ``passed`` still tell)."""
@@ -74,6 +81,8 @@ class OutputMetrics:
         if self.exact_match is not None:
             data["exact_match"] = _json_float(self.exact_match)
             data["mismatches"] = self.mismatches
+        if self.rewritten_shape is not None:
+            data["rewritten_shape"] = list(self.rewritten_shape)
         if self.notes:
             data["notes"] = list(self.notes)
         return data
@@ -94,13 +103,10 @@ def _is_numeric(array: np.ndarray) -> bool:
 
 
 def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputMetrics:
-    """Metrics for one output; raises :class:`OutputMismatchError` when the shapes differ."""
+    """Metrics for one output; a shape change gives infinite errors and both shapes (see the module docstring)."""
     reference, candidate = np.asarray(reference), np.asarray(candidate)
     if reference.shape != candidate.shape:
-        raise OutputMismatchError(
-            f"output {name!r}: the rewritten model gives shape {list(candidate.shape)}, "
-            f"the reference {list(reference.shape)}"
-        )
+        return _shape_changed(name, reference, candidate)
     if not (_is_numeric(reference) and _is_numeric(candidate)):
         return _compare_exact_only(name, reference, candidate)
     ref = reference.astype(np.float64).ravel()
@@ -126,6 +132,22 @@ def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> O
         exact_match=exact,
         mismatches=mismatches,
         notes=tuple(notes),
+    )
+
+
+def _shape_changed(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputMetrics:
+    numeric = _is_numeric(candidate)
+    nonfinite = int(np.count_nonzero(~np.isfinite(candidate.astype(np.float64)))) if numeric else 0
+    return OutputMetrics(
+        name=name,
+        dtype=str(reference.dtype),
+        shape=tuple(int(d) for d in reference.shape),
+        rel_l2=math.inf if numeric else None,
+        max_abs=math.inf if numeric else None,
+        cosine=None,
+        nonfinite=nonfinite,
+        rewritten_shape=tuple(int(d) for d in candidate.shape),
+        notes=("the shape changed: the elements cannot be paired",),
     )
 
 
@@ -213,6 +235,11 @@ def tolerance_failures(metrics: Sequence[OutputMetrics], tolerance: Tolerance) -
 
 def output_failures(item: OutputMetrics, tolerance: Tolerance) -> list[str]:
     """The bounds one output breaks, one line each ("name: rel_l2 0.02 > 0.01")."""
+    if item.rewritten_shape is not None:
+        return [
+            f"{item.name}: shape {list(item.rewritten_shape)} in the rewritten model, {list(item.shape)} in the fp32 "
+            "reference (a count or size changed)"
+        ]
     if item.rel_l2 is None:  # strings: exact match only
         return [f"{item.name}: {item.mismatches} element(s) differ"] if item.mismatches else []
     failures = []

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampconfig.prove.accuracy import output_failures
+from ampconfig.prove.accuracy import OutputMetrics, output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.runner.inputs import PreparedInput
 
@@ -123,7 +123,7 @@ def _outputs_table(report: RunReport) -> Table:
         ok = not output_failures(item, report.tolerance)
         table.add_row(
             item.name,
-            "[" + ", ".join(str(d) for d in item.shape) + "]",
+            output_shape(item),
             _num(item.rel_l2),
             _num(item.max_abs),
             _num(item.cosine, ".6f"),
@@ -132,6 +132,14 @@ def _outputs_table(report: RunReport) -> Table:
             Text("ok", style="green") if ok else Text("FAIL", style="bold red"),
         )
     return table
+
+
+def output_shape(item: OutputMetrics) -> str:
+    """The output's shape; "reference -> rewritten" where the rewrite changed it."""
+    shape = "[" + ", ".join(str(d) for d in item.shape) + "]"
+    if item.rewritten_shape is None:
+        return shape
+    return shape + " -> [" + ", ".join(str(d) for d in item.rewritten_shape) + "]"
 
 
 def _latency_table(report: RunReport) -> Table:
