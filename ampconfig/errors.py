@@ -12,6 +12,8 @@ from enum import Enum
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
+#: An unexpected exception: a bug in ampconfig, apart from the user's usage and input errors.
+EXIT_INTERNAL = 3
 
 
 class Severity(str, Enum):

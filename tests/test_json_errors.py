@@ -137,8 +137,9 @@ def test_an_unexpected_exception_still_prints_one_json_error(capsys: pytest.Capt
 
     with pytest.raises(typer.Exit) as exited:
         reporting_errors(broken)(json_output=True)
-    assert exited.value.exit_code == 2
+    assert exited.value.exit_code == 3  # an internal error has its own code: 2 is the user's usage or input
     captured = capsys.readouterr()
     payload = json.loads(captured.out)
+    assert payload["exit_code"] == 3
     assert payload["error"]["message"] == "internal error: RuntimeError: boom"
     assert "this is a bug" in payload["error"]["hint"] and "internal error" in captured.err

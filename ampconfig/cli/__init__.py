@@ -7,11 +7,12 @@ turns :class:`~ampconfig.errors.AmpconfigError` into located messages and exit c
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 
 from ampconfig.cli.app import app
-from ampconfig.cli.output import print_error
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error
 
 # Each module registers its command(s) on `app` when imported.
 _COMMAND_MODULES: tuple[str, ...] = (
@@ -31,15 +32,20 @@ for _module in _COMMAND_MODULES:
 
 
 def main() -> None:
-    if hasattr(signal, "SIGPIPE"):
-        # A closed stdout (`ampconfig explain m.onnx | head`) ends the process quietly, as it ends cat or grep
-        # (the shell reports 141); without this Python would report the broken pipe as an error.
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         app()
     except KeyboardInterrupt:
         print_error("interrupted")
         sys.exit(130)
+    except SystemExit as exc:
+        if exc.code == EXIT_BROKEN_PIPE and hasattr(signal, "SIGPIPE"):
+            # The reader of the results went away (`ampconfig explain m.onnx | head`): end as cat or grep end,
+            # by SIGPIPE (the shell reports 141), now that every output was finished or taken back. SIGPIPE stays
+            # ignored while the command runs, so a model streamed into a closed pipe is an error, not a silent end.
+            sys.stdout.flush = lambda: None  # type: ignore[method-assign]  # nothing more to say there
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGPIPE)
+        raise
 
 
 __all__ = ["app", "main"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
@@ -13,8 +12,8 @@ import typer
 from typer.core import TyperGroup
 
 from ampconfig.cli.logs import configure_logging, restore_logging
-from ampconfig.cli.output import error_payload, print_json, report_error
-from ampconfig.errors import EXIT_USAGE, AmpconfigError, Problem
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports
+from ampconfig.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.gc_pause import gc_paused
 
 #: Where the command line's arguments are kept in click's context (``ctx.meta`` is shared by every subcommand).
@@ -51,7 +50,7 @@ class AmpconfigGroup(TyperGroup):
             return super().invoke(ctx)
         except AmpconfigError as exc:  # an option's callback refused its value
             report_error(exc.as_problems(), as_json=as_json)
-            raise typer.Exit(EXIT_USAGE) from None
+            raise typer.Exit(reports.finish(EXIT_USAGE)) from None
         except _UsageError as exc:  # click prints the usage message on stderr as it always does
             if as_json:
                 usage_ctx = getattr(exc, "ctx", None)
@@ -71,7 +70,10 @@ app = typer.Typer(
         "Pick a precision mode (allow_mix_precision, force_fp16, ...), optionally move op types between the "
         "black, white and gray lists with a modify_mixlist JSON, and ampconfig decides each node's dtype, "
         "rewrites the graph with the needed casts and proves the result against fp32 in ONNX Runtime.\n\n"
-        "Exit codes: 0 ok, 1 a check failed, 2 usage or input error."
+        "Exit codes: 0 ok, 1 a check failed, 2 usage or input error (a located message), 3 internal error (a bug "
+        "in ampconfig: please report it; AMPCONFIG_DEBUG=1 shows the traceback), 141 the reader of a report went "
+        "away (ampconfig explain m.onnx | head).\n\n"
+        "Outputs (-o, --html): - is standard output, and the other results then go to stderr."
     ),
     no_args_is_help=True,
     cls=AmpconfigGroup,
@@ -101,13 +103,13 @@ def _global_options(
 
 
 F = TypeVar("F", bound=Callable[..., Any])
-#: 128 + SIGPIPE: what a shell reports for a command whose output pipe was closed.
-EXIT_BROKEN_PIPE = 141
 
 
 def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
-    """Turn AmpconfigError into messages + exit 2, and any other exception into an 'internal error' line; with
-    JSON output asked for, also print the error object (:func:`~ampconfig.cli.output.error_payload`).
+    """Turn AmpconfigError into messages + exit 2, and any other exception into an 'internal error' line + exit 3;
+    with JSON output asked for, also print the error object (:func:`~ampconfig.cli.output.error_payload`). A
+    results stream that could not be written ends the command as :meth:`ReportStream.finish` says (141 for a
+    reader that went away, else 2 with one line).
 
     With ``pause_gc`` the cyclic garbage collector is paused while the command runs and restored afterwards
     (:mod:`ampconfig.gc_pause`: about a fifth of the time of graph work on many-node graphs; the process is ours,
@@ -115,32 +117,49 @@ def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = json_in_options(kwargs)
+        reports.reset()
         try:
-            with gc_paused() if pause_gc else contextlib.nullcontext():
-                return func(*args, **kwargs)
-        except AmpconfigError as exc:
-            report_error(exc.as_problems(), as_json=json_in_options(kwargs))
-            raise typer.Exit(EXIT_USAGE) from None
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
-        except BrokenPipeError:
-            # The reader went away (`ampconfig tune ... | head`): nothing more can be said on stdout, and nothing
-            # is wrong with the command. Exit as a shell reports SIGPIPE, and keep Python's final flush quiet.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(EXIT_BROKEN_PIPE) from None
-        except Exception as exc:
-            if type(exc).__module__.endswith("exceptions") and hasattr(exc, "exit_code"):
-                raise  # click/typer usage errors keep their own handling
-            if os.environ.get("AMPCONFIG_DEBUG"):
-                raise
-            internal = Problem(
-                f"internal error: {type(exc).__name__}: {exc}",
-                hint="this is a bug in ampconfig; rerun with AMPCONFIG_DEBUG=1 for the traceback",
-            )
-            report_error([internal], as_json=json_in_options(kwargs))
-            raise typer.Exit(EXIT_USAGE) from None
+            exit_code = _exit_code_of(func, args, kwargs, pause_gc=pause_gc, as_json=as_json)
+            exit_code = reports.finish(exit_code)
+        finally:
+            reports.reset()
+        if exit_code != EXIT_OK:
+            raise typer.Exit(exit_code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _exit_code_of(
+    func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], *, pause_gc: bool, as_json: bool
+) -> int:
+    """Run the command; its exit code, its errors reported."""
+    try:
+        with gc_paused() if pause_gc else contextlib.nullcontext():
+            func(*args, **kwargs)
+        return EXIT_OK
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except AmpconfigError as exc:
+        report_error(exc.as_problems(), as_json=as_json)
+        return EXIT_USAGE
+    except (typer.Abort, KeyboardInterrupt):
+        raise
+    except BrokenPipeError:
+        # A pipe ampconfig writes to directly (not the results stream, which never raises) was closed: the reader
+        # went away, and nothing is wrong with the command.
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        if type(exc).__module__.endswith("exceptions") and hasattr(exc, "exit_code"):
+            raise  # click/typer usage errors keep their own handling
+        if os.environ.get("AMPCONFIG_DEBUG"):
+            raise
+        internal = Problem(
+            f"internal error: {type(exc).__name__}: {exc}",
+            hint="this is a bug in ampconfig; rerun with AMPCONFIG_DEBUG=1 for the traceback",
+        )
+        report_error([internal], as_json=as_json, exit_code=EXIT_INTERNAL)
+        return EXIT_INTERNAL
 
 
 def reflow_help(text: str) -> str:

@@ -28,7 +28,7 @@ from ampconfig.cli.options import (
     ToleranceOpt,
     resolved_settings,
 )
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import output_guard, print_json, stderr, stdout
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -77,14 +77,13 @@ def compare(
     html: HtmlOpt = None,
 ) -> None:
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare
-    from ampconfig.files.guard import OutputGuard
     from ampconfig.prove.request_files import declare_inputs
     from ampconfig.report.compare import compare_payload, render_compare
     from ampconfig.report.explain import explain_payload
     from ampconfig.report.html import render_html
 
     request = resolved_settings(ctx)
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         declare_inputs(guard, request)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
         prepared = prepare(request, command="compare", guard=guard)

@@ -28,7 +28,7 @@ from ampconfig.cli.options import (
     ThresholdOpt,
     resolved_settings,
 )
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import output_guard, print_json, stderr, stdout
 from ampconfig.cli.weights import float16_by_onnx_runtime
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
 from ampconfig.files.guard import OutputGuard
@@ -89,7 +89,7 @@ def explain(
     html: HtmlOpt = None,
 ) -> None:
     settings = resolved_settings(ctx)
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         declare_inputs(guard, settings)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
         if range_check or compare:

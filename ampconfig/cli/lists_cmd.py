@@ -6,7 +6,7 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import ConfigOpt, JsonOpt, MixlistOpt, ModeOpt, TargetOpt, resolved_settings
-from ampconfig.cli.output import print_json, print_warning
+from ampconfig.cli.output import print_json, print_warning, say
 from ampconfig.opinfo.library import Colour, load_ops_info
 
 
@@ -38,9 +38,9 @@ def lists(
         print_json(effective.as_dict())
         return
     mode = settings.precision_mode
-    print(f"precision mode {mode.value}, target {settings.target} (op info: {library.source})")
+    say(f"precision mode {mode.value}, target {settings.target} (op info: {library.source})")
     if not mode.is_mixed:
-        print(f"note: {mode.value} is not a mixed mode: it applies one rule to every op and ignores these lists")
+        say(f"note: {mode.value} is not a mixed mode: it applies one rule to every op and ignores these lists")
     for colour in Colour:
         members = effective.members(colour)
-        print(f"{colour.value} ({len(members)}): {', '.join(members) if members else '-'}")
+        say(f"{colour.value} ({len(members)}): {', '.join(members) if members else '-'}")

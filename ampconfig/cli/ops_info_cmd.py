@@ -20,7 +20,7 @@ from rich.table import Table
 
 from ampconfig.cli.app import app, reporting_errors
 from ampconfig.cli.options import count_between
-from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
 from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard, same_file
@@ -208,7 +208,7 @@ def probe_command(
     require_provider(provider)  # onnxruntime-gpu lists CUDA even where its libraries are missing
     keys = _selected_keys(ops)
     path = output or ops_info_path(target)
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         destination = guard.output(OUTPUT_ROLE, path)  # checked before minutes of probing
         details_destination = guard.output("probe details (--details)", details) if details is not None else None
         _probe_and_write(target, provider, keys, ops, destination, details_destination, guard)
@@ -326,7 +326,7 @@ def import_table_command(
     target = _check_target(target)
     provider = PROVIDERS[target]
     path = output or ops_info_path(target)
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         guard.read("kernel table (TABLE)", table)
         destination = guard.output(OUTPUT_ROLE, path)
         _import_and_write(table, target, provider, ort_version, opset, destination, guard)
@@ -412,7 +412,7 @@ def import_kernels_command(
 
     target = _check_target(target)
     provider = PROVIDERS[target]
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         guard.read("kernel dump (DUMP)", dump)
         guard.read("measured op info (--probe)", probe)
         destination = guard.output(OUTPUT_ROLE, output or ops_info_path(target))
@@ -495,7 +495,7 @@ def apply_strategy_command(
     path = file or ops_info_path(target)
     if not path.is_file():
         raise AmpconfigError("op info file not found", file=str(path))
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         destination = guard.output("op info file (--file)", path)
         existing = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
         if existing.target != target:

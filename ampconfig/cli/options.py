@@ -126,7 +126,18 @@ HtmlOpt = Annotated[
     typer.Option(
         "--html",
         metavar="FILE",
-        help="Also write a self-contained HTML report here (never over an input; a FIFO or /dev/null gets a stream).",
+        help="Also write a self-contained HTML report here (never over an input). - is standard output (the other "
+        "results then go to stderr); a FIFO or /dev/null gets a stream.",
+    ),
+]
+ModelOutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="OUT.onnx",
+        help="Write the rewritten model here: atomically, never over an input. - is standard output (the other "
+        "results then go to stderr); a FIFO or /dev/null gets a stream.",
     ),
 ]
 ToleranceOpt = Annotated[

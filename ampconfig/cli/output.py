@@ -1,17 +1,127 @@
-"""Where the CLI writes: results to stdout (one JSON object with --json), messages to stderr."""
+"""Where the CLI writes: results to stdout (one JSON object with --json), messages to stderr.
+
+Results go through :data:`reports`, a stand-in for ``sys.stdout`` that a command can move to stderr when one of its
+outputs is standard output itself (``-o -``, ``-o /dev/stdout``): the model or HTML bytes then stay alone on the
+stream. It never raises: a write that fails (a reader that went away, a full disk) is remembered, later writes are
+dropped, and :meth:`ReportStream.finish` turns it into the command's exit code when the command ends.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 
 from ampconfig.errors import EXIT_USAGE, Problem
+from ampconfig.files.guard import STDOUT_FD, STDOUT_NAME, Destination, OutputGuard
 
-stdout = Console(highlight=False, soft_wrap=True)
+#: 128 + SIGPIPE: what a shell reports for a command whose output pipe was closed.
+EXIT_BROKEN_PIPE = 141
+
+
+class ReportStream:
+    """Standard output as the commands' results see it (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.on_stderr = False
+        self.failure: OSError | None = None
+
+    def target(self) -> TextIO:
+        """Looked up at every write: test runners swap ``sys.stdout`` per invocation."""
+        return sys.stderr if self.on_stderr else sys.stdout
+
+    def reset(self) -> None:
+        """Back to stdout, no failure: at the start and end of every command."""
+        self.on_stderr = False
+        self.failure = None
+
+    def move_to_stderr(self, destination: Destination | None = None) -> None:
+        """Results from now on go to stderr (an output of the command is standard output)."""
+        self.flush()
+        self.on_stderr = True
+
+    def write(self, text: str) -> int:
+        if self.failure is None:
+            try:
+                _write_whole(self.target(), text)
+            except OSError as exc:
+                self._failed(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.failure is None:
+            try:
+                self.target().flush()
+            except OSError as exc:
+                self._failed(exc)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno ... as the real stream has them
+        return getattr(self.target(), name)
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = exc
+        # What the stream still buffers would fail again when Python flushes it on the way out: send it nowhere.
+        stream = self.target()
+        try:
+            descriptor = stream.fileno()
+        except (OSError, ValueError, AttributeError):  # a test runner's stream: nothing to silence
+            return
+        if descriptor in (STDOUT_FD, 2):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), descriptor)
+
+    def finish(self, exit_code: int) -> int:
+        """Flush; the command's exit code, unless writing its results failed: a reader that went away is
+        :data:`EXIT_BROKEN_PIPE`, said nowhere (as ``cat`` and ``grep`` end); any other failure is one located
+        line on stderr and exit 2."""
+        self.flush()
+        failure = self.failure
+        if failure is None:
+            return exit_code
+        if failure.errno == errno.EPIPE:
+            return EXIT_BROKEN_PIPE
+        where = "<stderr>" if self.on_stderr else STDOUT_NAME
+        reason = "no space left on the device" if failure.errno == errno.ENOSPC else failure.strerror or str(failure)
+        hint = "free some space, or send the output elsewhere"
+        print_error(Problem(f"cannot write the command's output: {reason}", file=where, hint=hint).format())
+        return EXIT_USAGE
+
+
+def _write_whole(stream: TextIO, text: str) -> None:
+    """Write all of ``text``, or raise. A text stream hides short writes: when the reader of a pipe goes away in the
+    middle of a large write, the binary layer returns how much it wrote and the text layer drops the rest without
+    a word. Writing the bytes until they are all taken makes the next attempt raise the broken pipe."""
+    binary = getattr(stream, "buffer", None)
+    if binary is None:
+        stream.write(text)
+        return
+    stream.flush()  # text the stream still holds goes first
+    remaining = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while remaining:
+        written = binary.write(remaining)
+        if not written:
+            raise OSError(errno.EIO, "the stream took no bytes")
+        remaining = remaining[written:]
+
+
+#: The results stream of the running command.
+reports = ReportStream()
+stdout = Console(file=reports, highlight=False, soft_wrap=True)  # type: ignore[arg-type]
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def output_guard() -> OutputGuard:
+    """The guard a command writes through: an output that is standard output moves the results to stderr."""
+    return OutputGuard(on_stdout=reports.move_to_stderr)
+
+
+def say(text: str) -> None:
+    """One line of results (plain text, no markup)."""
+    print(text, file=reports, flush=True)
 
 
 def print_error(message: str) -> None:
@@ -23,8 +133,8 @@ def print_warning(message: str) -> None:
 
 
 def print_json(payload: Any) -> None:
-    """Exactly one JSON object on stdout, nothing else."""
-    print(json.dumps(payload, indent=2, sort_keys=False, default=str))
+    """Exactly one JSON object on the results stream, nothing else."""
+    say(json.dumps(payload, indent=2, sort_keys=False, default=str))
 
 
 def error_fields(problem: Problem) -> dict[str, Any]:
@@ -53,7 +163,7 @@ def error_payload(problems: Sequence[Problem], exit_code: int = EXIT_USAGE) -> d
 
 
 def report_error(problems: Sequence[Problem], *, as_json: bool, exit_code: int = EXIT_USAGE) -> None:
-    """Each problem on stderr; with ``as_json`` also the error object on stdout."""
+    """Each problem on stderr; with ``as_json`` also the error object on the results stream."""
     for problem in problems:
         print_error(problem.format())
     if as_json:

@@ -19,15 +19,16 @@ from ampconfig.cli.options import (
     KeepDtypeOpt,
     KeepIoTypesOpt,
     MixlistOpt,
+    ModelOutputOpt,
     ModeOpt,
     TargetOpt,
     resolved_settings,
 )
-from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
 from ampconfig.cli.weights import float16_by_onnx_runtime
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.files.guard import Destination, OutputGuard, shown_path
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.prove.request_files import declare_inputs, declare_model, declare_model_output, settings_role
 from ampconfig.settings.resolve import Settings, require_model
@@ -46,8 +47,9 @@ Otherwise nothing is written and the exit code is 2.
 
 No input is ever overwritten: an --output that is the same file as the model, its external data, the mixlist,
 the keep_dtype file or the config (however the path is spelled: symlinks, .., hard links) is refused with exit 2
-before any work. An existing --output is replaced atomically; a FIFO or character device such as /dev/null gets
-the model as a stream (a model with external data cannot be streamed); a directory is refused.
+before any work. An existing --output is replaced atomically; -o - (or /dev/stdout) writes the model to standard
+output, the summary then going to stderr; a FIFO or character device such as /dev/null gets the model as a stream
+(a model with external data cannot be streamed); a directory is refused.
 
 Models with external data (any model over 2 GB) are read lazily, one weight at a time; the output's weights are
 written to OUTPUT.data next to --output.
@@ -106,7 +108,8 @@ def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[st
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    stdout.print(f"wrote {summary['output']}  ({summary['precision_mode']}, target {summary['target']})")
+    wrote = shown_path(summary["output"])
+    stdout.print(f"wrote {wrote}  ({summary['precision_mode']}, target {summary['target']})", markup=False)
     table = Table(title=None, show_header=True)
     table.add_column("what")
     table.add_column("count", justify="right")
@@ -123,7 +126,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def rewrite(
     ctx: typer.Context,
     model: Annotated[Path | None, typer.Argument(help="Input ONNX model (default: the config's model).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write the rewritten model.")] = None,
+    output: ModelOutputOpt = None,
     config: ConfigOpt = None,
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
@@ -133,7 +136,7 @@ def rewrite(
     json_output: JsonOpt = False,
 ) -> None:
     settings, output_path = _rewrite_settings(ctx)
-    with OutputGuard() as guard:
+    with output_guard() as guard:
         opened, destination = _declare_files(guard, settings, output_path)
         result = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
         written = save_model_atomic(result.savable, destination, guard=guard)

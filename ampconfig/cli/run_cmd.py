@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,6 +20,7 @@ from ampconfig.cli.options import (
     KeepIoTypesOpt,
     MixlistOpt,
     ModelArg,
+    ModelOutputOpt,
     ModeOpt,
     SeedOpt,
     ShapesOpt,
@@ -29,7 +29,7 @@ from ampconfig.cli.options import (
     count_between,
     resolved_settings,
 )
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import output_guard, print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.report.run import render_run, run_payload
 from ampconfig.runner.timing import ProgressCallback
@@ -56,7 +56,8 @@ folder, removed afterwards, and --output gets its weights in OUTPUT.data next to
 
 No input is ever overwritten: an --output that is the same file as the model, its external data, the config,
 the mixlist, the keep_dtype file or an --input/--inputs array file (however spelled) is refused with exit 2
-before anything runs. A FIFO or character device such as /dev/null gets the model as a stream.
+before anything runs. -o - writes the model to standard output, the report then going to stderr; a FIFO or
+character device such as /dev/null gets the model as a stream.
 
 Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
 
@@ -113,10 +114,7 @@ def run(
     input_files: InputFilesOpt = None,
     inputs_npz: InputsOpt = None,
     shapes: ShapesOpt = None,
-    output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", help="Write the rewritten model here (atomically; never over an input)."),
-    ] = None,
+    output: ModelOutputOpt = None,
     warmup: Annotated[
         int | None,
         typer.Option(
@@ -133,7 +131,6 @@ def run(
     tolerance: ToleranceOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
-    from ampconfig.files.guard import OutputGuard
     from ampconfig.prove.request_files import declare_inputs, settings_role
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
 
@@ -141,7 +138,7 @@ def run(
     if settings.example is not None:
         stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
     output_role = settings_role(settings, "output model", "--output", "output")
-    with OutputGuard() as guard, _progress_bar(stderr.is_terminal and not json_output) as progress:
+    with output_guard() as guard, _progress_bar(stderr.is_terminal and not json_output) as progress:
         declare_inputs(guard, settings)
         report = execute(settings, progress, guard, output_role)
     if json_output:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.output import print_json
+from ampconfig.cli.output import print_json, say
 from ampconfig.errors import AmpconfigError
 from ampconfig.settings.schemas import KIND_ALIASES, SCHEMA_KINDS, generate_schema, write_schemas
 
@@ -60,7 +60,7 @@ def schema(
     kind, directory = _split_arguments(arguments or [], write)
     if write:
         for path in write_schemas(directory, [kind] if kind else None):
-            print(path)
+            say(path)
         return
     if kind is not None:
         print_json(generate_schema(kind))

@@ -30,7 +30,7 @@ from ampconfig.cli.options import (
     positive_finite,
     resolved_settings,
 )
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import output_guard, print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.settings.values import MAX_TUNE_RUNS
 
@@ -161,7 +161,6 @@ def tune(
         from ampconfig.diagnose.calibrate import prepare
         from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs
         from ampconfig.diagnose.tune.workflow import tune as run_tune
-        from ampconfig.files.guard import OutputGuard
         from ampconfig.prove.request_files import declare_inputs
 
         settings = TuneSettings(
@@ -176,7 +175,7 @@ def tune(
             calibration_batch=calibration_batch,
         )
         request = resolved_settings(ctx)  # the settings every command resolves; `settings` are tune's own
-        with OutputGuard() as guard:
+        with output_guard() as guard:
             declare_inputs(guard, request)
             # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)

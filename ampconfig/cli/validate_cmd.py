@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.output import error_fields, print_json
+from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.settings.validate import FILE_KINDS, ValidationReport, validate_paths
 
@@ -110,9 +110,9 @@ def validate(
         print_json(_json_report(report))
     elif output_format == "github":
         for problem in report.problems:
-            print(format_github(problem))
+            say(format_github(problem))
     else:
         for problem in report.problems:
-            print(format_text(problem))
-        print(_summary(report))
+            say(format_text(problem))
+        say(_summary(report))
     raise typer.Exit(report.exit_code)

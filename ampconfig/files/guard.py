@@ -13,6 +13,10 @@ What the guard promises:
   symlink to a regular file is written through (the link stays). A FIFO or character device (``/dev/null``, a
   pipe) gets the content as a stream and is never replaced by a regular file; a directory, a block device or a
   socket is refused.
+- **Standard output is a stream.** ``-`` (the Unix convention), and any path that is the file standard output is
+  open on (``/dev/stdout``, ``/proc/self/fd/1``, the FIFO or file the shell connected), is written through
+  standard output itself; the guard's ``on_stdout`` callback is told first, so the command can move its own
+  messages to stderr and keep the stream clean.
 - **A failure leaves nothing behind.** Staging folders are always removed; when the guarded block fails, every
   output it already committed is undone: a new file is removed, a replaced file gets its previous content back.
   A stream cannot be taken back.
@@ -26,8 +30,9 @@ import logging
 import os
 import shutil
 import stat
+import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,12 +46,17 @@ log = logging.getLogger(__name__)
 _STREAM_CHUNK = 1 << 20
 #: The name the replaced file keeps inside the staging folder until the guarded block succeeds (for undo).
 _BACKUP_NAME = ".previous"
+#: The output path that means standard output.
+STDOUT_PATH = "-"
+#: How refusals and messages name standard output.
+STDOUT_NAME = "<stdout>"
 
 
 class DestinationKind(enum.Enum):
     NEW = "new file"
     REPLACE = "existing regular file"
     STREAM = "FIFO or character device"
+    STDOUT = "standard output"
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,16 @@ class Destination:
 
     @property
     def is_stream(self) -> bool:
-        return self.kind is DestinationKind.STREAM
+        return self.kind in (DestinationKind.STREAM, DestinationKind.STDOUT)
+
+    @property
+    def is_stdout(self) -> bool:
+        return self.kind is DestinationKind.STDOUT
+
+    @property
+    def shown(self) -> str:
+        """The path as messages show it (``<stdout>`` for standard output)."""
+        return STDOUT_NAME if self.is_stdout else str(self.path)  # /dev/stdout too: it is the stream
 
 
 @dataclass
@@ -87,9 +106,24 @@ class _Committed:
     backup: Path | None  # the previous content of a replaced file, hard-linked into the staging folder
 
 
+def shown_path(path: str | Path) -> str:
+    """A path as messages show it: ``-`` is ``<stdout>``."""
+    return STDOUT_NAME if str(path) == STDOUT_PATH else str(path)
+
+
+def _spelled(path: str | Path) -> str:
+    """The path a spelling stands for: ``-`` is standard output, which the system names ``/dev/stdout``."""
+    return _STDOUT_DEVICE if str(path) == STDOUT_PATH else str(path)
+
+
+#: Standard output as a path (``/dev/fd/1`` where the system has no ``/dev/stdout``).
+_STDOUT_DEVICE = "/dev/stdout" if os.path.exists("/dev/stdout") else "/dev/fd/1"
+
+
 def same_file(first: str | Path, second: str | Path) -> bool:
     """Whether two spellings name one file: the same path once symlinks and ``..`` are resolved, or the same
-    device and inode (hard links)."""
+    device and inode (hard links). ``-`` is standard output."""
+    first, second = _spelled(first), _spelled(second)
     if os.path.realpath(first) == os.path.realpath(second):
         return True
     try:
@@ -107,9 +141,24 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
+def _is_stdout(info: os.stat_result) -> bool:
+    """Whether ``info`` is the file standard output is open on (a pipe, a terminal, a file the shell opened)."""
+    try:
+        stdout = os.fstat(STDOUT_FD)
+    except OSError:  # standard output is closed
+        return False
+    return (stdout.st_dev, stdout.st_ino) == (info.st_dev, info.st_ino)
+
+
+#: Standard output's file descriptor (what ``-`` writes to, whatever ``sys.stdout`` is at the time).
+STDOUT_FD = 1
+
+
 def classify(role: str, path: Path) -> Destination:
     """Where an output to ``path`` goes and how, or a clear error for a path that cannot be an output."""
     declared = FileRole(role, path)
+    if str(path) == STDOUT_PATH:
+        return Destination(declared, DestinationKind.STDOUT, Path(_STDOUT_DEVICE))
     try:
         info = os.stat(path)  # follows symlinks: a link to /dev/null is a character device here
     except FileNotFoundError:
@@ -119,6 +168,9 @@ def classify(role: str, path: Path) -> Destination:
             f"cannot use this path for the {role}: {_reason(exc)}", file=str(path), hint="choose another path"
         ) from None
     mode = info.st_mode
+    if _is_stdout(info) and not stat.S_ISDIR(mode):
+        # /dev/stdout, /proc/self/fd/1, or the very file the shell redirected standard output to: one stream.
+        return Destination(declared, DestinationKind.STDOUT, Path(_STDOUT_DEVICE))
     if stat.S_ISDIR(mode):
         raise AmpconfigError(f"the {role} path is a directory", file=str(path), hint="give a file name inside it")
     if stat.S_ISREG(mode):
@@ -166,7 +218,10 @@ class OutputGuard:
             guard.write_text(report, render(...))
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_stdout: Callable[[Destination], None] | None = None) -> None:
+        """``on_stdout`` is called when an output that is standard output is declared (before any work), so the
+        caller can send everything else it prints to stderr."""
+        self._on_stdout = on_stdout
         self._inputs: list[FileRole] = []
         self._outputs: list[Destination] = []
         self._staging: list[Path] = []
@@ -202,6 +257,8 @@ class OutputGuard:
                 raise _collision(FileRole(role, given), known_input)
         destination = classify(role, given)
         self._outputs.append(destination)
+        if destination.is_stdout and self._on_stdout is not None:
+            self._on_stdout(destination)
         return destination
 
     @property
@@ -258,7 +315,7 @@ class OutputGuard:
         if destination.is_stream and moves:
             raise AmpconfigError(
                 f"the {destination.role} needs a file next to it ({moves[0][1].name}), which a stream cannot have",
-                file=str(destination.path),
+                file=destination.shown,
                 hint="write it to a regular file",
             )
         for companion, path in moves:
@@ -302,10 +359,14 @@ class OutputGuard:
         return backup
 
     def _stream(self, destination: Destination, staged: Path) -> None:
-        """Copy the staged bytes into the FIFO or device. O_CREAT is not used: if the device vanished meanwhile,
-        the open fails instead of creating a regular file in its place."""
+        """Copy the staged bytes into the FIFO or device, or into standard output. O_CREAT is not used: if the
+        device vanished meanwhile, the open fails instead of creating a regular file in its place."""
         try:
-            descriptor = os.open(destination.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+            if destination.is_stdout:
+                sys.stdout.flush()  # whatever was printed before goes first, not into the middle of the stream
+                descriptor = os.dup(STDOUT_FD)
+            else:
+                descriptor = os.open(destination.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
             with os.fdopen(descriptor, "wb") as stream, staged.open("rb") as source:
                 shutil.copyfileobj(source, stream, _STREAM_CHUNK)
         except OSError as exc:
@@ -370,20 +431,27 @@ def _is_inode(path: Path, inode: tuple[int, int] | None) -> bool:
 
 
 def _collision(output: FileRole, existing: FileRole) -> AmpconfigError:
-    spelled = "" if str(output.path) == str(existing.path) else f" ({output.path} is {existing.path})"
+    shown = shown_path(output.path)
+    spelled = "" if str(output.path) == str(existing.path) else f" ({shown} is {existing.path})"
     return AmpconfigError(
         f"refusing to overwrite the {existing.role} with the {output.role}: they are the same file{spelled}",
-        file=str(output.path),
+        file=shown,
         hint=f"give the {output.role} another path",
     )
 
 
 def _write_failed(destination: Destination, exc: OSError) -> AmpconfigError:
+    if destination.is_stream and exc.errno == errno.EPIPE:
+        return AmpconfigError(
+            f"the reader of the {destination.role} went away (broken pipe): it was not delivered whole",
+            file=destination.shown,
+            hint="keep the reading end open until the command ends, or write to a file",
+        )
     reason = "no space left on the device" if exc.errno == errno.ENOSPC else _reason(exc)
     outcome = "" if destination.is_stream else "; nothing was written"
     return AmpconfigError(
         f"cannot write the {destination.role}: {reason}{outcome}",
-        file=str(destination.path),
+        file=destination.shown,
         hint="check the path, the folder's permissions and the free space",
     )
 

@@ -514,7 +514,7 @@ def save_model_atomic(
 def stream_refused(destination: Destination) -> AmpconfigError:
     return AmpconfigError(
         f"the {destination.role} keeps its weights in a .data file next to it, so it cannot go to a stream",
-        file=str(destination.path),
+        file=destination.shown,
         hint="write it to a regular file",
     )
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ampconfig.files.guard import shown_path
 from ampconfig.prove.accuracy import OutputMetrics, output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.runner.inputs import PreparedInput
@@ -93,7 +94,7 @@ def _summary_table(report: RunReport) -> Table:
         + (f", {report.values_clamped} constant values clamped" if report.values_clamped else ""),
     )
     if report.output_path:
-        grid.add_row("written", report.output_path)
+        grid.add_row("written", shown_path(report.output_path))
     return grid
 
 

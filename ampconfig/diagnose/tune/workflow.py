@@ -226,8 +226,9 @@ def declare_outputs(settings: TuneSettings, guard: OutputGuard) -> TuneOutputs:
     for destination in (outputs.mixlist, outputs.keep_dtype):
         if destination is not None and destination.is_stream:
             raise AmpconfigError(
-                f"the {destination.role} cannot be a FIFO or device: tune reads its files back to verify them",
-                file=str(destination.path),
+                f"the {destination.role} cannot be a stream (a FIFO, a device or standard output): tune reads its "
+                "files back to verify them",
+                file=destination.shown,
                 hint="write it to a regular file",
             )
     return outputs
