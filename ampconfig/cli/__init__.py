@@ -7,12 +7,12 @@ turns :class:`~ampconfig.errors.AmpconfigError` into located messages and exit c
 from __future__ import annotations
 
 import importlib
-import os
 import signal
 import sys
 
 from ampconfig.cli.app import app
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error
+from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal
 
 # Each module registers its command(s) on `app` when imported.
 _COMMAND_MODULES: tuple[str, ...] = (
@@ -32,19 +32,26 @@ for _module in _COMMAND_MODULES:
 
 
 def main() -> None:
+    """The ``ampconfig`` script: the app, with SIGTERM and SIGHUP ending it as Ctrl-C does (every output taken
+    back, every staging and temporary folder removed) before the process ends by the signal."""
+    end_on_signals()
     try:
         app()
     except KeyboardInterrupt:
         print_error("interrupted")
         sys.exit(130)
+    except Terminated as exc:
+        print_error(f"stopped by {exc.name}")
+        die_by(exc.signum)
     except SystemExit as exc:
+        held = pending_signal()
+        if held is not None:
+            die_by(held)
         if exc.code == EXIT_BROKEN_PIPE and hasattr(signal, "SIGPIPE"):
             # The reader of the results went away (`ampconfig explain m.onnx | head`): end as cat or grep end,
             # by SIGPIPE (the shell reports 141), now that every output was finished or taken back. SIGPIPE stays
             # ignored while the command runs, so a model streamed into a closed pipe is an error, not a silent end.
-            sys.stdout.flush = lambda: None  # type: ignore[method-assign]  # nothing more to say there
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGPIPE)
+            die_by(signal.SIGPIPE)
         raise
 
 

@@ -19,7 +19,8 @@ What the guard promises:
   messages to stderr and keep the stream clean.
 - **A failure leaves nothing behind.** Staging folders are always removed; when the guarded block fails, every
   output it already committed is undone: a new file is removed, a replaced file gets its previous content back.
-  A stream cannot be taken back.
+  A stream cannot be taken back. Ctrl-C, SIGTERM and SIGHUP are failures like any other
+  (:mod:`ampconfig.files.interrupts`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.interrupts import uninterrupted
 
 log = logging.getLogger(__name__)
 
@@ -344,10 +346,11 @@ class OutputGuard:
                 os.chmod(staged, stat.S_IMODE(target.stat().st_mode))  # the new content keeps the old mode
                 backup = self._keep_previous(target, folder)
             written = staged.stat()
-            os.replace(staged, target)
+            with uninterrupted():  # in place and recorded for undo together, or neither
+                os.replace(staged, target)
+                self._committed.append(_Committed(destination, (written.st_dev, written.st_ino), backup))
         except OSError as exc:
             raise _write_failed(destination, exc) from None
-        self._committed.append(_Committed(destination, (written.st_dev, written.st_ino), backup))
 
     @staticmethod
     def _keep_previous(target: Path, folder: Path) -> Path | None:
@@ -380,11 +383,12 @@ class OutputGuard:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        try:
-            if error is not None:
-                self._undo()
-        finally:
-            self._remove_staging()
+        with uninterrupted():  # a SIGTERM now waits until the cleanup is done
+            try:
+                if error is not None:
+                    self._undo()
+            finally:
+                self._remove_staging()
 
     def _undo(self) -> None:
         """Take back every committed output, newest first: restore what was replaced, remove what is new."""
