@@ -1,8 +1,8 @@
 """Where a rewritten model goes wrong: per-node error against the fp32 run, ranked by the error each node adds.
 
-Pure functions over the values of two runs (:mod:`ampconfig.runner.intermediates`), aligned by value name: the
+Pure functions over the values of two runs (:mod:`ampconfig.runner.intermediates`), aligned by value key: the
 rewrite keeps the original names of node outputs (casts get new names), so every node of the fp32 model finds
-its outputs and inputs in the rewritten run.
+its outputs and inputs in the rewritten run, inside If, Loop and Scan bodies too.
 
 - A node's ``error`` is the largest relative L2 error (:func:`ampconfig.prove.accuracy.compare_output`) over its float
   outputs; its ``input_error`` the largest over its float inputs (graph inputs and constants are exact: 0).
@@ -54,6 +54,7 @@ class NodeError:
     reference_max_abs: float  # largest finite |value| of the node's outputs in the fp32 run
     exceeds_low_range: bool  # reference_max_abs beyond the low dtype's largest value
     overflow: tuple[str, ...] = field(default_factory=tuple)  # why this node overflows, in words
+    scope: str = ""  # the If/Loop/Scan body it sits in ("" for the main graph)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -142,7 +143,7 @@ def locate(
     """Per-node error of ``candidate`` against ``reference`` (value name -> array), in ``nodes`` order."""
     limit = LOW_MAX[low_dtype] if data_max is None else data_max
     floor = UNIT_ROUNDOFF[low_dtype]
-    decided = {decision.name: decision for decision in decisions if not decision.scope}
+    decided = {decision.name: decision for decision in decisions}  # names are unique across scopes
     errors: dict[str, float] = {}
     result: list[NodeError] = []
     first_bad: NodeError | None = None
@@ -180,6 +181,7 @@ def locate(
             reference_max_abs=ref_max,
             exceeds_low_range=ref_max > limit,
             overflow=_overflow_reasons(nonfinite, ref_max, limit, dtype, low_dtype),
+            scope=node.scope,
         )
         result.append(entry)
         if first_bad is None and _jumps(error, input_error, threshold):

@@ -63,6 +63,8 @@ def _node_row(rank: int, node: NodeError, first_bad: str | None) -> list[Any]:
     marker = Text(" first bad", style="bold red") if node.name == first_bad else Text("")
     name = Text(node.name, style="bold red" if node.name == first_bad else "")
     name.append_text(marker)
+    if node.scope:
+        name.append(f" (in {node.scope})", style="dim")
     return [
         str(rank),
         name,
@@ -85,11 +87,12 @@ def render_compare(result: CompareResult, prepared: Prepared, console: Console, 
         f"{result.rewritten.providers[0]})"
     )
     if first is not None:
+        where = f", in {first.scope}" if first.scope else ""
         console.print(
             Text.assemble(
                 ("first bad node: ", "bold"),
                 (first.name, "bold red"),
-                f" ({first.op_type}, {first.dtype}): rel L2 {_num(first.error)} from inputs at "
+                f" ({first.op_type}, {first.dtype}{where}): rel L2 {_num(first.error)} from inputs at "
                 f"{_num(first.input_error)} (threshold {localization.threshold:g})",
             )
         )

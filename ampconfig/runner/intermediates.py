@@ -1,31 +1,39 @@
 """Run a model once with every intermediate float tensor exposed as an output (compare, range analysis, tune).
 
-The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_values`; ONNX Runtime may fuse fewer nodes in it
-than in the plain model, which is the price of seeing each node's output. Every call is one model run: callers
-that count runs (``tune``) count calls.
+The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_keys`: values inside If, Loop and Scan bodies
+included, each known by its key (:mod:`ampconfig.rewrite.scopes`). ONNX Runtime may fuse fewer nodes in it than
+in the plain model, which is the price of seeing each node's output. Every call is one model run: callers that
+count runs (``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per iteration (their
+shapes differ between iterations), the same run is made once more with them flattened, and still counts as one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 
-from ampconfig.rewrite.expose import EXPOSED_FLOAT32_SUFFIX, expose_values, float_node_outputs
+from ampconfig.errors import AmpconfigError
+from ampconfig.rewrite.expose import FLAT, STACKED, ExposedModel, expose_keys, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import create_session, run_once
 
 
 @dataclass
 class IntermediateRun:
-    """One run: the model's own outputs, every exposed value by its name in the model, the providers used."""
+    """One run: the model's own outputs, every exposed value by its key, the providers used.
+
+    ``per_iteration``: keys of body values that came back one slice per Loop/Scan iteration; ``flattened``: keys
+    of Loop body values that came back as every iteration's values flattened and joined."""
 
     outputs: dict[str, np.ndarray]
     values: dict[str, np.ndarray]
     output_names: list[str]
     providers: list[str]
+    per_iteration: set[str] = field(default_factory=set)
+    flattened: set[str] = field(default_factory=set)
 
 
 def run_with_intermediates(
@@ -36,19 +44,31 @@ def run_with_intermediates(
 ) -> IntermediateRun:
     """Run ``model`` once on ``feeds`` (converted to its input dtypes) and return outputs and intermediates.
 
-    ``names`` defaults to every float node output of the main graph. ``values`` also holds the graph inputs as
-    fed, so a node reading a graph input finds it there.
+    ``names`` (value keys) defaults to every float value of every scope
+    (:func:`~ampconfig.rewrite.expose.float_value_keys`). ``values`` also holds the graph inputs as fed, so a
+    node reading a graph input finds it there.
     """
-    output_names = [value.name for value in model.graph.output]
-    exposed = expose_values(model, list(names) if names is not None else float_node_outputs(model))
-    session = create_session(exposed, device)
+    keys = list(names) if names is not None else float_value_keys(model)
+    exposed = expose_keys(model, keys, STACKED)
     adapted = adapt_feeds(feeds, model)
-    results = run_once(session, adapted)
+    try:
+        results, providers = _run(exposed, adapted, device)
+    except AmpconfigError:
+        if not exposed.per_iteration:
+            raise
+        exposed = expose_keys(model, keys, FLAT)
+        results, providers = _run(exposed, adapted, device)
+    output_names = [value.name for value in model.graph.output]
     values: dict[str, np.ndarray] = dict(adapted)
-    own = {output for node in model.graph.node for output in node.output}
     for name, array in results.items():
-        if name not in own and name.endswith(EXPOSED_FLOAT32_SUFFIX):
-            name = name.removesuffix(EXPOSED_FLOAT32_SUFFIX)  # a bfloat16 value, exposed through a float32 Cast
-        values[name] = array
+        if name in exposed.keys:
+            values[exposed.keys[name]] = array
+        elif name in output_names:
+            values[name] = array
     outputs = {name: results[name] for name in output_names if name in results}
-    return IntermediateRun(outputs, values, output_names, list(session.providers))
+    return IntermediateRun(outputs, values, output_names, providers, exposed.per_iteration, exposed.flattened)
+
+
+def _run(exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str) -> tuple[dict[str, np.ndarray], list]:
+    session = create_session(exposed.model, device)
+    return run_once(session, feeds), list(session.providers)

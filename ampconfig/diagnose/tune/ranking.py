@@ -23,8 +23,8 @@ def pin_followers(
     nodes: Sequence[GraphNode], decisions: Sequence[NodeDecision], lowered: Collection[str]
 ) -> dict[str, frozenset[str]]:
     """For each node of ``lowered``, the lowered nodes its pin takes back to float32 (itself included)."""
-    rules = {d.name: d.rule for d in decisions if not d.scope}
-    clear = {d.name for d in decisions if not d.scope and d.colour == "clear"}
+    rules = {d.name: d.rule for d in decisions}  # node names are unique across scopes
+    clear = {d.name for d in decisions if d.colour == "clear"}
     low = set(lowered)
     producers = {output: node.name for node in nodes for output in node.outputs}
     consumers: dict[str, list[str]] = {}

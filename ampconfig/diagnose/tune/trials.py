@@ -188,6 +188,8 @@ class TuneRuns:
         self.log: list[str] = []  # every counted run, by what it was for
         self.judge: Judge
         self.reference: IntermediateRun
+        #: keys the latest exposed rewrite run returned one slice per Loop iteration (the replay slices them)
+        self.low_per_iteration: set[str] = set()
 
     @property
     def device(self) -> str:
@@ -252,9 +254,10 @@ class TuneRuns:
         return tuple((d.scope, d.name, d.dtype) for d in self.decide(candidate).decisions)
 
     def lowered(self, candidate: Candidate) -> list[str]:
-        """Main-graph nodes the candidate's rewrite computes in a low dtype they did not have, in graph order."""
+        """Nodes the candidate's rewrite computes in a low dtype they did not have, those inside If, Loop and Scan
+        bodies included, in :attr:`nodes` order (node names are unique across scopes)."""
         result = self.decide(candidate)
-        changed = {d.name for d in result.decisions if d.changed and not d.scope and d.dtype == result.low_dtype}
+        changed = {d.name for d in result.decisions if d.changed and d.dtype == result.low_dtype}
         return [node.name for node in self.nodes if node.name in changed]
 
     # -- runs ----------------------------------------------------------------------------------------------------
@@ -281,14 +284,22 @@ class TuneRuns:
         model, _ = accuracy_model(self.decide(candidate).model, self.device)
         feeds = self.calibration.inputs.feeds
         names = list(self.reference.values)
-        return self._counted(step, lambda: run_with_intermediates(model, feeds, self.device, names=names), EXPOSED)
+        run: IntermediateRun = self._counted(
+            step, lambda: run_with_intermediates(model, feeds, self.device, names=names), EXPOSED
+        )
+        self.low_per_iteration = run.per_iteration
+        return run
 
     def replay(self, lowered: Iterable[str], low: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
         """Every node of ``lowered`` computed in fp32 on the inputs it had in the ``low`` run (one counted run);
         their outputs by the original value names."""
-        originals = {node.name: list(node.outputs) for node in self.nodes}
-        available = {name: np.shape(low[name]) for name in self.reference.values.keys() & low.keys()}
-        copy = injection_model(self.prepared.model, list(lowered), originals, available)
+        originals = {node.name: list(node.outputs) for node in self.nodes if not node.scope}
+        # An empty value is not fed: it is what a branch that did not run gives back (ampconfig.rewrite.expose).
+        available = {
+            name: np.shape(low[name]) for name in self.reference.values.keys() & low.keys() if np.size(low[name])
+        }
+        per_iteration = self.low_per_iteration & self.reference.per_iteration
+        copy = injection_model(self.prepared.model, list(lowered), originals, available, per_iteration)
         feeds = dict(self.calibration.inputs.feeds)
         for name, (source, dtype) in copy.feeds.items():
             feeds[name] = np.asarray(low[source]).astype(dtype)
@@ -298,7 +309,8 @@ class TuneRuns:
             return run_once(session, feeds)
 
         outputs = self._counted(step, run, EXPOSED)
-        return {name: outputs[name] for names in copy.outputs.values() for name in names if name in outputs}
+        wanted = {key for keys in copy.outputs.values() for key in keys}
+        return {copy.keys[name]: array for name, array in outputs.items() if copy.keys.get(name) in wanted}
 
     def verify(self, result: RewriteResult, step: str) -> Judgement:
         """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run)."""

@@ -1,0 +1,129 @@
+"""The graphs of an ONNX model as scopes (the main graph and every If/Loop/Scan body), and the names the debugging
+runs give their values.
+
+A value of the main graph is known by its own name; a value of a subgraph by its **key**, the scope's path and
+its name joined by ``/`` (``If_3.then_branch/x``, ``Loop_1.body/If_2.else_branch/y``). The scope path is the one
+the decisions report (:func:`ampconfig.decide.facts.iter_scopes`: ``<node>.<attribute>``, ``[i]`` for a graph
+list), so a value, its node and the node's decision line up. Node names are unique across all scopes once the
+rewrite has named them (:mod:`ampconfig.rewrite.names`), so a node is always known by its name alone.
+
+Pure reads of an ``onnx.ModelProto``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import onnx
+
+#: The control-flow ops whose bodies are scopes, and how a body's outputs leave it.
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+@dataclass(eq=False)
+class ProtoScope:
+    """One graph of a model: its path, the node and attribute that own it (None for the main graph), its parent,
+    and the names it defines (inputs, initializers, node outputs)."""
+
+    graph: onnx.GraphProto
+    path: str
+    owner: onnx.NodeProto | None = None
+    attribute: str = ""
+    parent: ProtoScope | None = None
+    defined: set[str] = field(default_factory=set)
+    owner_index: int = -1  # the owner's position in the parent graph
+
+    @property
+    def is_main(self) -> bool:
+        return self.owner is None
+
+    def key(self, name: str) -> str:
+        """The key of a value this scope defines."""
+        return value_key(self.path, name)
+
+    def resolve(self, name: str) -> str | None:
+        """The key of the value ``name`` refers to from inside this scope: its own, else an outer scope's."""
+        scope: ProtoScope | None = self
+        while scope is not None:
+            if name in scope.defined:
+                return scope.key(name)
+            scope = scope.parent
+        return None
+
+    def loops_above(self) -> list[ProtoScope]:
+        """The Loop and Scan bodies this scope is (or sits) in, innermost first."""
+        found, scope = [], self
+        while scope is not None and scope.owner is not None:
+            if scope.owner.op_type in ("Loop", "Scan"):
+                found.append(scope)
+            scope = scope.parent  # type: ignore[assignment]
+        return found
+
+
+def value_key(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+def _join(path: str, part: str) -> str:
+    return f"{path}/{part}" if path else part
+
+
+def _defined(graph: onnx.GraphProto) -> set[str]:
+    names = {value.name for value in graph.input} | {init.name for init in graph.initializer}
+    names |= {init.values.name for init in graph.sparse_initializer}
+    names |= {output for node in graph.node for output in node.output if output}
+    return names
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, str, onnx.GraphProto]]:
+    """A node's graph attributes as (path part, attribute name, graph), in attribute order; the path part is
+    ``<node>.<attribute>``, or ``<node>.<attribute>[i]`` for a list of graphs."""
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield f"{node.name}.{attr.name}", attr.name, attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            for index, graph in enumerate(attr.graphs):
+                yield f"{node.name}.{attr.name}[{index}]", attr.name, graph
+
+
+def proto_scopes(model: onnx.ModelProto) -> list[ProtoScope]:
+    """The main graph, then every subgraph, outer before inner (the order of the decisions)."""
+    main = ProtoScope(model.graph, "", defined=_defined(model.graph))
+    scopes, pending = [], [main]
+    while pending:
+        scope = pending.pop(0)
+        scopes.append(scope)
+        for index, node in enumerate(scope.graph.node):
+            for part, attribute, graph in subgraphs(node):
+                path = _join(scope.path, part)
+                pending.append(ProtoScope(graph, path, node, attribute, scope, _defined(graph), index))
+    return scopes
+
+
+def has_subgraphs(model: onnx.ModelProto) -> bool:
+    return any(True for node in model.graph.node for _ in subgraphs(node))
+
+
+def scope_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The tensor type of every value key whose type the model states or ONNX's inference derives (stated first),
+    in every scope."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # inference is best effort: the values the model states still count
+        inferred = model
+    types: dict[str, onnx.TypeProto] = {}
+    for source in (model, inferred):
+        for scope in proto_scopes(source):
+            graph = scope.graph
+            for value in (*graph.input, *graph.output, *graph.value_info):
+                if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+                    types.setdefault(scope.key(value.name), value.type)
+            for init in graph.initializer:
+                if scope.key(init.name) not in types:
+                    known = onnx.TypeProto()
+                    known.tensor_type.elem_type = init.data_type
+                    for dim in init.dims:
+                        known.tensor_type.shape.dim.add().dim_value = dim
+                    types[scope.key(init.name)] = known
+    return types
