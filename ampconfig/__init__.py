@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from ampconfig.api import rewrite_model, rewrite_model_detailed
-from ampconfig.gc_pause import gc_paused
-
 __all__ = ["__version__", "gc_paused", "rewrite_model", "rewrite_model_detailed"]
+
+if TYPE_CHECKING:
+    from ampconfig.api import rewrite_model, rewrite_model_detailed
+    from ampconfig.gc_pause import gc_paused
+
+
+def __getattr__(name: str) -> Any:
+    """The public API, imported on first use: ``import ampconfig.cli`` (and ``ampconfig --help``) must not pay for
+    onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports."""
+    if name in ("rewrite_model", "rewrite_model_detailed"):
+        from ampconfig import api
+
+        return getattr(api, name)
+    if name == "gc_paused":
+        from ampconfig.gc_pause import gc_paused
+
+        return gc_paused
+    raise AttributeError(f"module 'ampconfig' has no attribute {name!r}")

@@ -8,10 +8,12 @@ its own table.
 from __future__ import annotations
 
 from enum import Enum
+from functools import cache
+from typing import TYPE_CHECKING
 
-import ml_dtypes
-import numpy as np
-import onnx_ir as ir
+if TYPE_CHECKING:  # imported on first use: settings and the command line name dtypes without loading onnx-ir
+    import numpy as np
+    import onnx_ir as ir
 
 
 class Dtype(str, Enum):
@@ -25,12 +27,12 @@ class Dtype(str, Enum):
 
     @property
     def data_type(self) -> ir.DataType:
-        return _DATA_TYPE[self]
+        return _data_types()[self]
 
     @property
     def elem_type(self) -> int:
         """The ``onnx.TensorProto`` element type."""
-        return int(self.data_type)
+        return _ELEM_TYPE[self]
 
     @property
     def type_str(self) -> str:
@@ -39,7 +41,7 @@ class Dtype(str, Enum):
 
     @property
     def numpy(self) -> np.dtype:
-        return _NUMPY[self]
+        return _numpy_dtypes()[self]
 
     @property
     def short(self) -> str:
@@ -59,31 +61,50 @@ class Dtype(str, Enum):
     @classmethod
     def of_value(cls, value: ir.Value | None) -> Dtype | None:
         """float32/float16/bfloat16 for a tensor value of that type; None for anything else, or unknown."""
-        if value is None or not isinstance(value.type, ir.TensorType):
+        if value is None or not isinstance(value.type, _tensor_type()):
             return None
         dtype = _BY_ELEM.get(int(value.type.dtype))
         return dtype if dtype in MOVABLE_DTYPES else None
 
 
-_DATA_TYPE = {
-    Dtype.FLOAT32: ir.DataType.FLOAT,
-    Dtype.FLOAT16: ir.DataType.FLOAT16,
-    Dtype.BFLOAT16: ir.DataType.BFLOAT16,
-    Dtype.FLOAT64: ir.DataType.DOUBLE,
-}
-_BY_ELEM = {int(data_type): dtype for dtype, data_type in _DATA_TYPE.items()}
+#: ``onnx.TensorProto.DataType`` numbers (fixed by the ONNX standard).
+_ELEM_TYPE = {Dtype.FLOAT32: 1, Dtype.FLOAT16: 10, Dtype.BFLOAT16: 16, Dtype.FLOAT64: 11}
+_BY_ELEM = {elem_type: dtype for dtype, elem_type in _ELEM_TYPE.items()}
 _TYPE_STR = {
     Dtype.FLOAT32: "tensor(float)",
     Dtype.FLOAT16: "tensor(float16)",
     Dtype.BFLOAT16: "tensor(bfloat16)",
     Dtype.FLOAT64: "tensor(double)",
 }
-_NUMPY = {
-    Dtype.FLOAT32: np.dtype(np.float32),
-    Dtype.FLOAT16: np.dtype(np.float16),
-    Dtype.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
-    Dtype.FLOAT64: np.dtype(np.float64),
-}
+
+
+@cache
+def _tensor_type() -> type[ir.TensorType]:
+    import onnx_ir as ir
+
+    return ir.TensorType
+
+
+@cache
+def _data_types() -> dict[Dtype, ir.DataType]:
+    import onnx_ir as ir
+
+    return {dtype: ir.DataType(elem_type) for dtype, elem_type in _ELEM_TYPE.items()}
+
+
+@cache
+def _numpy_dtypes() -> dict[Dtype, np.dtype]:
+    import ml_dtypes
+    import numpy as np
+
+    return {
+        Dtype.FLOAT32: np.dtype(np.float32),
+        Dtype.FLOAT16: np.dtype(np.float16),
+        Dtype.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+        Dtype.FLOAT64: np.dtype(np.float64),
+    }
+
+
 _SHORT = {Dtype.FLOAT32: "fp32", Dtype.FLOAT16: "fp16", Dtype.BFLOAT16: "bf16", Dtype.FLOAT64: "fp64"}
 
 #: The reduced float types.

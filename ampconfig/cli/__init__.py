@@ -10,9 +10,13 @@ import importlib
 import signal
 import sys
 
-from ampconfig.cli.app import app
-from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error
-from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal
+from ampconfig.deferred_imports import defer_unused_imports
+
+defer_unused_imports()  # before anything imports onnx-ir: sympy only if something does arithmetic on dimensions
+
+from ampconfig.cli.app import app  # noqa: E402
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error  # noqa: E402
+from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal  # noqa: E402
 
 # Each module registers its command(s) on `app` when imported.
 _COMMAND_MODULES: tuple[str, ...] = (

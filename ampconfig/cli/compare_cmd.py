@@ -29,8 +29,8 @@ from ampconfig.cli.options import (
     resolved_settings,
 )
 from ampconfig.cli.output import output_guard, print_json, stderr, stdout
-from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
+from ampconfig.settings.values import DEFAULT_THRESHOLD
 
 _HELP = """Run the fp32 model and its rewrite on the same inputs with every intermediate float tensor exposed,
 align the tensors by name and rank the nodes by the error they add: a node's relative L2 error over the largest

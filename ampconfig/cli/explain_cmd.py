@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ampconfig.api import rewrite_with_settings
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
@@ -29,14 +28,11 @@ from ampconfig.cli.options import (
     resolved_settings,
 )
 from ampconfig.cli.output import output_guard, print_json, stderr, stdout
-from ampconfig.cli.weights import float16_by_onnx_runtime
-from ampconfig.diagnose.locate import DEFAULT_THRESHOLD
-from ampconfig.files.guard import OutputGuard
-from ampconfig.files.models import open_model
-from ampconfig.prove.request_files import declare_inputs, declare_model
-from ampconfig.report.explain import explain_payload, render_explain
-from ampconfig.report.html import render_html
-from ampconfig.settings.resolve import Settings
+from ampconfig.settings.values import DEFAULT_THRESHOLD
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the decision machinery
+    from ampconfig.files.guard import OutputGuard
+    from ampconfig.settings.resolve import Settings
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -88,6 +84,10 @@ def explain(
     json_output: JsonOpt = False,
     html: HtmlOpt = None,
 ) -> None:
+    from ampconfig.prove.request_files import declare_inputs
+    from ampconfig.report.explain import render_explain
+    from ampconfig.report.html import render_html
+
     settings = resolved_settings(ctx)
     with output_guard() as guard:
         declare_inputs(guard, settings)
@@ -107,6 +107,12 @@ def explain(
 
 def _explain_decisions(settings: Settings, guard: OutputGuard) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
+    from ampconfig.api import rewrite_with_settings
+    from ampconfig.cli.weights import float16_by_onnx_runtime
+    from ampconfig.files.models import open_model
+    from ampconfig.prove.request_files import declare_model
+    from ampconfig.report.explain import explain_payload
+
     opened = open_model(settings.model_path)
     declare_model(guard, opened)
     rewrite = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
@@ -124,6 +130,7 @@ def _explain_with_runs(
     """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here)."""
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
     from ampconfig.report.compare import compare_payload
+    from ampconfig.report.explain import explain_payload
 
     prepared = prepare(settings, command="explain --range-check/--compare", guard=guard)
     compare_data: dict[str, Any] | None = None

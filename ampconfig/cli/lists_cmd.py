@@ -7,7 +7,6 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import ConfigOpt, JsonOpt, MixlistOpt, ModeOpt, TargetOpt, resolved_settings
 from ampconfig.cli.output import print_json, print_warning, say
-from ampconfig.opinfo.library import Colour, load_ops_info
 
 
 @command("lists")
@@ -28,6 +27,7 @@ def lists(
     needs no GPU; nothing is run and no ONNX Runtime is loaded.
     """
     from ampconfig.api import effective_lists
+    from ampconfig.opinfo.library import Colour, load_ops_info
 
     settings = resolved_settings(ctx, opens_model=False)
     library = load_ops_info(settings.target)

@@ -13,33 +13,21 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from ampconfig.cli.app import app, reporting_errors
 from ampconfig.cli.options import count_between
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
-from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.guard import Destination, OutputGuard, same_file
-from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
-from ampconfig.opinfo.kernel_claims import AcrossOpsets
-from ampconfig.opinfo.library import (
-    DEFAULT_TARGET,
-    PROVIDERS,
-    TARGETS,
-    Colour,
-    OpInfoEntry,
-    OpsInfoFile,
-    PrecisionReduce,
-    load_ops_info,
-    ops_info_path,
-    parse_ops_info,
-)
-from ampconfig.opinfo.numerics import target_colour
-from ampconfig.settings.documents import read_text
+from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS, TARGETS
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydantic nor the op info library
+    from ampconfig.files.guard import Destination, OutputGuard
+    from ampconfig.opinfo.colours import StrategyEntry
+    from ampconfig.opinfo.kernel_claims import AcrossOpsets
+    from ampconfig.opinfo.library import OpInfoEntry, OpsInfoFile
 
 ops_info_app = typer.Typer(
     help=(
@@ -71,6 +59,8 @@ def _check_target(target: str) -> str:
 
 
 def _selected_keys(ops: str | None) -> list[str]:
+    from ampconfig.opinfo.colours import STRATEGY
+
     if not ops:
         return list(STRATEGY)
     keys = [key.strip() for key in ops.split(",") if key.strip()]
@@ -84,6 +74,8 @@ def _selected_keys(ops: str | None) -> list[str]:
 
 
 def _ordered(dtypes: Iterable[str]) -> list[str]:
+    from ampconfig.dtypes import FLOAT_DTYPES
+
     wanted = set(dtypes)
     return [dtype for dtype in FLOAT_DTYPES if dtype in wanted]
 
@@ -100,6 +92,9 @@ def _entry(
 ) -> OpInfoEntry:
     """One op's entry: its measured or published kernels, and the colour they give it on ``target``
     (:func:`ampconfig.opinfo.numerics.target_colour`)."""
+    from ampconfig.opinfo.library import Colour, OpInfoEntry, PrecisionReduce
+    from ampconfig.opinfo.numerics import target_colour
+
     dtypes, native = _ordered(dtypes), (None if native is None else _ordered(native))
     coloured = target_colour(key, strategy.colour, target, dtypes, native, ort_version)
     flag = {Colour.WHITE: "true", Colour.BLACK: "false"}.get(coloured.colour)
@@ -143,6 +138,9 @@ def _write(document: OpsInfoFile, destination: Destination, guard: OutputGuard) 
 
 def _merge_existing(ops: dict[str, OpInfoEntry], path: Path, target: str, partial: bool) -> dict[str, OpInfoEntry]:
     """With --ops and an existing file of the same target at the output path, keep its other entries."""
+    from ampconfig.opinfo.library import parse_ops_info
+    from ampconfig.settings.documents import read_text
+
     if not partial or not path.is_file():
         return ops
     existing = parse_ops_info(read_text(path, "op info file"), str(path))
@@ -201,6 +199,7 @@ def probe_command(
 
       ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json
     """
+    from ampconfig.opinfo.library import ops_info_path
     from ampconfig.runner.kernels import require_provider
 
     target = _check_target(target)
@@ -223,6 +222,9 @@ def _probe_and_write(
     details: Destination | None,
     guard: OutputGuard,
 ) -> None:
+    from ampconfig.files.guard import same_file
+    from ampconfig.opinfo.colours import STRATEGY
+    from ampconfig.opinfo.library import OpsInfoFile, load_ops_info, ops_info_path
     from ampconfig.runner.kernels import measure_op_across_opsets, onnxruntime_version
 
     started = time.monotonic()
@@ -276,6 +278,8 @@ def _verdict_rows(key: str, measurements: Mapping[int, Any]) -> list[dict[str, o
 
 
 def _count(entries: dict[str, OpInfoEntry], field: str) -> str:
+    from ampconfig.dtypes import FLOAT_DTYPES
+
     def listed(entry: OpInfoEntry) -> list[str]:
         return getattr(entry, field) or []
 
@@ -322,6 +326,7 @@ def import_table_command(
 
       ampconfig ops-info import-table OperatorKernels.md --target cuda
     """
+    from ampconfig.opinfo.library import ops_info_path
 
     target = _check_target(target)
     provider = PROVIDERS[target]
@@ -341,6 +346,9 @@ def _import_and_write(
     destination: Destination,
     guard: OutputGuard,
 ) -> None:
+    from ampconfig.files.guard import same_file
+    from ampconfig.opinfo.colours import STRATEGY
+    from ampconfig.opinfo.library import OpsInfoFile, load_ops_info, ops_info_path
     from ampconfig.runner.kernels import kernel_table_dtypes
 
     listed = kernel_table_dtypes(table, provider, opset)
@@ -408,6 +416,10 @@ def import_kernels_command(
 
       ampconfig ops-info import-kernels kernels.json --target cuda --probe cuda-probe.json
     """
+    from ampconfig.files.guard import same_file
+    from ampconfig.opinfo.colours import STRATEGY
+    from ampconfig.opinfo.kernel_claims import AcrossOpsets
+    from ampconfig.opinfo.library import OpsInfoFile, load_ops_info, ops_info_path
     from ampconfig.runner.kernel_dump import dump_claims, read_kernel_dump
 
     target = _check_target(target)
@@ -446,6 +458,9 @@ def import_kernels_command(
 
 
 def _read_probe(path: Path, target: str) -> OpsInfoFile:
+    from ampconfig.opinfo.library import parse_ops_info
+    from ampconfig.settings.documents import read_text
+
     measured = parse_ops_info(read_text(path, "measured op info"), str(path))
     if measured.target != target:
         raise AmpconfigError(f"the --probe file is for target {measured.target!r}, not {target!r}", file=str(path))
@@ -491,6 +506,9 @@ def apply_strategy_command(
 
       ampconfig ops-info apply-strategy --target cuda
     """
+    from ampconfig.files.guard import same_file
+    from ampconfig.opinfo.library import load_ops_info, ops_info_path, parse_ops_info
+
     target = _check_target(target)
     path = file or ops_info_path(target)
     if not path.is_file():
@@ -514,6 +532,8 @@ def apply_strategy_command(
 
 def strategy_applied(existing: OpsInfoFile) -> OpsInfoFile:
     """``existing`` coloured anew from the built-in tables, its kernel claims kept."""
+    from ampconfig.opinfo.colours import STRATEGY
+
     entries: dict[str, OpInfoEntry] = {}
     for key, strategy in STRATEGY.items():
         old = existing.ops.get(key)
@@ -545,6 +565,10 @@ def show_command(
 
       ampconfig ops-info show MatMul com.microsoft::FusedMatMul --target cuda --json
     """
+    from rich.table import Table
+
+    from ampconfig.opinfo.library import load_ops_info
+
     library = load_ops_info(_check_target(target))
     keys = op or sorted(library.entries)
     missing = [key for key in keys if not library.knows(key)]

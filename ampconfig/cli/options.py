@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.settings.resolve import Flags, Settings, require_model, resolve
 from ampconfig.settings.values import MAX_SEED, check_count, check_positive_finite
+
+if TYPE_CHECKING:
+    from ampconfig.settings.resolve import Settings
 
 FloatCheck = Callable[[typer.Context, typer.CallbackParam, "float | None"], "float | None"]
 IntCheck = Callable[[typer.Context, typer.CallbackParam, "int | None"], "int | None"]
@@ -152,6 +154,8 @@ def resolved_settings(ctx: typer.Context, *, opens_model: bool = True) -> Settin
     """The settings of this invocation: the shared options it was given (its parsed parameters whose names are
     :class:`~ampconfig.settings.resolve.Flags` fields) over the session config over the defaults. With
     ``opens_model``, the model must be an existing file (checked before any work)."""
+    from ampconfig.settings.resolve import Flags, require_model, resolve
+
     settings = resolve(Flags.from_params(ctx.params))
     if opens_model:
         require_model(settings)

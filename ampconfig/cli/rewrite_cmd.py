@@ -4,14 +4,11 @@ convert large weights, :func:`ampconfig.cli.weights.float16_by_onnx_runtime`).""
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from ampconfig.api import rewrite_with_settings
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
@@ -25,13 +22,13 @@ from ampconfig.cli.options import (
     resolved_settings,
 )
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
-from ampconfig.cli.weights import float16_by_onnx_runtime
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.guard import Destination, OutputGuard, shown_path
-from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.request_files import declare_inputs, declare_model, declare_model_output, settings_role
-from ampconfig.settings.resolve import Settings, require_model
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the rewrite machinery
+    from ampconfig.decide.decisions import RewriteResult
+    from ampconfig.files.guard import Destination, OutputGuard
+    from ampconfig.files.models import OpenedModel
+    from ampconfig.settings.resolve import Settings
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
@@ -70,6 +67,9 @@ written to OUTPUT.data next to --output.
 def _declare_files(guard: OutputGuard, settings: Settings, output: Path) -> tuple[OpenedModel, Destination]:
     """Every file this rewrite reads and writes, checked before any work: the output may be none of the inputs
     (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
+    from ampconfig.files.models import open_model
+    from ampconfig.prove.request_files import declare_inputs, declare_model, declare_model_output, settings_role
+
     declare_inputs(guard, settings)
     output_role = settings_role(settings, "output model", "--output", "output")
     guard.output(output_role, output)  # refused before the model is even read
@@ -80,6 +80,8 @@ def _declare_files(guard: OutputGuard, settings: Settings, output: Path) -> tupl
 
 def _rewrite_settings(ctx: typer.Context) -> tuple[Settings, Path]:
     """The resolved settings (as every command resolves them) and the output path, which rewrite requires."""
+    from ampconfig.settings.resolve import require_model
+
     settings = resolved_settings(ctx, opens_model=False)
     source = str(settings.config) if settings.config is not None else None
     if settings.example is not None:
@@ -91,6 +93,8 @@ def _rewrite_settings(ctx: typer.Context) -> tuple[Settings, Path]:
 
 
 def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[str, Any]:
+    from collections import Counter
+
     by_dtype = Counter(d.dtype for d in result.decisions if d.dtype is not None)
     changed = sum(1 for d in result.decisions if d.changed)
     return {
@@ -108,6 +112,10 @@ def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[st
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    from ampconfig.files.guard import shown_path
+
     wrote = shown_path(summary["output"])
     stdout.print(f"wrote {wrote}  ({summary['precision_mode']}, target {summary['target']})", markup=False)
     table = Table(title=None, show_header=True)
@@ -135,6 +143,10 @@ def rewrite(
     keep_io_types: KeepIoTypesOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
+    from ampconfig.api import rewrite_with_settings
+    from ampconfig.cli.weights import float16_by_onnx_runtime
+    from ampconfig.files.models import save_model_atomic
+
     settings, output_path = _rewrite_settings(ctx)
     with output_guard() as guard:
         opened, destination = _declare_files(guard, settings, output_path)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
@@ -31,9 +30,10 @@ from ampconfig.cli.options import (
 )
 from ampconfig.cli.output import output_guard, print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.report.run import render_run, run_payload
-from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
+    from ampconfig.runner.timing import ProgressCallback
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
 Runtime, and report accuracy (relative L2, max abs, cosine, non-finite values, arg-max agreement) and latency.
@@ -81,6 +81,8 @@ def _progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     if not enabled:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -133,6 +135,7 @@ def run(
 ) -> None:
     from ampconfig.prove.request_files import declare_inputs, settings_role
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
+    from ampconfig.report.run import render_run, run_payload
 
     settings = resolved_settings(ctx)
     if settings.example is not None:

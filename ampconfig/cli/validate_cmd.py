@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
-from ampconfig.settings.validate import FILE_KINDS, ValidationReport, validate_paths
+from ampconfig.settings.values import FILE_KINDS
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
+    from ampconfig.settings.validate import ValidationReport
 
 OUTPUT_FORMATS = ("text", "json", "github")
 
@@ -105,6 +108,8 @@ def validate(
     """
     if output_format not in OUTPUT_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
+    from ampconfig.settings.validate import validate_paths
+
     report = validate_paths(paths, kind, target)
     if output_format == "json":
         print_json(_json_report(report))

@@ -28,6 +28,7 @@ import numpy as np
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.diagnose.graph_values import GraphNode
 from ampconfig.prove.accuracy import compare_output
+from ampconfig.settings.values import DEFAULT_THRESHOLD
 
 #: Largest finite value of each low dtype.
 LOW_MAX: dict[str, float] = {
@@ -36,7 +37,6 @@ LOW_MAX: dict[str, float] = {
 }
 #: Unit roundoff of each low dtype: the error floor of the gain.
 UNIT_ROUNDOFF: dict[str, float] = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
-DEFAULT_THRESHOLD = 1e-2
 
 
 @dataclass(frozen=True)

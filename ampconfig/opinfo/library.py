@@ -22,13 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.bounded import scan_json
 
-TARGETS: tuple[str, ...] = ("cpu", "cuda")
-#: The decision target wherever none is named (every command, the library API): ampconfig exists to run models in
-#: mixed precision on GPUs, and deciding for CUDA needs no GPU.
-DEFAULT_TARGET = "cuda"
-#: The ONNX Runtime execution provider of each target: the one table of provider names.
-PROVIDERS: Mapping[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
-CPU_PROVIDER, CUDA_PROVIDER = PROVIDERS["cpu"], PROVIDERS["cuda"]
+# Re-exported (``as``): the one table of targets and providers lives in opinfo/targets.py.
+from ampconfig.opinfo.targets import CPU_PROVIDER as CPU_PROVIDER
+from ampconfig.opinfo.targets import CUDA_PROVIDER as CUDA_PROVIDER
+from ampconfig.opinfo.targets import DEFAULT_TARGET as DEFAULT_TARGET
+from ampconfig.opinfo.targets import PROVIDERS as PROVIDERS
+from ampconfig.opinfo.targets import TARGETS as TARGETS
+
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
 

@@ -23,7 +23,6 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-import onnx.defs
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -267,10 +266,14 @@ def _colour_order(colour: str) -> int:
 
 @cache
 def _onnx_op_names() -> tuple[str, ...]:
+    import onnx.defs  # here, not at import: `validate` of a mixlist naming known ops loads no onnx
+
     return tuple(sorted({schema.name for schema in onnx.defs.get_all_schemas() if schema.domain in DEFAULT_DOMAINS}))
 
 
 def is_onnx_op(key: str) -> bool:
+    import onnx.defs
+
     domain, _, op_type = key.rpartition("::")
     return onnx.defs.has(op_type, domain if domain not in DEFAULT_DOMAINS else "")
 

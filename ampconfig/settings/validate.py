@@ -36,9 +36,9 @@ from ampconfig.settings.mixlist import (
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 from ampconfig.settings.resolve import DEFAULT_MODE, DEFAULT_TARGET, Flags, resolve_with_problems
+from ampconfig.settings.values import FILE_KINDS
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info"]
-FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "ops-info")
 
 _KEEP_DTYPE_SUFFIXES = (".cfg", ".txt")
 _MIXLIST_KEYS = frozenset({"black-list", "white-list", "gray-list"})

@@ -19,6 +19,10 @@ MAX_ITERATIONS = 100_000
 MAX_TUNE_RUNS = 10_000
 #: Generated inputs are drawn from a 32-bit seed: a larger seed would repeat a smaller one's values.
 MAX_SEED = 2**32 - 1
+#: Relative L2 error at which `compare` counts a node's output as bad (--threshold).
+DEFAULT_THRESHOLD = 1e-2
+#: The kinds of file `validate` checks (--kind).
+FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "ops-info")
 
 
 def is_positive_finite(value: float) -> bool:

@@ -1,0 +1,14 @@
+"""The decision targets and their ONNX Runtime providers: plain names, importable without the op info library
+(the command line declares its options with them before any library is loaded)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TARGETS: tuple[str, ...] = ("cpu", "cuda")
+#: The decision target wherever none is named (every command, the library API): ampconfig exists to run models in
+#: mixed precision on GPUs, and deciding for CUDA needs no GPU.
+DEFAULT_TARGET = "cuda"
+#: The ONNX Runtime execution provider of each target: the one table of provider names.
+PROVIDERS: Mapping[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+CPU_PROVIDER, CUDA_PROVIDER = PROVIDERS["cpu"], PROVIDERS["cuda"]
