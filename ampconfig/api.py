@@ -33,12 +33,11 @@ from ampconfig.files.models import (
     light_proto,
     new_checker_errors,
     open_model,
-    output_checker_errors,
-    output_model_problem,
     refuse_invalid_output,
     save_model_sharing_data,
 )
 from ampconfig.files.repair import admit_input_model
+from ampconfig.files.skeleton import ModelSkeleton, skeleton_of
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
@@ -111,18 +110,17 @@ def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | No
     return list(keep_dtype_from_config(value)), source
 
 
-def _checked_output(
-    ir_model: ir.Model, *, lazy_tensors: bool, known_errors: tuple[str, ...] = ()
-) -> tuple[onnx.ModelProto | None, str | None]:
-    """The output proto (None for models whose tensors stay on disk) and the full checker's complaint that the
-    input did not already have (``known_errors``: the repaired input's complaints; none for a clean input)."""
-    # Serialising a model whose tensors stay on disk would read (and convert) every one: check a stripped copy.
-    proto = None if lazy_tensors else ir.serde.serialize_model(ir_model)
+def _checked_output(ir_model: ir.Model, *, known_errors: tuple[str, ...] = ()) -> tuple[ModelSkeleton, str | None]:
+    """The output serialised once, without its large weights (what is written and what the API returns are made
+    from it), and the full checker's complaint that the input did not already have (``known_errors``: the
+    repaired input's complaints; none for a clean input). The checker sees the graph with its large weights as
+    inputs of their type and shape: no weight is copied or converted for it."""
+    skeleton = skeleton_of(ir_model)
+    checked = light_proto(skeleton.proto)
     if not known_errors:
-        return proto, output_model_problem(ir_model) if proto is None else checker_problem(light_proto(proto))
-    errors = output_checker_errors(ir_model) if proto is None else checker_errors(light_proto(proto))
-    new = new_checker_errors(errors, known_errors)
-    return proto, new[0] if new else None
+        return skeleton, checker_problem(checked)
+    new = new_checker_errors(checker_errors(checked), known_errors)
+    return skeleton, new[0] if new else None
 
 
 def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
@@ -238,9 +236,7 @@ def rewrite_model_detailed(
         decisions = plan.decisions()
         cost = decision_cost(plan)  # before the rewrite: it reads the plan against the graph as decided
         stats = apply_plan(ir_model, plan, names, float16_encoder or numpy_float16)
-        written, problem = _checked_output(
-            ir_model, lazy_tensors=bool(opened.external_files), known_errors=admitted.checker_errors
-        )
+        skeleton, problem = _checked_output(ir_model, known_errors=admitted.checker_errors)
         if problem is None:
             break
         # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
@@ -252,6 +248,7 @@ def rewrite_model_detailed(
     if admitted.checker_errors:
         from ampconfig.runner.acceptance import confirm_output_runs
 
+        written = None if opened.external_files else skeleton.full_proto()
         warnings.append(confirm_output_runs(admitted, ir_model, written, ir_version.version))
     if ir_version.note:
         warnings.append(ir_version.note)
@@ -268,9 +265,8 @@ def rewrite_model_detailed(
         warnings=warnings,
         input_files=opened.external_files,
         cost=cost,
+        skeleton=skeleton,
     )
-    if written is not None:
-        result.model = written  # already serialised for the check: keep it (cached_property slot)
     _log_summary(result)
     return result
 

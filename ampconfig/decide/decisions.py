@@ -14,6 +14,8 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from ampconfig.files.skeleton import ModelSkeleton
+
 
 class Rule(str, Enum):
     """Why a node got its dtype. The value is the stable id shown in reports."""
@@ -133,18 +135,23 @@ class RewriteResult:
     warnings: list[str] = field(default_factory=list)
     input_files: frozenset[Path] = frozenset()  # the input's external data files (never overwritten)
     cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
+    skeleton: ModelSkeleton | None = None  # the output as checked, serialised once without its large weights
 
     @cached_property
     def model(self) -> onnx.ModelProto:
         """The rewritten model as a proto (for models under 2 GiB; larger ones are saved from ``ir_model``)."""
+        if self.skeleton is not None:
+            return self.skeleton.full_proto()
         return ir.serde.serialize_model(self.ir_model)
 
     @property
-    def savable(self) -> onnx.ModelProto | ir.Model:
-        """What to write to disk: ``ir_model`` when the input's weights stay on disk (it is streamed tensor by
-        tensor), else the proto. For an in-memory model that proto is the one the output check already built:
-        saving the IR instead would convert its large weights a second time (they convert when serialised)."""
-        return self.ir_model if self.input_files else self.model
+    def savable(self) -> ModelSkeleton | ir.Model:
+        """What to write to disk: ``ir_model`` when the input's weights are in external data files (the output's
+        go to one too, tensor by tensor), else the skeleton the check serialised, written in one pass with each
+        weight converted as it is written."""
+        if self.input_files or self.skeleton is None:
+            return self.ir_model
+        return self.skeleton
 
     def count_by_dtype(self) -> dict[str, int]:
         counts: dict[str, int] = {}

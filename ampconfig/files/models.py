@@ -26,6 +26,7 @@ from onnx import external_data_helper
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.paths import require_file, resolve_path
+from ampconfig.files.skeleton import STREAM_BYTES, ModelSkeleton, skeleton_of
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,10 @@ class OpenedModel:
     external_files: frozenset[Path]  # resolved external data files; empty when every tensor is inline
 
     def stored_bytes(self) -> int:
-        """The model's size on disk: its proto plus its external data files (an upper bound on the tensors)."""
-        return self.proto.ByteSize() + sum(path.stat().st_size for path in self.external_files)
+        """The model's size on disk: its proto plus its external data files (an upper bound on the tensors). The
+        size of the file when there is one: upb's ``ByteSize`` serialises the whole proto to count it."""
+        proto_bytes = os.stat(self.path).st_size if self.path is not None else self.proto.ByteSize()
+        return proto_bytes + sum(path.stat().st_size for path in self.external_files)
 
     def fits_in_memory(self) -> bool:
         """Whether the whole model, tensors included, may be handled as one in-memory proto
@@ -270,8 +273,8 @@ def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> t
     return proto, str(path)
 
 
-#: Initializers larger than this are lifted to graph inputs in :func:`light_proto`.
-_LIFT_BYTES = 1024
+#: Initializers larger than this are lifted to graph inputs in :func:`light_proto`: those a skeleton streams.
+_LIFT_BYTES = STREAM_BYTES
 
 
 def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -414,32 +417,6 @@ def value_types(inferred: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return types
 
 
-def _checker_failure(model: ir.Model) -> str | None:
-    """The full checker's complaint about ``model``, or None. Large initializers are lifted to graph inputs for
-    the check (onnx-ir's way of calling ONNX's C APIs): the graph, types and shapes are checked exactly as
-    ``check_model(full_check=True)`` does, without copying hundreds of MB of weights into a protobuf twice."""
-
-    def check(proto: onnx.ModelProto) -> None:
-        onnx.checker.check_model(proto, full_check=True)
-
-    try:
-        call_onnx_api(check, model)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
-        return _first_line(exc)
-    return None
-
-
-def output_checker_errors(model: ir.Model) -> list[str]:
-    """:func:`checker_errors` of an IR model, its large initializers lifted for the call (see
-    :func:`_checker_failure`)."""
-    return call_onnx_api(checker_errors, model)
-
-
-def output_model_problem(model: ir.Model) -> str | None:
-    """The full checker's complaint about a model about to be written, or None when it passes."""
-    return _checker_failure(model)
-
-
 def refuse_invalid_output(problem: str) -> AmpconfigError:
     return AmpconfigError(
         f"the rewritten model would be invalid, so nothing was written: {problem}",
@@ -469,7 +446,7 @@ def _has_external_tensors(model: ir.Model) -> bool:
 
 
 def save_model_atomic(
-    model: onnx.ModelProto | ir.Model,
+    model: onnx.ModelProto | ir.Model | ModelSkeleton,
     destination: str | Path | Destination,
     *,
     guard: OutputGuard | None = None,
@@ -481,9 +458,10 @@ def save_model_atomic(
     ``input_files`` as its inputs): atomically, never over an input; returns the path as given. ``destination`` may
     be an output already declared to ``guard``.
 
-    An IR model whose weights live on disk (external or lazily converted tensors), or a model whose weights exceed
-    1 GiB, is written with its tensors in ``<name>.data`` next to it, one tensor at a time, so the weights are
-    never all in memory. That file is an output too: it may not be an input either.
+    A model is written in one pass from its skeleton (:mod:`ampconfig.files.skeleton`): its weights go to the file
+    one at a time, straight from their arrays. An IR model whose weights live in external data files, or a model
+    whose weights exceed 1 GiB, is written with its tensors in ``<name>.data`` next to it, one tensor at a time, so
+    the weights are never all in memory. That file is an output too: it may not be an input either.
     """
     if guard is None:
         with OutputGuard() as own:
@@ -492,15 +470,16 @@ def save_model_atomic(
             return save_model_atomic(model, destination, guard=own, role=role)
     target = destination if isinstance(destination, Destination) else guard.output(role, destination)
     role = target.role
-    if isinstance(model, onnx.ModelProto) and model.ByteSize() > EXTERNAL_DATA_THRESHOLD:
+    if isinstance(model, onnx.ModelProto):
         model = ir.serde.deserialize_model(model)  # tensors wrap the proto's bytes: nothing is copied here
-    external = isinstance(model, ir.Model) and (
-        _has_external_tensors(model) or _tensor_bytes(model) > EXTERNAL_DATA_THRESHOLD
-    )
-    if not external:
-        with guard.staging(target) as staged:
-            onnx.save(model if isinstance(model, onnx.ModelProto) else ir.serde.serialize_model(model), staged)
-        return target.path
+    if isinstance(model, ir.Model) and not _has_external_tensors(model):
+        model = skeleton_of(model)
+    if isinstance(model, ModelSkeleton):
+        if _tensor_bytes(model.model) <= EXTERNAL_DATA_THRESHOLD:
+            with guard.staging(target) as staged, open(staged, "wb") as file:
+                model.write(file)
+            return target.path
+        model = model.model
     if target.is_stream:
         raise stream_refused(target)
     data_name = external_data_name(target.target)

@@ -115,9 +115,7 @@ class TensorConverter:
         return self.cast(clamped, dtype), int(np.count_nonzero(over))
 
     def convert(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.TensorProtocol:
-        if isinstance(tensor, ir.ExternalTensor):
-            return self._converted_from_disk(tensor, dtype, name)
-        if tensor.nbytes >= LAZY_CONVERSION_BYTES:
+        if isinstance(tensor, ir.ExternalTensor) or tensor.nbytes >= LAZY_CONVERSION_BYTES:
             return self._converted_when_written(tensor, dtype, name)
         array, clamped = self.convert_array(tensor.numpy(), dtype)
         self.stats.values_clamped += clamped
@@ -126,35 +124,48 @@ class TensorConverter:
         # reused rather than rebuilt from the array, for the same reason.
         return ir.Tensor(array, dtype=dtype.data_type, shape=tensor.shape, name=name)
 
-    def _converted_from_disk(self, tensor: ir.ExternalTensor, dtype: Dtype, name: str) -> ir.LazyTensor:
-        """A tensor on disk is converted when the output is written, one tensor at a time, so a model larger than
-        memory can be rewritten. Out-of-range values are counted now, in one pass over the mapped file."""
-        over = _out_of_range(tensor.numpy(), dtype)
-        self.stats.values_clamped += 0 if over is None else int(np.count_nonzero(over))
-        tensor.release()
+    def _converted_when_written(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.LazyTensor:
+        """A large tensor is converted when the output is written (or the API's proto built), one tensor at a
+        time, so the converted copy lives only until it is written, and a model larger than memory can be
+        rewritten. Its out-of-range values are counted now, in one pass over the source (memory-mapped for a
+        tensor on disk), so the statistics are complete when the rewrite returns."""
+        self.stats.values_clamped += count_out_of_range(tensor.numpy(), dtype)
+        _release(tensor)
 
         def convert() -> ir.TensorProtocol:
             converted = ir.Tensor(self.convert_array(tensor.numpy(), dtype)[0], dtype=dtype.data_type)
-            tensor.release()
+            _release(tensor)
             return converted
 
         return ir.LazyTensor(convert, dtype.data_type, tensor.shape, name=name)
 
-    def _converted_when_written(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.LazyTensor:
-        """A large in-memory tensor is converted when it is serialised, so the converted copy lives only until it
-        is in the output proto. Its clamped values are counted at that first conversion (reading the values twice
-        would cost a copy of every weight): ``rewrite_model_detailed`` serialises before it returns its stats."""
-        counted = False
 
-        def convert() -> ir.TensorProtocol:
-            nonlocal counted
-            array, clamped = self.convert_array(tensor.numpy(), dtype)
-            if not counted:
-                self.stats.values_clamped += clamped
-                counted = True
-            return ir.Tensor(array, dtype=dtype.data_type)
+def _release(tensor: ir.TensorProtocol) -> None:
+    """Unmap a tensor read from a file: its pages leave the process's memory (the page cache keeps them)."""
+    if isinstance(tensor, ir.ExternalTensor):
+        tensor.release()
 
-        return ir.LazyTensor(convert, dtype.data_type, tensor.shape, name=name)
+
+#: Elements per chunk when values are counted against the low type's range: small enough to stay in cache, so
+#: the two reductions of a chunk cost one pass over memory.
+_COUNT_CHUNK = 1 << 18
+
+
+def count_out_of_range(array: np.ndarray, dtype: Dtype) -> int:
+    """How many finite values of ``array`` lie beyond the largest finite value of ``dtype`` (they are clamped to
+    it when converted): per cache-sized chunk two reductions, over threads, and an element-wise count only in a
+    chunk that has such a value (or a NaN)."""
+    if dtype not in LOW_DTYPES or array.size == 0:
+        return 0
+    flat = np.ascontiguousarray(array).reshape(-1)
+
+    def count(start: int) -> int:
+        over = _out_of_range(flat[start : start + _COUNT_CHUNK], dtype)
+        return 0 if over is None else int(np.count_nonzero(over))
+
+    if flat.size <= _COUNT_CHUNK:
+        return count(0)
+    return sum(_pool().map(count, range(0, flat.size, _COUNT_CHUNK)))
 
 
 def set_dtype(value: ir.Value, dtype: Dtype) -> None:
