@@ -23,7 +23,7 @@ from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
-from ampconfig.errors import Severity
+from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
@@ -80,14 +80,15 @@ TYPING = ChainedTyping((OnnxTyping(), _OnnxRuntimeTyping()))
 
 
 def effective_lists(
-    mode: PrecisionMode, library: OpInfoLibrary, modify_mixlist: MixlistInput = None
-) -> tuple[OpLists, list[str]]:
-    """The op lists after the mixlist (if any), and the mixlist's warnings as text."""
+    mode: PrecisionMode, library: OpInfoLibrary, modify_mixlist: MixlistInput = None, op_names: str | None = None
+) -> tuple[OpLists, list[str], list[str]]:
+    """The op lists after the mixlist (if any), the mixlist's warnings, and its notes (each TensorFlow/Ascend op
+    name read as its ONNX op, with file and line) as text. ``op_names``: whose names the mixlist uses."""
     from ampconfig.settings.config import check_mode_accepts_mixlist
     from ampconfig.settings.mixlist import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
 
     if modify_mixlist is None:
-        return library.lists(), []
+        return library.lists(), [], []
     source = "<inline mixlist>" if isinstance(modify_mixlist, Mapping) else str(modify_mixlist)
     check_mode_accepts_mixlist(mode, True, source)
     if isinstance(modify_mixlist, Mixlist):
@@ -96,18 +97,31 @@ def effective_lists(
         mixlist = parse_mixlist(json.dumps(dict(modify_mixlist)), source)
     else:
         mixlist = load_mixlist(modify_mixlist)
-    lists, problems = apply_mixlist(library.lists(), mixlist)
-    return lists, [p.format() for p in problems if p.severity is Severity.WARNING]
+    lists, problems = apply_mixlist(library.lists(), mixlist, op_names)
+    return (
+        lists,
+        [p.format() for p in problems if p.severity is Severity.WARNING],
+        [p.format() for p in problems if p.severity is Severity.NOTE],
+    )
 
 
-def _keep_dtype_entries(keep_dtype: KeepDtypeInput) -> tuple[list[Any], str | None]:
-    from ampconfig.settings.keep_dtype import keep_dtype_from_config
+def _keep_dtype_entries(
+    keep_dtype: KeepDtypeInput, op_names: str | None = None
+) -> tuple[list[Any], str | None, list[Problem]]:
+    """The entries, the file they came from, and what reading their op names found (notes, warnings); an
+    ambiguous op name raises."""
+    from ampconfig.settings.documents import SourceMap
+    from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
 
     if keep_dtype is None:
-        return [], None
+        return [], None, []
     source = None if isinstance(keep_dtype, Sequence) and not isinstance(keep_dtype, str) else str(keep_dtype)
     value = Path(keep_dtype) if isinstance(keep_dtype, str) else keep_dtype
-    return list(keep_dtype_from_config(value)), source
+    entries, problems = read_keep_dtype_names(list(keep_dtype_from_config(value)), op_names, SourceMap(source))
+    errors = [problem for problem in problems if problem.severity is Severity.ERROR]
+    if errors:
+        raise AmpconfigError(errors[0].message, file=source, line=errors[0].line, hint=errors[0].hint, problems=errors)
+    return entries, source, problems
 
 
 def _checked_output(ir_model: ir.Model, *, known_errors: tuple[str, ...] = ()) -> tuple[ModelSkeleton, str | None]:
@@ -184,6 +198,7 @@ def rewrite_model_detailed(
     keep_io_types: bool = True,
     overflow_nodes: Mapping[str, str] | None = None,
     float16_encoder: Float16Encoder | None = None,
+    op_names: str | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -195,7 +210,8 @@ def rewrite_model_detailed(
     values beyond the low type's range); such float32 nodes keep float32 under rule ``range_overflow``.
     ``float16_encoder`` converts float32 weights to float16 (default: numpy's cast, over threads; ONNX Runtime's
     Cast kernel, ``ampconfig.runner.float_cast.float32_to_float16``, is 10-20x faster on large weights and is what
-    the command line uses).
+    the command line uses). ``op_names`` says whose op type names the mixlist and keep_dtype use (``tensorflow``,
+    ``ascend``, ``onnx``; None: each name by the table of docs/op-names.md); each name mapped is in ``notes``.
     Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
     the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
     ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
@@ -204,8 +220,10 @@ def rewrite_model_detailed(
     """
     mode = parse_mode(precision_mode)
     library = load_ops_info(target)
-    lists, warnings = effective_lists(mode, library, modify_mixlist)
-    entries, keep_source = _keep_dtype_entries(keep_dtype)
+    lists, warnings, notes = effective_lists(mode, library, modify_mixlist, op_names)
+    entries, keep_source, keep_names = _keep_dtype_entries(keep_dtype, op_names)
+    warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
+    notes.extend(p.format() for p in keep_names if p.severity is Severity.NOTE)
     opened = open_model(model)
     ir_version = output_ir_version(opened.proto, opened.path)
     admitted = admit_input_model(opened)
@@ -263,6 +281,7 @@ def rewrite_model_detailed(
         target=library.target,
         low_dtype=mode.low_dtype,
         warnings=warnings,
+        notes=notes,
         input_files=opened.external_files,
         cost=cost,
         skeleton=skeleton,
@@ -306,6 +325,7 @@ def rewrite_with_settings(
         keep_io_types=settings.keep_io_types,
         overflow_nodes=overflow_nodes,
         float16_encoder=float16_encoder,
+        op_names=settings.op_names,
     )
 
 

@@ -19,6 +19,7 @@ EXIT_INTERNAL = 3
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # what ampconfig read a setting as (an op name mapped to ONNX): shown, never a finding
 
 
 @dataclass(frozen=True)

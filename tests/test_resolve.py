@@ -37,6 +37,7 @@ model: block.onnx
 output: out/block.fp16.onnx
 modify_mixlist: mixlist.json
 keep_dtype: [OpType::LayerNormalization]
+op_names: ascend
 keep_io_types: false
 allow_tf32: true
 tolerance: {rel_l2: 0.5, max_abs: 100.0}
@@ -97,7 +98,7 @@ def test_every_command_resolves_the_same_settings(session_config: Path, command:
     # and the settings are the config's, not defaults
     assert expected["precision_mode"] == "allow_mix_precision_fp16" and expected["target"] == "cpu"
     assert expected["device"] == "cpu" and expected["keep_io_types"] is False and expected["allow_tf32"] is True
-    assert expected["keep_dtype"] == ["OpType::LayerNormalization"]
+    assert expected["keep_dtype"] == ["OpType::LayerNormalization"] and expected["op_names"] == "ascend"
     assert expected["modify_mixlist"] == str(session_config.parent / "mixlist.json")
     assert expected["tolerance"] == {"rel_l2": 0.5, "max_abs": 100.0, "min_cosine": None}
     assert expected["inputs"]["seed"] == 7 and expected["inputs"]["shapes"] == {"x": [2, 8, 32]}

@@ -5,8 +5,16 @@ from __future__ import annotations
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import ConfigOpt, JsonOpt, MixlistOpt, ModeOpt, TargetOpt, resolved_settings
-from ampconfig.cli.output import print_json, print_warning, say
+from ampconfig.cli.options import (
+    ConfigOpt,
+    JsonOpt,
+    MixlistOpt,
+    ModeOpt,
+    OpNamesOpt,
+    TargetOpt,
+    resolved_settings,
+)
+from ampconfig.cli.output import print_json, print_warning, say, stderr
 
 
 @command("lists")
@@ -14,6 +22,7 @@ def lists(
     ctx: typer.Context,
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
+    op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     config: ConfigOpt = None,
     json_output: JsonOpt = False,
@@ -23,6 +32,10 @@ def lists(
     White ops always run in low precision, black ops stay fp32, gray ops follow their inputs and clear ops
     (pass-through) follow their neighbours. The lists only matter in the mixed precision modes.
 
+    A mixlist may name ops the TensorFlow or Ascend way (Conv2D, MatMulV2, BiasAdd) or be TensorFlow's list
+    variables (TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_DENYLIST_ADD=...); each name read as its ONNX op is printed
+    as a note (--op-names decides names that mean different ops in them: Max, Mean, Sum, Min, Where).
+
     Settings resolve as for every command (flags over --config over defaults): the target defaults to cuda, and
     needs no GPU; nothing is run and no ONNX Runtime is loaded.
     """
@@ -31,7 +44,11 @@ def lists(
 
     settings = resolved_settings(ctx, opens_model=False)
     library = load_ops_info(settings.target)
-    effective, warnings = effective_lists(settings.precision_mode, library, settings.modify_mixlist)
+    effective, warnings, notes = effective_lists(
+        settings.precision_mode, library, settings.modify_mixlist, settings.op_names
+    )
+    for note in notes:  # each TensorFlow/Ascend name read as its ONNX op, where the mixlist says it
+        stderr.print(f"note: {note}", markup=False)
     for warning in warnings:
         print_warning(warning)
     if json_output:

@@ -58,6 +58,17 @@ MixlistOpt = Annotated[Path | None, typer.Option("--modify-mixlist", help="modif
 KeepDtypeOpt = Annotated[
     Path | None, typer.Option("--keep-dtype", help="keep_dtype file: node names kept in their dtype.")
 ]
+OpNamesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--op-names",
+        metavar="tensorflow|ascend|onnx",
+        help="Whose op type names the mixlist and keep_dtype files use. Without it, ONNX names are ONNX and "
+        "TensorFlow/Ascend names (Conv2D, MatMulV2, BiasAdd) are mapped to their ONNX op (docs/op-names.md); "
+        "a name that means different ops in them (Max, Mean, Sum, Min, Where) then needs this flag.",
+        show_default="the config's op_names, else by name",
+    ),
+]
 TargetOpt = Annotated[
     str | None,
     typer.Option(

@@ -18,6 +18,7 @@ from ampconfig.cli.options import (
     MixlistOpt,
     ModelOutputOpt,
     ModeOpt,
+    OpNamesOpt,
     TargetOpt,
     resolved_settings,
 )
@@ -139,6 +140,7 @@ def rewrite(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
     json_output: JsonOpt = False,

@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.output import error_fields, print_json, say
-from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
+from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
 from ampconfig.settings.values import FILE_KINDS
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
@@ -46,7 +46,7 @@ def format_github(problem: Problem) -> str:
     if problem.json_path:
         properties.append(f"title={_escape_property(problem.json_path)}")
     message = problem.message + (f" ({problem.hint})" if problem.hint else "")
-    head = f"::{problem.severity.value}"
+    head = "::notice" if problem.severity is Severity.NOTE else f"::{problem.severity.value}"
     return (f"{head} {','.join(properties)}" if properties else head) + f"::{_escape_data(message)}"
 
 
@@ -96,13 +96,25 @@ def validate(
             show_default=False,
         ),
     ] = None,
+    op_names: Annotated[
+        str | None,
+        typer.Option(
+            "--op-names",
+            metavar="tensorflow|ascend|onnx",
+            help="Whose op type names the files use (default: the config's op_names, else each name by the table "
+            "of docs/op-names.md; names that mean different ops, such as Max or Mean, then need this).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Validate files and report every problem in one pass, with file, line and JSON path.
 
     The kind is detected from the suffix and content: .yaml/.yml/.toml configs; .json configs, mixlists
-    (black-list/white-list/gray-list keys) and op info (ops + provider); .cfg/.txt keep_dtype files. A
+    (black-list/white-list/gray-list keys) and op info (ops + provider); .cfg/.txt keep_dtype files; TensorFlow's
+    list variables (TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_*=..., any suffix) as a mixlist. A
     config's mixlist and keep_dtype files are checked too, and its settings are resolved as every command
-    resolves them (the mode/mixlist pairing). Nothing is run and no ONNX Runtime is loaded.
+    resolves them (the mode/mixlist pairing). Op types written the TensorFlow or Ascend way (Conv2D, MatMulV2)
+    are read as their ONNX op, each shown as a note with its line. Nothing is run and no ONNX Runtime is loaded.
 
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """
@@ -110,7 +122,7 @@ def validate(
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
     from ampconfig.settings.validate import validate_paths
 
-    report = validate_paths(paths, kind, target)
+    report = validate_paths(paths, kind, target, op_names)
     if output_format == "json":
         print_json(_json_report(report))
     elif output_format == "github":

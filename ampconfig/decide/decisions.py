@@ -133,6 +133,7 @@ class RewriteResult:
     target: str
     low_dtype: str
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how the settings were read (op names mapped to ONNX)
     input_files: frozenset[Path] = frozenset()  # the input's external data files (never overwritten)
     cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
     skeleton: ModelSkeleton | None = None  # the output as checked, serialised once without its large weights

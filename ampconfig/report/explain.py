@@ -41,6 +41,7 @@ def explain_payload(
         "nodes": nodes,
         "summary": explain_summary(result),
         "warnings": list(result.warnings),
+        "notes": list(result.notes),
     }
     if range_report is not None:
         payload["range_analysis"] = dict(range_report)
@@ -133,5 +134,7 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             f"data_max {ranges['data_max']:.6g}; {len(kept)} node(s) kept float32: " + (", ".join(kept) or "none"),
         )
     console.print(grid)
+    for note in payload.get("notes", ()):
+        console.print(Text("note: " + note))
     for warning in payload["warnings"]:
         console.print(Text("warning: " + warning, style="yellow"))

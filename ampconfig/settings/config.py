@@ -46,8 +46,9 @@ from ampconfig.settings.documents import (
     validation_problems,
 )
 from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_from_config
-from ampconfig.settings.mixlist import Mixlist, load_mixlist
+from ampconfig.settings.mixlist import Mixlist, load_mixlist, mixlist_from_data
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, parse_mode
+from ampconfig.settings.tf_lists import is_tf_lists_mapping
 from ampconfig.settings.values import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 
 #: Config file suffixes and their formats.
@@ -268,6 +269,14 @@ class SessionConfig(BaseModel):
         "Ascend keep_dtype.cfg file, or a list of its entries (a node name, or `OpType::Op` for every node "
         "of that op type).",
     )
+    op_names: Literal["tensorflow", "ascend", "onnx"] | None = Field(
+        default=None,
+        description="Whose op type names the mixlist, keep_dtype and customize_dtypes files use (`--op-names` "
+        "overrides it). Absent: ONNX names as ONNX, TensorFlow/Ascend names (Conv2D, MatMulV2, BiasAdd) through "
+        "ampconfig's table (docs/op-names.md), and a name that means different ops in the two (Max, Mean, Sum, "
+        "Min, Where) is an error until this says whose it is. `tensorflow`/`ascend`: such names take that "
+        "vocabulary's meaning. `onnx`: every name is read as an ONNX op type.",
+    )
     keep_io_types: bool = Field(
         default=True,
         strict=True,
@@ -399,8 +408,11 @@ def session_config_from_document(
             f"a session config is a mapping of keys to values, got {describe_value(document.data)}"
         )
         return None, [*document.problems, problem]
+    data, tf_problems = _tf_lists_read(document.data, origin)
+    if data is None:
+        return None, [*document.problems, *tf_problems]
     try:
-        config = SessionConfig.model_validate(document.data)
+        config = SessionConfig.model_validate(data)
     except ValidationError as exc:
         return None, [*document.problems, *validation_problems(exc, origin, SessionConfig)]
     if any(problem.severity is Severity.ERROR for problem in document.problems):
@@ -408,9 +420,21 @@ def session_config_from_document(
     if base_dir is not None:
         config = config.resolved_against(base_dir)
     config._source = origin
-    if isinstance(config.modify_mixlist, Mixlist):
+    if isinstance(config.modify_mixlist, Mixlist) and config.modify_mixlist.op_names is None:
         config.modify_mixlist.located(origin.nested(("modify_mixlist",)))
     return config, list(document.problems)
+
+
+def _tf_lists_read(data: Mapping[str, Any], origin: SourceMap) -> tuple[Mapping[str, Any] | None, list[Problem]]:
+    """The config's data with an inline ``modify_mixlist`` of TensorFlow's list variables read as the mixlist it
+    means (located at its lines); None and the errors when they cannot be read."""
+    inline = data.get("modify_mixlist")
+    if not is_tf_lists_mapping(inline):
+        return data, []
+    mixlist, problems = mixlist_from_data(inline, origin.nested(("modify_mixlist",)))
+    if mixlist is None:
+        return None, problems
+    return {**data, "modify_mixlist": mixlist}, problems
 
 
 def session_config_from_data(

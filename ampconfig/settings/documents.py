@@ -70,6 +70,8 @@ class SourceMap:
     file: str | None = None
     lines: Mapping[JsonPath, int] = field(default_factory=dict)
     prefix: JsonPath = ()
+    #: how paths are shown where the document is no JSON (a TensorFlow list file names its variables)
+    path_names: Mapping[JsonPath, str] = field(default_factory=dict)
 
     def line_of(self, path: JsonPath) -> int | None:
         """The line of ``path``, or of its nearest ancestor with one (a missing key points at its parent)."""
@@ -81,10 +83,11 @@ class SourceMap:
         return None
 
     def json_path(self, path: JsonPath) -> str:
-        return format_json_path(self.prefix + tuple(path))
+        full = self.prefix + tuple(path)
+        return self.path_names.get(full) or format_json_path(full)
 
     def nested(self, path: JsonPath) -> SourceMap:
-        return SourceMap(self.file, self.lines, self.prefix + tuple(path))
+        return SourceMap(self.file, self.lines, self.prefix + tuple(path), self.path_names)
 
     def problem(
         self,

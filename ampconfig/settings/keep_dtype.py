@@ -17,10 +17,11 @@ entries.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.opinfo.op_names import AmbiguousOpName, read_op_name
 from ampconfig.settings.documents import SourceMap, read_text
 from ampconfig.settings.mixlist import OP_KEY_PATTERN, is_onnx_op, normalise_op_key
 
@@ -32,8 +33,9 @@ class KeepDtypeEntry:
     """A node name, or an op type (``OpType::X``), whose nodes keep their original dtype."""
 
     name: str | None  # node name; None for an op-type entry
-    op_type: str | None  # op key (`Op` or `domain::Op`) for an `OpType::` entry; None for a node name
+    op_type: str | None  # ONNX op key (`Op` or `domain::Op`) for an `OpType::` entry; None for a node name
     line: int | None = None  # line in the keep_dtype file; None when the entry came from a config list
+    written_op_type: str | None = None  # the TensorFlow/Ascend name the file used, when it was mapped to op_type
 
     def matches(self, node_name: str, op_key: str) -> bool:
         if self.op_type is not None:
@@ -41,7 +43,9 @@ class KeepDtypeEntry:
         return self.name == node_name
 
     def __str__(self) -> str:
-        return f"{OP_TYPE_PREFIX}{self.op_type}" if self.op_type is not None else str(self.name)
+        if self.op_type is None:
+            return str(self.name)
+        return f"{OP_TYPE_PREFIX}{self.written_op_type or self.op_type}"
 
 
 def parse_entry(text: str, line: int | None = None) -> KeepDtypeEntry:
@@ -152,6 +156,49 @@ def keep_dtype_from_config(
     if errors:
         raise AmpconfigError(errors[0].message, file=errors[0].file, problems=errors)
     return entries
+
+
+def read_keep_dtype_names(
+    entries: list[KeepDtypeEntry], op_names: str | None, origin: SourceMap
+) -> tuple[list[KeepDtypeEntry], list[Problem]]:
+    """``OpType::`` entries read through the op-name table (docs/op-names.md): a TensorFlow/Ascend name becomes
+    its ONNX op (a note), a name with no ONNX op is dropped (a warning), an ambiguous name is an error. ``origin``
+    locates entries without a line (a config's list: by index)."""
+    read: list[KeepDtypeEntry] = []
+    problems: list[Problem] = []
+    for index, entry in enumerate(entries):
+        if entry.op_type is None:
+            read.append(entry)
+            continue
+
+        try:
+            name = read_op_name(entry.op_type, op_names)
+        except AmbiguousOpName as exc:
+            problems.append(_at(entry, index, origin, f"{OP_TYPE_PREFIX}{entry.op_type}: {exc}", hint=exc.hint))
+            continue
+        if name.foreign is not None and name.onnx is None:
+            message = f"{OP_TYPE_PREFIX}{name.describe()}: this entry pins nothing"
+            problems.append(_at(entry, index, origin, message, Severity.WARNING))
+            continue
+        if name.mapped and name.onnx is not None:
+            problems.append(_at(entry, index, origin, f"{OP_TYPE_PREFIX}{name.describe()}", Severity.NOTE))
+            entry = replace(entry, op_type=name.onnx, written_op_type=entry.op_type)
+        read.append(entry)
+    return read, problems
+
+
+def _at(
+    entry: KeepDtypeEntry,
+    index: int,
+    origin: SourceMap,
+    message: str,
+    severity: Severity = Severity.ERROR,
+    hint: str | None = None,
+) -> Problem:
+    """A finding at an entry: its line in a keep_dtype file, else its index in a config's list."""
+    if entry.line is not None:
+        return Problem(message, origin.file, entry.line, hint=hint, severity=severity)
+    return origin.problem(message, (index,), hint=hint, severity=severity)
 
 
 def unknown_op_type_warnings(

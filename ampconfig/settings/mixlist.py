@@ -36,6 +36,7 @@ from pydantic_core import PydanticCustomError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.library import DEFAULT_DOMAINS, Colour, OpLists
+from ampconfig.opinfo.op_names import AmbiguousOpName, OpName, Vocabulary, read_op_name
 from ampconfig.settings.documents import (
     Document,
     JsonPath,
@@ -45,6 +46,12 @@ from ampconfig.settings.documents import (
     parse_document,
     read_text,
     validation_problems,
+)
+from ampconfig.settings.tf_lists import (
+    is_tf_lists_mapping,
+    is_tf_lists_text,
+    tf_lists_from_mapping,
+    tf_lists_from_text,
 )
 
 #: `OpType`, or `domain::OpType` for an op outside the default ONNX domain.
@@ -117,14 +124,30 @@ class Mixlist(BaseModel):
     )
 
     _origin: SourceMap = PrivateAttr(default_factory=SourceMap)
+    _op_names: Vocabulary | None = PrivateAttr(default=None)
+    _format_problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @property
     def origin(self) -> SourceMap:
         """Where this mixlist was written: file, lines, and its place inside a config when inline."""
         return self._origin
 
-    def located(self, origin: SourceMap) -> Mixlist:
+    @property
+    def op_names(self) -> Vocabulary | None:
+        """Whose op names the file's format implies (TensorFlow's list format: tensorflow); None: not implied."""
+        return self._op_names
+
+    @property
+    def format_problems(self) -> tuple[Problem, ...]:
+        """Warnings reading the file's format gave (a TensorFlow clear-list edit, which a mixlist cannot carry)."""
+        return self._format_problems
+
+    def located(
+        self, origin: SourceMap, op_names: Vocabulary | None = None, format_problems: tuple[Problem, ...] = ()
+    ) -> Mixlist:
         self._origin = origin
+        self._op_names = op_names
+        self._format_problems = format_problems
         return self
 
     def list_edit(self, colour: Colour) -> ListEdit:
@@ -193,10 +216,15 @@ _EDIT_ORDER = list(Edit)
 class MixlistEntry:
     """One op type written in one array of the mixlist."""
 
-    op: str  # normalised key: `Op`, or `domain::Op` outside the default domain
+    op: str  # the ONNX op key: `Op`, or `domain::Op` outside the default domain
     written: str  # as the user wrote it
     edit: Edit
     path: JsonPath  # e.g. ("black-list", "to-add", 0)
+    name: OpName | None = None  # how a TensorFlow/Ascend name was read (docs/op-names.md); None for ONNX names
+
+    @property
+    def mapped(self) -> bool:
+        return self.name is not None and self.name.mapped
 
 
 def normalise_op_key(written: str) -> str:
@@ -207,23 +235,62 @@ def normalise_op_key(written: str) -> str:
     return written
 
 
-def mixlist_entries(mixlist: Mixlist) -> list[MixlistEntry]:
-    entries = []
+OpNames = Vocabulary | str | None
+
+
+def read_entries(mixlist: Mixlist, op_names: OpNames = None) -> tuple[list[MixlistEntry], list[Problem]]:
+    """Every entry with the ONNX op it names, and what reading the names found: each TensorFlow/Ascend name mapped
+    to its ONNX op (a note), a name without an ONNX equivalent (a warning; the entry moves nothing) and an
+    ambiguous name (an error listing the choices). ``op_names`` (the setting) wins over the file format's own."""
+    vocabulary = op_names if op_names is not None else mixlist.op_names
+    origin = mixlist.origin
+    entries: list[MixlistEntry] = []
+    problems: list[Problem] = []
     for edit in Edit:
         list_edit = mixlist.list_edit(edit.colour)
         ops = list_edit.to_add if edit.is_add else list_edit.to_remove
         for index, written in enumerate(ops):
             path = (edit.list_key, edit.action, index)
-            entries.append(MixlistEntry(normalise_op_key(written), written, edit, path))
-    return entries
+            key = normalise_op_key(written)
+            try:
+                name = read_op_name(key, vocabulary)
+            except AmbiguousOpName as exc:
+                problems.append(origin.problem(str(exc), path, hint=exc.hint))
+                continue
+            if name.foreign is None:
+                entries.append(MixlistEntry(key, written, edit, path))
+            elif name.onnx is None:
+                problems.append(_no_onnx_op_warning(name, origin, path))
+            else:
+                entries.append(MixlistEntry(name.onnx, written, edit, path, name))
+                if name.mapped:
+                    problems.append(origin.problem(name.describe(), path, severity=Severity.NOTE))
+    return entries, problems
 
 
-def entries_by_op(mixlist: Mixlist) -> dict[str, list[MixlistEntry]]:
-    """Entries grouped per op, ops in the order they first appear in the file (by line, then by list)."""
+def _no_onnx_op_warning(name: OpName, origin: SourceMap, path: JsonPath) -> Problem:
+    assert name.foreign is not None
+    why = f" ({name.foreign.note})" if name.foreign.note else ""
+    return origin.problem(
+        f"{name.describe()}{why}: this entry moves no ONNX op",
+        path,
+        hint="the ONNX export writes it as several ops: list those ONNX op types instead",
+        severity=Severity.WARNING,
+    )
+
+
+def mixlist_entries(mixlist: Mixlist, op_names: OpNames = None) -> list[MixlistEntry]:
+    return read_entries(mixlist, op_names)[0]
+
+
+def entries_by_op(mixlist: Mixlist, op_names: OpNames = None) -> dict[str, list[MixlistEntry]]:
+    """Entries grouped per ONNX op, ops in the order they first appear in the file (by line, then by list)."""
+    return _grouped(mixlist_entries(mixlist, op_names), mixlist.origin)
+
+
+def _grouped(entries: list[MixlistEntry], origin: SourceMap) -> dict[str, list[MixlistEntry]]:
     grouped: dict[str, list[MixlistEntry]] = {}
-    origin = mixlist.origin
-    ordered = sorted(mixlist_entries(mixlist), key=lambda entry: origin.line_of(entry.path) or 0)
-    for entry in ordered:
+    for entry in sorted(entries, key=lambda entry: origin.line_of(entry.path) or 0):
         grouped.setdefault(entry.op, []).append(entry)
     return grouped
 
@@ -284,9 +351,10 @@ MAX_SUGGESTIONS = 20
 
 
 def mixlist_problems(
-    mixlist: Mixlist, source: str | None = None, known_ops: Collection[str] | None = None
+    mixlist: Mixlist, source: str | None = None, known_ops: Collection[str] | None = None, op_names: OpNames = None
 ) -> list[Problem]:
-    """Every finding about a mixlist's content: invalid combinations (errors) and warnings.
+    """Every finding about a mixlist's content: invalid combinations and ambiguous names (errors), warnings, and
+    a note per TensorFlow/Ascend name read as its ONNX op (``op_names``: whose names the file uses).
 
     ``known_ops`` are the op keys of the target's op info; an op known neither there nor to the ONNX schemas
     is a warning (custom ops exist). ``source`` names the file when the mixlist does not know it.
@@ -294,13 +362,15 @@ def mixlist_problems(
     origin = mixlist.origin
     if source is not None and origin.file is None:
         origin = dataclasses.replace(origin, file=source)
-    grouped = entries_by_op(mixlist)
-    if not grouped:
+        mixlist = mixlist.model_copy().located(origin, mixlist.op_names, mixlist.format_problems)
+    entries, problems = read_entries(mixlist, op_names)
+    problems = [*mixlist.format_problems, *problems]
+    grouped = _grouped(entries, origin)
+    if not grouped and not problems:
         return [origin.problem("the mixlist changes nothing: no op types listed", severity=Severity.WARNING)]
-    problems: list[Problem] = []
     unknown = 0
     for op, entries in grouped.items():
-        problems.extend(_op_problems(op, entries, origin))
+        problems.extend(_op_problems(op, entries, origin, tf_lists=mixlist.op_names is Vocabulary.TENSORFLOW))
         if not (known_ops is not None and op in known_ops) and not is_onnx_op(op):
             unknown += 1
             suggest = unknown <= MAX_SUGGESTIONS
@@ -308,7 +378,13 @@ def mixlist_problems(
     return problems
 
 
-def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap) -> list[Problem]:
+def op_label(op: str, entries: list[MixlistEntry]) -> str:
+    """``'Conv'``, or ``'Conv' (written 'Conv2D')`` when the file named it the TensorFlow/Ascend way."""
+    written = list(dict.fromkeys(entry.written for entry in entries if entry.mapped))
+    return f"{op!r}" + (f" (written {', '.join(repr(name) for name in written)})" if written else "")
+
+
+def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap, tf_lists: bool = False) -> list[Problem]:
     problems = []
     first = entries[0]
     combination = combination_of(entries)
@@ -316,7 +392,7 @@ def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap) -> lis
     if reasons:
         problems.append(
             origin.problem(
-                f"invalid mixlist combination for op {op!r}: {describe_combination(combination)}: "
+                f"invalid mixlist combination for op {op_label(op, entries)}: {describe_combination(combination)}: "
                 + "; ".join(reasons),
                 first.path,
                 hint=_VALID_HINT,
@@ -324,15 +400,16 @@ def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap) -> lis
         )
     problems.extend(_repeat_warnings(op, entries, origin))
     for entry in entries:
-        if entry.written != op:
+        key = normalise_op_key(entry.written)
+        if key != entry.written:
             problems.append(
                 origin.problem(
-                    f"{entry.written!r} is in the default ONNX domain; write it as {op!r}",
+                    f"{entry.written!r} is in the default ONNX domain; write it as {key!r}",
                     entry.path,
                     severity=Severity.WARNING,
                 )
             )
-    if combination == {Edit.ADD_GRAY}:
+    if combination == {Edit.ADD_GRAY} and not tf_lists:  # TensorFlow's infer-list additions are honoured there
         problems.append(
             origin.problem(
                 f"gray-list to-add of {op!r} alone: Ascend ignores this; ampconfig honours it and makes {op!r} gray",
@@ -344,18 +421,21 @@ def _op_problems(op: str, entries: list[MixlistEntry], origin: SourceMap) -> lis
 
 
 def _repeat_warnings(op: str, entries: list[MixlistEntry], origin: SourceMap) -> list[Problem]:
-    seen: set[Edit] = set()
+    # Several foreign names of one ONNX op in one list (MatMulV2, BatchMatMulV2) are no repeat: that is how a
+    # TensorFlow/Ascend list names it.
+    seen: set[tuple[Edit, str]] = set()
     problems = []
     for entry in entries:
-        if entry.edit in seen:
+        key = (entry.edit, normalise_op_key(entry.written))
+        if key in seen:
             problems.append(
                 origin.problem(
-                    f"{op!r} is listed twice in {entry.edit.describe()}",
+                    f"{entry.written!r} is listed twice in {entry.edit.describe()}",
                     entry.path,
                     severity=Severity.WARNING,
                 )
             )
-        seen.add(entry.edit)
+        seen.add(key)
     return problems
 
 
@@ -382,9 +462,10 @@ def _unknown_op_hint(op: str, known: list[str]) -> str | None:
 
 
 # -------------------------------------------------------------------------------------------------- applying
-def apply_mixlist(base: OpLists, mixlist: Mixlist) -> tuple[OpLists, list[Problem]]:
-    """The lists after the mixlist, and its warnings. Invalid combinations raise AmpconfigError."""
-    problems = mixlist_problems(mixlist, known_ops=base.colours.keys())
+def apply_mixlist(base: OpLists, mixlist: Mixlist, op_names: OpNames = None) -> tuple[OpLists, list[Problem]]:
+    """The lists after the mixlist, and its warnings and notes. Invalid combinations and ambiguous op names raise
+    AmpconfigError."""
+    problems = mixlist_problems(mixlist, known_ops=base.colours.keys(), op_names=op_names)
     errors = [problem for problem in problems if problem.severity is Severity.ERROR]
     if errors:
         raise AmpconfigError(
@@ -393,7 +474,7 @@ def apply_mixlist(base: OpLists, mixlist: Mixlist) -> tuple[OpLists, list[Proble
             problems=errors,
         )
     changes: dict[str, Colour] = {}
-    for op, entries in entries_by_op(mixlist).items():
+    for op, entries in entries_by_op(mixlist, op_names).items():
         colour, warnings = _apply_op(base.colour_of(op), op, entries, mixlist.origin)
         problems.extend(warnings)
         changes[op] = colour
@@ -411,8 +492,8 @@ def _apply_op(current: Colour, op: str, entries: list[MixlistEntry], origin: Sou
         else:
             warnings.append(
                 origin.problem(
-                    f"{entry.edit.describe()} of {op!r} changes nothing: {op!r} is on the {current.value} "
-                    f"list, not the {entry.edit.colour.value} list",
+                    f"{entry.edit.describe()} of {op_label(op, [entry])} changes nothing: {op!r} is on the "
+                    f"{current.value} list, not the {entry.edit.colour.value} list",
                     entry.path,
                     severity=Severity.WARNING,
                 )
@@ -427,7 +508,11 @@ def _apply_op(current: Colour, op: str, entries: list[MixlistEntry], origin: Sou
 
 # --------------------------------------------------------------------------------------------------- loading
 def mixlist_from_data(data: Any, origin: SourceMap) -> tuple[Mixlist | None, list[Problem]]:
-    """Validate parsed data as a mixlist: the model, or None and the findings that say why not."""
+    """Validate parsed data as a mixlist: the model, or None and the findings that say why not. A mapping of
+    TensorFlow's list variables (:mod:`ampconfig.settings.tf_lists`) is read as the mixlist it means."""
+    if is_tf_lists_mapping(data):
+        converted, tf_origin, problems = tf_lists_from_mapping(data, origin)
+        return _tf_mixlist(converted, tf_origin, problems)
     if not isinstance(data, Mapping):
         return None, [
             origin.problem(
@@ -441,6 +526,17 @@ def mixlist_from_data(data: Any, origin: SourceMap) -> tuple[Mixlist | None, lis
     return mixlist.located(origin), []
 
 
+def _tf_mixlist(
+    data: dict[str, Any], origin: SourceMap, problems: list[Problem]
+) -> tuple[Mixlist | None, list[Problem]]:
+    mixlist, found = mixlist_from_data(data, origin)
+    problems = [*problems, *found]
+    if mixlist is None or any(problem.severity is Severity.ERROR for problem in problems):
+        return None, problems
+    # The format's warnings travel with the mixlist: every reader of it reports them (mixlist_problems).
+    return mixlist.located(origin, Vocabulary.TENSORFLOW, tuple(problems)), []
+
+
 def mixlist_from_document(document: Document) -> tuple[Mixlist | None, list[Problem]]:
     mixlist, problems = mixlist_from_data(document.data, document.source)
     problems = [*document.problems, *problems]
@@ -449,11 +545,20 @@ def mixlist_from_document(document: Document) -> tuple[Mixlist | None, list[Prob
     return mixlist, problems
 
 
+def mixlist_from_text(text: str, source: str | None = None) -> tuple[Mixlist | None, list[Problem]]:
+    """A mixlist file's text: Ascend's JSON, or TensorFlow's list variables (``NAME=value`` lines)."""
+    if is_tf_lists_text(text):
+        return _tf_mixlist(*tf_lists_from_text(text, source))
+    return mixlist_from_document(parse_document(text, source, "json"))
+
+
 def parse_mixlist(text: str, source: str | None = None) -> Mixlist:
-    """Parse mixlist JSON: comments, syntax errors, duplicate keys, unknown keys and wrong types raise."""
-    mixlist, problems = mixlist_from_document(parse_document(text, source, "json"))
+    """Parse a mixlist (Ascend's JSON or TensorFlow's list variables): comments in JSON, syntax errors, duplicate
+    keys, unknown keys and wrong types raise."""
+    mixlist, problems = mixlist_from_text(text, source)
     if mixlist is None:
-        raise AmpconfigError(problems[0].message, file=source, problems=problems)
+        errors = [problem for problem in problems if problem.severity is Severity.ERROR]
+        raise AmpconfigError(errors[0].message, file=source, line=errors[0].line, problems=errors)
     return mixlist
 
 

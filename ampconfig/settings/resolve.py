@@ -29,6 +29,7 @@ from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import require_file
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
+from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.mixlist import Mixlist
@@ -62,6 +63,7 @@ class Flags:
     precision_mode: str | None = None
     modify_mixlist: Path | None = None
     keep_dtype: Path | None = None
+    op_names: str | None = None
     target: str | None = None
     device: str | None = None
     keep_io_types: bool | None = None
@@ -128,6 +130,7 @@ class Settings:
     example: str | None  # the bundled example's name when no model was given
     modify_mixlist: Path | Mixlist | None
     keep_dtype: Path | tuple[str, ...] | None
+    op_names: str | None  # whose op names the lists use: tensorflow, ascend, onnx; None: read each name by the table
     keep_io_types: bool
     allow_tf32: bool
     output: Path | None
@@ -156,6 +159,7 @@ class Settings:
             if isinstance(mixlist, Mixlist)
             else _text(mixlist),
             "keep_dtype": list(self.keep_dtype) if isinstance(self.keep_dtype, tuple) else _text(self.keep_dtype),
+            "op_names": self.op_names,
             "keep_io_types": self.keep_io_types,
             "allow_tf32": self.allow_tf32,
             "output": _text(self.output),
@@ -219,6 +223,7 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         example=example,
         modify_mixlist=mixlist,
         keep_dtype=tuple(keep) if isinstance(keep, list) else keep,
+        op_names=_op_names(merged.pick("op_names", flags.op_names, config.op_names if config else None)),
         keep_io_types=merged.pick("keep_io_types", flags.keep_io_types, _set(config, "keep_io_types"), True),
         allow_tf32=merged.pick("allow_tf32", None, _set(config, "allow_tf32"), False),
         output=merged.pick("output", flags.output, config.output if config else None),
@@ -268,6 +273,18 @@ def _set(section: Any, name: str) -> Any:
     if section is None or name not in section.model_fields_set:
         return None
     return getattr(section, name)
+
+
+def _op_names(value: str | None) -> str | None:
+    if value is None:
+        return None
+    key = str(value).strip().lower()
+    if key not in OP_NAME_CHOICES:
+        raise AmpconfigError(
+            f"unknown --op-names {value!r}",
+            hint="whose op type names the lists use: " + ", ".join(OP_NAME_CHOICES) + " (docs/op-names.md)",
+        )
+    return key
 
 
 def _choice(value: str, allowed: tuple[str, ...], what: str) -> str:

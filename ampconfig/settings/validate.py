@@ -23,19 +23,27 @@ from pydantic import ValidationError
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
 from ampconfig.files.paths import resolve_path
 from ampconfig.opinfo.library import TARGETS, OpLists, OpsInfoFile, load_ops_info
+from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import CONFIG_FORMATS, SessionConfig, mode_mixlist_problem, session_config_from_document
 from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
-from ampconfig.settings.keep_dtype import keep_dtype_list_problems, keep_dtype_problems, unknown_op_type_warnings
+from ampconfig.settings.keep_dtype import (
+    keep_dtype_list_problems,
+    keep_dtype_problems,
+    read_keep_dtype_names,
+    unknown_op_type_warnings,
+)
 from ampconfig.settings.mixlist import (
     OP_KEY_PATTERN,
     Mixlist,
     apply_mixlist,
     mixlist_from_data,
     mixlist_from_document,
+    mixlist_from_text,
     mixlist_problems,
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 from ampconfig.settings.resolve import DEFAULT_MODE, DEFAULT_TARGET, Flags, resolve_with_problems
+from ampconfig.settings.tf_lists import is_tf_lists_text
 from ampconfig.settings.values import FILE_KINDS
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info"]
@@ -115,6 +123,7 @@ class _Context:
     """What checking needs besides the file: the target's op lists, and which files were done already."""
 
     target: str | None
+    op_names: str | None = None  # --op-names: whose op names every file uses (a config's op_names for its files)
     done: set[Path] = field(default_factory=set)
     lists_cache: dict[str, OpLists | Problem] = field(default_factory=dict)
 
@@ -131,13 +140,18 @@ class _Context:
         return self.lists_cache[target]
 
 
-def validate_paths(paths: Sequence[str | Path], kind: str | None = None, target: str | None = None) -> ValidationReport:
-    """Validate files; ``kind`` forces every file's kind, ``target`` picks the op info to check against."""
+def validate_paths(
+    paths: Sequence[str | Path], kind: str | None = None, target: str | None = None, op_names: str | None = None
+) -> ValidationReport:
+    """Validate files; ``kind`` forces every file's kind, ``target`` picks the op info to check against,
+    ``op_names`` says whose op type names the files use (docs/op-names.md)."""
     if kind is not None and kind not in FILE_KINDS:
         raise AmpconfigError(f"unknown file kind {kind!r}", hint="kinds: " + ", ".join(FILE_KINDS))
     if target is not None and target not in TARGETS:
         raise AmpconfigError(f"unknown target {target!r}", hint="targets: " + ", ".join(TARGETS))
-    context = _Context(target)
+    if op_names is not None and op_names not in OP_NAME_CHOICES:
+        raise AmpconfigError(f"unknown --op-names {op_names!r}", hint="choices: " + ", ".join(OP_NAME_CHOICES))
+    context = _Context(target, op_names)
     reports: list[FileReport] = []
     for path in paths:
         reports.extend(_validate_file(Path(path), kind, context))
@@ -153,6 +167,7 @@ def _validate_file(
     context: _Context,
     referenced_by: str | None = None,
     target: str | None = None,
+    op_names: str | None = None,
 ) -> list[FileReport]:
     key = resolve_path(path)  # a symbolic link loop is reported by reading it, below
     if key in context.done:
@@ -161,9 +176,12 @@ def _validate_file(
     report = FileReport(str(path), kind, referenced_by=referenced_by)
     try:
         text = read_text(path, _WHAT.get(kind or "", "file"))
+        tf_lists = report.kind in (None, "mixlist") and is_tf_lists_text(text)
+        if tf_lists:
+            report.kind = "mixlist"  # TensorFlow's list variables, whatever the suffix
         if report.kind is None:
             report.kind = _kind_from_suffix(path)
-        document = None if report.kind == "keep-dtype" else _parse(path, text, report.kind)
+        document = None if report.kind == "keep-dtype" or tf_lists else _parse(path, text, report.kind)
         if report.kind is None:
             report.kind = _kind_from_content(path, document)
     except AmpconfigError as exc:
@@ -171,7 +189,8 @@ def _validate_file(
         report.problems = exc.as_problems()
         report.kind = report.kind or _kind_from_name(path)
         return [report]
-    referenced = _check(report, path, text, document, context, target or context.target or DEFAULT_TARGET)
+    names = context.op_names or op_names
+    referenced = _check(report, path, text, document, context, target or context.target or DEFAULT_TARGET, names)
     report.problems.sort(key=lambda problem: problem.line or 0)
     return [report, *referenced]
 
@@ -229,16 +248,25 @@ def _kind_from_name(path: Path) -> str | None:
 
 
 def _check(
-    report: FileReport, path: Path, text: str, document: Document | None, context: _Context, target: str
+    report: FileReport,
+    path: Path,
+    text: str,
+    document: Document | None,
+    context: _Context,
+    target: str,
+    op_names: str | None,
 ) -> list[FileReport]:
     """Fill ``report`` with findings; return the reports of files it references."""
     if report.kind == "keep-dtype":
-        report.problems = _keep_dtype_file_problems(text, str(path), context, target)
+        report.problems = _keep_dtype_file_problems(text, str(path), context, target, op_names)
+        return []
+    if report.kind == "mixlist":
+        mixlist, problems = mixlist_from_text(text, str(path)) if document is None else mixlist_from_document(document)
+        report.problems = (
+            problems if mixlist is None else [*problems, *_mixlist_content_problems(mixlist, context, target, op_names)]
+        )
         return []
     assert document is not None
-    if report.kind == "mixlist":
-        report.problems = _mixlist_file_problems(document, context, target)
-        return []
     if report.kind == "ops-info":
         report.problems = _ops_info_problems(document)
         return []
@@ -248,33 +276,29 @@ def _check(
 
 
 # ------------------------------------------------------------------------------------------------ per kind
-def _mixlist_file_problems(document: Document, context: _Context, target: str) -> list[Problem]:
-    mixlist, problems = mixlist_from_document(document)
-    if mixlist is None:
-        return problems
-    return [*problems, *_mixlist_content_problems(mixlist, context, target)]
-
-
-def _mixlist_content_problems(mixlist: Mixlist, context: _Context, target: str) -> list[Problem]:
+def _mixlist_content_problems(mixlist: Mixlist, context: _Context, target: str, op_names: str | None) -> list[Problem]:
     lists = context.lists_for(target)
     if isinstance(lists, Problem):
-        return [*mixlist_problems(mixlist), _located(lists, mixlist.origin)]
-    problems = mixlist_problems(mixlist, known_ops=lists.colours.keys())
+        return [*mixlist_problems(mixlist, op_names=op_names), _located(lists, mixlist.origin)]
+    problems = mixlist_problems(mixlist, known_ops=lists.colours.keys(), op_names=op_names)
     if any(problem.severity is Severity.ERROR for problem in problems):
         return problems
     # Applying adds the warnings that need the lists: removing an op from a list it is not on.
-    return apply_mixlist(lists, mixlist)[1]
+    return apply_mixlist(lists, mixlist, op_names)[1]
 
 
 def _located(problem: Problem, origin: SourceMap) -> Problem:
     return Problem(problem.message, file=origin.file, severity=problem.severity, hint=problem.hint)
 
 
-def _keep_dtype_file_problems(text: str, source: str, context: _Context, target: str) -> list[Problem]:
+def _keep_dtype_file_problems(
+    text: str, source: str, context: _Context, target: str, op_names: str | None
+) -> list[Problem]:
     entries, problems = keep_dtype_problems(text, source)
+    entries, name_problems = read_keep_dtype_names(entries, op_names, SourceMap(source))
     lists = context.lists_for(target)
     known = frozenset(lists.colours) if isinstance(lists, OpLists) else frozenset()
-    return [*problems, *unknown_op_type_warnings(entries, known, source)]
+    return [*problems, *name_problems, *unknown_op_type_warnings(entries, known, source)]
 
 
 def _ops_info_problems(document: Document) -> list[Problem]:
@@ -304,28 +328,30 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
     origin = document.source
     problems.extend(_no_mode_warning(data, origin))
     if config is not None:  # the settings every command would resolve from this config
-        settings, findings = resolve_with_problems(Flags(config=path, target=context.target), config)
-        target = settings.target
+        flags = Flags(config=path, target=context.target, op_names=context.op_names)
+        settings, findings = resolve_with_problems(flags, config)
+        target, op_names = settings.target, settings.op_names
         problems.extend(findings)
     else:  # parts of the config are invalid: check what can be checked from the raw data
-        raw_target = data.get("target")
+        raw_target, raw_names = data.get("target"), data.get("op_names")
         target = context.target or (raw_target if raw_target in TARGETS else DEFAULT_TARGET)
+        op_names = context.op_names or (raw_names if raw_names in OP_NAME_CHOICES else None)
         problems.extend(_raw_mode_problems(data, origin))
     referenced: list[FileReport] = []
     mixlist_value = data.get("modify_mixlist")
     if isinstance(mixlist_value, str) and mixlist_value.strip():
         file = _resolve(path.parent, mixlist_value)
-        referenced.extend(_referenced(file, "mixlist", ("modify_mixlist",), str(path), context, target))
+        referenced.extend(_referenced(file, "mixlist", ("modify_mixlist",), str(path), context, target, op_names))
     elif isinstance(mixlist_value, Mapping):
         inline, _ = mixlist_from_data(mixlist_value, origin.nested(("modify_mixlist",)))
         if inline is not None:  # structural problems were reported by the config's own validation
-            problems.extend(_mixlist_content_problems(inline, context, target))
+            problems.extend(_mixlist_content_problems(inline, context, target, op_names))
     keep_value = data.get("keep_dtype")
     if isinstance(keep_value, str) and keep_value.strip():
         file = _resolve(path.parent, keep_value)
-        referenced.extend(_referenced(file, "keep-dtype", ("keep_dtype",), str(path), context, target))
+        referenced.extend(_referenced(file, "keep-dtype", ("keep_dtype",), str(path), context, target, op_names))
     elif isinstance(keep_value, list) and all(isinstance(item, str) for item in keep_value):
-        problems.extend(_keep_dtype_list_findings(keep_value, origin, context, target))
+        problems.extend(_keep_dtype_list_findings(keep_value, origin, context, target, op_names))
     problems.extend(_missing_file_problems(data, path.parent, origin))
     problems.extend(
         origin.problem(
@@ -344,10 +370,10 @@ def _resolve(folder: Path, value: str) -> Path:
 
 
 def _referenced(
-    file: Path, kind: str, key: tuple[str], config_file: str, context: _Context, target: str
+    file: Path, kind: str, key: tuple[str], config_file: str, context: _Context, target: str, op_names: str | None
 ) -> list[FileReport]:
-    """Validate a file the config names, against the config's target."""
-    reports = _validate_file(file, kind, context, referenced_by=config_file, target=target)
+    """Validate a file the config names, against the config's target and with its op names."""
+    reports = _validate_file(file, kind, context, referenced_by=config_file, target=target, op_names=op_names)
     for report in reports:
         report.referenced_key = key
     return reports
@@ -392,9 +418,13 @@ def _raw_mode_problems(data: Mapping[str, Any], origin: SourceMap) -> list[Probl
     return [problem] if problem is not None else []
 
 
-def _keep_dtype_list_findings(values: list[str], origin: SourceMap, context: _Context, target: str) -> list[Problem]:
+def _keep_dtype_list_findings(
+    values: list[str], origin: SourceMap, context: _Context, target: str, op_names: str | None
+) -> list[Problem]:
     nested = origin.nested(("keep_dtype",))
     entries, problems = keep_dtype_list_problems(values, nested)
+    entries, name_problems = read_keep_dtype_names(entries, op_names, nested)
+    problems = [*problems, *name_problems]
     lists = context.lists_for(target)
     known = frozenset(lists.colours) if isinstance(lists, OpLists) else frozenset()
     warnings = unknown_op_type_warnings(entries, known, origin.file)
