@@ -67,7 +67,9 @@ def test_table_names_are_unique_and_map_to_real_onnx_ops() -> None:
     for row in table_rows():
         if row.onnx is not None:
             domain, _, op = row.onnx.rpartition("::")
-            assert onnx.defs.has(op) if not domain else row.onnx in load_ops_info("cuda").entries, row
+            assert (not domain and onnx.defs.has(op)) or row.onnx in load_ops_info("cuda").entries, row
+        else:  # a name without an ONNX equivalent must not be an ONNX op type itself
+            assert not onnx.defs.has(row.name), row
         assert row.vocabularies <= {Vocabulary.TENSORFLOW, Vocabulary.ASCEND} and row.vocabularies
 
 

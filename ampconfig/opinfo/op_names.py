@@ -118,6 +118,7 @@ _TABLE: tuple[ForeignOp, ...] = (
     *_rows(TF, "BatchNormalization", "FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", "_FusedBatchNormEx"),
     *_rows(ASCEND, "BatchNormalization", "BatchNorm", "BNInference", "BNInferenceD"),
     *_rows(ASCEND, "com.microsoft::FastGelu", "FastGelu", "FastGeluV2"),
+    *_rows(ASCEND, "Swish", "Swish"),
     *_rows(BOTH, "LRN", "LRN"),
     # pooling
     *_rows(BOTH, "AveragePool", "AvgPool", "AvgPool3D"),
@@ -169,7 +170,7 @@ _TABLE: tuple[ForeignOp, ...] = (
     *_rows(BOTH, None, "L2Loss", "SoftmaxCrossEntropyWithLogits", note="training losses"),
     *_rows(BOTH, None, "Pack", "Unpack", "Fill", "ZerosLike", "OnesLike", "NotEqual", "IsFinite", "ReverseV2"),
     *_rows(TF, None, "SaveV2", "CheckNumerics", "EnsureShape", "Enter", "Exit", "Merge", "Switch", "NextIteration"),
-    *_rows(ASCEND, None, "Swish", "Power", "Pooling", "Scale", note="no single ONNX op"),
+    *_rows(ASCEND, None, "Power", "Pooling", "Scale", note="no single ONNX op"),
 )
 
 #: Training ops (gradients and optimiser steps) have no op in an ONNX inference graph.
