@@ -23,6 +23,8 @@ from ampconfig.opinfo.op_names import (
     read_op_name,
     table_rows,
 )
+from ampconfig.settings.mixlist import load_mixlist, mixlist_entries
+from ampconfig.settings.write_op_names import keep_dtype_lines_in, mixlist_in
 from tests import exporter_models
 
 runner = CliRunner()
@@ -255,3 +257,83 @@ def test_the_docs_table_lists_every_name() -> None:
     text = (Path(__file__).parent.parent / "docs" / "op-names.md").read_text(encoding="utf-8")
     missing = [row.name for row in table_rows() if f"`{row.name}`" not in text]
     assert missing == []
+
+
+# ------------------------------------------------------------------------------------------ the round trip
+def _decisions(payload: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [(n["name"], n["dtype"], n["colour"], n["rule"]) for n in payload["nodes"]]
+
+
+def _onnx_data(mixlist_path: Path, op_names: str) -> dict[str, Any]:
+    """A mixlist file read as ONNX op keys, as JSON data (what the ONNX side of a team holds)."""
+    mixlist = load_mixlist(mixlist_path)
+    data: dict[str, Any] = {}
+    for entry in mixlist_entries(mixlist, op_names):
+        ops = data.setdefault(entry.edit.list_key, {}).setdefault(entry.edit.action, [])
+        if entry.op not in ops:
+            ops.append(entry.op)
+    return data
+
+
+def test_round_trip_onnx_to_ascend_names_and_back_keeps_the_decisions(tmp_path: Path, models: dict[str, Path]) -> None:
+    onnx_data = {
+        "black-list": {"to-add": ["MatMul", "Where", "Softmax"]},
+        "white-list": {"to-add": ["Add", "ReduceMean"], "to-remove": ["Conv"]},
+        "gray-list": {"to-add": ["Mul"]},
+    }
+    ascend_data, warnings = mixlist_in(onnx_data, "ascend")
+    assert warnings == []
+    assert {"MatMul", "MatMulV2", "BatchMatMulV2"} <= set(ascend_data["black-list"]["to-add"])
+    assert {"Select", "SelectV2"} <= set(ascend_data["black-list"]["to-add"])  # ONNX Where is Ascend's Select
+    assert {"Conv2D", "DepthwiseConv2D"} <= set(ascend_data["white-list"]["to-remove"])
+    onnx_file, ascend_file = _write(tmp_path, "onnx.json", onnx_data), _write(tmp_path, "atc.json", ascend_data)
+    assert _onnx_data(ascend_file, "ascend") == onnx_data
+    for model in (models["gpt2"], models["cnn"]):
+        as_onnx = _explain(model, "--modify-mixlist", str(onnx_file), "--op-names", "onnx")
+        as_ascend = _explain(model, "--modify-mixlist", str(ascend_file), "--op-names", "ascend")
+        assert _decisions(as_ascend) == _decisions(as_onnx)
+    lists = [
+        runner.invoke(app, ["lists", "--modify-mixlist", str(path), "--op-names", names, "--json"])
+        for path, names in ((onnx_file, "onnx"), (ascend_file, "ascend"))
+    ]
+    assert lists[0].exit_code == lists[1].exit_code == 0 and lists[0].stdout == lists[1].stdout
+
+
+def test_round_trip_ascend_names_to_onnx_and_back(tmp_path: Path, models: dict[str, Path]) -> None:
+    ascend = _write(
+        tmp_path,
+        "team.json",
+        {
+            "black-list": {"to-add": ["ReduceMeanD", "SoftmaxV2"]},
+            "white-list": {"to-add": ["BiasAdd", "LayerNorm"], "to-remove": ["Conv2D"]},
+        },
+    )
+    onnx_data = _onnx_data(ascend, "ascend")
+    assert onnx_data == {
+        "black-list": {"to-add": ["ReduceMean", "Softmax"]},
+        "white-list": {"to-add": ["Add", "LayerNormalization"], "to-remove": ["Conv"]},
+    }
+    again = _write(tmp_path, "again.json", mixlist_in(onnx_data, "ascend")[0])
+    assert _onnx_data(again, "ascend") == onnx_data
+    for model in (models["gpt2"], models["cnn"]):
+        first = _explain(model, "--modify-mixlist", str(ascend), "--op-names", "ascend")
+        assert _decisions(_explain(model, "--modify-mixlist", str(again), "--op-names", "ascend")) == _decisions(first)
+        assert _decisions(_explain(model, "--modify-mixlist", str(_write(tmp_path, "o.json", onnx_data)))) == (
+            _decisions(first)
+        )
+
+
+def test_explain_shows_each_node_in_ascend_names(models: dict[str, Path]) -> None:
+    payload = _explain(models["gpt2"], "--op-names", "ascend")
+    assert payload["op_names"] == "ascend"
+    matmul = next(node for node in payload["nodes"] if node["op_type"] == "MatMul")
+    assert {"MatMulV2", "BatchMatMulV2"} <= set(matmul["op_type_names"])
+    table = runner.invoke(app, ["explain", str(models["gpt2"]), "--op-names", "ascend"])
+    assert table.exit_code == 0 and "MatMulV2" in table.stdout  # its Ascend names beside it (folded)
+    assert "op_type_names" not in _explain(models["gpt2"])["nodes"][0]
+
+
+def test_keep_dtype_lines_in_ascend_names() -> None:
+    lines, warnings = keep_dtype_lines_in(["node_a", "OpType::Softmax", "OpType::Mean"], "ascend")
+    assert lines[:3] == ["node_a", "OpType::Softmax", "OpType::SoftmaxV2"]
+    assert warnings and "'Mean' has no ascend name" in warnings[0]  # ONNX's elementwise Mean reads as a reduction

@@ -218,6 +218,24 @@ def test_op_types_go_into_the_mixlist_only_within_the_slack(case: dict[str, Path
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
 
 
+def test_tune_writes_ascend_names_for_atc(case: dict[str, Path], tmp_path: Path) -> None:
+    """--op-names ascend: the request's mixlist is read with Ascend's names and the answer written with them; read
+    back with op_names: ascend, the written files pass run (docs/op-names.md, the round trip)."""
+    base = tmp_path / "atc_base.json"
+    base.write_text(json.dumps({"white-list": {"to-add": ["Pow", "MatMulV2"]}, "black-list": {"to-remove": ["Pow"]}}))
+    keep, mixlist = tmp_path / "keep.cfg", tmp_path / "atc.json"
+    args = ["tune", str(case["model"]), "-c", str(case["config"]), "--modify-mixlist", str(base)]
+    code, payload = _json([*args, "--op-names", "ascend", "--json", "--keep-dtype-out", str(keep), "-o", str(mixlist)])
+    assert code == 0, payload["reason"]
+    written = json.loads(mixlist.read_text())
+    assert written["black-list"]["to-add"] == ["Pow"]
+    assert {"MatMul", "MatMulV2", "BatchMatMulV2"} <= set(written["white-list"]["to-add"])  # base, in ATC's names
+    assert validate_paths([mixlist], kind="mixlist", target="cpu", op_names="ascend").errors == 0
+    run = ["run", str(case["model"]), "-c", str(case["config"]), "--iterations", "1", "--warmup", "0"]
+    files = ["--modify-mixlist", str(mixlist), "--keep-dtype", str(keep), "--op-names", "ascend"]
+    assert runner.invoke(app, [*run, *files]).exit_code == 0
+
+
 def test_op_types_that_keep_many_more_nodes_stay_node_pins(
     exported: dict[str, tuple[Path, Path | None]], tmp_path: Path
 ) -> None:

@@ -45,6 +45,9 @@ rewritten model and adds each node's error to the report (see ampconfig compare)
 self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
 the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
 
+--op-names ascend (or tensorflow) reads the mixlist and keep_dtype with those names and shows each node's op
+type in them too (JSON: op_type_names), as a list for ATC names it; docs/op-names.md has the table.
+
 Settings resolve as for every command: flags over --config over defaults. --target (default cuda) says
 whose op info decides; deciding needs no device, and explain without --range-check/--compare loads no ONNX
 Runtime. --device (default auto: CUDA when a session really gets it, else the CPU) says where
@@ -118,7 +121,7 @@ def _explain_decisions(settings: Settings, guard: OutputGuard) -> dict[str, Any]
     opened = open_model(settings.model_path)
     declare_model(guard, opened)
     rewrite = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
-    return explain_payload(rewrite, model=str(settings.model_path))
+    return explain_payload(rewrite, model=str(settings.model_path), op_names=settings.op_names)
 
 
 def _explain_with_runs(
@@ -144,7 +147,10 @@ def _explain_with_runs(
         ranges = range_report(prepared, reference_run(prepared), data_max)
         rewrite = prepared.rewrite(ranges.overflow_nodes)
     payload = explain_payload(
-        rewrite, model=str(settings.model_path), range_report=ranges.to_dict() if ranges is not None else None
+        rewrite,
+        model=str(settings.model_path),
+        range_report=ranges.to_dict() if ranges is not None else None,
+        op_names=settings.op_names,
     )
     if compare_data is not None:
         payload["compare"] = compare_data

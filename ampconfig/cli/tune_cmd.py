@@ -49,6 +49,10 @@ The answer is node pins, written as a keep_dtype file (--keep-dtype-out). With -
 mixlist's black-list.to-add where that keeps at most 2 more nodes float32 than their pins (the report says
 which); -o alone writes op types only, which can keep many more nodes float32.
 
+--op-names ascend writes the files with Ascend's op names (MatMul as MatMul, BatchMatMul, BatchMatMulV2,
+MatMulV2, ...), so a list tuned here can be handed to ATC; --op-names tensorflow, TensorFlow's; without it ONNX's.
+It also says how the request's own mixlist and keep_dtype name their ops (docs/op-names.md).
+
 --target (default cuda) says whose op info decides; --device (default auto: CUDA when a session really gets
 it, else the CPU) says where the trials run, and the report says where they ran.
 
@@ -74,6 +78,8 @@ one of them (exit 2), the file written is removed again (or gets its previous co
   ampconfig tune model.onnx -m allow_mix_precision --inputs calib.npz --keep-dtype-out keep.cfg -o mixlist.json
 
   ampconfig tune model.onnx -m force_fp16 --device cuda --max-seconds 120 --objective latency --keep-dtype-out k.cfg
+
+  ampconfig tune model.onnx -m allow_mix_precision --op-names ascend -o ops_info_atc.json
 """
 
 

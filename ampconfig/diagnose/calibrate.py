@@ -60,12 +60,13 @@ class Prepared:
         keep_dtype: Any = None,
         *,
         use_request_lists: bool = True,
+        op_names: str | None = None,
     ) -> RewriteResult:
         """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
-        given instead of the request's."""
+        given instead of the request's, their op types named as ``op_names`` says (docs/op-names.md)."""
         settings = self.request
         if not use_request_lists:
-            settings = replace(settings, modify_mixlist=modify_mixlist, keep_dtype=keep_dtype)
+            settings = replace(settings, modify_mixlist=modify_mixlist, keep_dtype=keep_dtype, op_names=op_names)
         return rewrite_with_settings(
             self.source if self.source is not None else self.model,
             settings,

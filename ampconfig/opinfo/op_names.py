@@ -254,6 +254,12 @@ def read_op_name(written: str, vocabulary: Vocabulary | str | None = None) -> Op
     return OpName(written, row.onnx, row)
 
 
+def is_ambiguous(name: str) -> bool:
+    """True for a name ONNX and TensorFlow/Ascend spell alike for different ops (Max, Min, Mean, Sum, Where)."""
+    row = foreign_ops().get(name)
+    return row is not None and row.onnx not in (None, name) and _is_onnx_default_op(name)
+
+
 def names_in(vocabulary: Vocabulary | str, onnx_key: str) -> tuple[str, ...]:
     """The names ``vocabulary`` has for the ONNX op ``onnx_key``, in table order; empty when it has none (the
     ONNX name then stands for itself). ``read_op_name`` maps each of them back to ``onnx_key``."""

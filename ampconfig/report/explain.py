@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.settings.write_op_names import written_names
 
 #: How a node without a list colour (not a float node) is counted in the summary.
 NO_COLOUR = "none"
@@ -24,14 +25,23 @@ _COLOUR_STYLES = {"white": "bold", "black": "red", "gray": "yellow", "clear": "c
 
 
 def explain_payload(
-    result: RewriteResult, *, model: str, range_report: Mapping[str, Any] | None = None
+    result: RewriteResult,
+    *,
+    model: str,
+    range_report: Mapping[str, Any] | None = None,
+    op_names: str | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order) and ``summary``."""
+    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order) and ``summary``.
+    With ``op_names`` tensorflow or ascend, each node also carries ``op_type_names``: its op type in that
+    vocabulary (every name it has there, as a mixlist for ATC would list it; docs/op-names.md)."""
+    foreign = op_names if op_names in ("tensorflow", "ascend") else None
     nodes = []
     for index, decision in enumerate(result.decisions):
         item = decision.to_dict()
         item["index"] = index
         item["changed"] = decision.changed
+        if foreign is not None:
+            item["op_type_names"] = written_names(decision.op_type, foreign)
         nodes.append(item)
     payload: dict[str, Any] = {
         "model": model,
@@ -43,6 +53,8 @@ def explain_payload(
         "warnings": list(result.warnings),
         "notes": list(result.notes),
     }
+    if foreign is not None:
+        payload["op_names"] = foreign
     if range_report is not None:
         payload["range_analysis"] = dict(range_report)
     return payload
@@ -83,10 +95,11 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
         before, after = node["original_dtype"] or "-", node["dtype"] or "-"
         dtype = Text(after if before == after else f"{before} -> {after}", style="" if before == after else "bold")
         colour = node["colour"] or "-"
+        names = [n for n in node.get("op_type_names", ()) if n != node["op_type"]]
         table.add_row(
             str(node["index"]),
             name,
-            node["op_type"],
+            node["op_type"] + (f" ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if names else ""),
             Text(colour, style=_COLOUR_STYLES.get(colour, "")),
             dtype,
             node["rule"],

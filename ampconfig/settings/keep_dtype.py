@@ -42,6 +42,10 @@ class KeepDtypeEntry:
             return self.op_type == op_key
         return self.name == node_name
 
+    def onnx_text(self) -> str:
+        """The entry as a line naming the ONNX op type (``OpType::MatMul`` for ``OpType::BatchMatMulV2``)."""
+        return f"{OP_TYPE_PREFIX}{self.op_type}" if self.op_type is not None else str(self.name)
+
     def __str__(self) -> str:
         if self.op_type is None:
             return str(self.name)

@@ -15,7 +15,8 @@ from typing import Any
 
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.diagnose.tune.search import Candidate
-from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.mixlist import Mixlist, mixlist_entries
+from ampconfig.settings.write_op_names import mixlist_in
 
 #: "A few nodes": an op type goes into the mixlist when it keeps at most this many more nodes float32 than the
 #: node pins it replaces.
@@ -82,8 +83,15 @@ def all_op_types(
 # ------------------------------------------------------------------------------------------------- the files
 
 
-def mixlist_data(base: Mixlist | None, black_ops: Iterable[str]) -> dict[str, Any]:
-    """The base mixlist with ``black_ops`` added to ``black-list.to-add``, as JSON data.
+def mixlist_data(
+    base: Mixlist | None,
+    black_ops: Iterable[str],
+    op_names: str | None = None,
+    write_names: str | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, Any]:
+    """The base mixlist with ``black_ops`` (ONNX op keys) added to ``black-list.to-add``, as JSON data whose op
+    types are written in ``write_names``' vocabulary (None: ONNX's); ``op_names`` is how the base names its ops.
 
     An op added to the black list leaves ``white-list.to-add``, ``gray-list.to-add`` and ``black-list.to-remove``
     (those combinations with add-black are invalid); its ``white-list``/``gray-list`` removals stay (valid).
@@ -92,10 +100,10 @@ def mixlist_data(base: Mixlist | None, black_ops: Iterable[str]) -> dict[str, An
     data: dict[str, Any] = {}
     if base is not None and base.schema_ref is not None:
         data["$schema"] = base.schema_ref
-    for key, attr in (("black-list", "black_list"), ("white-list", "white_list"), ("gray-list", "gray_list")):
-        edit = getattr(base, attr) if base is not None else None
-        to_add = list(edit.to_add) if edit is not None else []
-        to_remove = list(edit.to_remove) if edit is not None else []
+    entries = mixlist_entries(base, op_names) if base is not None else []
+    for key in ("black-list", "white-list", "gray-list"):
+        to_add = list(dict.fromkeys(e.op for e in entries if e.edit.list_key == key and e.edit.is_add))
+        to_remove = list(dict.fromkeys(e.op for e in entries if e.edit.list_key == key and not e.edit.is_add))
         if key == "black-list":
             to_add += sorted(black - set(to_add))
             to_remove = [op for op in to_remove if op not in black]
@@ -108,7 +116,10 @@ def mixlist_data(base: Mixlist | None, black_ops: Iterable[str]) -> dict[str, An
             entry["to-remove"] = to_remove
         if entry:
             data[key] = entry
-    return data
+    written, found = mixlist_in(data, write_names)
+    if warnings is not None:
+        warnings.extend(found)
+    return written
 
 
 def keep_dtype_lines(base: Sequence[str], pins: Iterable[str]) -> list[str]:

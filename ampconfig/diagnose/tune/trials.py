@@ -26,13 +26,16 @@ from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_ru
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import Judge, Judgement, accuracy_model
 from ampconfig.rewrite.inject import injection_model
 from ampconfig.runner.inputs import first_samples
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
-from ampconfig.settings.keep_dtype import keep_dtype_from_config
+from ampconfig.settings.documents import SourceMap
+from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
+from ampconfig.settings.write_op_names import keep_dtype_lines_in
 
 
 @dataclass(frozen=True)
@@ -154,8 +157,12 @@ def base_mixlist(value: Any) -> Mixlist | None:
     return load_mixlist(value)
 
 
-def base_keep_entries(value: Any) -> list[str]:
-    return [str(entry) for entry in keep_dtype_from_config(value)] if value is not None else []
+def base_keep_entries(value: Any, op_names: str | None = None) -> list[str]:
+    """The request's keep_dtype entries as lines naming ONNX op types (``op_names``: how the file names them)."""
+    if value is None:
+        return []
+    entries, _ = read_keep_dtype_names(list(keep_dtype_from_config(value)), op_names, SourceMap())
+    return [entry.onnx_text() for entry in entries]
 
 
 class TuneRuns:
@@ -180,7 +187,11 @@ class TuneRuns:
         self.budget = budget
         self.progress = progress
         self.mixlist = base_mixlist(prepared.request.modify_mixlist)
-        self.keep = base_keep_entries(prepared.request.keep_dtype)
+        #: How the request's files name ops, and how the files tune writes (and decides from) name them: the same
+        #: vocabulary, ONNX's when the request names none (docs/op-names.md).
+        self.op_names = prepared.request.op_names
+        self.write_names = self.op_names or Vocabulary.ONNX.value
+        self.keep = base_keep_entries(prepared.request.keep_dtype, self.op_names)
         self.nodes = graph_nodes(prepared.model)
         self._decided: dict[Candidate, RewriteResult] = {}
         self._trials: dict[Hashable, Trial] = {}
@@ -240,15 +251,24 @@ class TuneRuns:
         if candidate not in self._decided:
             mixed = self.prepared.request.precision_mode.accepts_mixlist
             mixlist = (
-                mixlist_data(self.mixlist, candidate.black_ops)
-                if mixed and (self.mixlist is not None or candidate.black_ops)
-                else None
+                self.mixlist_data(candidate) if mixed and (self.mixlist is not None or candidate.black_ops) else None
             )
-            keep = keep_dtype_lines(self.keep, candidate.pins)
+            keep = self.keep_lines(candidate)
             self._decided[candidate] = self.prepared.rewrite(
-                modify_mixlist=mixlist, keep_dtype=keep or None, use_request_lists=False
+                modify_mixlist=mixlist, keep_dtype=keep or None, use_request_lists=False, op_names=self.write_names
             )
         return self._decided[candidate]
+
+    def mixlist_data(self, candidate: Candidate, warnings: list[str] | None = None) -> dict[str, Any]:
+        """The candidate's mixlist as tune writes it: the request's, plus its black op types, in ``write_names``."""
+        return mixlist_data(self.mixlist, candidate.black_ops, self.op_names, self.write_names, warnings)
+
+    def keep_lines(self, candidate: Candidate, warnings: list[str] | None = None) -> list[str]:
+        """The candidate's keep_dtype lines as tune writes them (op types in ``write_names``)."""
+        lines, found = keep_dtype_lines_in(keep_dtype_lines(self.keep, candidate.pins), self.write_names)
+        if warnings is not None:
+            warnings.extend(found)
+        return lines
 
     def signature(self, candidate: Candidate) -> Hashable:
         return tuple((d.scope, d.name, d.dtype) for d in self.decide(candidate).decisions)

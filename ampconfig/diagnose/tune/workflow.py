@@ -35,9 +35,7 @@ from ampconfig.diagnose.tune.answer import (
     OP_TYPE_SLACK,
     OpTypeChoice,
     all_op_types,
-    keep_dtype_lines,
     keep_dtype_text,
-    mixlist_data,
     mixlist_text,
     op_types_within_slack,
     unwritable_names,
@@ -47,6 +45,7 @@ from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, SearchResult
 from ampconfig.diagnose.tune.trials import Budget, BudgetSpent, ProgressHook, TuneRuns
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.opinfo.op_names import is_ambiguous
 from ampconfig.prove.accuracy import OutputMetrics
 from ampconfig.prove.judge import Judgement, judge_outputs
 from ampconfig.settings.validate import validate_paths
@@ -460,13 +459,13 @@ def _answer(
             "node name(s) the keep_dtype format cannot carry: " + ", ".join(repr(name) for name in bad),
             hint="rename the nodes (a leading '#' reads as a comment, surrounding spaces are stripped)",
         )
-    texts = _texts(outputs, runs, candidate)
+    texts = _texts(outputs, runs, candidate, report)
     verified = _verify_files(prepared, runs, report, texts)
     if verified is None and candidate != found and settings.keep_out is not None and runs.can_run():
         report.notes.append("the op-type form missed the tolerance; node pins only were verified instead")
         candidate = found
         report.candidate, report.op_types, report.cost = candidate, [], costing.cost(candidate)
-        texts = _texts(outputs, runs, candidate)
+        texts = _texts(outputs, runs, candidate, report)
         verified = _verify_files(prepared, runs, report, texts)
     if verified is None:
         report.outcome = "not_found"
@@ -483,13 +482,24 @@ def _answer(
     report.outcome = "found"
 
 
-def _texts(outputs: TuneOutputs, runs: TuneRuns, candidate: Candidate) -> list[tuple[Destination, str, str]]:
+def _texts(
+    outputs: TuneOutputs, runs: TuneRuns, candidate: Candidate, report: TuneReport
+) -> list[tuple[Destination, str, str]]:
+    """The files' texts, their op types in the request's vocabulary (``--op-names ascend``: ATC's names)."""
     texts: list[tuple[Destination, str, str]] = []
+    warnings: list[str] = []
     if outputs.mixlist is not None:
-        texts.append((outputs.mixlist, mixlist_text(mixlist_data(runs.mixlist, candidate.black_ops)), "mixlist"))
+        texts.append((outputs.mixlist, mixlist_text(runs.mixlist_data(candidate, warnings)), "mixlist"))
     if outputs.keep_dtype is not None:
-        lines = keep_dtype_lines(runs.keep, candidate.pins)
+        lines = runs.keep_lines(candidate, warnings)
         texts.append((outputs.keep_dtype, keep_dtype_text(lines), "keep_dtype file"))
+    report.notes.extend(dict.fromkeys(warnings))
+    onnx_ops = {*candidate.black_ops, *(line.partition("OpType::")[2] for line in runs.keep)}
+    if runs.op_names is None and any(is_ambiguous(op) for op in onnx_ops):
+        report.notes.append(
+            "the written files name an op ONNX and TensorFlow/Ascend spell alike (Max, Min, Mean, Sum, Where): they "
+            "are ONNX's names, so use them with op_names: onnx (or --op-names onnx)"
+        )
     return texts
 
 
@@ -497,15 +507,19 @@ def _verify_files(
     prepared: Prepared, runs: TuneRuns, report: TuneReport, texts: list[tuple[Destination, str, str]]
 ) -> Judgement | None:
     """Write the files to a private folder, validate them, rewrite from them and judge as ``run`` does."""
-    request = prepared.request
+    candidate = report.candidate or Candidate()
+    mixed = prepared.request.precision_mode.accepts_mixlist
     with tempfile.TemporaryDirectory(prefix="ampconfig-tune-") as folder:
-        mixlist: Any = request.modify_mixlist
-        keep: Any = request.keep_dtype
+        # What is not written is the request's, in the vocabulary the written files use.
+        mixlist: Any = runs.mixlist_data(candidate) if mixed and runs.mixlist is not None else None
+        keep: Any = runs.keep_lines(candidate) or None
         for destination, text, what in texts:
             copy = Path(folder) / destination.path.name
             copy.write_text(text, encoding="utf-8")
             kind = "mixlist" if what == "mixlist" else "keep-dtype"
-            findings = validate_paths([copy], kind=kind, target=runs.decide(Candidate()).target)
+            findings = validate_paths(
+                [copy], kind=kind, target=runs.decide(Candidate()).target, op_names=runs.write_names
+            )
             errors = [problem.format() for problem in findings.problems if problem.severity.value == "error"]
             if errors:
                 report.reason = "the written " + what + " does not validate: " + "; ".join(errors)
@@ -513,8 +527,10 @@ def _verify_files(
             if what == "mixlist":
                 mixlist = copy
             else:
-                keep = copy if keep_dtype_lines(runs.keep, report.candidate.pins if report.candidate else ()) else None
-        result = prepared.rewrite(modify_mixlist=mixlist, keep_dtype=keep, use_request_lists=False)
+                keep = copy if runs.keep_lines(candidate) else None
+        result = prepared.rewrite(
+            modify_mixlist=mixlist, keep_dtype=keep, use_request_lists=False, op_names=runs.write_names
+        )
         if not runs.budget.allows(1):
             report.reason = f"{runs.budget.why_not()} before the written files could be verified; nothing written"
             return None
