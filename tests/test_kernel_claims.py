@@ -238,7 +238,7 @@ def test_dump_script_survives_a_crashing_registry(tmp_path: Path) -> None:
 
 def test_apply_strategy_keeps_claims_and_adds_new_ops(tmp_path: Path) -> None:
     source = tmp_path / "cuda.json"
-    document = json.loads((ROOT / "ampconfig" / "ops_info" / "cuda.json").read_text(encoding="utf-8"))
+    document = json.loads((ROOT / "ops_info" / "cuda.json").read_text(encoding="utf-8"))
     del document["ops"]["com.microsoft::MatMulNBits"]
     document["ops"]["Relu"]["reference"] = "stale"
     source.write_text(json.dumps(document), encoding="utf-8")

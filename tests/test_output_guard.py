@@ -498,13 +498,19 @@ def test_schema_write_refuses_a_missing_folder_and_creates_nothing(tmp_path: Pat
 
 
 def _layout(root: Path, *, checkout: bool) -> Path:
-    """A package folder with a schemas/ folder: in a source checkout (a pyproject.toml naming ampconfig next to
-    it) or installed (site-packages)."""
+    """A package folder and its schemas/: in a source checkout, schemas/ beside the package and a pyproject.toml
+    naming ampconfig (the design card's layout); installed (site-packages), schemas/ inside the package, where the
+    wheel puts it."""
     package = root / ("project" if checkout else "site-packages") / "ampconfig"
-    (package / "schemas").mkdir(parents=True)
+    package.mkdir(parents=True)
+    (_schemas_of(package, checkout=checkout)).mkdir()
     if checkout:
         (package.parent / "pyproject.toml").write_text('[project]\nname = "ampconfig"\n', encoding="utf-8")
     return package
+
+
+def _schemas_of(package: Path, *, checkout: bool) -> Path:
+    return package.parent / "schemas" if checkout else package / "schemas"
 
 
 def test_schema_write_without_a_folder_never_writes_into_an_installed_package(
@@ -515,7 +521,7 @@ def test_schema_write_without_a_folder_never_writes_into_an_installed_package(
     result = invoke("schema", "--write")
     assert result.exit_code == 2
     assert "installed package" in result.stderr and "schema --write DIR" in result.stderr
-    assert list((package / "schemas").iterdir()) == []
+    assert list(_schemas_of(package, checkout=False).iterdir()) == []
 
 
 def test_schema_write_without_a_folder_writes_into_the_checkout(
@@ -525,7 +531,7 @@ def test_schema_write_without_a_folder_writes_into_the_checkout(
     monkeypatch.setattr(schemas, "PACKAGE_DIR", package)
     result = invoke("schema", "mixlist", "--write")
     assert result.exit_code == 0, result.stderr
-    written = package / "schemas" / "mixlist.schema.json"
+    written = _schemas_of(package, checkout=True) / "mixlist.schema.json"
     assert written.read_text(encoding="utf-8") == schemas.schema_text("mixlist")
     assert schemas.source_schema_dir(_layout(tmp_path / "other", checkout=False)) is None
 

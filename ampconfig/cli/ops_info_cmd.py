@@ -1,4 +1,4 @@
-"""``ampconfig ops-info``: build and inspect the built-in op info library (``ampconfig/ops_info/<target>.json``).
+"""``ampconfig ops-info``: build and inspect the built-in op info library (``ops_info/<target>.json``).
 
 ``probe`` measures which float dtypes the target's ONNX Runtime provider runs each op in, and in which of them
 natively (one-node probe models, see :mod:`ampconfig.opinfo.probe_models` and
@@ -29,6 +29,10 @@ if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydan
     from ampconfig.opinfo.kernel_claims import AcrossOpsets
     from ampconfig.opinfo.library import OpInfoEntry, OpsInfoFile
 
+DEFAULT_OUTPUT_HELP = (
+    "File to write. Default: ops_info/<target>.json of the source checkout ampconfig runs from (an installed "
+    "package is never written to: give -o there)."
+)
 ops_info_app = typer.Typer(
     help=(
         "Build and inspect the op info library: per op type its list colour (white/black/gray/clear) and the "
@@ -50,6 +54,21 @@ def _subcommand(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
         return func
 
     return register
+
+
+def _default_output(target: str) -> Path:
+    """Where the op info commands write without -o: the checkout's ``ops_info/<target>.json``; never into an
+    installed package."""
+    from ampconfig.opinfo.library import ops_info_path, source_ops_info_path
+
+    path = source_ops_info_path(target)
+    if path is None:
+        raise AmpconfigError(
+            f"no -o given, and ampconfig runs from an installed package ({ops_info_path(target).parent}), which is "
+            "never written to",
+            hint="pass the file to write: -o FILE",
+        )
+    return path
 
 
 def _check_target(target: str) -> str:
@@ -164,7 +183,11 @@ def probe_command(
     ] = "cpu",
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
+        typer.Option(
+            "--output",
+            "-o",
+            help=DEFAULT_OUTPUT_HELP,
+        ),
     ] = None,
     ops: Annotated[
         str | None,
@@ -206,7 +229,7 @@ def probe_command(
     provider = PROVIDERS[target]
     require_provider(provider)  # onnxruntime-gpu lists CUDA even where its libraries are missing
     keys = _selected_keys(ops)
-    path = output or ops_info_path(target)
+    path = output or _default_output(target)
     with output_guard() as guard:
         destination = guard.output(OUTPUT_ROLE, path)  # checked before minutes of probing
         details_destination = guard.output("probe details (--details)", details) if details is not None else None
@@ -305,7 +328,11 @@ def import_table_command(
     target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
+        typer.Option(
+            "--output",
+            "-o",
+            help=DEFAULT_OUTPUT_HELP,
+        ),
     ] = None,
     ort_version: Annotated[
         str, typer.Option("--ort-version", help="ONNX Runtime version the table documents.")
@@ -330,7 +357,7 @@ def import_table_command(
 
     target = _check_target(target)
     provider = PROVIDERS[target]
-    path = output or ops_info_path(target)
+    path = output or _default_output(target)
     with output_guard() as guard:
         guard.read("kernel table (TABLE)", table)
         destination = guard.output(OUTPUT_ROLE, path)
@@ -385,7 +412,11 @@ def import_kernels_command(
     target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", help="File to write. Default: the packaged ampconfig/ops_info/<target>.json."),
+        typer.Option(
+            "--output",
+            "-o",
+            help=DEFAULT_OUTPUT_HELP,
+        ),
     ] = None,
     probe: Annotated[
         Path | None,
@@ -427,7 +458,7 @@ def import_kernels_command(
     with output_guard() as guard:
         guard.read("kernel dump (DUMP)", dump)
         guard.read("measured op info (--probe)", probe)
-        destination = guard.output(OUTPUT_ROLE, output or ops_info_path(target))
+        destination = guard.output(OUTPUT_ROLE, output or _default_output(target))
         loaded = read_kernel_dump(dump)
         claims = dump_claims(loaded, provider)
         missing = AcrossOpsets({}, note=f"the kernel dump lists no {provider} kernel for this op")
@@ -510,7 +541,7 @@ def apply_strategy_command(
     from ampconfig.opinfo.library import load_ops_info, ops_info_path, parse_ops_info
 
     target = _check_target(target)
-    path = file or ops_info_path(target)
+    path = file or _default_output(target)
     if not path.is_file():
         raise AmpconfigError("op info file not found", file=str(path))
     with output_guard() as guard:

@@ -42,7 +42,7 @@ def schema(
         typer.Argument(
             metavar="[KIND] [DIR]",
             help="KIND: session-config (or config), mixlist, ops-info; all when absent. DIR: with --write, "
-            "an existing folder to write to (default: ampconfig/schemas/ of the source checkout ampconfig runs "
+            "an existing folder to write to (default: schemas/ of the source checkout ampconfig runs "
             "from; an installed package is never written to).",
             show_default=False,
         ),
@@ -51,7 +51,7 @@ def schema(
 ) -> None:
     """Print the JSON Schema (draft 2020-12) of a file kind, or write the schema files with --write.
 
-    With --write and no DIR, the files go to ampconfig/schemas/ of the source checkout ampconfig runs from
+    With --write and no DIR, the files go to schemas/ of the source checkout ampconfig runs from
     (an editable install), which is how the checked-in schemas are regenerated; run from an installed package,
     DIR is required (site-packages is never written to). DIR must exist. Existing files are replaced atomically.
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.bounded import scan_json
+from ampconfig.files.data_dirs import OPS_INFO, data_dir, source_data_dir
 
 # Re-exported (``as``): the one table of targets and providers lives in opinfo/targets.py.
 from ampconfig.opinfo.targets import CPU_PROVIDER as CPU_PROVIDER
@@ -224,7 +224,16 @@ class OpInfoLibrary:
 
 
 def ops_info_path(target: str) -> Path:
-    return Path(str(resources.files("ampconfig") / "ops_info" / f"{target}.json"))
+    """The built-in op info file of a target: ``ops_info/<target>.json`` of the checkout, or of the installed
+    package (:mod:`ampconfig.files.data_dirs`)."""
+    return data_dir(OPS_INFO) / f"{target}.json"
+
+
+def source_ops_info_path(target: str) -> Path | None:
+    """``ops_info/<target>.json`` of the source checkout ampconfig runs from; None when it runs from an installed
+    package, which commands never write into."""
+    folder = source_data_dir(OPS_INFO)
+    return folder / f"{target}.json" if folder is not None else None
 
 
 def parse_ops_info(text: str, source: str) -> OpsInfoFile:

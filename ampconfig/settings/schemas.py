@@ -1,6 +1,6 @@
 """JSON Schemas (draft 2020-12) for the files users write, generated from the pydantic models.
 
-The generated files are checked in under ``ampconfig/schemas/`` (so editors and CI can use them without
+The generated files are checked in under ``schemas/`` at the repository root (so editors and CI can use them without
 running ampconfig); a test fails when they drift from the models (regenerate from a checkout:
 ``ampconfig schema --write``; an installed package is never written to).
 """
@@ -8,15 +8,14 @@ running ampconfig); a test fails when they drift from the models (regenerate fro
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_data_dir
 from ampconfig.files.guard import OutputGuard
 from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
@@ -104,30 +103,19 @@ def schema_text(kind: str | SchemaKind) -> str:
 
 
 def packaged_schema_dir() -> Path:
-    return Path(str(resources.files("ampconfig") / "schemas"))
-
-
-#: The folder of the ampconfig package that is running (in a checkout: the source tree's ``ampconfig/``).
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
-_PROJECT_NAME = re.compile(r'^name\s*=\s*["\']ampconfig["\']\s*$', re.MULTILINE)
+    """The schemas ampconfig ships: ``schemas/`` of the checkout, or of the installed package."""
+    return data_dir(SCHEMAS, PACKAGE_DIR)
 
 
 def source_schema_dir(package_dir: Path | None = None) -> Path | None:
-    """``ampconfig/schemas/`` of the source checkout ampconfig runs from (an editable install, or the source
-    tree on ``sys.path``), or None when it runs from an installed package: its ``pyproject.toml`` sits next to the
-    package folder and names the project ampconfig."""
-    package = package_dir if package_dir is not None else PACKAGE_DIR
-    pyproject = package.parent / "pyproject.toml"
-    try:
-        declares_project = bool(_PROJECT_NAME.search(pyproject.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError):
-        return None
-    return package / "schemas" if declares_project and (package / "schemas").is_dir() else None
+    """``schemas/`` of the source checkout ampconfig runs from (an editable install, or the source tree on
+    ``sys.path``), or None when it runs from an installed package (:mod:`ampconfig.files.data_dirs`)."""
+    return source_data_dir(SCHEMAS, package_dir if package_dir is not None else PACKAGE_DIR)
 
 
 def default_schema_dir() -> Path:
-    """Where ``schema --write`` writes without a folder: the checkout's ``ampconfig/schemas/``. An installed
-    package is never written to: that is an error asking for a folder."""
+    """Where ``schema --write`` writes without a folder: the checkout's ``schemas/``. An installed package is
+    never written to: that is an error asking for a folder."""
     folder = source_schema_dir()
     if folder is None:
         raise AmpconfigError(
