@@ -222,7 +222,6 @@ def probe_command(
 
       ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json
     """
-    from ampconfig.opinfo.library import ops_info_path
     from ampconfig.runner.kernels import require_provider
 
     target = _check_target(target)
@@ -353,7 +352,6 @@ def import_table_command(
 
       ampconfig ops-info import-table OperatorKernels.md --target cuda
     """
-    from ampconfig.opinfo.library import ops_info_path
 
     target = _check_target(target)
     provider = PROVIDERS[target]
@@ -404,6 +402,63 @@ def _import_and_write(
     if same_file(path, ops_info_path(target)):
         load_ops_info.cache_clear()
     _report(entries, path, 0.0)
+
+
+@_subcommand("import-ascend")
+def import_ascend_command(
+    ascend_file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="An Ascend ops-info JSON (aic-<soc>-ops-info.json), edited or not.")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The op info file to write.", show_default=False)],
+    target: Annotated[str, typer.Option("--target", "-t", help="Whose op info it starts from: cpu or cuda.")] = "cuda",
+    op_names: Annotated[
+        str,
+        typer.Option("--op-names", metavar="ascend|tensorflow|onnx", help="Whose op type names FILE uses."),
+    ] = "ascend",
+    json_output: Annotated[bool, typer.Option("--json", help="Print what was mapped as one JSON object.")] = False,
+) -> None:
+    """Start a target's op info from an Ascend ops-info file: its list colours, on the target's kernels.
+
+    Each op's "precision_reduce": {"flag": "true"} makes it white, "false" black, and no flag gray, as on
+    Ascend; every other field is Ascend's kernel description and is ignored. Op names are read as Ascend's and
+    mapped to ONNX op types (Conv2D -> Conv, MatMulV2 and BatchMatMulV2 -> MatMul; docs/op-names.md); the names
+    with no ONNX op are reported and left out. The target's op info (dtypes, kernel facts) is kept; only the
+    colours of the ops the file names change. Check the result with `ampconfig validate OUT`.
+
+    Example:
+
+      ampconfig ops-info import-ascend aic-ascend910-ops-info.json --target cuda -o cuda-from-ascend.json
+    """
+    from ampconfig.opinfo.library import Colour, ops_info_path, parse_ops_info
+    from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+    from ampconfig.settings.ascend_ops_info import ascend_colours, with_ascend_colours
+    from ampconfig.settings.documents import parse_document, read_text
+
+    target = _check_target(target)
+    if op_names not in OP_NAME_CHOICES:
+        raise AmpconfigError(f"unknown --op-names {op_names!r}", hint="choices: " + ", ".join(OP_NAME_CHOICES))
+    with output_guard() as guard:
+        guard.read("Ascend ops-info file (FILE)", ascend_file)
+        destination = guard.output(OUTPUT_ROLE, output)
+        document = parse_document(read_text(ascend_file, "Ascend ops-info file"), str(ascend_file), "json")
+        found = ascend_colours(document, op_names)
+        errors = [problem for problem in found.problems if problem.severity.value == "error"]
+        if errors:
+            raise AmpconfigError(errors[0].message, file=errors[0].file, line=errors[0].line, problems=errors)
+        base = parse_ops_info(read_text(ops_info_path(target), "op info file"), str(ops_info_path(target)))
+        _write(with_ascend_colours(base, found, ascend_file.name), destination, guard)
+    counts = {colour: sum(1 for c in found.colours.values() if c is colour) for colour in Colour}
+    if json_output:
+        print_json({"ok": True, "exit_code": 0, "output": str(output), "target": target, **found.to_dict()})
+        return
+    for problem in found.problems:
+        print_warning(problem.format())
+    stderr.print(
+        f"wrote {output}: {target} op info with the colours of {len(found.colours)} ONNX ops from {ascend_file.name} "
+        f"({counts[Colour.WHITE]} white, {counts[Colour.BLACK]} black, {counts[Colour.GRAY]} gray); "
+        f"{len(found.unmapped)} Ascend op(s) unmapped" + (": " + ", ".join(found.unmapped) if found.unmapped else ""),
+        markup=False,
+    )
 
 
 @_subcommand("import-kernels")
