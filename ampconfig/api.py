@@ -199,6 +199,7 @@ def rewrite_model_detailed(
     overflow_nodes: Mapping[str, str] | None = None,
     float16_encoder: Float16Encoder | None = None,
     op_names: str | None = None,
+    op_info: OpInfoLibrary | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -212,6 +213,8 @@ def rewrite_model_detailed(
     Cast kernel, ``ampconfig.runner.float_cast.float32_to_float16``, is 10-20x faster on large weights and is what
     the command line uses). ``op_names`` says whose op type names the mixlist and keep_dtype use (``tensorflow``,
     ``ascend``, ``onnx``; None: each name by the table of docs/op-names.md); each name mapped is in ``notes``.
+    ``op_info`` replaces the built-in op info of ``target`` (another release's, or one written by
+    ``ampconfig ops-info``).
     Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
     the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
     ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
@@ -219,7 +222,7 @@ def rewrite_model_detailed(
     the output. Its IR version is one the installed ONNX Runtime loads, where the model allows it.
     """
     mode = parse_mode(precision_mode)
-    library = load_ops_info(target)
+    library = op_info if op_info is not None else load_ops_info(target)
     lists, warnings, notes = effective_lists(mode, library, modify_mixlist, op_names)
     entries, keep_source, keep_names = _keep_dtype_entries(keep_dtype, op_names)
     warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
@@ -312,6 +315,7 @@ def rewrite_with_settings(
     *,
     overflow_nodes: Mapping[str, str] | None = None,
     float16_encoder: Float16Encoder | None = None,
+    op_info: OpInfoLibrary | None = None,
 ) -> RewriteResult:
     """:func:`rewrite_model_detailed` with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their
     precision mode, decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the
@@ -326,6 +330,7 @@ def rewrite_with_settings(
         overflow_nodes=overflow_nodes,
         float16_encoder=float16_encoder,
         op_names=settings.op_names,
+        op_info=op_info,
     )
 
 

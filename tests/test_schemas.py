@@ -90,7 +90,8 @@ def test_cli_writes_schema_files(tmp_path: Path) -> None:
     result = runner.invoke(app, ["schema", "--write", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     written = sorted(path.name for path in (tmp_path / "out").iterdir())
-    assert written == ["mixlist.schema.json", "ops-info.schema.json", "session-config.schema.json"]
+    assert written == sorted(kind.filename for kind in SCHEMA_KINDS.values())
+    assert "precision-lock.schema.json" in written
     assert (tmp_path / "out" / "mixlist.schema.json").read_text(encoding="utf-8") == schema_text("mixlist")
     result = runner.invoke(app, ["schema", "ops-info", "--write", str(tmp_path / "one")])
     assert [path.name for path in (tmp_path / "one").iterdir()] == ["ops-info.schema.json"]

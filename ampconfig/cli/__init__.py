@@ -29,6 +29,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "explain_cmd",
     "compare_cmd",
     "tune_cmd",
+    "lock_cmd",
+    "diff_cmd",
 )
 
 for _module in _COMMAND_MODULES:

@@ -4,8 +4,9 @@ given into :class:`~ampconfig.settings.resolve.Settings` (flags over the session
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -161,13 +162,14 @@ ToleranceOpt = Annotated[
 ]
 
 
-def resolved_settings(ctx: typer.Context, *, opens_model: bool = True) -> Settings:
+def resolved_settings(ctx: typer.Context, *, opens_model: bool = True, **replaced: Any) -> Settings:
     """The settings of this invocation: the shared options it was given (its parsed parameters whose names are
-    :class:`~ampconfig.settings.resolve.Flags` fields) over the session config over the defaults. With
-    ``opens_model``, the model must be an existing file (checked before any work)."""
+    :class:`~ampconfig.settings.resolve.Flags` fields) over the session config over the defaults. ``replaced``
+    gives some flags other values (``diff`` resolves its base side so). With ``opens_model``, the model must be
+    an existing file (checked before any work)."""
     from ampconfig.settings.resolve import Flags, require_model, resolve
 
-    settings = resolve(Flags.from_params(ctx.params))
+    settings = resolve(replace(Flags.from_params(ctx.params), **replaced))
     if opens_model:
         require_model(settings)
     return settings

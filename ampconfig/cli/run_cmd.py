@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -73,6 +74,8 @@ Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
   ampconfig run --config session.yaml --device cuda --json
 
   ampconfig run model.onnx --target cpu --device cpu        [dim]# decide and run for the CPU[/dim]
+
+  ampconfig run model.onnx --modify-mixlist mixlist.json --lock-out precision.lock.json
 """
 
 
@@ -133,11 +136,22 @@ def run(
     ] = None,
     seed: SeedOpt = None,
     tolerance: ToleranceOpt = None,
+    lock_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--lock-out",
+            metavar="FILE",
+            help="Also write a precision lock with the proof (tolerance, device, data, each output's error): "
+            "see ampconfig lock.",
+        ),
+    ] = None,
     json_output: JsonOpt = False,
 ) -> None:
+    from ampconfig.lock.record import lock_of_run
     from ampconfig.prove.request_files import declare_inputs, settings_role
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
     from ampconfig.report.run import render_run, run_payload
+    from ampconfig.settings.lock_file import lock_text
 
     settings = resolved_settings(ctx)
     if settings.example is not None:
@@ -145,7 +159,11 @@ def run(
     output_role = settings_role(settings, "output model", "--output", "output")
     with output_guard() as guard, _progress_bar(stderr.is_terminal and not json_output) as progress:
         declare_inputs(guard, settings)
+        lock_file = guard.output("precision lock (--lock-out)", lock_out) if lock_out is not None else None
         report = execute(settings, progress, guard, output_role)
+        if lock_file is not None and lock_out is not None:
+            written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
+            report.notes.append(f"wrote the precision lock {written}")
     if json_output:
         print_json(run_payload(report))
     else:

@@ -41,9 +41,9 @@ def schema(
         list[str] | None,
         typer.Argument(
             metavar="[KIND] [DIR]",
-            help="KIND: session-config (or config), mixlist, ops-info; all when absent. DIR: with --write, "
-            "an existing folder to write to (default: schemas/ of the source checkout ampconfig runs "
-            "from; an installed package is never written to).",
+            help="KIND: session-config (or config), mixlist, ops-info, lock (a precision lock); all when absent. "
+            "DIR: with --write, an existing folder to write to (default: schemas/ of the source checkout "
+            "ampconfig runs from; an installed package is never written to).",
             show_default=False,
         ),
     ] = None,

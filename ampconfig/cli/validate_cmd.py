@@ -9,7 +9,8 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.output import error_fields, print_json, say
-from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
+from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
+from ampconfig.report.annotations import format_github
 from ampconfig.settings.values import FILE_KINDS
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
@@ -28,26 +29,24 @@ def format_text(problem: Problem) -> str:
     return line + (f"\n    hint: {problem.hint}" if problem.hint else "")
 
 
-def _escape_data(text: str) -> str:
-    # GitHub workflow commands: https://docs.github.com/actions/reference/workflow-commands-for-github-actions
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+def _check_locks(report: ValidationReport) -> ValidationReport:
+    """Each precision lock that parsed, decided again and compared (the model is read: this can take a while)."""
+    if not any(file.kind == "lock" and not file.unusable for file in report.files):
+        return report
+    from ampconfig.cli.weights import float16_by_onnx_runtime
+    from ampconfig.lock.check import check_lock
+    from ampconfig.report.lock import check_comparison, comparison_problems
 
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def format_github(problem: Problem) -> str:
-    properties = []
-    if problem.file:
-        properties.append(f"file={_escape_property(problem.file)}")
-    if problem.line is not None:
-        properties.append(f"line={problem.line}")
-    if problem.json_path:
-        properties.append(f"title={_escape_property(problem.json_path)}")
-    message = problem.message + (f" ({problem.hint})" if problem.hint else "")
-    head = "::notice" if problem.severity is Severity.NOTE else f"::{problem.severity.value}"
-    return (f"{head} {','.join(properties)}" if properties else head) + f"::{_escape_data(message)}"
+    for file in report.files:
+        if file.kind != "lock" or file.unusable:
+            continue
+        try:
+            checked = check_lock(Path(file.path), float16_encoder=float16_by_onnx_runtime)
+        except AmpconfigError as exc:
+            file.unusable, file.problems = True, exc.as_problems()
+            continue
+        file.problems = comparison_problems(check_comparison(checked, failed=checked.diff.drifted))
+    return report
 
 
 def _count(number: int, noun: str) -> str:
@@ -76,7 +75,11 @@ def _json_report(report: ValidationReport) -> dict[str, Any]:
 def validate(
     paths: Annotated[
         list[Path],
-        typer.Argument(metavar="PATH...", help="Config, mixlist, keep_dtype or op info files.", show_default=False),
+        typer.Argument(
+            metavar="PATH...",
+            help="Config, mixlist, keep_dtype, op info or precision lock files (with --touched: changed files).",
+            show_default=False,
+        ),
     ],
     kind: Annotated[
         str | None,
@@ -106,6 +109,14 @@ def validate(
             show_default=False,
         ),
     ] = None,
+    touched: Annotated[
+        bool,
+        typer.Option(
+            "--touched",
+            help="PATHs are files a change touched: check the precision locks (*.lock.json under the current "
+            "folder) that record one of them as model, config, mixlist or keep_dtype, or are one of them.",
+        ),
+    ] = False,
 ) -> None:
     """Validate files and report every problem in one pass, with file, line and JSON path.
 
@@ -116,13 +127,26 @@ def validate(
     resolves them (the mode/mixlist pairing). Op types written the TensorFlow or Ascend way (Conv2D, MatMulV2)
     are read as their ONNX op, each shown as a note with its line. Nothing is run and no ONNX Runtime is loaded.
 
+    A precision lock (*.lock.json, see ampconfig lock) is checked as `lock --check` checks it: decided again
+    with the settings it records, on today's files; each changed decision is a problem on its line and on the
+    settings line that caused it. With --touched (the ampconfig-lock pre-commit hook), PATHs are the files a
+    commit changed, and the locks that record any of them are checked.
+
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """
     if output_format not in OUTPUT_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
     from ampconfig.settings.validate import validate_paths
 
-    report = validate_paths(paths, kind, target, op_names)
+    if touched:
+        from ampconfig.lock.touched import touched_locks
+
+        changed = len(paths)
+        paths, kind = touched_locks(paths, Path.cwd()), "lock"
+        if not paths and output_format == "text":
+            say(f"no precision lock under {Path.cwd()} records any of the {_count(changed, 'changed file')}")
+            raise typer.Exit(EXIT_OK)
+    report = _check_locks(validate_paths(paths, kind, target, op_names))
     if output_format == "json":
         print_json(_json_report(report))
     elif output_format == "github":

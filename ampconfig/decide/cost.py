@@ -34,21 +34,24 @@ _SOFT = frozenset({Rule.FOLLOWS_INPUTS, Rule.FOLLOWS_CONSUMERS, Rule.DENY_PROPAG
 
 def decision_cost(plan: Plan) -> DecisionCost:
     """The casts ``plan`` implies, the estimated time of its kernels and casts, and its float32 islands."""
-    kernels = fp32 = 0.0
+    kernels: list[float] = []
+    fp32: list[float] = []
     for node, verdict in plan.verdicts.items():
         facts = plan.facts_of[node]
         if facts.dtype is None:
             continue
         size = max((_elements(value) for value in node.outputs), default=1)
-        kernels += kernel_us(facts.key, verdict.dtype, size)
-        fp32 += kernel_us(facts.key, Dtype.FLOAT32, size)
+        kernels.append(kernel_us(facts.key, verdict.dtype, size))
+        fp32.append(kernel_us(facts.key, Dtype.FLOAT32, size))
     casts = plan.casts()
     islands = sorted(_islands(plan, casts), key=lambda island: (-island.casts, island.nodes))
+    # Exact sums (fsum): the casts are a set, whose order follows the hash seed, and a lock records these times
+    # byte for byte; a plain sum's last bits would depend on the order.
     return DecisionCost(
         casts=len(casts),
-        cast_us=sum(cast_us(_elements(value)) for value, _ in casts),
-        kernel_us=kernels,
-        float32_kernel_us=fp32,
+        cast_us=math.fsum(cast_us(_elements(value)) for value, _ in casts),
+        kernel_us=math.fsum(kernels),
+        float32_kernel_us=math.fsum(fp32),
         islands=islands,
     )
 
@@ -101,7 +104,7 @@ def _islands(plan: Plan, all_casts: set[tuple[ir.Value, Dtype]]) -> list[Float32
             Float32Island(
                 nodes=tuple(node.name or "" for node in sorted(group, key=order.__getitem__)),
                 casts=len(casts),
-                cast_us=sum(cast_us(_elements(value)) for value, _ in casts),
+                cast_us=math.fsum(cast_us(_elements(value)) for value, _ in casts),
                 rules=dict(rules.most_common()),
                 anchor=anchor,
             )

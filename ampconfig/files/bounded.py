@@ -45,6 +45,10 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_NESTING_DEPTH = 64
 #: Most keys + values + array items in one document, YAML aliases counted where they are used.
 MAX_DOCUMENT_VALUES = 100_000
+#: Precision lock files (``ampconfig lock``) hold one line per node of a model: larger limits, the same checks.
+#: About 140 bytes and 17 values a node, so these admit models of about 100,000 nodes.
+MAX_LOCK_BYTES = 16 * 1024 * 1024
+MAX_LOCK_VALUES = 2_000_000
 
 #: The libyaml parser when PyYAML has it (about 30 times faster), else PyYAML's pure-Python one.
 _YAML_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -57,29 +61,29 @@ def _megabytes(size: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-def read_bounded(path: Path, what: str) -> bytes:
-    """The bytes of ``path``: a regular file larger than :data:`MAX_DOCUMENT_BYTES` is refused from its size,
-    before it is read; a device or pipe (no size known up front) is read up to the limit and refused beyond it."""
+def read_bounded(path: Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of ``path``: a regular file larger than ``max_bytes`` is refused from its size, before it is
+    read; a device or pipe (no size known up front) is read up to the limit and refused beyond it."""
     source = str(path)
     try:
         with path.open("rb") as handle:
             size = os.fstat(handle.fileno()).st_size if path.is_file() else None
-            if size is not None and size > MAX_DOCUMENT_BYTES:
-                raise _too_large(what, source, _megabytes(size))
+            if size is not None and size > max_bytes:
+                raise _too_large(what, source, _megabytes(size), max_bytes)
             # Read one byte more than expected: a file that grows meanwhile is read on, up to the limit.
-            raw = handle.read(MAX_DOCUMENT_BYTES + 1 if size is None else size + 1)
+            raw = handle.read(max_bytes + 1 if size is None else size + 1)
             if size is not None and len(raw) > size:
-                raw += handle.read(MAX_DOCUMENT_BYTES + 1 - len(raw))
+                raw += handle.read(max_bytes + 1 - len(raw))
     except OSError as exc:
         raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
-    if len(raw) > MAX_DOCUMENT_BYTES:  # a device or pipe, or a file that grew while it was read
-        raise _too_large(what, source, f"more than {_megabytes(MAX_DOCUMENT_BYTES)}")
+    if len(raw) > max_bytes:  # a device or pipe, or a file that grew while it was read
+        raise _too_large(what, source, f"more than {_megabytes(max_bytes)}", max_bytes)
     return raw
 
 
-def _too_large(what: str, source: str, size: str) -> AmpconfigError:
+def _too_large(what: str, source: str, size: str, max_bytes: int) -> AmpconfigError:
     return AmpconfigError(
-        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(MAX_DOCUMENT_BYTES)}",
+        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(max_bytes)}",
         file=source,
         hint=_SPLIT_HINT,
     )
@@ -105,8 +109,10 @@ def _too_deep(source: str | None, line: int | None) -> AmpconfigError:
     )
 
 
-def _too_many(source: str | None, line: int | None, through_alias: str | None = None) -> AmpconfigError:
-    limit = f"{MAX_DOCUMENT_VALUES:,}"
+def _too_many(
+    source: str | None, line: int | None, through_alias: str | None = None, max_values: int = MAX_DOCUMENT_VALUES
+) -> AmpconfigError:
+    limit = f"{max_values:,}"
     if through_alias is not None:
         return AmpconfigError(
             f"YAML alias *{through_alias} expands the document beyond {limit} values (keys, values and items): "
@@ -139,8 +145,9 @@ class JsonScan:
     comments: list[tuple[int, str]] = field(default_factory=list)
 
 
-def scan_json(text: str, source: str | None) -> JsonScan:
-    """Check nesting depth and value count of JSON text without parsing it, and find comments.
+def scan_json(text: str, source: str | None, max_values: int = MAX_DOCUMENT_VALUES) -> JsonScan:
+    """Check nesting depth and value count (at most ``max_values``) of JSON text without parsing it, and find
+    comments.
 
     Runs before ``json.loads``, whose C parser raises RecursionError on deep nesting."""
     lines = LineIndex(text)
@@ -161,8 +168,8 @@ def scan_json(text: str, source: str | None) -> JsonScan:
             continue
         else:
             values += 1
-        if values > MAX_DOCUMENT_VALUES:
-            raise _too_many(source, lines.line(match.start()))
+        if values > max_values:
+            raise _too_many(source, lines.line(match.start()), max_values=max_values)
     return scan
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ampconfig.decide.decisions import RewriteResult
 from ampconfig.prove.accuracy import OutputMetrics, Tolerance
 from ampconfig.runner.inputs import PreparedInput
 from ampconfig.runner.timing import Latency
@@ -37,6 +38,7 @@ class RunReport:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     device_requested: str = "auto"  # --device / run.device: "auto", "cpu" or "cuda"
+    rewrite: RewriteResult | None = field(default=None, repr=False, compare=False)  # what ran (run --lock-out)
 
     @property
     def passed(self) -> bool:

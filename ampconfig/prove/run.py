@@ -197,4 +197,5 @@ def build_report(
             *_lowering_notes(result),
         ],
         warnings=list(result.warnings),
+        rewrite=result,
     )

@@ -24,7 +24,16 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.files.bounded import LineIndex, check_data_depth, compose_yaml, read_bounded, scan_json, scan_toml
+from ampconfig.files.bounded import (
+    MAX_DOCUMENT_BYTES,
+    MAX_DOCUMENT_VALUES,
+    LineIndex,
+    check_data_depth,
+    compose_yaml,
+    read_bounded,
+    scan_json,
+    scan_toml,
+)
 from ampconfig.files.paths import require_file
 
 if sys.version_info >= (3, 11):
@@ -120,11 +129,11 @@ class Document:
 _PATH_HINT = "check the path (relative paths in a config are resolved against the config file's folder)"
 
 
-def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT) -> str:
+def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read. Files larger than
-    :data:`~ampconfig.files.bounded.MAX_DOCUMENT_BYTES` are refused before they are read."""
+    ``max_bytes`` (:data:`~ampconfig.files.bounded.MAX_DOCUMENT_BYTES`) are refused before they are read."""
     require_file(path, what, hint=hint, regular=False)  # a device or pipe is read up to the size limit
-    return decode_utf8(read_bounded(path, what), str(path))
+    return decode_utf8(read_bounded(path, what, max_bytes), str(path))
 
 
 def decode_utf8(raw: bytes, source: str | None) -> str:
@@ -143,12 +152,15 @@ def decode_utf8(raw: bytes, source: str | None) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- parsing
-def parse_document(text: str, source: str | None, fmt: DocumentFormat) -> Document:
-    """Parse JSON/YAML/TOML text; syntax errors and empty documents raise AmpconfigError with the line."""
+def parse_document(
+    text: str, source: str | None, fmt: DocumentFormat, *, max_json_values: int = MAX_DOCUMENT_VALUES
+) -> Document:
+    """Parse JSON/YAML/TOML text; syntax errors and empty documents raise AmpconfigError with the line.
+    ``max_json_values`` bounds a JSON document's keys, values and items (lock files hold one entry per node)."""
     if not text.strip():
         raise AmpconfigError("file is empty", file=source, hint="write a mapping of keys to values")
     if fmt == "json":
-        return _parse_json(text, source)
+        return _parse_json(text, source, max_json_values)
     if fmt == "yaml":
         return _parse_yaml(text, source)
     return _parse_toml(text, source)
@@ -169,8 +181,8 @@ def load_document(path: Path, what: str = "file") -> Document:
     return parse_document(read_text(path, what), str(path), document_format(path))
 
 
-def _parse_json(text: str, source: str | None) -> Document:
-    comments = scan_json(text, source).comments  # also refuses deep nesting and too many values
+def _parse_json(text: str, source: str | None, max_values: int = MAX_DOCUMENT_VALUES) -> Document:
+    comments = scan_json(text, source, max_values).comments  # also refuses deep nesting and too many values
     if comments:
         first_line, marker = comments[0]
         lines = ", ".join(str(line) for line, _ in comments)

@@ -19,6 +19,7 @@ from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_dat
 from ampconfig.files.guard import OutputGuard
 from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
+from ampconfig.settings.lock_file import LOCK_SCHEMA_URL, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -68,11 +69,25 @@ SCHEMA_KINDS: dict[str, SchemaKind] = {
             "Built-in op info of one execution target: per ONNX op type, its list colour (Ascend "
             "precision_reduce flag, or clear) and the float dtypes the target has kernels for.",
         ),
+        SchemaKind(
+            "lock",
+            LOCK_SCHEMA_URL.rsplit("/", 1)[1],
+            PrecisionLock,
+            "ampconfig precision lock",
+            "Every node's precision decision for one model (scope, name, op type, dtype, rule, cause), with the "
+            "settings, versions and model identity it was made from. Written by `ampconfig lock`, checked by "
+            "`ampconfig lock --check`; paths are relative to the lock's folder.",
+        ),
     )
 }
 
 #: Other names accepted on the command line.
-KIND_ALIASES: dict[str, str] = {"config": "session-config", "ops_info": "ops-info", "opsinfo": "ops-info"}
+KIND_ALIASES: dict[str, str] = {
+    "config": "session-config",
+    "ops_info": "ops-info",
+    "opsinfo": "ops-info",
+    "precision-lock": "lock",
+}
 
 
 def schema_kind(name: str) -> SchemaKind:

@@ -1,7 +1,9 @@
 """``ampconfig validate``: every problem of every file in one pass, located (file, line, JSON path).
 
 Kinds: session configs (.yaml/.yml/.toml, or .json with config keys), mixlists (.json with ``*-list`` keys),
-keep_dtype files (.cfg/.txt), op info (.json with ``ops`` and ``provider``). A config's referenced mixlist and
+keep_dtype files (.cfg/.txt), op info (.json with ``ops`` and ``provider``), precision locks (``*.lock.json``, or
+.json with ``"format": "ampconfig-precision-lock"``: here only their format is checked; the command line decides
+again and compares, :mod:`ampconfig.lock.check`). A config's referenced mixlist and
 keep_dtype files are validated too, and its mode/mixlist pairing is checked.
 
 Exit codes: 0 clean (warnings allowed); 1 findings (a file parsed but breaks a rule); 2 a file could not be
@@ -21,6 +23,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
+from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
 from ampconfig.files.paths import resolve_path
 from ampconfig.opinfo.library import TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
@@ -32,6 +35,7 @@ from ampconfig.settings.keep_dtype import (
     read_keep_dtype_names,
     unknown_op_type_warnings,
 )
+from ampconfig.settings.lock_file import LOCK_FORMAT, parse_lock
 from ampconfig.settings.mixlist import (
     OP_KEY_PATTERN,
     Mixlist,
@@ -46,7 +50,9 @@ from ampconfig.settings.resolve import DEFAULT_MODE, DEFAULT_TARGET, Flags, reso
 from ampconfig.settings.tf_lists import is_tf_lists_text
 from ampconfig.settings.values import FILE_KINDS
 
-FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info"]
+FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock"]
+#: How a precision lock's name ends (``precision.lock.json``).
+LOCK_SUFFIX = ".lock.json"
 
 _KEEP_DTYPE_SUFFIXES = (".cfg", ".txt")
 _MIXLIST_KEYS = frozenset({"black-list", "white-list", "gray-list"})
@@ -158,7 +164,7 @@ def validate_paths(
     return ValidationReport(reports)
 
 
-_WHAT = {"config": "config file", "mixlist": "mixlist file", "keep-dtype": "keep_dtype file"}
+_WHAT = {"config": "config file", "mixlist": "mixlist file", "keep-dtype": "keep_dtype file", "lock": "precision lock"}
 
 
 def _validate_file(
@@ -174,16 +180,22 @@ def _validate_file(
         return []
     context.done.add(key)
     report = FileReport(str(path), kind, referenced_by=referenced_by)
+    if report.kind is None and path.name.lower().endswith(LOCK_SUFFIX):
+        report.kind = "lock"
     try:
-        text = read_text(path, _WHAT.get(kind or "", "file"))
+        limit = MAX_LOCK_BYTES if report.kind == "lock" else MAX_DOCUMENT_BYTES
+        text = read_text(path, _WHAT.get(report.kind or "", "file"), max_bytes=limit)
         tf_lists = report.kind in (None, "mixlist") and is_tf_lists_text(text)
         if tf_lists:
             report.kind = "mixlist"  # TensorFlow's list variables, whatever the suffix
         if report.kind is None:
             report.kind = _kind_from_suffix(path)
-        document = None if report.kind == "keep-dtype" or tf_lists else _parse(path, text, report.kind)
+        document = None if report.kind in ("keep-dtype", "lock") or tf_lists else _parse(path, text, report.kind)
         if report.kind is None:
             report.kind = _kind_from_content(path, document)
+        if report.kind == "lock":  # any flaw makes a lock unusable: nothing can be compared with it
+            parse_lock(text, str(path))
+            return [report]
     except AmpconfigError as exc:
         report.unusable = True
         report.problems = exc.as_problems()
@@ -220,6 +232,8 @@ def _kind_from_suffix(path: Path) -> str | None:
 def _kind_from_content(path: Path, document: Document | None) -> str:
     data = document.data if document is not None else None
     keys = set(data) if isinstance(data, Mapping) else set()
+    if isinstance(data, Mapping) and data.get("format") == LOCK_FORMAT:
+        return "lock"
     if keys & _MIXLIST_KEYS:
         return "mixlist"
     if {"ops", "provider"} <= keys:

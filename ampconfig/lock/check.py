@@ -1,0 +1,126 @@
+"""``lock --check``: decide again with the settings a lock records, on today's files, and compare.
+
+:func:`prepare_check` reads the lock and resolves its settings (the resolver every command uses, from the flags
+the lock records) without deciding anything, so a caller can declare its outputs first; :func:`run_check`
+decides and compares. A lock, model or settings file that is missing or unreadable is a located AmpconfigError
+(exit 2) that also names the lock's line that records it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.models import open_model
+from ampconfig.files.paths import resolve_path
+from ampconfig.lock.causes import SettingsSide
+from ampconfig.lock.drift import LockDiff, compare_locks
+from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative
+from ampconfig.opinfo.library import OpInfoLibrary
+from ampconfig.rewrite.tensors import Float16Encoder
+from ampconfig.settings.documents import Document
+from ampconfig.settings.lock_file import PrecisionLock, load_lock, lock_data, lock_text
+from ampconfig.settings.resolve import Settings, require_model, resolve
+
+
+@dataclass(frozen=True)
+class PreparedCheck:
+    path: Path
+    lock: PrecisionLock
+    document: Document
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class LockCheck:
+    """A lock and the same lock made now, compared."""
+
+    path: Path
+    lock: PrecisionLock
+    document: Document  # the lock file as parsed: its source map gives each node's line
+    decided: Decided
+    diff: LockDiff
+    settings: Settings
+
+    @property
+    def current(self) -> PrecisionLock:
+        """The lock as ``--update`` writes it: made now, with the recorded proof while no decision changed (the
+        proof holds for the same decisions on the same model)."""
+        fresh = self.decided.lock
+        keep_proof = self.lock.proof is not None and not self.diff.drifted
+        return fresh.model_copy(update={"proof": self.lock.proof}) if keep_proof else fresh
+
+    @property
+    def stale(self) -> bool:
+        """Whether the lock file differs from the one ``--update`` would write (settings files and versions
+        included: what ``--strict`` fails on)."""
+        return lock_data(self.lock) != lock_data(self.current)
+
+    @property
+    def text(self) -> str:
+        return lock_text(self.current)
+
+
+def _recorded_where(document: Document, *path: str | int) -> str:
+    line = document.source.line_of(tuple(path))
+    where = document.source.file or "the lock"
+    return f"{where}:{line}" if line is not None else where
+
+
+def prepare_check(path: Path) -> PreparedCheck:
+    """Read the lock and resolve the settings it records; nothing is decided yet."""
+    lock, document = load_lock(path)
+    flags = flags_from_lock(lock, path)
+    try:
+        settings = resolve(flags)
+        require_model(settings)
+    except AmpconfigError as exc:
+        raise _with_lock_line(exc, path, lock, document) from None
+    return PreparedCheck(path, lock, document, settings)
+
+
+def _with_lock_line(exc: AmpconfigError, lock_path: Path, lock: PrecisionLock, document: Document) -> AmpconfigError:
+    """Say where the lock records the file that failed (the error itself names the file)."""
+    if exc.file is None:
+        return exc
+    failed = resolve_path(exc.file)
+    settings = lock.settings
+    recorded = {
+        ("model", "path"): lock.model.path,
+        ("settings", "config", "path"): settings.config.path if settings.config else None,
+        ("settings", "modify_mixlist", "path"): settings.modify_mixlist.path if settings.modify_mixlist else None,
+        ("settings", "keep_dtype", "path"): settings.keep_dtype.path if settings.keep_dtype else None,
+    }
+    for json_path, recorded_path in recorded.items():
+        if recorded_path is not None and resolve_path(lock_relative(lock_path, recorded_path)) == failed:
+            note = f"recorded in {_recorded_where(document, *json_path)}"
+            hint = f"{exc.hint}; {note}" if exc.hint else note
+            return replace(exc, hint=hint, problems=[replace(problem, hint=hint) for problem in exc.problems])
+    return exc
+
+
+def run_check(
+    prepared: PreparedCheck,
+    *,
+    float16_encoder: Float16Encoder | None = None,
+    op_info: OpInfoLibrary | None = None,
+) -> LockCheck:
+    """Decide with the prepared settings and compare with the lock."""
+    try:
+        opened = open_model(prepared.settings.model_path)
+        decided = decide_lock(
+            prepared.settings, prepared.path, opened=opened, float16_encoder=float16_encoder, op_info=op_info
+        )
+        side = SettingsSide.read(prepared.settings)
+    except AmpconfigError as exc:
+        raise _with_lock_line(exc, prepared.path, prepared.lock, prepared.document) from None
+    diff = compare_locks(prepared.lock, decided.lock, side)
+    return LockCheck(prepared.path, prepared.lock, prepared.document, decided, diff, prepared.settings)
+
+
+def check_lock(
+    path: Path, *, float16_encoder: Float16Encoder | None = None, op_info: OpInfoLibrary | None = None
+) -> LockCheck:
+    """:func:`prepare_check` and :func:`run_check` in one."""
+    return run_check(prepare_check(path), float16_encoder=float16_encoder, op_info=op_info)

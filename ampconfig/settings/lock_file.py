@@ -1,0 +1,285 @@
+"""The precision lock file: a reviewable record of every decision ampconfig made for one model, and of what it
+was made from. ``ampconfig lock`` writes it; ``lock --check`` and ``validate`` read it back.
+
+This module is the file format only (pure data, no model and no decision): the pydantic models its JSON Schema is
+generated from, :func:`parse_lock` (bounded and located, as every user document is read) and :func:`lock_text`,
+which writes it deterministically and shaped for small git diffs: sections one key per line, one node per line, in
+graph order. :mod:`ampconfig.lock` fills it and compares two of them.
+
+Paths in a lock are relative to the lock's own folder, with ``/`` separators, so the same tree gives the same lock
+on any machine and in any working directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ampconfig.dtypes import Dtype
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES
+from ampconfig.settings.config import Tolerance
+from ampconfig.settings.documents import Document, describe_value, parse_document, read_text, validation_problems
+from ampconfig.settings.modes import V1_NAMES
+
+#: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
+LOCK_FORMAT = "ampconfig-precision-lock"
+#: The version of the format this ampconfig writes and reads. A lock of a newer version is refused (exit 2).
+LOCK_FORMAT_VERSION = 1
+#: ``$id`` of the lock's schema (``ampconfig schema lock``), written as each lock's ``$schema``.
+LOCK_SCHEMA_URL = "https://ampconfig.dev/schemas/precision-lock.schema.json"
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex.")]
+#: Where a setting came from when the lock was made: a command-line flag, the session config, or the default.
+SettingSource = Literal["command line", "config", "default"]
+FileSource = Literal["command line", "config"]
+ModeName = Literal[V1_NAMES]  # type: ignore[valid-type]
+DtypeName = Literal[tuple(dtype.value for dtype in Dtype)]  # type: ignore[valid-type]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ModeSetting(_Record):
+    value: ModeName = Field(description="The precision mode (v1 name).")
+    source: SettingSource = Field(description="Where it came from when the lock was made.")
+
+
+class TargetSetting(_Record):
+    value: str = Field(pattern=r"^[a-z0-9_]+$", description="The decision target: whose op info decided.")
+    source: SettingSource = Field(description="Where it came from when the lock was made.")
+
+
+class FlagSetting(_Record):
+    value: bool = Field(strict=True, description="The setting's value.")
+    source: SettingSource = Field(description="Where it came from when the lock was made.")
+
+
+class ConfigFile(_Record):
+    """The session config the settings were read from."""
+
+    path: str = Field(min_length=1, description="Path relative to the lock's folder, with / separators.")
+    sha256: Sha256
+
+
+class SettingsFile(_Record):
+    """A mixlist or keep_dtype file, or the same written inline in the config (``path`` null)."""
+
+    path: str | None = Field(
+        description="Path relative to the lock's folder, with / separators; null when written inline in the config."
+    )
+    sha256: Sha256
+    source: FileSource = Field(description="The flag or the config that named it when the lock was made.")
+
+
+class LockSettings(_Record):
+    """The settings the decisions were made with; ``lock --check`` decides again with them."""
+
+    precision_mode: ModeSetting
+    target: TargetSetting
+    keep_io_types: FlagSetting
+    config: ConfigFile | None = Field(description="The session config, when one was given.")
+    modify_mixlist: SettingsFile | None = Field(description="The modify_mixlist, when one was given.")
+    keep_dtype: SettingsFile | None = Field(description="The keep_dtype pins, when given.")
+
+
+class OpInfoVersion(_Record):
+    """The op info library that decided: its target, the ONNX Runtime release it describes, its content."""
+
+    target: str = Field(description="The op info's target.")
+    onnxruntime: str = Field(description="The ONNX Runtime release the op info was measured or read for.")
+    sha256: Sha256
+
+
+class LockVersions(_Record):
+    """The versions that decide: a change here changes decisions only through the rules and tables they carry."""
+
+    ampconfig: str
+    onnx: str
+    onnxruntime: str | None = Field(description="Installed ONNX Runtime (it types contrib ops); null when absent.")
+    op_info: OpInfoVersion
+
+
+class ModelIdentity(_Record):
+    """Which model was decided. The graph and the weights are hashed apart: retrained weights change
+    ``weights_sha256`` only, a re-export that changes the graph changes ``structure_sha256``."""
+
+    path: str | None = Field(description="Path relative to the lock's folder; null for the bundled example.")
+    example: str | None = Field(description="The bundled example's name when no model was given.")
+    source: SettingSource = Field(description="MODEL on the command line, `model` in the config, or the default.")
+    structure_sha256: Sha256 = Field(
+        description="Nodes (op types, names, attributes, inputs, outputs), value types, opsets, subgraphs and "
+        "functions; tensors by name, type and shape only."
+    )
+    weights_sha256: Sha256 = Field(description="The values of every tensor: initializers and constants.")
+    nodes: int = Field(ge=0, description="Nodes in the model, subgraphs included.")
+    opsets: dict[str, int] = Field(description='Opset imports; the default domain is ``""``.')
+
+
+class LockSummary(_Record):
+    nodes: int = Field(ge=0, description="Decided nodes (after written-out LayerNorms are folded).")
+    low_precision_nodes: int = Field(ge=0, description="Nodes computing in the low type.")
+    low_dtype: Literal["float16", "bfloat16"]
+    casts: int = Field(ge=0, description="Casts the decisions need.")
+    estimated_us: float = Field(ge=0, description="Estimated time of kernels and casts, microseconds.")
+    estimated_float32_us: float = Field(ge=0, description="Estimated time with every node in float32.")
+
+
+class LockedNode(_Record):
+    """One node's decision."""
+
+    scope: str = Field(description='"" for the main graph, else the subgraph\'s path.')
+    name: str = Field(description="The node's name (unnamed nodes get the name ampconfig gives them).")
+    op: str = Field(description="Op type: `Op`, or `domain::Op` outside the default ONNX domain.")
+    colour: str | None = Field(description="Effective list colour; null where lists do not apply.")
+    from_dtype: DtypeName | None = Field(alias="from", description="Dtype the node computed in before.")
+    dtype: DtypeName | None = Field(description="Dtype it computes in after the rewrite.")
+    rule: str = Field(pattern=r"^[a-z0-9_]+$", description="The rule that decided (ampconfig explain lists them).")
+    cause: str | None = Field(description="The neighbour (node or value) that caused the decision, if any.")
+
+
+class FileDigest(_Record):
+    path: str = Field(min_length=1, description="Path relative to the lock's folder.")
+    sha256: Sha256
+
+
+class ProofData(_Record):
+    """The inputs the proof ran on."""
+
+    npz: FileDigest | None = Field(description="The .npz of inputs, when one was given.")
+    arrays: dict[str, FileDigest] = Field(description="Inputs read from .npy files, by input name.")
+    shapes: dict[str, list[int]] = Field(description="Shapes of generated inputs, by input name.")
+    seed: int = Field(ge=0, description="Seed of generated inputs.")
+    inputs: list[dict[str, Any]] = Field(description="Each input as fed: name, dtype, shape, source.")
+
+
+class ProofOutput(_Record):
+    name: str
+    rel_l2: float | None
+    max_abs: float | None
+    cosine: float | None
+    nonfinite: int = Field(ge=0)
+    passed: bool
+
+
+class LockProof(_Record):
+    """What ``ampconfig run --lock-out`` proved: the rewritten model against the float32 one."""
+
+    device: str = Field(description="Where both models ran.")
+    providers: list[str] = Field(description="The providers the rewritten model's session got.")
+    tolerance: Tolerance
+    data: ProofData
+    outputs: list[ProofOutput]
+    passed: bool
+
+
+class PrecisionLock(_Record):
+    """ampconfig precision lock: every node's decision for one model, and the settings, versions and model
+    identity it was made from. Written by `ampconfig lock`, checked by `ampconfig lock --check`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, title="ampconfig precision lock")
+
+    schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
+    format: Literal["ampconfig-precision-lock"] = Field(description="What the file is.")
+    format_version: Literal[1] = Field(description="Version of this format.")
+    settings: LockSettings
+    versions: LockVersions
+    model: ModelIdentity
+    summary: LockSummary
+    nodes: list[LockedNode]
+    proof: LockProof | None = Field(default=None, description="Present when `run --lock-out` wrote the lock.")
+
+
+# --------------------------------------------------------------------------------------------------- writing
+#: Lists written one item per line (every other list of objects is indented): one changed node, one changed
+#: output, one changed input is one changed line of a diff.
+_ONE_PER_LINE: frozenset[tuple[str, ...]] = frozenset({("nodes",), ("proof", "outputs"), ("proof", "data", "inputs")})
+
+
+def _one_line(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _is_flat(value: Any) -> bool:
+    return isinstance(value, dict) and not any(isinstance(item, (dict, list)) for item in value.values())
+
+
+def _render(value: Any, path: tuple[str, ...], indent: int) -> str:
+    pad = " " * indent
+    if len(path) >= 2 and _is_flat(value):  # a setting, a file record, the op info: one line each
+        return _one_line(value)
+    if isinstance(value, dict) and value:
+        items = [
+            f"{pad}  {json.dumps(key, ensure_ascii=False)}: {_render(item, (*path, key), indent + 2)}"
+            for key, item in value.items()
+        ]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(value, list) and value and (path in _ONE_PER_LINE or any(isinstance(v, (dict, list)) for v in value)):
+        if path in _ONE_PER_LINE:
+            items = [f"{pad}  {_one_line(item)}" for item in value]
+        else:
+            items = [f"{pad}  {_render(item, path, indent + 2)}" for item in value]
+        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
+    return _one_line(value)  # scalars, empty containers, lists of scalars (a shape) on one line
+
+
+def lock_data(lock: PrecisionLock) -> dict[str, Any]:
+    """The lock as JSON data, keys in the order the file has them."""
+    return lock.model_dump(mode="json", by_alias=True)
+
+
+def lock_text(lock: PrecisionLock) -> str:
+    """The lock as its file holds it: deterministic (declared key order; nothing from set or hash order), one
+    key per line in the sections, one node and one proof output per line, a trailing newline."""
+    return _render(lock_data(lock), (), 0) + "\n"
+
+
+# --------------------------------------------------------------------------------------------------- reading
+_LOCK_HINT = "regenerate it: ampconfig lock MODEL [settings] -o FILE"
+
+
+def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, Document]:
+    """A lock from its text, and the parsed document (its source map gives each node's line). Anything that is
+    not a lock of this format version raises a located AmpconfigError (exit 2)."""
+    document = parse_document(text, source, "json", max_json_values=MAX_LOCK_VALUES)
+    data, origin = document.data, document.source
+    if document.problems:
+        raise AmpconfigError(document.problems[0].message, file=source, problems=list(document.problems))
+    if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
+        found = describe_value(data.get("format")) if isinstance(data, dict) else describe_value(data)
+        problem = origin.problem(
+            f'not an ampconfig precision lock: expected "format": "{LOCK_FORMAT}", got {found}',
+            ("format",) if isinstance(data, dict) else (),
+            hint=_LOCK_HINT,
+        )
+        raise AmpconfigError(problem.message, file=source, problems=[problem])
+    version = data.get("format_version")
+    if version != LOCK_FORMAT_VERSION:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > LOCK_FORMAT_VERSION
+        problem = origin.problem(
+            f"lock format version {json.dumps(version)} is not one this ampconfig reads ({LOCK_FORMAT_VERSION})",
+            ("format_version",),
+            hint="written by a newer ampconfig: upgrade ampconfig" if newer else _LOCK_HINT,
+        )
+        raise AmpconfigError(problem.message, file=source, problems=[problem])
+    try:
+        lock = PrecisionLock.model_validate(data)
+    except ValidationError as exc:
+        problems = validation_problems(exc, origin, PrecisionLock)
+        raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
+    return lock, document
+
+
+def load_lock(path: Path) -> tuple[PrecisionLock, Document]:
+    """Read a lock file (at most :data:`~ampconfig.files.bounded.MAX_LOCK_BYTES`), see :func:`parse_lock`."""
+    text = read_text(path, "precision lock", hint="check the path of the lock file", max_bytes=MAX_LOCK_BYTES)
+    return parse_lock(text, str(path))
+
+
+def node_line(document: Document, index: int) -> int | None:
+    """The line of the ``index``-th node in a parsed lock."""
+    return document.source.lines.get(("nodes", index))

@@ -1,0 +1,117 @@
+"""Project trees for the precision-lock tests: a model with its settings files on disk, as a repository holds
+them, and the command line run on them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+from typer.testing import CliRunner, Result
+
+from ampconfig.cli import app
+from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+
+runner = CliRunner()
+
+
+def cli(*args: str | Path) -> Result:
+    """The command line, in this process; never a traceback or an internal error."""
+    result = runner.invoke(app, [str(arg) for arg in args])
+    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
+    return result
+
+
+def cli_json(*args: str | Path) -> tuple[int, dict[str, Any]]:
+    result = cli(*args, "--json")
+    return result.exit_code, json.loads(result.stdout)
+
+
+@contextmanager
+def working_directory(folder: Path) -> Iterator[None]:
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+def mixlist_text(entries: dict[str, dict[str, list[str]]]) -> str:
+    """A mixlist with one list per line, so each edit is one line of the file."""
+    lines = [f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in entries.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+@dataclass
+class Tree:
+    """``models/model.onnx`` with ``models/mixlist.json`` (and optionally more) under ``root``; the lock goes to
+    ``models/precision.lock.json``."""
+
+    root: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.root / "models"
+
+    @property
+    def model(self) -> Path:
+        return self.folder / "model.onnx"
+
+    @property
+    def mixlist(self) -> Path:
+        return self.folder / "mixlist.json"
+
+    @property
+    def keep(self) -> Path:
+        return self.folder / "keep_dtype.cfg"
+
+    @property
+    def config(self) -> Path:
+        return self.folder / "session.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.folder / "precision.lock.json"
+
+    def write_model(self, model: onnx.ModelProto) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        onnx.save(model, self.model)
+
+    def write_mixlist(self, entries: dict[str, dict[str, list[str]]]) -> None:
+        self.mixlist.write_text(mixlist_text(entries), encoding="utf-8")
+
+    def lock_it(self, *settings: str | Path) -> Result:
+        result = cli("lock", self.model, *settings, "-o", self.lock)
+        assert result.exit_code == 0, result.output
+        return result
+
+    def check(self, *options: str) -> tuple[int, dict[str, Any]]:
+        return cli_json("lock", "--check", self.lock, *options)
+
+
+def example_tree(root: Path, mixlist: dict[str, dict[str, list[str]]] | None = None) -> Tree:
+    """The bundled example (a transformer block) with a mixlist."""
+    tree = Tree(root)
+    tree.folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(example_path(DEFAULT_EXAMPLE), tree.model)
+    tree.write_mixlist(mixlist or {"black-list": {"to-add": ["Softmax"]}})
+    return tree
+
+
+def line_of(path: Path, fragment: str) -> int:
+    """The 1-based line of ``path`` that contains ``fragment``."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if fragment in line:
+            return number
+    raise AssertionError(f"{fragment!r} not in {path}")
+
+
+def changed_names(payload: dict[str, Any], kinds: Sequence[str] = ("changed",)) -> set[str]:
+    return {item["name"] for kind in kinds for item in payload[kind]}

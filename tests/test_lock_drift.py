@@ -1,0 +1,260 @@
+"""`lock --check` and `diff`: each kind of drift is detected and put down to its cause (the mixlist or keep_dtype
+line, the config key, the model's graph or weights, the op info), and the report formats are snapshot-tested."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ampconfig
+from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+from ampconfig.lock.record import decide_lock
+from ampconfig.opinfo.library import PrecisionReduce, load_ops_info
+from ampconfig.settings.lock_file import lock_text
+from ampconfig.settings.resolve import Flags, resolve
+from tests.exporter_models import EXPORTER_MODELS
+from tests.lock_trees import Tree, changed_names, cli, cli_json, example_tree, line_of, working_directory
+
+DATA = Path(__file__).parent / "data"
+BASE_MIXLIST = {"white-list": {"to-add": ["MatMul"]}}  # MatMul is white already: changes nothing
+
+#: Per model, one op type whose move to the black list changes some nodes but not all.
+EDITS = {"example": "Erf", "cnn": "HardSigmoid", "gpt2": "Tanh", "ocr": "Softmax"}
+
+
+def _model(name: str) -> onnx.ModelProto:
+    return onnx.load(example_path(DEFAULT_EXAMPLE)) if name == "example" else EXPORTER_MODELS[name]()
+
+
+def _dtypes(model: onnx.ModelProto, mixlist: dict) -> dict[str, str | None]:
+    result = ampconfig.rewrite_model_detailed(model, "allow_mix_precision", modify_mixlist=mixlist, target="cuda")
+    return {decision.name: decision.dtype for decision in result.decisions}
+
+
+def _same(first: str | None, second: Path) -> bool:
+    return first is not None and Path(first).resolve() == second.resolve()
+
+
+@pytest.mark.parametrize("name", list(EDITS))
+def test_a_mixlist_edit_is_exactly_the_nodes_whose_dtype_changed_with_the_line_named(tmp_path: Path, name: str) -> None:
+    model = _model(name)
+    tree = Tree(tmp_path)
+    tree.write_model(model)
+    tree.write_mixlist(BASE_MIXLIST)
+    base = tmp_path / "base-mixlist.json"
+    base.write_text(tree.mixlist.read_text(encoding="utf-8"), encoding="utf-8")
+    tree.lock_it("--modify-mixlist", tree.mixlist)
+    edited = {**BASE_MIXLIST, "black-list": {"to-add": [EDITS[name]]}}
+    tree.write_mixlist(edited)
+    edit_line = line_of(tree.mixlist, EDITS[name])
+    before, after = _dtypes(model, BASE_MIXLIST), _dtypes(model, edited)
+    expected = {node for node in after if before.get(node) != after[node]}
+    assert expected, f"the edit changes nothing on {name}"
+
+    code, check = tree.check()
+    diff_code, diff = cli_json("diff", tree.model, "--base-mixlist", base, "--modify-mixlist", tree.mixlist)
+    assert code == 1 and diff_code == 0
+    for payload in (check, diff):
+        assert changed_names(payload) == expected
+        assert payload["added"] == payload["removed"] == []
+        for change in payload["changed"]:
+            cause = change["cause"]
+            assert cause["kind"] == "mixlist" and _same(cause["file"], tree.mixlist), change
+            assert cause["line"] == edit_line, change
+        assert payload["summary"]["low_precision_nodes"]["new"] < payload["summary"]["low_precision_nodes"]["old"]
+    causes = [cause for cause in check["causes"] if cause["line"] == edit_line]
+    assert len(causes) == 1 and set(causes[0]["nodes"]) >= expected
+
+
+def test_the_formats_name_the_mixlist_line_and_the_lock_lines(tmp_path: Path) -> None:
+    """Snapshots of --format markdown and --format github (tests/data/lock_check.*); set
+    AMPCONFIG_UPDATE_SNAPSHOTS=1 to rewrite them after an intended change."""
+    tree = example_tree(tmp_path, BASE_MIXLIST)
+    tree.lock_it("--modify-mixlist", tree.mixlist)
+    tree.write_mixlist({**BASE_MIXLIST, "black-list": {"to-add": ["Erf"]}})
+    with working_directory(tmp_path):
+        outputs = {
+            fmt: cli("lock", "--check", "models/precision.lock.json", "--format", fmt) for fmt in ("markdown", "github")
+        }
+    for fmt, suffix in (("markdown", "md"), ("github", "github.txt")):
+        result = outputs[fmt]
+        assert result.exit_code == 1, result.output
+        snapshot = DATA / f"lock_check.{suffix}"
+        if os.environ.get("AMPCONFIG_UPDATE_SNAPSHOTS"):
+            snapshot.write_text(result.stdout, encoding="utf-8")
+        assert result.stdout == snapshot.read_text(encoding="utf-8"), f"{snapshot.name} drifted"
+    github = outputs["github"].stdout
+    assert f"::error file=models/mixlist.json,line={line_of(tree.mixlist, 'Erf')}," in github
+    assert "::error file=models/precision.lock.json,line=" in github
+
+
+def test_a_keep_dtype_edit_names_its_line(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    tree.keep.write_text("ln_1\n", encoding="utf-8")
+    tree.lock_it("--keep-dtype", tree.keep)
+    tree.keep.write_text("ln_1\n# the GELU stays exact\nmlp.gelu/Erf\n", encoding="utf-8")
+    code, payload = tree.check()
+    assert code == 1
+    changes = {change["name"]: change for change in payload["changed"] + payload["rule_changed"]}
+    erf = changes["mlp.gelu/Erf"]
+    assert erf["new"]["rule"] == "keep_dtype" and erf["new"]["dtype"] == "float32"
+    assert erf["cause"]["kind"] == "keep_dtype" and erf["cause"]["line"] == 3 and _same(erf["cause"]["file"], tree.keep)
+    assert all(change["cause"]["kind"] == "keep_dtype" for change in changes.values())
+
+
+def test_a_mode_change_in_the_config_names_the_config_line(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    header = "# decided for the GPU\ntarget: cuda\n"
+    tree.config.write_text(header + "precision_mode: allow_mix_precision\n", encoding="utf-8")
+    tree.lock_it("--config", tree.config)
+    tree.config.write_text(header + "precision_mode: force_fp32\n", encoding="utf-8")
+    code, payload = tree.check()
+    assert code == 1 and payload["changed"]
+    for change in payload["changed"]:
+        cause = change["cause"]
+        assert cause["kind"] == "config" and "precision mode allow_mix_precision -> force_fp32" in cause["message"]
+        assert _same(cause["file"], tree.config) and cause["line"] == 3
+    assert payload["summary"]["low_precision_nodes"]["new"] == 0
+
+
+def _renamed(model: onnx.ModelProto, old: str, new: str) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        if node.name == old:
+            node.name = new
+    return copy
+
+
+def test_a_changed_graph_is_told_apart_from_changed_weights(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    tree.lock_it()
+    model = onnx.load(tree.model)
+    tree.write_model(_renamed(model, "ln_2", "ln_2_reexported"))
+    code, payload = tree.check()
+    assert code == 1
+    assert payload["model"] == {"structure_changed": True, "weights_changed": False}
+    assert changed_names(payload, ("added",)) == {"ln_2_reexported"}
+    assert changed_names(payload, ("removed",)) == {"ln_2"}
+    assert {change["cause"]["kind"] for change in payload["added"] + payload["removed"]} == {"model_structure"}
+    # Retrained weights: same graph, other values. The lock no longer describes the model: exit 1, no node changed.
+    for tensor in model.graph.initializer:
+        if tensor.data_type == TensorProto.FLOAT:
+            array = numpy_helper.to_array(tensor) * np.float32(1.01)
+            tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+    tree.write_model(model)
+    code, payload = tree.check()
+    assert code == 1 and payload["model"] == {"structure_changed": False, "weights_changed": True}
+    assert payload["changed"] == payload["added"] == payload["removed"] == []
+    assert [cause["kind"] for cause in payload["moved"]] == ["model_weights"]
+    assert "the model changed, no decision did" in cli("lock", "--check", tree.lock).stdout
+
+
+def _pow_model(exponent: float) -> onnx.ModelProto:
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.1, (8, 8)).astype(np.float32), "W")
+    power = numpy_helper.from_array(np.array(exponent, dtype=np.float32), "E")
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["a"], name="mm1"),
+        helper.make_node("Pow", ["a", "E"], ["p"], name="pow"),
+        helper.make_node("MatMul", ["p", "W"], ["y"], name="mm2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+        [weight, power],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_a_decision_moved_by_the_weights_alone_is_put_down_to_them(tmp_path: Path) -> None:
+    """Pow(x, 0.5) is no range hazard, Pow(x, 3) is: a retrained exponent moves the node to float32."""
+    tree = Tree(tmp_path)
+    tree.write_model(_pow_model(0.5))
+    tree.lock_it()
+    tree.write_model(_pow_model(3.0))
+    code, payload = tree.check()
+    assert code == 1 and changed_names(payload) == {"pow"}
+    change = payload["changed"][0]
+    assert (change["old"]["dtype"], change["new"]["dtype"]) == ("float16", "float32")
+    assert change["cause"]["kind"] == "model_weights" and _same(change["cause"]["file"], tree.model)
+
+
+def test_an_op_info_release_change_is_put_down_to_the_op_info(tmp_path: Path) -> None:
+    """A lock made with an older op info (ONNX Runtime 1.26, whose CUDA LayerNormalization summed in float16:
+    black) against today's, where it is gray."""
+    tree = example_tree(tmp_path)
+    current = load_ops_info("cuda")
+    entry = current.entries["LayerNormalization"].model_copy(update={"precision_reduce": PrecisionReduce(flag="false")})
+    old = dataclasses.replace(
+        current, onnxruntime_version="1.26.0", entries={**current.entries, "LayerNormalization": entry}
+    )
+    settings = resolve(Flags(model=tree.model))
+    tree.lock.write_text(lock_text(decide_lock(settings, tree.lock, op_info=old).lock), encoding="utf-8")
+    code, payload = tree.check()
+    assert code == 1 and {"ln_1", "ln_2"} <= changed_names(payload)
+    for change in payload["changed"]:
+        assert change["cause"]["kind"] == "op_info", change
+        assert f"ONNX Runtime 1.26.0 -> {current.onnxruntime_version}" in change["cause"]["message"]
+    result = cli("lock", "--check", tree.lock, "--update")
+    assert result.exit_code == 0 and "updated" in result.stdout
+    assert tree.check()[0] == 0
+
+
+def test_settings_and_versions_that_moved_without_a_decision_are_notes_unless_strict(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    tree.lock_it("--modify-mixlist", tree.mixlist)
+    tree.mixlist.write_text(tree.mixlist.read_text(encoding="utf-8") + "\n\n", encoding="utf-8")  # whitespace only
+    text = tree.lock.read_text(encoding="utf-8")
+    tree.lock.write_text(text.replace(f'"ampconfig": "{ampconfig.__version__}"', '"ampconfig": "0.0.1"'), "utf-8")
+    code, payload = tree.check()
+    assert code == 0 and not payload["drifted"]
+    assert [item["setting"] for item in payload["files"]] == ["modify_mixlist"]
+    assert any("ampconfig 0.0.1 ->" in cause["message"] for cause in payload["moved"])
+    assert any("--update records them" in note for note in payload["notes"])
+    assert tree.check("--strict")[0] == 1
+    assert cli("lock", "--check", tree.lock, "--update").exit_code == 0
+    assert tree.check("--strict")[0] == 0
+
+
+def test_diff_compares_configs_and_lock_files_and_runs_both_sides(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    base_config = tree.folder / "base.yaml"
+    base_config.write_text("precision_mode: allow_mix_precision\n", encoding="utf-8")
+    tree.config.write_text("precision_mode: allow_mix_precision\nmodify_mixlist: mixlist.json\n", encoding="utf-8")
+    code, payload = cli_json(
+        "diff", tree.model, "--base-config", base_config, "--config", tree.config, "--run", "--device", "cpu",
+        "--shape", "input_ids=1x8",
+    )  # fmt: skip
+    assert code == 0 and payload["sides"] == ["base", "new"]
+    assert "attn/Softmax" in changed_names(payload)
+    assert all(_same(change["cause"]["file"], tree.mixlist) for change in payload["changed"])
+    run = payload["runs"]
+    assert run["device"] == "cpu" and [output["name"] for output in run["outputs"]] == ["logits"]
+    assert run["outputs"][0]["base"]["rel_l2"] is not None and run["outputs"][0]["new"]["rel_l2"] is not None
+    assert cli("diff", tree.model, "--base-config", base_config, "--config", tree.config, "--exit-code").exit_code == 1
+    html = cli("diff", tree.model, "--base-config", base_config, "--config", tree.config, "--format", "html").stdout
+    assert html.startswith("<!DOCTYPE html>") and "attn/Softmax" in html and "http" not in html
+    # Two lock files.
+    base_lock = tree.folder / "base.lock.json"
+    assert cli("lock", tree.model, "-c", base_config, "-o", base_lock).exit_code == 0
+    tree.lock_it("-c", tree.config)
+    code, payload = cli_json("diff", "--base-lock", base_lock, "--lock", tree.lock)
+    assert code == 0 and "attn/Softmax" in changed_names(payload)
+    assert all(change["cause"]["kind"] == "mixlist" for change in payload["changed"])
+
+
+def test_diff_usage_errors(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    assert "nothing to compare" in cli("diff", tree.model).stderr
+    assert cli("diff", "--base-lock", tree.mixlist).exit_code == 2
+    assert cli("diff", tree.model, "--base-mixlist", tree.mixlist, "--format", "pdf").exit_code == 2
+    missing = cli("diff", tree.model, "--base-mixlist", tree.folder / "gone.json", "--modify-mixlist", tree.mixlist)
+    assert missing.exit_code == 2 and "gone.json" in missing.stderr
