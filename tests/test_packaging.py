@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from ampconfig.settings.schemas import SCHEMA_KINDS
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "ampconfig", "ops_info", "schemas")
 
@@ -48,7 +50,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_repository_has_ops_info_and_schemas_at_its_root() -> None:
     assert sorted(p.name for p in (ROOT / "ops_info").glob("*.json")) == ["cpu.json", "cuda.json"]
-    assert len(list((ROOT / "schemas").glob("*.schema.json"))) == 3
+    names = sorted(path.name for path in (ROOT / "schemas").glob("*.schema.json"))
+    assert names == sorted(kind.filename for kind in SCHEMA_KINDS.values())
     assert not (ROOT / "ampconfig" / "ops_info").exists() and not (ROOT / "ampconfig" / "schemas").exists()
 
 
