@@ -72,6 +72,18 @@ def test_a_mixlist_edit_is_exactly_the_nodes_whose_dtype_changed_with_the_line_n
     assert len(causes) == 1 and set(causes[0]["nodes"]) >= expected
 
 
+def test_an_ascend_named_mixlist_edit_names_its_line(tmp_path: Path) -> None:
+    """A mixlist written with Ascend's op names (SoftmaxV2 is ONNX's Softmax), read as the lock records it."""
+    tree = example_tree(tmp_path, BASE_MIXLIST)
+    tree.lock_it("--modify-mixlist", tree.mixlist, "--op-names", "ascend")
+    assert '"op_names": {"value": "ascend", "source": "command line"}' in tree.lock.read_text(encoding="utf-8")
+    tree.write_mixlist({**BASE_MIXLIST, "black-list": {"to-add": ["SoftmaxV2"]}})
+    code, payload = tree.check()
+    assert code == 1 and changed_names(payload) == {"attn/Softmax"}
+    cause = payload["changed"][0]["cause"]
+    assert cause["line"] == line_of(tree.mixlist, "SoftmaxV2") and "to-add SoftmaxV2" in cause["message"]
+
+
 def test_the_formats_name_the_mixlist_line_and_the_lock_lines(tmp_path: Path) -> None:
     """Snapshots of --format markdown and --format github (tests/data/lock_check.*); set
     AMPCONFIG_UPDATE_SNAPSHOTS=1 to rewrite them after an intended change."""

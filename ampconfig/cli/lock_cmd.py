@@ -16,6 +16,7 @@ from ampconfig.cli.options import (
     MixlistOpt,
     ModelArg,
     ModeOpt,
+    OpNamesOpt,
     TargetOpt,
     resolved_settings,
 )
@@ -76,6 +77,7 @@ def lock(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
     check: Annotated[
@@ -102,7 +104,7 @@ def lock(
         return
     given = [
         name
-        for name in ("model", "config", "precision_mode", "modify_mixlist", "keep_dtype", "target")
+        for name in ("model", "config", "precision_mode", "modify_mixlist", "keep_dtype", "op_names", "target")
         if ctx.params.get(name) is not None
     ] + (["keep_io_types"] if keep_io_types is not None else [])
     if given or lock_out is not None:

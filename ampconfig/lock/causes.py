@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ampconfig.settings.config import SessionConfig, load_session_config
-from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_list_problems, load_keep_dtype
+from ampconfig.settings.documents import SourceMap
+from ampconfig.settings.keep_dtype import (
+    KeepDtypeEntry,
+    keep_dtype_list_problems,
+    load_keep_dtype,
+    read_keep_dtype_names,
+)
 from ampconfig.settings.lock_file import LockedNode, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist, MixlistEntry, entries_by_op, load_mixlist
 from ampconfig.settings.resolve import Settings
@@ -82,7 +88,7 @@ class SettingsSide:
     def mixlist_entries(self, op: str) -> list[MixlistEntry]:
         if self.mixlist is None:
             return []
-        return entries_by_op(self.mixlist).get(op, [])
+        return entries_by_op(self.mixlist, self.settings.op_names).get(op, [])
 
     def mixlist_cause(self, op: str, removed: bool = False) -> Cause | None:
         """The mixlist line that names ``op`` (the first; an op's entries combine), as a cause."""
@@ -110,16 +116,23 @@ class SettingsSide:
 
 
 def _keep_lines(settings: Settings, config: SessionConfig | None) -> list[KeepLine]:
+    """The pins with their file and line; ``OpType::`` entries read as ONNX ops (TensorFlow/Ascend names mapped)."""
     keep = settings.keep_dtype
     if keep is None:
         return []
     if isinstance(keep, Path):
-        return [KeepLine(entry, str(keep), entry.line) for entry in load_keep_dtype(keep)]
-    origin = config.source.nested(("keep_dtype",)) if config is not None else None
-    entries, _ = keep_dtype_list_problems(list(keep), origin)
-    file = str(settings.config) if settings.config is not None else None
-    lines = [origin.line_of((index,)) if origin is not None else None for index in range(len(keep))]
-    return [KeepLine(entry, file, line) for entry, line in zip(entries, lines)]
+        found = [KeepLine(entry, str(keep), entry.line) for entry in load_keep_dtype(keep)]
+    else:
+        origin = config.source.nested(("keep_dtype",)) if config is not None else None
+        entries, _ = keep_dtype_list_problems(list(keep), origin)
+        file = str(settings.config) if settings.config is not None else None
+        lines = [origin.line_of((index,)) if origin is not None else None for index in range(len(keep))]
+        found = [KeepLine(entry, file, line) for entry, line in zip(entries, lines)]
+    read = []
+    for item in found:
+        mapped, _ = read_keep_dtype_names([item.entry], settings.op_names, SourceMap(item.file))
+        read.extend(KeepLine(entry, item.file, item.line) for entry in mapped)
+    return read
 
 
 # ------------------------------------------------------------------------------------------- the global moves
@@ -136,6 +149,7 @@ def global_causes(old: PrecisionLock, new: PrecisionLock, side: SettingsSide | N
         ("precision_mode", ("precision_mode", "precision_mode_v2")),
         ("target", ("target",)),
         ("keep_io_types", ("keep_io_types",)),
+        ("op_names", ("op_names",)),
     ):
         was, now = getattr(before, name).value, getattr(after, name).value
         if was != now:

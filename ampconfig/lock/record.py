@@ -41,6 +41,7 @@ from ampconfig.settings.lock_file import (
     ModelIdentity,
     ModeSetting,
     OpInfoVersion,
+    OpNamesSetting,
     PrecisionLock,
     ProofData,
     ProofOutput,
@@ -132,6 +133,7 @@ def lock_settings(settings: Settings, lock_dir: Path) -> LockSettings:
         ),
         target=TargetSetting(value=settings.target, source=setting_source(settings, "target")),
         keep_io_types=FlagSetting(value=settings.keep_io_types, source=setting_source(settings, "keep_io_types")),
+        op_names=OpNamesSetting(value=settings.op_names, source=setting_source(settings, "op_names")),
         config=ConfigFile(path=relative_path(config, lock_dir), sha256=file_sha256(config)) if config else None,
         modify_mixlist=_mixlist_record(settings, lock_dir),
         keep_dtype=_keep_dtype_record(settings, lock_dir),
@@ -317,4 +319,5 @@ def flags_from_lock(lock: PrecisionLock, lock_path: Path) -> Flags:
         keep_dtype=given_file(recorded.keep_dtype),
         target=given(recorded.target.value, recorded.target.source),  # type: ignore[arg-type]
         keep_io_types=given(recorded.keep_io_types.value, recorded.keep_io_types.source),  # type: ignore[arg-type]
+        op_names=given(recorded.op_names.value, recorded.op_names.source),  # type: ignore[arg-type]
     )

@@ -59,6 +59,13 @@ class FlagSetting(_Record):
     source: SettingSource = Field(description="Where it came from when the lock was made.")
 
 
+class OpNamesSetting(_Record):
+    value: str | None = Field(
+        pattern=r"^[a-z]+$", description="Whose op names the settings files use; null: each name by the table."
+    )
+    source: SettingSource = Field(description="Where it came from when the lock was made.")
+
+
 class ConfigFile(_Record):
     """The session config the settings were read from."""
 
@@ -82,6 +89,7 @@ class LockSettings(_Record):
     precision_mode: ModeSetting
     target: TargetSetting
     keep_io_types: FlagSetting
+    op_names: OpNamesSetting
     config: ConfigFile | None = Field(description="The session config, when one was given.")
     modify_mixlist: SettingsFile | None = Field(description="The modify_mixlist, when one was given.")
     keep_dtype: SettingsFile | None = Field(description="The keep_dtype pins, when given.")

@@ -1,0 +1,129 @@
+"""The CI recipes the repository ships: every `ampconfig` command of the GitHub Actions workflow
+(examples/ci/precision-check.yml) runs on the bundled example as the workflow runs it, passes on an unchanged tree
+and fails on a mixlist edit naming the line; the `ampconfig-lock` pre-commit hook checks the locks a commit
+touches."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.lock_trees import Tree, cli, example_tree, line_of, working_directory
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / "examples" / "ci" / "precision-check.yml"
+HOOKS = ROOT / ".pre-commit-hooks.yaml"
+_VARIABLE = re.compile(r"\$\{?(\w+)\}?")
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def _steps() -> list[dict]:
+    return [step for job in _workflow()["jobs"].values() for step in job["steps"]]
+
+
+def _commands() -> list[str]:
+    """Each line of a `run:` step that runs ampconfig (the workflow keeps one command per line)."""
+    lines = [line.strip() for step in _steps() for line in step.get("run", "").splitlines()]
+    return [line for line in lines if line.startswith("ampconfig ")]
+
+
+def _shell_line(line: str, env: dict[str, str]) -> tuple[int, str]:
+    """One command line as bash runs it, for the constructs the workflow uses: $VARIABLES, `> FILE`, `>> FILE`
+    and a trailing `|| true`. Anything else fails here, so the workflow stays this simple."""
+    tolerant = line.endswith("|| true")
+    line = line.removesuffix("|| true").strip()
+    tokens = shlex.split(_VARIABLE.sub(lambda match: env[match.group(1)], line))
+    redirect = None
+    if len(tokens) > 2 and tokens[-2] in (">", ">>"):
+        redirect, tokens = (tokens[-2], tokens[-1]), tokens[:-2]
+    assert tokens[0] == "ampconfig" and not {"|", "&&", ";", ">", ">>"} & set(tokens), line
+    result = cli(*tokens[1:])
+    if redirect is not None and redirect[1] != "/dev/null":
+        with open(redirect[1], "a" if redirect[0] == ">>" else "w", encoding="utf-8") as handle:
+            handle.write(result.stdout)
+    return (0 if tolerant else result.exit_code), result.stdout
+
+
+def _project(root: Path) -> Tree:
+    """The layout the workflow expects: models/session.yaml naming the model and its mixlist, and the lock."""
+    tree = example_tree(root)
+    tree.config.write_text(
+        "precision_mode: allow_mix_precision\nmodel: model.onnx\nmodify_mixlist: mixlist.json\n", encoding="utf-8"
+    )
+    with working_directory(root):
+        assert cli("lock", "--config", "models/session.yaml", "-o", "models/precision.lock.json").exit_code == 0
+    return tree
+
+
+def test_the_workflow_runs_validate_lock_check_and_uploads_the_explain_html() -> None:
+    commands = _commands()
+    assert any(command.startswith("ampconfig validate") for command in commands)
+    assert sum(command.startswith("ampconfig lock --check") for command in commands) == 2
+    explain = next(command for command in commands if command.startswith("ampconfig explain"))
+    html = shlex.split(explain)[shlex.split(explain).index("--html") + 1]
+    uploads = [step for step in _steps() if step.get("uses", "").startswith("actions/upload-artifact")]
+    assert [step["with"]["path"] for step in uploads] == [html]
+    assert all(step.get("if") == "always()" for step in uploads)
+
+
+def test_the_workflow_commands_pass_on_an_unchanged_tree_and_fail_on_a_mixlist_edit(tmp_path: Path) -> None:
+    tree = _project(tmp_path)
+    summary = tmp_path / "summary.md"
+    env = {**_workflow()["env"], "GITHUB_STEP_SUMMARY": str(summary)}
+    with working_directory(tmp_path):
+        for command in _commands():
+            code, _ = _shell_line(command, env)
+            assert code == 0, command
+        assert (tmp_path / "precision-explain.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+        assert "no decision changed" in summary.read_text(encoding="utf-8")
+        tree.write_mixlist({"black-list": {"to-add": ["Softmax", "Erf"]}})
+        results = {command: _shell_line(command, env) for command in _commands() if "lock --check" in command}
+    github = next(output for command, (code, output) in results.items() if "github" in command)
+    assert [code for code, _ in results.values()] == [0, 1]  # the summary line tolerates the failure, not the other
+    assert f"::error file=models/mixlist.json,line={line_of(tree.mixlist, 'Erf')}," in github
+    assert "| `mlp.gelu/Erf` | Erf | float16 -> float32 |" in summary.read_text(encoding="utf-8")
+
+
+def _hook(name: str) -> dict:
+    hooks = yaml.safe_load(HOOKS.read_text(encoding="utf-8"))
+    return next(hook for hook in hooks if hook["id"] == name)
+
+
+def test_the_validate_hook_leaves_the_workflow_and_the_locks_alone() -> None:
+    pattern = re.compile(_hook("ampconfig-validate")["files"])
+    assert not pattern.search("examples/ci/precision-check.yml")
+    assert not pattern.search(".github/workflows/precision-check.yml")
+    assert not pattern.search("models/precision.lock.json")
+    assert pattern.search("models/mixlist.json")
+
+
+@pytest.mark.parametrize(
+    ("touched", "code"),
+    [("models/mixlist.json", 1), ("models/precision.lock.json", 1), ("README.md", 0)],
+)
+def test_the_lock_hook_checks_the_locks_a_commit_touches(tmp_path: Path, touched: str, code: int) -> None:
+    hook = _hook("ampconfig-lock")
+    pattern = re.compile(hook["files"])
+    for name in ("models/model.onnx", "models/model.onnx.data", "models/mixlist.json", "models/session.yaml",
+                 "models/keep_dtype.cfg", "models/precision.lock.json"):  # fmt: skip
+        assert pattern.search(name), name
+    assert hook["pass_filenames"] is True
+    tree = _project(tmp_path)
+    (tmp_path / "README.md").write_text("# a project\n", encoding="utf-8")
+    tree.write_mixlist({"black-list": {"to-add": ["Softmax", "Erf"]}})
+    entry = shlex.split(hook["entry"])
+    assert entry[0] == "ampconfig"
+    with working_directory(tmp_path):
+        result = cli(*entry[1:], touched)
+    assert result.exit_code == code, result.output
+    if code:
+        assert f"models/mixlist.json:{line_of(tree.mixlist, 'Erf')}: error:" in result.stdout
+    else:
+        assert "no precision lock" in result.stdout
