@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
+from ampconfig.decide.customized import customized_names, match_customized
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.errors import AmpconfigError, Problem, Severity
@@ -47,6 +48,7 @@ from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes
 from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.rewrite.tensors import Float16Encoder, numpy_float16
 from ampconfig.rewrite.types import annotate_dtypes
+from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
 if TYPE_CHECKING:
@@ -122,6 +124,14 @@ def _keep_dtype_entries(
     if errors:
         raise AmpconfigError(errors[0].message, file=source, line=errors[0].line, hint=errors[0].hint, problems=errors)
     return entries, source, problems
+
+
+def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_names: str | None) -> CustomizeFile | None:
+    """The customize_dtypes file read and its format checked (errors raise, each at its line); None without one.
+    A file already read (with the op names it was written in) is taken as it is."""
+    if customize_dtypes is None or isinstance(customize_dtypes, CustomizeFile):
+        return customize_dtypes
+    return load_customize_dtypes(customize_dtypes, op_names)
 
 
 def _checked_output(ir_model: ir.Model, *, known_errors: tuple[str, ...] = ()) -> tuple[ModelSkeleton, str | None]:
@@ -200,6 +210,7 @@ def rewrite_model_detailed(
     float16_encoder: Float16Encoder | None = None,
     op_names: str | None = None,
     op_info: OpInfoLibrary | None = None,
+    customize_dtypes: str | Path | CustomizeFile | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -215,6 +226,9 @@ def rewrite_model_detailed(
     ``ascend``, ``onnx``; None: each name by the table of docs/op-names.md); each name mapped is in ``notes``.
     ``op_info`` replaces the built-in op info of ``target`` (another release's, or one written by
     ``ampconfig ops-info``).
+    ``customize_dtypes`` is the path of an Ascend customize_dtypes file: the nodes it names compute in the dtypes
+    it gives them (rule ``customized``), over keep_dtype, over the mode and mixlist; an entry that does not fit
+    the model (no such node, a dtype count or a dtype its schema or the target's kernels refuse) raises.
     Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
     the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
     ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
@@ -225,6 +239,10 @@ def rewrite_model_detailed(
     library = op_info if op_info is not None else load_ops_info(target)
     lists, warnings, notes = effective_lists(mode, library, modify_mixlist, op_names)
     entries, keep_source, keep_names = _keep_dtype_entries(keep_dtype, op_names)
+    customize = _customize_file(customize_dtypes, op_names)
+    if customize is not None:
+        warnings.extend(p.format() for p in customize.notes if p.severity is Severity.WARNING)
+        notes.extend(p.format() for p in customize.notes if p.severity is Severity.NOTE)
     warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
     notes.extend(p.format() for p in keep_names if p.severity is Severity.NOTE)
     opened = open_model(model)
@@ -249,10 +267,17 @@ def rewrite_model_detailed(
         ir_model = opened.to_ir()
         ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
-        folded = _fold_layer_norms(ir_model, names, mode, entries, keep_source, overflow_nodes)
+        kept = {**dict(overflow_nodes or {}), **dict.fromkeys(customized_names(customize, ir_model), "customized")}
+        folded = _fold_layer_norms(ir_model, names, mode, entries, keep_source, kept)
         annotate_dtypes(ir_model, types, TYPING)
         pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
-        context = DecisionContext(mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING)
+        customized: dict[Any, Any] = {}
+        if customize is not None:
+            customized, custom_warnings = match_customized(customize, ir_model, library, mode.low_dtype, TYPING)
+            keep_warnings = [*keep_warnings, *custom_warnings]
+        context = DecisionContext(
+            mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING, customized=customized
+        )
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         cost = decision_cost(plan)  # before the rewrite: it reads the plan against the graph as decided
@@ -331,6 +356,7 @@ def rewrite_with_settings(
         float16_encoder=float16_encoder,
         op_names=settings.op_names,
         op_info=op_info,
+        customize_dtypes=settings.customize_dtypes,
     )
 
 

@@ -38,6 +38,7 @@ output: out/block.fp16.onnx
 modify_mixlist: mixlist.json
 keep_dtype: [OpType::LayerNormalization]
 op_names: ascend
+customize_dtypes: customize.cfg
 keep_io_types: false
 allow_tf32: true
 tolerance: {rel_l2: 0.5, max_abs: 100.0}
@@ -49,6 +50,7 @@ run:
   shapes: {x: [2, 8, 32]}
 """
 MIXLIST = {"black-list": {"to-add": ["Erf"]}}
+CUSTOMIZE = "OpType::SoftmaxV2:InputDtype:float32,OutputDtype:float32\n"  # Ascend's name: op_names is ascend
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +58,7 @@ def session_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("session")
     onnx.save(transformer_block(), folder / "block.onnx")
     (folder / "mixlist.json").write_text(json.dumps(MIXLIST))
+    (folder / "customize.cfg").write_text(CUSTOMIZE)
     (folder / "out").mkdir()
     config = folder / "session.yaml"
     config.write_text(CONFIG)
@@ -100,6 +103,7 @@ def test_every_command_resolves_the_same_settings(session_config: Path, command:
     assert expected["device"] == "cpu" and expected["keep_io_types"] is False and expected["allow_tf32"] is True
     assert expected["keep_dtype"] == ["OpType::LayerNormalization"] and expected["op_names"] == "ascend"
     assert expected["modify_mixlist"] == str(session_config.parent / "mixlist.json")
+    assert expected["customize_dtypes"] == str(session_config.parent / "customize.cfg")
     assert expected["tolerance"] == {"rel_l2": 0.5, "max_abs": 100.0, "min_cosine": None}
     assert expected["inputs"]["seed"] == 7 and expected["inputs"]["shapes"] == {"x": [2, 8, 32]}
     from_config = {name for name, source in expected["sources"].items() if source == f"config {session_config}"}

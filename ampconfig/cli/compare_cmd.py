@@ -10,6 +10,7 @@ from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
     ConfigOpt,
+    CustomizeDtypesOpt,
     DataMaxOpt,
     DeviceOpt,
     HtmlOpt,
@@ -60,6 +61,7 @@ def compare(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     device: DeviceOpt = None,

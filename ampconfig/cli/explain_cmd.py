@@ -10,6 +10,7 @@ from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
     ConfigOpt,
+    CustomizeDtypesOpt,
     DataMaxOpt,
     DeviceOpt,
     HtmlOpt,
@@ -60,6 +61,8 @@ Runtime. --device (default auto: CUDA when a session really gets it, else the CP
   ampconfig explain model.onnx -m allow_mix_precision --modify-mixlist mixlist.json --json
 
   ampconfig explain model.onnx -m force_fp16 --range-check --compare --html report.html
+
+  ampconfig explain model.onnx --modify-mixlist ops_info.json --customize-dtypes customize.cfg --op-names ascend
 """
 
 
@@ -71,6 +74,7 @@ def explain(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     device: DeviceOpt = None,

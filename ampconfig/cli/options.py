@@ -59,6 +59,16 @@ MixlistOpt = Annotated[Path | None, typer.Option("--modify-mixlist", help="modif
 KeepDtypeOpt = Annotated[
     Path | None, typer.Option("--keep-dtype", help="keep_dtype file: node names kept in their dtype.")
 ]
+CustomizeDtypesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--customize-dtypes",
+        metavar="FILE",
+        help="Ascend customize_dtypes file: per node (Name::InputDtype:float16,float16,OutputDtype:float16) or op "
+        "type (OpType::MatMul:InputDtype:...,OutputDtype:...), the dtype of each input and output. Wins over "
+        "--keep-dtype, which wins over the mode and mixlist.",
+    ),
+]
 OpNamesOpt = Annotated[
     str | None,
     typer.Option(

@@ -12,6 +12,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
+    CustomizeDtypesOpt,
     JsonOpt,
     KeepDtypeOpt,
     KeepIoTypesOpt,
@@ -140,6 +141,7 @@ def rewrite(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     keep_io_types: KeepIoTypesOpt = None,

@@ -12,6 +12,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
+    CustomizeDtypesOpt,
     DeviceOpt,
     InputFilesOpt,
     InputsOpt,
@@ -114,6 +115,7 @@ def run(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     device: DeviceOpt = None,

@@ -12,6 +12,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
+    CustomizeDtypesOpt,
     DataMaxOpt,
     DeviceOpt,
     InputFilesOpt,
@@ -111,6 +112,7 @@ def tune(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     device: DeviceOpt = None,

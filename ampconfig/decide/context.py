@@ -44,6 +44,8 @@ class DecisionContext:
     overflow: Mapping[str, str] = field(default_factory=dict)
     #: where node type constraints come from: ONNX's schemas, and ONNX Runtime's for contrib ops where handed in
     typing: TypingSource = ONNX_TYPING
+    #: nodes a customize_dtypes entry sets, with the dtype they compute in and the entry (checked already)
+    customized: Mapping[ir.Node, tuple[Dtype, str]] = field(default_factory=dict)
 
     @property
     def low(self) -> Dtype:

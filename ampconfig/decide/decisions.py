@@ -24,6 +24,7 @@ class Rule(str, Enum):
     UNTYPED = "untyped"  # tensor types could not be inferred: the node is left exactly as it was
     CONTROL_FLOW = "control_flow"  # If/Loop/Scan: the body is decided in its own scope
     NON_TENSOR = "non_tensor"  # reads or writes sequences/optionals, whose element type is not retyped
+    CUSTOMIZED = "customized"  # set by a customize_dtypes entry (Ascend's precedence: over keep_dtype and the mode)
     KEEP_DTYPE = "keep_dtype"  # pinned by a keep_dtype entry
     NO_LOW_KERNEL = "no_low_kernel"  # the target has no low-precision kernel for the op
     NO_SCHEMA = "no_schema"  # neither ONNX nor ONNX Runtime has a schema for the op (custom op): never retyped

@@ -3,7 +3,8 @@
 :func:`build_plan` runs the decision passes over every scope, outer before inner (a subgraph reads its outer
 scope's final dtypes):
 
-- every mode: :class:`FixedVerdicts` (nodes nothing may retype, keep_dtype pins, range overflow, checker rejects);
+- every mode: :class:`CustomizedDtypes` (customize_dtypes entries), then :class:`FixedVerdicts` (nodes nothing may
+  retype, keep_dtype pins, range overflow, checker rejects);
 - modes that do not paint: :class:`ModePolicy`;
 - mixed modes: :class:`AssignColours` -> :class:`PaintListed` -> :class:`PropagateDeny` -> (:class:`FollowNeighbours`
   -> :class:`GuardLayerNormFusion`, until the guard forces nothing) -> :class:`LowerCastBoundIslands` -> (follow and
@@ -25,6 +26,7 @@ from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes
 from ampconfig.decide.passes.colours import AssignColours
+from ampconfig.decide.passes.customized import CustomizedDtypes
 from ampconfig.decide.passes.deny import PropagateDeny
 from ampconfig.decide.passes.fixed import FixedVerdicts
 from ampconfig.decide.passes.flexible import SettleFlexible
@@ -206,8 +208,9 @@ def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True
     state = DecisionState.of(scopes, ctx)
     if ctx.mode is PrecisionMode.MUST_KEEP_ORIGIN_DTYPE:
         refuse_missing_origin_kernels(state)
-    fixed = FixedVerdicts()
+    customized, fixed = CustomizedDtypes(), FixedVerdicts()
     for scope in scopes:
+        customized(state, scope)  # Ascend's precedence: customize_dtypes before keep_dtype and the mode
         fixed(state, scope)
         if ctx.mode.is_mixed:
             _paint(state, scope)

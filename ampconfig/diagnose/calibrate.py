@@ -31,6 +31,7 @@ from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.runner.inputs import InputSet, inputs_for
 from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
 from ampconfig.runner.sessions import DeviceChoice, choose_device
+from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.resolve import Settings
 
 
@@ -66,7 +67,17 @@ class Prepared:
         given instead of the request's, their op types named as ``op_names`` says (docs/op-names.md)."""
         settings = self.request
         if not use_request_lists:
-            settings = replace(settings, modify_mixlist=modify_mixlist, keep_dtype=keep_dtype, op_names=op_names)
+            # The customize_dtypes file stays the request's, read with the request's op names.
+            customize = settings.customize_dtypes
+            if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
+                customize = load_customize_dtypes(customize, settings.op_names)
+            settings = replace(
+                settings,
+                modify_mixlist=modify_mixlist,
+                keep_dtype=keep_dtype,
+                op_names=op_names,
+                customize_dtypes=customize,
+            )
         return rewrite_with_settings(
             self.source if self.source is not None else self.model,
             settings,

@@ -269,6 +269,13 @@ class SessionConfig(BaseModel):
         "Ascend keep_dtype.cfg file, or a list of its entries (a node name, or `OpType::Op` for every node "
         "of that op type).",
     )
+    customize_dtypes: UserPath | None = Field(
+        default=None,
+        description="Ascend customize_dtypes file: per node (`Name::InputDtype:float16,float16,OutputDtype:float16`) "
+        "or op type (`OpType::MatMul:InputDtype:...,OutputDtype:...`), the dtype of every input and output; the "
+        "node computes in the dtype of its compute type. Wins over keep_dtype, which wins over the mode and "
+        "mixlist (Ascend's precedence). `--customize-dtypes` overrides it.",
+    )
     op_names: Literal["tensorflow", "ascend", "onnx"] | None = Field(
         default=None,
         description="Whose op type names the mixlist, keep_dtype and customize_dtypes files use (`--op-names` "
@@ -351,7 +358,8 @@ class SessionConfig(BaseModel):
             return path if path.is_absolute() else folder / path
 
         run = self.run.model_copy(update={"inputs": resolve(self.run.inputs)})
-        updates = {name: resolve(getattr(self, name)) for name in ("model", "output", "modify_mixlist", "keep_dtype")}
+        names = ("model", "output", "modify_mixlist", "keep_dtype", "customize_dtypes")
+        updates = {name: resolve(getattr(self, name)) for name in names}
         copy = self.model_copy(update={**updates, "run": run})
         copy._source = self._source
         return copy

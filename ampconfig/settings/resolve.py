@@ -31,6 +31,7 @@ from ampconfig.files.paths import require_file
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
+from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
@@ -63,6 +64,7 @@ class Flags:
     precision_mode: str | None = None
     modify_mixlist: Path | None = None
     keep_dtype: Path | None = None
+    customize_dtypes: Path | None = None
     op_names: str | None = None
     target: str | None = None
     device: str | None = None
@@ -92,7 +94,9 @@ class Flags:
         return cls(**values)
 
 
-_PATH_FIELDS = frozenset({"model", "config", "modify_mixlist", "keep_dtype", "output", "inputs_npz"})
+_PATH_FIELDS = frozenset(
+    {"model", "config", "modify_mixlist", "keep_dtype", "customize_dtypes", "output", "inputs_npz"}
+)
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ class Settings:
     example: str | None  # the bundled example's name when no model was given
     modify_mixlist: Path | Mixlist | None
     keep_dtype: Path | tuple[str, ...] | None
+    customize_dtypes: Path | CustomizeFile | None  # Ascend customize_dtypes file (or one already read)
     op_names: str | None  # whose op names the lists use: tensorflow, ascend, onnx; None: read each name by the table
     keep_io_types: bool
     allow_tf32: bool
@@ -159,6 +164,9 @@ class Settings:
             if isinstance(mixlist, Mixlist)
             else _text(mixlist),
             "keep_dtype": list(self.keep_dtype) if isinstance(self.keep_dtype, tuple) else _text(self.keep_dtype),
+            "customize_dtypes": _text(self.customize_dtypes)
+            if not isinstance(self.customize_dtypes, CustomizeFile)
+            else self.customize_dtypes.source,
             "op_names": self.op_names,
             "keep_io_types": self.keep_io_types,
             "allow_tf32": self.allow_tf32,
@@ -223,6 +231,9 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         example=example,
         modify_mixlist=mixlist,
         keep_dtype=tuple(keep) if isinstance(keep, list) else keep,
+        customize_dtypes=merged.pick(
+            "customize_dtypes", flags.customize_dtypes, config.customize_dtypes if config else None
+        ),
         op_names=_op_names(merged.pick("op_names", flags.op_names, config.op_names if config else None)),
         keep_io_types=merged.pick("keep_io_types", flags.keep_io_types, _set(config, "keep_io_types"), True),
         allow_tf32=merged.pick("allow_tf32", None, _set(config, "allow_tf32"), False),

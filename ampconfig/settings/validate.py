@@ -28,6 +28,7 @@ from ampconfig.files.paths import resolve_path
 from ampconfig.opinfo.library import TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import CONFIG_FORMATS, SessionConfig, mode_mixlist_problem, session_config_from_document
+from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
 from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
 from ampconfig.settings.keep_dtype import (
     keep_dtype_list_problems,
@@ -164,7 +165,14 @@ def validate_paths(
     return ValidationReport(reports)
 
 
-_WHAT = {"config": "config file", "mixlist": "mixlist file", "keep-dtype": "keep_dtype file", "lock": "precision lock"}
+_WHAT = {
+    "config": "config file",
+    "mixlist": "mixlist file",
+    "keep-dtype": "keep_dtype file",
+    "customize-dtypes": "customize_dtypes file",
+    "lock": "precision lock",
+}
+_LINE_FILES = ("keep-dtype", "customize-dtypes", "lock")
 
 
 def _validate_file(
@@ -188,9 +196,11 @@ def _validate_file(
         tf_lists = report.kind in (None, "mixlist") and is_tf_lists_text(text)
         if tf_lists:
             report.kind = "mixlist"  # TensorFlow's list variables, whatever the suffix
+        if report.kind is None and (is_customize_text(text) or "customize" in path.name.lower()):
+            report.kind = "customize-dtypes"  # Name::InputDtype:... lines, or so named, whatever the suffix
         if report.kind is None:
             report.kind = _kind_from_suffix(path)
-        document = None if report.kind in ("keep-dtype", "lock") or tf_lists else _parse(path, text, report.kind)
+        document = None if report.kind in _LINE_FILES or tf_lists else _parse(path, text, report.kind)
         if report.kind is None:
             report.kind = _kind_from_content(path, document)
         if report.kind == "lock":  # any flaw makes a lock unusable: nothing can be compared with it
@@ -256,6 +266,8 @@ def _kind_from_name(path: Path) -> str | None:
         return "mixlist"
     if "ops_info" in name or "ops-info" in name:
         return "ops-info"
+    if "customize" in name:
+        return "customize-dtypes"
     if "keep_dtype" in name or "keep-dtype" in name:
         return "keep-dtype"
     return None
@@ -273,6 +285,12 @@ def _check(
     """Fill ``report`` with findings; return the reports of files it references."""
     if report.kind == "keep-dtype":
         report.problems = _keep_dtype_file_problems(text, str(path), context, target, op_names)
+        return []
+    if report.kind == "customize-dtypes":
+        # Without the model only the format and the op names can be checked; the commands that open the model
+        # check each entry against its node (ampconfig.decide.customized).
+        entries, problems = customize_problems(text, str(path))
+        report.problems = [*problems, *read_customize_names(entries, op_names, str(path))[1]]
         return []
     if report.kind == "mixlist":
         mixlist, problems = mixlist_from_text(text, str(path)) if document is None else mixlist_from_document(document)
@@ -360,6 +378,11 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
         inline, _ = mixlist_from_data(mixlist_value, origin.nested(("modify_mixlist",)))
         if inline is not None:  # structural problems were reported by the config's own validation
             problems.extend(_mixlist_content_problems(inline, context, target, op_names))
+    customize_value = data.get("customize_dtypes")
+    if isinstance(customize_value, str) and customize_value.strip():
+        file = _resolve(path.parent, customize_value)
+        key = ("customize_dtypes",)
+        referenced.extend(_referenced(file, "customize-dtypes", key, str(path), context, target, op_names))
     keep_value = data.get("keep_dtype")
     if isinstance(keep_value, str) and keep_value.strip():
         file = _resolve(path.parent, keep_value)

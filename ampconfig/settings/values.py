@@ -22,7 +22,7 @@ MAX_SEED = 2**32 - 1
 #: Relative L2 error at which `compare` counts a node's output as bad (--threshold).
 DEFAULT_THRESHOLD = 1e-2
 #: The kinds of file `validate` checks (--kind).
-FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "ops-info", "lock")
+FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "customize-dtypes", "ops-info", "lock")
 
 
 def is_positive_finite(value: float) -> bool:

@@ -41,11 +41,12 @@ def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
 
 
 class FixedVerdicts(DecisionPass):
-    """Ensures: every non-retypable, pinned, overflowing or checker-rejected node keeps its dtype."""
+    """Skips nodes a pass before it decided (:class:`~ampconfig.decide.passes.customized.CustomizedDtypes`).
+    Ensures: every non-retypable, pinned, overflowing or checker-rejected node keeps its dtype."""
 
     def call(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
-            if is_flexible(facts):
+            if is_flexible(facts) or facts.node in state.verdicts:
                 continue
             verdict = fixed_verdict(facts, state.ctx)
             if verdict is not None:
@@ -54,5 +55,5 @@ class FixedVerdicts(DecisionPass):
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             verdict = state.verdicts.get(facts.node)
-            if verdict is not None and verdict.dtype != facts.dtype:
+            if verdict is not None and verdict.rule is not Rule.CUSTOMIZED and verdict.dtype != facts.dtype:
                 raise self.fail(f"{facts.node.name} changed dtype under rule {verdict.rule.value}")
