@@ -136,6 +136,10 @@ def test_ascend_documentation_example_moves_conv_out_of_the_white_list(tmp_path:
     assert "did you mean 'MatMul'?" in warnings  # the misspelt "Matmul" keeps its warning
     assert "'Xlog1py' (TensorFlow/Ascend) has no ONNX equivalent" in warnings
 
+    html = tmp_path / "report.html"
+    runner.invoke(app, ["explain", str(models["cnn"]), "--modify-mixlist", str(mixlist), "--html", str(html)])
+    assert "note: " in html.read_text() and "Conv2D" in html.read_text()
+
     result = runner.invoke(app, ["validate", str(mixlist)])
     assert result.exit_code == 0, result.output
     assert f"{mixlist}:3: $.white-list.to-remove[0]: note: 'Conv2D'" in result.stdout

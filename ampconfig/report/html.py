@@ -256,7 +256,9 @@ def render_html(explain: Mapping[str, Any], compare: Mapping[str, Any] | None = 
         )
     colours = sorted({node.get("colour") or "none" for node in nodes})
     dtypes = sorted({node.get("dtype") or "none" for node in nodes})
-    warnings = "".join(f'<p class="warn">warning: {_e(w)}</p>' for w in explain.get("warnings", []))
+    warnings = "".join(f"<p>note: {_e(n)}</p>" for n in explain.get("notes", [])) + "".join(
+        f'<p class="warn">warning: {_e(w)}</p>' for w in explain.get("warnings", [])
+    )
     title = f"ampconfig explain: {explain.get('model', '')}"
     return (
         "<!DOCTYPE html>\n"
