@@ -14,9 +14,10 @@ from onnx import helper as oh
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.diagnose.graph_values import float_constants, graph_nodes, with_node_names
+from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.rewrite.expose import FLAT, expose_keys
 from ampconfig.rewrite.inject import injection_model
+from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
 from tests.graphs import make_model, run, tensor
 from tests.value_models import char_lstm_loop, if_overflow, vad_if, vad_inputs
@@ -129,7 +130,7 @@ def test_replay_slices_each_iteration_and_gives_the_reference_back() -> None:
 
 
 def test_range_check_finds_the_overflow_inside_an_if_branch(tmp_path: Path) -> None:
-    feeds = {"x": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32), "flag": np.array(True)}
+    feeds = {"x": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32) * 4, "flag": np.array(True)}
     path, data = _save(tmp_path, "if_overflow", if_overflow(), feeds)
     result = runner.invoke(
         app, ["explain", str(path), "-m", "force_fp16", "--range-check", "--inputs", str(data), "--json"]

@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from ampconfig.api import rewrite_model_detailed
-from ampconfig.diagnose.graph_values import GraphNode, graph_nodes, with_node_names
+from ampconfig.diagnose.graph_values import GraphNode, graph_nodes
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
 from ampconfig.diagnose.ranges import RangeFinding
 from ampconfig.diagnose.sensitivity import damaged_nodes, estimated_error, sensitivities, value_error
@@ -20,6 +20,7 @@ from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, rank_pins
 from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
 from ampconfig.rewrite.inject import INJECTED_SUFFIX, injection_model
+from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
 from ampconfig.runner.sessions import CUDA_PROVIDER, provider_list
 from tests.exporter_models import gpt2, ocr

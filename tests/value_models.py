@@ -7,10 +7,16 @@ Each stands for a kind of real model that broke when the decisions looked at op 
   rate picks the branch), with a log-magnitude front end and an LSTM;
 - :func:`char_lstm_loop`: a character model that runs an ONNX LSTM one character per Loop iteration, the state
   carried between iterations;
-- :func:`if_overflow`: an If branch whose intermediate value passes float16's range.
+- :func:`if_overflow`: an If branch whose intermediate value passes float16's range;
+- :func:`detector_bn`: a DB-like text detector (opset 12) whose BatchNormalization variance is far beyond
+  float16's range;
+- :func:`quantized_stacks`: Conv and MatMul stacks dynamically quantized by ONNX Runtime, whose int32 sums pass
+  float16's range before they are scaled back.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -241,8 +247,9 @@ def char_lstm_loop(seed: int = 3) -> onnx.ModelProto:
 
 
 def if_overflow() -> onnx.ModelProto:
-    """x [4, 8], flag bool -> y [4, 8]. Inside the then-branch ``big = x * 3e4`` passes float16's range before
-    ``y = big / 1e4`` brings it back; the else-branch is a Relu. Lowered, the branch's Mul overflows to inf."""
+    """x [4, 8], flag bool -> y [4, 8]. Inside the then-branch ``big = x * 3e4`` passes float16's range once
+    ``|x| > 2.2``, before ``y = big / 1e4`` brings it back; the else-branch is a Relu. Lowered, the branch's Mul
+    overflows to inf."""
     then_branch = oh.make_graph(
         [
             oh.make_node("Mul", ["x", "scale_up"], ["big"], name="scale_up"),
@@ -309,3 +316,144 @@ def nms_head(boxes: int = 4) -> onnx.ModelProto:
         inits,
         opset=13,
     )
+
+
+# ---------------------------------------------------------------------------------------------- values beyond range
+
+#: The running variance a PaddleOCR-family detector's first BatchNormalization carries: far beyond float16's 65504.
+DETECTOR_IMAGE = (1, 3, 32, 32)
+
+
+def detector_bn(seed: int = 0, opset: int = 12) -> onnx.ModelProto:
+    """image [1, 3, 32, 32] (raw pixels, 0-255) -> probability map [1, 1, 16, 16]: a DB-like text detector.
+
+    Its stem convolution reads unnormalised pixels with large filters (std 20), as a detector whose input scaling
+    was folded into its first layer: the BatchNormalization after it carries the running mean and variance of the
+    convolution's outputs (variance about 6e7, far beyond float16's 65504, while the outputs themselves stay
+    within it). Then two Conv/BatchNormalization/Relu blocks (one strided), a 1x1 Conv head and the
+    differentiable binarization ``Sigmoid(50 (P - T))`` of DB's probability and threshold maps. Opset 12: its
+    BatchNormalization types every input alike (opset 15 lets mean and variance stay float32)."""
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(array, np.float32), name))
+        return name
+
+    def conv_bn_relu(x: str, name: str, weight: np.ndarray, mean: np.ndarray, var: np.ndarray, stride: int) -> str:
+        cout = weight.shape[0]
+        k = weight.shape[-1]
+        nodes.append(
+            oh.make_node(
+                "Conv",
+                [x, const(f"{name}.w", weight)],
+                [f"{name}.conv_out"],
+                name=f"{name}.conv",
+                kernel_shape=[k, k],
+                pads=[k // 2] * 4,
+                strides=[stride, stride],
+            )
+        )
+        scale = const(f"{name}.bn.scale", 1.0 + 0.1 * rng.standard_normal(cout))
+        bias = const(f"{name}.bn.bias", 0.1 * rng.standard_normal(cout))
+        nodes.append(
+            oh.make_node(
+                "BatchNormalization",
+                [f"{name}.conv_out", scale, bias, const(f"{name}.bn.mean", mean), const(f"{name}.bn.var", var)],
+                [f"{name}.bn_out"],
+                name=f"{name}.bn",
+                epsilon=1e-5,
+            )
+        )
+        nodes.append(oh.make_node("Relu", [f"{name}.bn_out"], [f"{name}.relu_out"], name=f"{name}.relu"))
+        return f"{name}.relu_out"
+
+    stem = rng.normal(0.0, 20.0, (16, 3, 3, 3)).astype(np.float32)
+    pixels = rng.uniform(0, 255, (256, 27))  # the convolution's statistics over raw pixels, as training leaves them
+    responses = pixels @ stem.reshape(16, -1).T
+    x = conv_bn_relu("image", "stem", stem, responses.mean(axis=0), responses.var(axis=0), 1)
+    for index, stride in enumerate((2, 1)):
+        weight = rng.normal(0.0, np.sqrt(2.0 / (16 * 9)), (16, 16, 3, 3))
+        x = conv_bn_relu(x, f"block{index}", weight, 0.1 * rng.standard_normal(16), 0.5 + rng.random(16), stride)
+    maps = const("head.w", rng.normal(0.0, 0.3, (2, 16, 1, 1)))
+    nodes += [
+        oh.make_node(
+            "Conv", [x, maps, const("head.b", np.array([0.0, 0.2]))], ["maps"], name="head", kernel_shape=[1, 1]
+        ),
+        oh.make_node("Sigmoid", ["maps"], ["maps_sig"], name="maps_sigmoid"),
+        oh.make_node("Split", ["maps_sig"], ["prob", "thresh"], name="split_maps", axis=1),
+        oh.make_node("Sub", ["prob", "thresh"], ["margin"], name="db_margin"),
+        oh.make_node("Mul", ["margin", const("db_k", np.array(50.0))], ["db_logit"], name="db_scale"),
+        oh.make_node("Sigmoid", ["db_logit"], ["binary"], name="db_binarize"),
+    ]
+    return make_model(
+        nodes,
+        [tensor("image", TensorProto.FLOAT, list(DETECTOR_IMAGE))],
+        [tensor("binary", TensorProto.FLOAT, [1, 1, 16, 16])],
+        inits,
+        opset=opset,
+    )
+
+
+def pixels(seed: int = 0, shape: tuple[int, ...] = DETECTOR_IMAGE) -> np.ndarray:
+    """Raw pixels, uniform over [0, 255]."""
+    return np.random.default_rng(seed).uniform(0, 255, shape).astype(np.float32)
+
+
+def quantized_stacks(folder: Path, seed: int = 0) -> Path:
+    """A Conv stack and a MatMul stack, dynamically quantized by ONNX Runtime's ``quantize_dynamic`` (written to
+    ``folder``; its path returned): x [1, 8, 16, 16] -> ConvInteger/Cast/Mul per Conv -> flattened ->
+    MatMulInteger/Cast/Mul per MatMul -> logits [1, 10].
+
+    The int32 sums of ConvInteger and MatMulInteger (hundreds of uint8 x int8 products) reach past float16's
+    65504, so the Casts after them turn them into inf wherever they are retargeted to float16; once scaled back
+    (Mul by the two scales) the values are small again."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    x = "x"
+    for index, cin in enumerate((8, 32)):
+        weight = numpy_helper.from_array(
+            rng.normal(0, np.sqrt(2.0 / (cin * 9)), (32, cin, 3, 3)).astype(np.float32), f"conv{index}.w"
+        )
+        bias = numpy_helper.from_array((0.1 * rng.standard_normal(32)).astype(np.float32), f"conv{index}.b")
+        inits += [weight, bias]
+        nodes.append(
+            oh.make_node(
+                "Conv",
+                [x, weight.name, bias.name],
+                [f"conv{index}_out"],
+                name=f"conv{index}",
+                kernel_shape=[3, 3],
+                pads=[1, 1, 1, 1],
+            )
+        )
+        nodes.append(oh.make_node("Relu", [f"conv{index}_out"], [f"relu{index}_out"], name=f"relu{index}"))
+        x = f"relu{index}_out"
+    nodes.append(oh.make_node("Flatten", [x], ["flat"], name="flatten"))
+    x = "flat"
+    for index, (fan_in, fan_out) in enumerate(((32 * 16 * 16, 64), (64, 10))):
+        weight = numpy_helper.from_array(
+            rng.normal(0, np.sqrt(1.0 / fan_in), (fan_in, fan_out)).astype(np.float32), f"fc{index}.w"
+        )
+        inits.append(weight)
+        nodes.append(oh.make_node("MatMul", [x, weight.name], [f"fc{index}_out"], name=f"fc{index}"))
+        x = f"fc{index}_out"
+        if index == 0:
+            nodes.append(oh.make_node("Relu", [x], ["fc_relu_out"], name="fc_relu"))
+            x = "fc_relu_out"
+    nodes.append(oh.make_node("Softmax", [x], ["probs"], name="softmax", axis=-1))
+    fp32 = make_model(
+        nodes,
+        [tensor("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [tensor("probs", TensorProto.FLOAT, [1, 10])],
+        inits,
+        opset=13,
+    )
+    source, target = folder / "stacks_fp32.onnx", folder / "stacks_int8.onnx"
+    onnx.save_model(fp32, source)
+    quantize_dynamic(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["Conv", "MatMul"])
+    return target

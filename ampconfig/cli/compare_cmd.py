@@ -9,9 +9,11 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
+    CalibrationDataOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     DataMaxOpt,
+    DataOpt,
     DeviceOpt,
     HtmlOpt,
     InputFilesOpt,
@@ -31,6 +33,7 @@ from ampconfig.cli.options import (
     resolved_settings,
 )
 from ampconfig.cli.output import output_guard, print_json, stderr, stdout
+from ampconfig.cli.progress import progress_bar, shown
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.settings.values import DEFAULT_THRESHOLD
 
@@ -67,6 +70,8 @@ def compare(
     device: DeviceOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
     inputs_npz: InputsOpt = None,
+    data: DataOpt = None,
+    calibration_data: CalibrationDataOpt = None,
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
     seed: SeedOpt = None,
@@ -87,11 +92,13 @@ def compare(
     from ampconfig.report.html import render_html
 
     request = resolved_settings(ctx)
-    with output_guard() as guard:
+    with output_guard() as guard, progress_bar(shown(json_output)) as progress:
         declare_inputs(guard, request)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
         prepared = prepare(request, command="compare", guard=guard)
-        result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
+        result = compare_rewrite(
+            prepared, threshold=threshold, range_check=range_check, data_max=data_max, progress=progress
+        )
         payload = compare_payload(result, prepared)
         if report is not None:
             explained = explain_payload(

@@ -9,9 +9,11 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
+    CalibrationDataOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     DataMaxOpt,
+    DataOpt,
     DeviceOpt,
     HtmlOpt,
     InputFilesOpt,
@@ -30,18 +32,21 @@ from ampconfig.cli.options import (
     resolved_settings,
 )
 from ampconfig.cli.output import output_guard, print_json, stderr, stdout
+from ampconfig.cli.progress import progress_bar, shown
 from ampconfig.settings.values import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the decision machinery
     from ampconfig.files.guard import OutputGuard
+    from ampconfig.runner.timing import ProgressCallback
     from ampconfig.settings.resolve import Settings
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
 colour, dtype and rule, and the casts inserted. Nothing is run unless --range-check or --compare asks for it.
 
---range-check runs the fp32 model once on calibration inputs (--inputs/--shape, as for run) and keeps in
-float32 every node whose values leave the low type's range (rule range_overflow). --compare also runs the
+--range-check runs the fp32 model once on calibration inputs (--inputs/--shape, as for run; --data or
+--calibration-data for a data set, which implies --range-check) and keeps in float32 every node whose values
+leave the low type's range (rule range_overflow). --compare also runs the
 rewritten model and adds each node's error to the report (see ampconfig compare). --html FILE writes one
 self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
 the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
@@ -80,6 +85,8 @@ def explain(
     device: DeviceOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
     inputs_npz: InputsOpt = None,
+    data: DataOpt = None,
+    calibration_data: CalibrationDataOpt = None,
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
     seed: SeedOpt = None,
@@ -98,11 +105,15 @@ def explain(
     from ampconfig.report.html import render_html
 
     settings = resolved_settings(ctx)
-    with output_guard() as guard:
+    # A data set is given to be run: its values decide (the range check), as everywhere the fp32 model runs.
+    range_check = range_check or settings.inputs.data is not None or settings.inputs.calibration_data is not None
+    with output_guard() as guard, progress_bar(shown(json_output)) as progress:
         declare_inputs(guard, settings)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
         if range_check or compare:
-            payload, compare_data = _explain_with_runs(settings, guard, compare, range_check, data_max, threshold)
+            payload, compare_data = _explain_with_runs(
+                settings, guard, compare, range_check, data_max, threshold, progress
+            )
         else:
             payload, compare_data = _explain_decisions(settings, guard), None
         if report is not None:
@@ -135,6 +146,7 @@ def _explain_with_runs(
     range_check: bool,
     data_max: float | None,
     threshold: float,
+    progress: ProgressCallback | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here)."""
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
@@ -144,11 +156,13 @@ def _explain_with_runs(
     prepared = prepare(settings, command="explain --range-check/--compare", guard=guard)
     compare_data: dict[str, Any] | None = None
     if compare:
-        result = compare_rewrite(prepared, threshold=threshold, range_check=range_check, data_max=data_max)
+        result = compare_rewrite(
+            prepared, threshold=threshold, range_check=range_check, data_max=data_max, progress=progress
+        )
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
     else:
-        ranges = range_report(prepared, reference_run(prepared), data_max)
+        ranges = range_report(prepared, reference_run(prepared, progress), data_max)
         rewrite = prepared.rewrite(ranges.overflow_nodes)
     payload = explain_payload(
         rewrite,

@@ -113,6 +113,25 @@ InputFilesOpt = Annotated[
     list[str] | None,
     typer.Option("--input", metavar="NAME=FILE.npy", help="One input from a .npy file; repeat for more."),
 ]
+DataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data",
+        metavar="DIR|FILE",
+        help="A data set instead of one batch: a folder of .npz files (one sample each), one .npz whose arrays "
+        "have a leading sample axis, or a Polygraphy JSON list of feeds. Every sample is judged: it passes when "
+        "every sample meets the tolerance, and the report gives each output's worst, p95 and median error.",
+    ),
+]
+CalibrationDataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration-data",
+        metavar="DIR|FILE",
+        help="A data set (as --data) for what the fp32 values decide: value ranges and tune's ranking.",
+        show_default="the first 8 samples of --data, else the inputs",
+    ),
+]
 ShapesOpt = Annotated[
     list[str] | None,
     typer.Option("--shape", metavar="NAME=1x128", help="Shape of a generated input; repeat for more."),

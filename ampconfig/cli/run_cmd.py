@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,8 +9,10 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
+    CalibrationDataOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
+    DataOpt,
     DeviceOpt,
     InputFilesOpt,
     InputsOpt,
@@ -32,11 +32,12 @@ from ampconfig.cli.options import (
     resolved_settings,
 )
 from ampconfig.cli.output import output_guard, print_json, stderr, stdout
+from ampconfig.cli.progress import progress_bar, shown
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
-    from ampconfig.runner.timing import ProgressCallback
+    pass
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
 Runtime, and report accuracy (relative L2, max abs, cosine, non-finite values, arg-max agreement) and latency.
@@ -47,7 +48,10 @@ the mode is [bold]allow_mix_precision[/bold].
 
 Inputs come from --inputs FILE.npz or --input NAME=FILE.npy, else they are generated (seeded): floats
 standard normal, token ids within the embedding table; dynamic dimensions come from --shape, else the first
-dimension is 1 and the others 16.
+dimension is 1 and the others 16. --data DIR|FILE runs a data set instead (a folder of .npz files, one sample each;
+one .npz with a leading sample axis; or a Polygraphy JSON list of feeds): every sample is judged, the run passes
+when every sample meets the tolerance, and each output reports its worst, p95 and median error and its worst
+sample.
 
 --target (default cuda) says whose op info decides the dtypes; --device says where the models run: auto (the
 default) is CUDA when a session really gets it (reported from the session), else the CPU, said in the output;
@@ -62,7 +66,8 @@ the mixlist, the keep_dtype file or an --input/--inputs array file (however spel
 before anything runs. -o - writes the model to standard output, the report then going to stderr; a FIFO or
 character device such as /dev/null gets the model as a stream.
 
-Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
+Exit codes: 0 tolerance met, 1 tolerance not met (or an output's shape changed: a detector's box count), 2
+usage or input error.
 
 [bold]Examples[/bold]
 
@@ -72,39 +77,14 @@ Exit codes: 0 tolerance met, 1 tolerance not met, 2 usage or input error.
 
   ampconfig run model.onnx --inputs batch.npz --tolerance 5e-3 --output model.fp16.onnx
 
+  ampconfig run model.onnx --data samples/ --precision-mode force_fp16   [dim]# every .npz in samples/[/dim]
+
   ampconfig run --config session.yaml --device cuda --json
 
   ampconfig run model.onnx --target cpu --device cpu        [dim]# decide and run for the CPU[/dim]
 
   ampconfig run model.onnx --modify-mixlist mixlist.json --lock-out precision.lock.json
 """
-
-
-@contextmanager
-def _progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
-    """A rich progress bar on stderr; yields the callback for the runner (None when disabled)."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-    )
-    tasks: dict[str, int] = {}
-
-    def update(label: str, done: int, total: int) -> None:
-        if label not in tasks:
-            tasks[label] = bar.add_task(f"timing {label}", total=total)
-        bar.update(tasks[label], completed=done, total=total)
-
-    with bar:
-        yield update
 
 
 @command("run", help=_HELP)
@@ -122,6 +102,8 @@ def run(
     keep_io_types: KeepIoTypesOpt = None,
     input_files: InputFilesOpt = None,
     inputs_npz: InputsOpt = None,
+    data: DataOpt = None,
+    calibration_data: CalibrationDataOpt = None,
     shapes: ShapesOpt = None,
     output: ModelOutputOpt = None,
     warmup: Annotated[
@@ -159,7 +141,7 @@ def run(
     if settings.example is not None:
         stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
     output_role = settings_role(settings, "output model", "--output", "output")
-    with output_guard() as guard, _progress_bar(stderr.is_terminal and not json_output) as progress:
+    with output_guard() as guard, progress_bar(shown(json_output)) as progress:
         declare_inputs(guard, settings)
         lock_file = guard.output("precision lock (--lock-out)", lock_out) if lock_out is not None else None
         report = execute(settings, progress, guard, output_role)

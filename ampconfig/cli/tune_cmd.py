@@ -11,9 +11,11 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
+    CalibrationDataOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     DataMaxOpt,
+    DataOpt,
     DeviceOpt,
     InputFilesOpt,
     InputsOpt,
@@ -38,6 +40,7 @@ from ampconfig.settings.values import MAX_TUNE_RUNS
 
 if TYPE_CHECKING:
     from ampconfig.diagnose.tune.trials import ProgressHook
+    from ampconfig.runner.timing import ProgressCallback
 
 DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5
@@ -85,20 +88,27 @@ one of them (exit 2), the file written is removed again (or gets its previous co
 
 
 @contextmanager
-def _progress_display(enabled: bool) -> Iterator[ProgressHook | None]:
-    """A live line on stderr, shown from the start; yields the hook the tune reports to (None when off)."""
+def _progress_display(enabled: bool) -> Iterator[tuple[ProgressHook | None, ProgressCallback | None]]:
+    """A live line on stderr, shown from the start; yields the hook the tune reports to and the callback long data
+    sets report their samples to (None, None when off)."""
     if not enabled:
-        yield None
+        yield None, None
         return
     from ampconfig.report.tune import ProgressState, progress_line
 
     state = ProgressState()
     with stderr.status("tune: loading the model", spinner="dots") as status:
+        line = ""
 
         def update(event: object) -> None:
-            status.update(progress_line(event, state))  # type: ignore[arg-type]
+            nonlocal line
+            line = progress_line(event, state)  # type: ignore[arg-type]
+            status.update(line)
 
-        yield update
+        def samples(label: str, done: int, total: int) -> None:
+            status.update(f"{line}  ({label}: {done}/{total})")
+
+        yield update, samples
 
 
 # No command-wide GC pause: each of tune's rewrites leaves a discarded onnx-ir graph (cyclic, holding its converted
@@ -118,6 +128,8 @@ def tune(
     device: DeviceOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
     inputs_npz: InputsOpt = None,
+    data: DataOpt = None,
+    calibration_data: CalibrationDataOpt = None,
     input_files: InputFilesOpt = None,
     shapes: ShapesOpt = None,
     seed: SeedOpt = None,
@@ -167,7 +179,7 @@ def tune(
     ] = None,
     json_output: JsonOpt = False,
 ) -> None:
-    with _progress_display(stderr.is_terminal and not json_output) as progress:
+    with _progress_display(stderr.is_terminal and not json_output) as (progress, sample_progress):
         from ampconfig.diagnose.calibrate import prepare
         from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs
         from ampconfig.diagnose.tune.workflow import tune as run_tune
@@ -191,7 +203,7 @@ def tune(
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)
             outputs = declare_outputs(settings, guard)
             prepared = prepare(request, command="tune")
-            report = run_tune(prepared, settings, progress, guard, outputs)
+            report = run_tune(prepared, settings, progress, guard, outputs, sample_progress=sample_progress)
         device = prepared.device
         # Said plainly, as run says it: where the trials ran, and that the decisions are the target's.
         report.notes[:0] = [

@@ -2,8 +2,8 @@
 If, Loop and Scan bodies included, in an order where every value is produced before it is read, with the keys of
 the values they read and write (:mod:`ampconfig.rewrite.scopes`), and its float constants.
 
-Pure reads of an ``onnx.ModelProto``; nothing here changes a graph except :func:`with_node_names`, which
-delegates to :mod:`ampconfig.rewrite.names` so node names match the names the rewrite's decisions use.
+Pure reads of an ``onnx.ModelProto`` whose nodes carry the rewrite's names
+(:func:`ampconfig.rewrite.names.with_node_names`).
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 from onnx import numpy_helper
 
 from ampconfig.opinfo.library import op_key
 from ampconfig.rewrite.expose import FLOAT_TYPES
-from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.scopes import ProtoScope, proto_scopes
 
 
@@ -31,17 +29,6 @@ class GraphNode:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     scope: str = ""
-
-
-def with_node_names(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose unnamed (or duplicate-named) nodes get the names the rewrite gives them.
-
-    The rewrite names nodes before deciding, so the fp32 model must be named the same way for its nodes to line
-    up with the decisions; value names, and so the numbers, are unchanged.
-    """
-    ir_model = ir.serde.deserialize_model(model)
-    name_unnamed_nodes(ir_model)
-    return ir.serde.serialize_model(ir_model)
 
 
 def graph_nodes(model: onnx.ModelProto) -> list[GraphNode]:

@@ -32,6 +32,7 @@ from ampconfig.settings.config import Tolerance
 __all__ = [
     "OutputMetrics",
     "OutputMismatchError",
+    "OutputSpread",
     "Tolerance",
     "compare_output",
     "compare_outputs",
@@ -86,6 +87,33 @@ class OutputMetrics:
         if self.notes:
             data["notes"] = list(self.notes)
         return data
+
+
+@dataclass(frozen=True)
+class OutputSpread:
+    """One output's relative L2 error over the samples of a data set (inf where a sample broke)."""
+
+    name: str
+    samples: int
+    worst: float | None
+    p95: float | None
+    median: float | None
+    worst_sample: int
+    failing_samples: int
+
+    def to_dict(self) -> dict[str, object]:
+        def number(value: float | None) -> float | str | None:
+            return value if value is None or math.isfinite(value) else str(value)
+
+        return {
+            "name": self.name,
+            "samples": self.samples,
+            "rel_l2_worst": number(self.worst),
+            "rel_l2_p95": number(self.p95),
+            "rel_l2_median": number(self.median),
+            "worst_sample": self.worst_sample,
+            "failing_samples": self.failing_samples,
+        }
 
 
 def _json_float(value: float | None) -> float | None:

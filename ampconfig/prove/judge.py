@@ -9,11 +9,15 @@ All three judge the same way:
 - the metrics are :func:`ampconfig.prove.accuracy.compare_outputs` and the verdict
   :func:`ampconfig.prove.accuracy.tolerance_failures` against the one :class:`~ampconfig.settings.config.Tolerance`;
   an inf/NaN in the rewritten output where the reference is finite always fails;
-- an fp32 output without a single finite value is an input error (exit 2): there is nothing to compare against.
+- an fp32 output without a single finite value is an input error (exit 2): there is nothing to compare against;
+- over a data set of several samples (``--data``) every sample is judged on its own, and **the rewrite passes when
+  every sample passes**: one bad image is a bad model. Each output reports the metrics of its worst sample and
+  the spread of its relative L2 error over the samples (worst, p95, median, the worst sample's index).
 
-:func:`judge_outputs` is the decision; :class:`Judge` adds the runs for callers that judge many rewrites of one
-model against one reference (``compare``, ``tune``). ``run`` gets its outputs from
-:func:`ampconfig.runner.proof.prove`, which runs the same copy the same way, and decides with :func:`judge_outputs`.
+:func:`judge_samples` is the decision (:func:`judge_outputs` for one sample); :class:`Judge` adds the runs for
+callers that judge many rewrites of one model against one reference (``compare``, ``tune``). ``run`` gets its
+outputs from :func:`ampconfig.runner.proof.prove`, which runs the same copy the same way, and decides with
+:func:`judge_samples`.
 """
 
 from __future__ import annotations
@@ -29,20 +33,26 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import (
     OutputMetrics,
     OutputMismatchError,
+    OutputSpread,
     Tolerance,
     compare_outputs,
+    output_failures,
     tolerance_failures,
 )
-from ampconfig.runner.proof import accuracy_outputs
+from ampconfig.runner.proof import REFERENCE_LABEL, sample_outputs
 from ampconfig.runner.sessions import TRIAL_CONV_ALGO_SEARCH, create_session
+from ampconfig.runner.timing import ProgressCallback
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """The verdict on one rewritten model: per-output metrics and one line per broken bound."""
+    """The verdict on one rewritten model: per-output metrics (of the worst sample) and one line per broken bound;
+    over several samples also each output's spread."""
 
     outputs: list[OutputMetrics]
     failures: list[str]
+    spreads: list[OutputSpread] = field(default_factory=list)
+    samples: int = 1
 
     @property
     def passed(self) -> bool:
@@ -85,7 +95,7 @@ def judge_outputs(
     names: Sequence[str] | None,
     tolerance: Tolerance,
 ) -> Judgement:
-    """THE pass/fail decision of ``run``, ``compare`` and ``tune`` for the outputs of one rewritten model."""
+    """The pass/fail decision for the outputs of one rewritten model on one sample."""
     check_reference(reference, names)
     try:
         metrics = compare_outputs(reference, candidate, names)
@@ -94,58 +104,114 @@ def judge_outputs(
     return Judgement(metrics, tolerance_failures(metrics, tolerance))
 
 
+def judge_samples(
+    references: Sequence[Mapping[str, np.ndarray]],
+    candidates: Sequence[Mapping[str, np.ndarray]],
+    names: Sequence[str] | None,
+    tolerance: Tolerance,
+) -> Judgement:
+    """THE pass/fail decision of ``run``, ``compare`` and ``tune``: every sample judged, passing only when every
+    sample passes (see the module docstring)."""
+    if len(references) != len(candidates):
+        raise ValueError(f"{len(references)} reference samples against {len(candidates)} candidate samples")
+    judged = [judge_outputs(ref, cand, names, tolerance) for ref, cand in zip(references, candidates, strict=True)]
+    if len(judged) == 1:
+        return judged[0]
+    outputs, failures, spreads = [], [], []
+    for slot, first in enumerate(judged[0].outputs):
+        per_sample = [judgement.outputs[slot] for judgement in judged]
+        failing = [index for index, item in enumerate(per_sample) if output_failures(item, tolerance)]
+        worst = max(range(len(per_sample)), key=lambda index: _severity(per_sample[index], index in failing))
+        outputs.append(per_sample[worst])
+        spreads.append(_spread(first.name, per_sample, worst, len(failing)))
+        failures.extend(
+            f"sample {worst} (worst of the {len(failing)} failing of {len(per_sample)}): {line}"
+            for line in output_failures(per_sample[worst], tolerance)
+        )
+    return Judgement(outputs, failures, spreads, len(judged))
+
+
+def _severity(item: OutputMetrics, fails: bool) -> tuple[bool, float]:
+    error = item.rel_l2 if item.rel_l2 is not None else float(item.mismatches or 0)
+    return fails, math.inf if math.isnan(error) else error
+
+
+def _spread(name: str, per_sample: Sequence[OutputMetrics], worst: int, failing: int) -> OutputSpread:
+    errors = [item.rel_l2 for item in per_sample if item.rel_l2 is not None]
+    if not errors:
+        return OutputSpread(name, len(per_sample), None, None, None, worst, failing)
+    values = np.array([math.inf if math.isnan(e) else e for e in errors], dtype=np.float64)
+    # "nearest": an infinite sample never makes a NaN of an interpolation.
+    p95, median = (float(np.percentile(values, q, method="nearest")) for q in (95, 50))
+    return OutputSpread(name, len(per_sample), float(values.max()), p95, median, worst, failing)
+
+
 @dataclass
 class Judge:
-    """One fp32 reference run, and the judgement of any rewrite of the same model on the same inputs.
+    """One fp32 reference run per sample, and the judgement of any rewrite of the same model on the same samples.
 
     ``trial=True`` runs are for searches that build many sessions (tune): on CUDA they ask cuDNN for heuristic
     convolution algorithms instead of ORT's exhaustive default. A verdict a user relies on is a non-trial run,
     exactly as ``run`` makes it.
     """
 
-    reference: dict[str, np.ndarray]
+    references: list[dict[str, np.ndarray]]
     output_names: list[str]
-    feeds: Mapping[str, np.ndarray]
+    samples: Sequence[Mapping[str, np.ndarray]]
     device: str
     tolerance: Tolerance
     allow_tf32: bool = False
     providers: list[str] = field(default_factory=list)
+    progress: ProgressCallback | None = None
+
+    @property
+    def reference(self) -> dict[str, np.ndarray]:
+        """The first sample's fp32 outputs."""
+        return self.references[0]
 
     @classmethod
     def from_reference_run(
         cls,
         model: onnx.ModelProto,
-        feeds: Mapping[str, np.ndarray],
+        samples: Sequence[Mapping[str, np.ndarray]] | Mapping[str, np.ndarray],
         device: str,
         tolerance: Tolerance,
         *,
         allow_tf32: bool = False,
+        progress: ProgressCallback | None = None,
     ) -> Judge:
-        """Run the fp32 ``model`` once (TF32 off, as ``run``'s reference) and keep its outputs; checks them."""
+        """Run the fp32 ``model`` once per sample (TF32 off, as ``run``'s reference) and keep its outputs; checks
+        them. ``samples``: the feeds of each sample, or the feeds of one."""
+        if isinstance(samples, Mapping):
+            samples = [samples]
         session = create_session(model, device, tf32=False)
-        outputs = accuracy_outputs(session, feeds, model, reference=True)
-        check_reference(outputs, session.output_names)
-        return cls(outputs, list(session.output_names), feeds, device, tolerance, allow_tf32, session.providers)
+        outputs = sample_outputs(session, samples, model, reference=True, progress=progress, label=REFERENCE_LABEL)
+        for each in outputs:
+            check_reference(each, session.output_names)
+        return cls(
+            outputs, list(session.output_names), samples, device, tolerance, allow_tf32, session.providers, progress
+        )
 
-    def outputs_of(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> dict[str, np.ndarray]:
-        """The outputs ``run`` would compare for ``rewritten``: its rounding copy's on the CPU, its own elsewhere."""
+    def outputs_of(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> list[dict[str, np.ndarray]]:
+        """The outputs ``run`` would compare for ``rewritten``, per sample: its rounding copy's on the CPU, its own
+        elsewhere."""
         return self.run_accuracy_model(accuracy_model(rewritten, self.device)[0], trial=trial)
 
-    def run_accuracy_model(self, model: onnx.ModelProto, *, trial: bool = False) -> dict[str, np.ndarray]:
-        """Run a model that already is :func:`accuracy_model`'s result once; its outputs by name."""
+    def run_accuracy_model(self, model: onnx.ModelProto, *, trial: bool = False) -> list[dict[str, np.ndarray]]:
+        """Run a model that already is :func:`accuracy_model`'s result once per sample; its outputs by name."""
         session = create_session(
             model,
             self.device,
             tf32=self.allow_tf32,
             conv_algo_search=TRIAL_CONV_ALGO_SEARCH if trial and self.device == "cuda" else None,
         )
-        return accuracy_outputs(session, self.feeds, model)
+        return sample_outputs(session, self.samples, model, progress=self.progress, label="rewritten")
 
     def judge(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> Judgement:
         return self.judge_outputs(self.outputs_of(rewritten, trial=trial))
 
-    def judge_outputs(self, outputs: Mapping[str, np.ndarray]) -> Judgement:
-        return judge_outputs(self.reference, outputs, self.output_names, self.tolerance)
+    def judge_outputs(self, outputs: Sequence[Mapping[str, np.ndarray]]) -> Judgement:
+        return judge_samples(self.references, outputs, self.output_names, self.tolerance)
 
 
 def accuracy_model(rewritten: onnx.ModelProto, device: str) -> tuple[onnx.ModelProto, int]:

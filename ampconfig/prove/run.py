@@ -14,19 +14,20 @@ from pathlib import Path
 
 import onnx
 
-from ampconfig.api import rewrite_with_settings, save_low_precision_rounding_copy
+from ampconfig.api import save_low_precision_rounding_copy
 from ampconfig.decide.decisions import RewriteResult, Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.judge import Judgement, accuracy_model, judge_outputs
+from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
-from ampconfig.prove.request_files import declare_model, declare_model_output
-from ampconfig.runner.float_cast import float32_to_float16
-from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM, InputSet, inputs_for
-from ampconfig.runner.proof import INPUT_REFUSED, Proof, prove
-from ampconfig.runner.sessions import ModelFile, choose_device
+from ampconfig.prove.request import explain_reference_failure, prepare
+from ampconfig.prove.request_files import declare_model_output
+from ampconfig.runner.datasets import SampleSet
+from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
+from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, prove
+from ampconfig.runner.sessions import ModelFile
 from ampconfig.runner.timing import ProgressCallback, speedup
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.resolve import Settings
@@ -44,7 +45,7 @@ def execute(
     output_role: str = "output model (--output)",
 ) -> RunReport:
     """Rewrite, write ``--output`` (through ``guard``: atomically, never over an input), run reference and rewrite
-    on the same inputs, compare. Without a guard, one of its own checks the output against the model's files.
+    on the same samples, compare. Without a guard, one of its own checks the output against the model's files.
 
     A model with external data, or too large for one in-memory proto, runs from files (:func:`_models_to_run`).
     """
@@ -54,25 +55,18 @@ def execute(
             return execute(settings, progress, own, output_role)
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
-    opened = open_model(settings.model_path)  # external tensor data stays on disk
-    declare_model(guard, opened)
+    prepared = prepare(settings, command="run", guard=guard)  # external tensor data stays on disk
+    opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)
-    inputs = inputs_for(opened.proto, settings.inputs)
-    choice = choose_device(settings.device)
-    from_files = bool(opened.external_files) or not opened.fits_in_memory()
-    result = rewrite_with_settings(
-        settings.model_path if from_files else opened.proto,  # never modified: no copy needed
-        settings,
-        float16_encoder=float32_to_float16,
-    )
-    with _models_to_run(settings, opened, result, from_files) as (reference, rewritten, accuracy_copy):
+    result = prepared.rewrite()
+    with _models_to_run(settings, opened, result, prepared.from_files) as (reference, rewritten, accuracy_copy):
         try:
             proof = prove(
                 reference,
                 rewritten,
-                inputs.feeds,
-                choice,
+                prepared.data.samples,
+                prepared.device,
                 allow_tf32=settings.allow_tf32,
                 warmup=settings.warmup,
                 iterations=settings.iterations,
@@ -82,19 +76,21 @@ def execute(
         except AmpconfigError as exc:
             if exc.file is None and exc.message.startswith(INPUT_REFUSED):
                 raise replace(exc, file=str(settings.model_path)) from None
+            if REFERENCE_FAILED in exc.message:
+                raise explain_reference_failure(exc, prepared) from None
             raise
-    if from_files:
+    if prepared.from_files:
         what = "has external data" if opened.external_files else "is too large for one in-memory protobuf"
         proof.notes.append(
             f"the model {what}: ONNX Runtime ran both models from files (the rewrite from a temporary copy)"
         )
     # The one pass/fail decision (shared with compare and tune); an unusable reference is an exit 2 here,
     # before anything is written.
-    judgement = judge_outputs(proof.reference.outputs, proof.rewritten.outputs, proof.output_names, settings.tolerance)
+    judgement = judge_samples(proof.reference.samples, proof.rewritten.samples, proof.output_names, settings.tolerance)
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None
-    return build_report(settings, inputs, result, proof, judgement, written)
+    return build_report(settings, prepared.data, result, proof, judgement, written)
 
 
 RunnableModel = onnx.ModelProto | ModelFile
@@ -128,13 +124,19 @@ def _models_to_run(
         yield ModelFile(settings.model_path, opened.proto), rewritten, accuracy_copy
 
 
-def _input_notes(inputs: InputSet) -> list[str]:
-    if not inputs.defaulted:
-        return []
-    return [
-        f"dynamic dimensions without --shape took the defaults: first dimension {DEFAULT_BATCH_DIM}, "
-        f"others {DEFAULT_OTHER_DIM}"
-    ]
+def _input_notes(inputs: SampleSet) -> list[str]:
+    notes = []
+    if inputs.defaulted:
+        notes.append(
+            f"dynamic dimensions without --shape took the defaults: first dimension {DEFAULT_BATCH_DIM}, "
+            f"others {DEFAULT_OTHER_DIM}"
+        )
+    if len(inputs) > 1:
+        notes.append(
+            f"{len(inputs)} samples ({inputs.source}), each judged: the run passes when every sample meets the "
+            "tolerance; latency is timed on the first"
+        )
+    return notes
 
 
 def _lowering_notes(result: RewriteResult) -> list[str]:
@@ -158,7 +160,7 @@ def _lowering_notes(result: RewriteResult) -> list[str]:
 
 def build_report(
     settings: Settings,
-    inputs: InputSet,
+    inputs: SampleSet,
     result: RewriteResult,
     proof: Proof,
     judgement: Judgement,
@@ -178,6 +180,8 @@ def build_report(
         tf32={"reference": proof.reference.tf32, "rewritten": proof.rewritten.tf32},
         inputs=inputs.inputs,
         outputs=judgement.outputs,
+        samples=judgement.samples,
+        spreads=judgement.spreads,
         latency_reference=proof.reference.latency,
         latency_rewritten=proof.rewritten.latency,
         speedup=speedup(proof.reference.latency, proof.rewritten.latency),

@@ -13,6 +13,7 @@ from rich.text import Text
 from ampconfig.diagnose.locate import NodeError
 from ampconfig.prove.accuracy import Tolerance
 from ampconfig.report.explain import explain_summary
+from ampconfig.report.run import spread_table
 
 if TYPE_CHECKING:
     from ampconfig.diagnose.calibrate import CompareResult, Prepared
@@ -35,6 +36,8 @@ def compare_payload(result: CompareResult, prepared: Prepared) -> dict[str, Any]
         "providers": {"reference": result.reference.providers, "rewritten": result.rewritten.providers},
         "inputs": [item.to_dict() for item in prepared.inputs.inputs],
         "outputs": [item.to_dict() for item in result.outputs],
+        "samples": result.samples,
+        "spread": [item.to_dict() for item in result.spreads],
         "tolerance": request.tolerance.to_dict(),
         "passed": result.passed,
         "failures": result.failures,
@@ -111,6 +114,8 @@ def render_compare(result: CompareResult, prepared: Prepared, console: Console, 
     for item in result.outputs:
         outputs.add_row(item.name, _num(item.rel_l2), _num(item.max_abs), _num(item.cosine), str(item.nonfinite))
     console.print(outputs)
+    if result.spreads:
+        console.print(spread_table(result.spreads))
     if result.range is not None:
         kept = result.range.overflow_nodes
         console.print(f"range analysis kept {len(kept)} node(s) float32: " + (", ".join(kept) or "none"))

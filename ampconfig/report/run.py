@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.files.guard import shown_path
-from ampconfig.prove.accuracy import OutputMetrics, output_failures
+from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.runner.inputs import PreparedInput
 
@@ -37,6 +37,8 @@ def run_payload(report: RunReport) -> dict[str, Any]:
         "tf32": report.tf32,
         "inputs": [item.to_dict() for item in report.inputs],
         "outputs": [item.to_dict() for item in report.outputs],
+        "samples": report.samples,
+        "spread": [item.to_dict() for item in report.spreads],
         "latency_ms": {
             "reference": report.latency_reference.to_dict(),
             "rewritten": report.latency_rewritten.to_dict(),
@@ -143,6 +145,26 @@ def output_shape(item: OutputMetrics) -> str:
     return shape + " -> [" + ", ".join(str(d) for d in item.rewritten_shape) + "]"
 
 
+def spread_table(spreads: list[OutputSpread]) -> Table:
+    """Each output's relative L2 error over the samples of a data set."""
+    samples = spreads[0].samples if spreads else 0
+    table = Table(
+        title=f"rel L2 over {samples} samples (each output's row above is its worst sample)", title_justify="left"
+    )
+    for header in ("output", "worst", "p95", "median", "worst sample", "failing samples"):
+        table.add_column(header, justify="left" if header == "output" else "right")
+    for item in spreads:
+        table.add_row(
+            item.name,
+            _num(item.worst),
+            _num(item.p95),
+            _num(item.median),
+            str(item.worst_sample),
+            f"{item.failing_samples} of {item.samples}",
+        )
+    return table
+
+
 def _latency_table(report: RunReport) -> Table:
     table = Table(title="latency (ms)", title_justify="left")
     table.add_column("model")
@@ -180,6 +202,8 @@ def render_run(report: RunReport, console: Console) -> None:
     console.print(_summary_table(report))
     console.print()
     console.print(_outputs_table(report))
+    if report.spreads:
+        console.print(spread_table(report.spreads))
     console.print(_latency_table(report))
     speed = "-" if report.speedup is None else f"{report.speedup:.2f}x"
     console.print(f"speedup (reference median / rewritten median): {speed} on {report.provider}")

@@ -128,3 +128,7 @@ def _verified(report: TuneReport, console: Console) -> None:
     for item in report.verified:
         table.add_row(item.name, _num(item.rel_l2), _num(item.max_abs), _num(item.cosine), str(item.nonfinite))
     console.print(table)
+    if report.verified_spreads:
+        from ampconfig.report.run import spread_table
+
+        console.print(spread_table(report.verified_spreads))

@@ -3,6 +3,7 @@ every value the rewrite adds needs a name nothing else has."""
 
 from __future__ import annotations
 
+import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
@@ -50,3 +51,15 @@ def name_unnamed_nodes(model: ir.Model) -> NameAllocator:
                 node.name = names.node(node.name or node.op_type)
             seen.add(node.name)
     return names
+
+
+def with_node_names(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose unnamed (or duplicate-named) nodes get the names the rewrite gives them.
+
+    The rewrite names nodes before deciding, so the fp32 model must be named the same way for its nodes to line
+    up with the decisions (the debugging runs, keep_dtype files tune writes); value names, and so the numbers,
+    are unchanged.
+    """
+    ir_model = ir.serde.deserialize_model(model)
+    name_unnamed_nodes(ir_model)
+    return ir.serde.serialize_model(ir_model)

@@ -213,7 +213,7 @@ def feeds_gather(model: onnx.ModelProto, name: str) -> bool:
 # -------------------------------------------------------------------------------------------------- loading
 
 
-def _coerce(spec: InputSpec, array: np.ndarray, origin: str) -> np.ndarray:
+def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> np.ndarray:
     """Check rank and fixed dims; convert the dtype when the kind matches (float64 -> float32 etc.)."""
     array = np.asarray(array)
     if spec.dims is not None:
@@ -447,7 +447,7 @@ def _load_files(
         if spec.name in arrays:
             path = arrays[spec.name]
             array = load_npy(path, f"--input {spec.name}")
-            loaded[spec.name] = (_coerce(spec, array, f"--input {spec.name}={path}"), f"npy:{path}")
+            loaded[spec.name] = (coerce_input(spec, array, f"--input {spec.name}={path}"), f"npy:{path}")
         elif npz is not None:
             if spec.name not in archive:
                 raise AmpconfigError(
@@ -456,7 +456,7 @@ def _load_files(
                     hint=f"arrays in it: {', '.join(archive) or '(none)'}; "
                     f"model inputs: {', '.join(s.name for s in specs)}",
                 )
-            loaded[spec.name] = (_coerce(spec, archive[spec.name], str(npz)), f"npz:{npz}")
+            loaded[spec.name] = (coerce_input(spec, archive[spec.name], str(npz)), f"npz:{npz}")
     return loaded
 
 

@@ -18,7 +18,9 @@ import onnx
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.expose import FLAT, STACKED, ExposedModel, expose_keys, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
+from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import create_session, run_once
+from ampconfig.runner.timing import ProgressCallback
 
 
 @dataclass
@@ -34,6 +36,23 @@ class IntermediateRun:
     providers: list[str]
     per_iteration: set[str] = field(default_factory=set)
     flattened: set[str] = field(default_factory=set)
+    #: over several samples: each sample's own run (``values`` then holds every sample's values, flattened and
+    #: joined in sample order; ``outputs`` the first sample's)
+    samples: list[IntermediateRun] = field(default_factory=list)
+
+    @property
+    def first(self) -> IntermediateRun:
+        """The first sample's run (itself for a run of one sample): values in their own shapes."""
+        return self.samples[0] if self.samples else self
+
+    @property
+    def each(self) -> list[IntermediateRun]:
+        """Every sample's run, in order."""
+        return self.samples or [self]
+
+    @property
+    def sample_outputs(self) -> list[dict[str, np.ndarray]]:
+        return [run.outputs for run in self.each]
 
 
 def run_with_intermediates(
@@ -67,6 +86,42 @@ def run_with_intermediates(
             values[name] = array
     outputs = {name: results[name] for name in output_names if name in results}
     return IntermediateRun(outputs, values, output_names, providers, exposed.per_iteration, exposed.flattened)
+
+
+def run_samples_with_intermediates(
+    model: onnx.ModelProto,
+    samples: Sequence[Mapping[str, np.ndarray]],
+    device: str = "cpu",
+    names: Sequence[str] | None = None,
+    progress: ProgressCallback | None = None,
+    label: str = "exposed",
+) -> IntermediateRun:
+    """:func:`run_with_intermediates` once per sample, pooled (see :func:`pooled`)."""
+    runs = []
+    shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
+    for index, feeds in enumerate(samples):
+        if shown:
+            progress(f"{label}: samples", index, len(samples))  # type: ignore[misc]
+        runs.append(run_with_intermediates(model, feeds, device, names))
+    if shown:
+        progress(f"{label}: samples", len(samples), len(samples))  # type: ignore[misc]
+    return pooled(runs)
+
+
+def pooled(runs: Sequence[IntermediateRun]) -> IntermediateRun:
+    """The runs of several samples as one: every value present in all of them flattened and joined in sample
+    order (what range analysis, compare and the sensitivity read: maxima and errors over the whole data set),
+    the first sample's outputs, and every run kept in ``samples``. One run is returned as it is."""
+    if len(runs) == 1:
+        return runs[0]
+    keys = [key for key in runs[0].values if all(key in run.values for run in runs[1:])]
+    values = {key: np.concatenate([np.ravel(run.values[key]) for run in runs]) for key in keys}
+    per_iteration = set.intersection(*(run.per_iteration for run in runs))
+    flattened = set.union(*(run.flattened for run in runs))
+    first = runs[0]
+    return IntermediateRun(
+        first.outputs, values, first.output_names, first.providers, per_iteration, flattened, list(runs)
+    )
 
 
 def _run(exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str) -> tuple[dict[str, np.ndarray], list]:

@@ -1,13 +1,13 @@
 """Run the fp32 reference and the rewritten model on the same inputs: outputs for accuracy, latency for speed.
 
 Both sessions are built first (so a model that will not load fails before anything is timed), then each model
-runs once for its outputs, then each is timed (warm-up + timed iterations).
+runs once per sample for its outputs, then each is timed (warm-up + timed iterations) on the first sample.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx
@@ -28,17 +28,24 @@ from ampconfig.runner.timing import Latency, ProgressCallback, measure
 from ampconfig.settings.resolve import AUTO_DEVICE
 
 REFERENCE_LABEL = "fp32 reference"
+#: How a failure of the fp32 model to run on the inputs starts (callers add what they know about the inputs).
+REFERENCE_FAILED = "ONNX Runtime failed to run the fp32 model"
 
 
 @dataclass
 class ModelRun:
-    """One model's run: the providers its session got, its outputs, its latency."""
+    """One model's run: the providers its session got, its outputs per sample, its latency (first sample)."""
 
     label: str
     providers: list[str]
     tf32: bool | None
-    outputs: dict[str, np.ndarray]
+    samples: list[dict[str, np.ndarray]]
     latency: Latency
+
+    @property
+    def outputs(self) -> dict[str, np.ndarray]:
+        """The first sample's outputs."""
+        return self.samples[0]
 
     @property
     def provider(self) -> str:
@@ -90,18 +97,53 @@ def open_sessions(
 def _run_model(
     label: str,
     session: Session,
-    feeds: Mapping[str, np.ndarray],
+    model: ModelSource,
+    samples: Sequence[Mapping[str, np.ndarray]],
     warmup: int,
     iterations: int,
     progress: ProgressCallback | None,
 ) -> ModelRun:
-    bound = session.bind(feeds)
-    try:
-        outputs = bound.outputs()
-    except Exception as exc:  # ORT's own exception types; the first run is the one that fails on bad inputs
-        raise _run_failure(label, exc) from None
+    outputs = sample_outputs(
+        session, samples, model_proto(model), reference=label == REFERENCE_LABEL, progress=progress, label=label
+    )
+    bound = session.bind(adapt_feeds(samples[0], model_proto(model)))
     latency = measure(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
     return ModelRun(label, session.providers, session.tf32, outputs, latency)
+
+
+#: A data set this long shows its progress (``progress(label, done, total)``), sample by sample.
+PROGRESS_SAMPLES = 8
+
+
+def sample_outputs(
+    session: Session,
+    samples: Sequence[Mapping[str, np.ndarray]],
+    model: onnx.ModelProto | ModelFile,
+    *,
+    reference: bool = False,
+    progress: ProgressCallback | None = None,
+    label: str = "rewritten",
+) -> list[dict[str, np.ndarray]]:
+    """One run of ``session`` per sample for the outputs that are judged (feeds converted to ``model``'s input
+    dtypes). A failure on the fp32 reference is the inputs' fault; on a rewritten model it is a bug (see
+    ``_run_failure``); with several samples the message names the sample."""
+    proto = model_proto(model)
+    outputs = []
+    shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
+    what = f"{label}: samples"
+    for index, feeds in enumerate(samples):
+        if shown:
+            progress(what, index, len(samples))  # type: ignore[misc]
+        try:
+            outputs.append(session.bind(adapt_feeds(feeds, proto)).outputs())
+        except Exception as exc:  # ORT's own exception types
+            failure = _run_failure(REFERENCE_LABEL if reference else "rewritten", exc)
+            if len(samples) > 1:
+                failure = replace(failure, message=f"sample {index}: {failure.message}")
+            raise failure from None
+    if shown:
+        progress(what, len(samples), len(samples))  # type: ignore[misc]
+    return outputs
 
 
 def _run_failure(label: str, exc: Exception) -> AmpconfigError:
@@ -110,7 +152,7 @@ def _run_failure(label: str, exc: Exception) -> AmpconfigError:
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if label == REFERENCE_LABEL:
         return AmpconfigError(
-            f"ONNX Runtime failed to run the fp32 model on these inputs: {message}",
+            f"{REFERENCE_FAILED} on these inputs: {message}",
             hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
         )
     return AmpconfigError(
@@ -119,23 +161,10 @@ def _run_failure(label: str, exc: Exception) -> AmpconfigError:
     )
 
 
-def accuracy_outputs(
-    session: Session, feeds: Mapping[str, np.ndarray], model: onnx.ModelProto | ModelFile, *, reference: bool = False
-) -> dict[str, np.ndarray]:
-    """One run of ``session`` for the outputs that are judged (feeds converted to ``model``'s input dtypes).
-
-    A failure on the fp32 reference is the inputs' fault; on a rewritten model it is a bug (see ``_run_failure``).
-    """
-    try:
-        return session.bind(adapt_feeds(feeds, model_proto(model))).outputs()
-    except Exception as exc:  # ORT's own exception types
-        raise _run_failure(REFERENCE_LABEL if reference else "rewritten", exc) from None
-
-
 def prove(
     reference: onnx.ModelProto | ModelFile,
     rewritten: onnx.ModelProto | ModelFile,
-    feeds: Mapping[str, np.ndarray],
+    samples: Sequence[Mapping[str, np.ndarray]] | Mapping[str, np.ndarray],
     choice: DeviceChoice,
     *,
     allow_tf32: bool = False,
@@ -144,7 +173,8 @@ def prove(
     progress: ProgressCallback | None = None,
     cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto | ModelFile, int]] | None = None,
 ) -> Proof:
-    """Run both models on ``feeds`` (converted to each model's input dtypes) and time them.
+    """Run both models on every sample (converted to each model's input dtypes) and time them on the first;
+    ``samples`` is the feeds of each sample, or the feeds of one.
 
     A model is an in-memory proto or a :class:`ModelFile` (ONNX Runtime loads it from disk: how models with
     external data, or too large for one protobuf, are run). On the CPU, ``cpu_accuracy_model`` (if given)
@@ -153,6 +183,8 @@ def prove(
     load the rewritten model as it is (decided for another target: a bfloat16 MatMul decided for cuda), when the
     copy is timed too and a note says so.
     """
+    if isinstance(samples, Mapping):
+        samples = [samples]
     timed_copy: tuple[onnx.ModelProto | ModelFile, int] | None = None
     try:
         ref_session, rew_session, choice = open_sessions(reference, rewritten, choice, allow_tf32)
@@ -160,9 +192,8 @@ def prove(
         timed_copy = _copy_the_cpu_can_run(exc, choice, cpu_accuracy_model)
         ref_session, rew_session, choice = open_sessions(reference, timed_copy[0], choice, allow_tf32)
         rewritten = timed_copy[0]
-    ref_feeds, rew_feeds = adapt_feeds(feeds, model_proto(reference)), adapt_feeds(feeds, model_proto(rewritten))
-    ref_run = _run_model(REFERENCE_LABEL, ref_session, ref_feeds, warmup, iterations, progress)
-    rew_run = _run_model("rewritten", rew_session, rew_feeds, warmup, iterations, progress)
+    ref_run = _run_model(REFERENCE_LABEL, ref_session, reference, samples, warmup, iterations, progress)
+    rew_run = _run_model("rewritten", rew_session, rewritten, samples, warmup, iterations, progress)
     output_names = list(ref_session.output_names)
     del ref_session, rew_session  # their weights are freed before the accuracy copy loads its own
     notes = list(choice.notes)
@@ -178,7 +209,7 @@ def prove(
         faithful, wrapped = cpu_accuracy_model()
         if wrapped:
             session = create_session(faithful, "cpu", tf32=False)
-            rew_run.outputs = accuracy_outputs(session, feeds, faithful)
+            rew_run.samples = sample_outputs(session, samples, faithful, progress=progress, label="accuracy copy")
             notes.append(
                 f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native "
                 "CPU float16 kernel compute between explicit float16 casts: ONNX Runtime's CPU provider would "

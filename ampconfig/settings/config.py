@@ -156,6 +156,17 @@ class RunOptions(BaseModel):
         default=None,
         description="A .npz file with one array per graph input, used instead of random inputs.",
     )
+    data: UserPath | None = Field(
+        default=None,
+        description="A data set to run instead of one batch (`--data`): a folder of .npz files (one sample each), "
+        "one .npz whose arrays have a leading sample axis, or a Polygraphy JSON list of feeds. Every sample is "
+        "judged; the run passes when every sample meets the tolerance.",
+    )
+    calibration_data: UserPath | None = Field(
+        default=None,
+        description="A data set (same layouts as `data`) for what the float32 model's values decide: the value "
+        "ranges and tune's ranking (`--calibration-data`). Absent: the first samples of `data`, else the inputs.",
+    )
     shapes: dict[str, list[Annotated[int, Field(ge=1, strict=True)]]] = Field(
         default_factory=dict,
         description="Per graph input name, the concrete shape to feed, one int per dimension (static "

@@ -77,6 +77,8 @@ class Flags:
     iterations: int | None = None
     seed: int | None = None
     tolerance: float | None = None
+    data: Path | None = None
+    calibration_data: Path | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Flags:
@@ -95,16 +97,29 @@ class Flags:
 
 
 _PATH_FIELDS = frozenset(
-    {"model", "config", "modify_mixlist", "keep_dtype", "customize_dtypes", "output", "inputs_npz"}
+    {
+        "model",
+        "config",
+        "modify_mixlist",
+        "keep_dtype",
+        "customize_dtypes",
+        "output",
+        "inputs_npz",
+        "data",
+        "calibration_data",
+    }
 )
 
 
 @dataclass(frozen=True)
 class InputRequest:
     """How to get the inputs of a run, unparsed by nothing but the resolver: ``.npz``/``.npy`` files, shapes of
-    generated inputs, the seed and integer range. :func:`ampconfig.runner.inputs.inputs_for` reads it."""
+    generated inputs, the seed and integer range (:func:`ampconfig.runner.inputs.inputs_for` reads them), or data
+    sets of several samples (:mod:`ampconfig.runner.datasets`)."""
 
     npz: Path | None = None
+    data: Path | None = None
+    calibration_data: Path | None = None
     arrays: Mapping[str, Path] = field(default_factory=lambda: MappingProxyType({}))
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: MappingProxyType({}))
     seed: int = DEFAULT_SEED
@@ -114,6 +129,8 @@ class InputRequest:
     def to_dict(self) -> dict[str, Any]:
         return {
             "npz": _text(self.npz),
+            "data": _text(self.data),
+            "calibration_data": _text(self.calibration_data),
             "arrays": {name: str(path) for name, path in self.arrays.items()},
             "shapes": {name: list(dims) for name, dims in self.shapes.items()},
             "seed": self.seed,
@@ -348,6 +365,8 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
         arrays[name] = path
     return InputRequest(
         npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None),
+        data=merged.pick("data", flags.data, run.data if run else None),
+        calibration_data=merged.pick("calibration_data", flags.calibration_data, run.calibration_data if run else None),
         arrays=MappingProxyType(arrays),
         shapes=MappingProxyType(shapes),
         seed=merged.pick("seed", flags.seed, _set(run, "seed"), DEFAULT_SEED),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,10 +28,12 @@ from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
 from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import Judge, Judgement, accuracy_model
-from ampconfig.rewrite.inject import injection_model
-from ampconfig.runner.inputs import first_samples
-from ampconfig.runner.intermediates import IntermediateRun, run_with_intermediates
+from ampconfig.rewrite.inject import InjectionModel, injection_model
+from ampconfig.runner.datasets import SampleSet
+from ampconfig.runner.inputs import InputSet, first_samples
+from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
+from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.documents import SourceMap
 from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
@@ -174,15 +176,16 @@ class TuneRuns:
         budget: Budget,
         progress: ProgressHook | None = None,
         calibration_batch: int | None = None,
+        sample_progress: ProgressCallback | None = None,
     ) -> None:
         self.prepared = prepared
-        #: What the exposed runs and the replay see: the request's inputs, or their first ``calibration_batch``
-        #: samples (the exposed runs copy every intermediate to the host, so they grow with the batch; trials and
-        #: the verification always run on every sample).
+        #: What the exposed runs and the replay see: the request's calibration samples, each cut to its first
+        #: ``calibration_batch`` batch entries (the exposed runs copy every intermediate to the host, so they grow
+        #: with the batch; trials and the verification always run on every sample whole).
         self.calibration = (
             prepared
             if calibration_batch is None
-            else replace(prepared, inputs=first_samples(prepared.model, prepared.inputs, calibration_batch))
+            else replace(prepared, calibration=_first_batch_entries(prepared, calibration_batch))
         )
         self.budget = budget
         self.progress = progress
@@ -199,8 +202,8 @@ class TuneRuns:
         self.log: list[str] = []  # every counted run, by what it was for
         self.judge: Judge
         self.reference: IntermediateRun
-        #: keys the latest exposed rewrite run returned one slice per Loop iteration (the replay slices them)
-        self.low_per_iteration: set[str] = set()
+        #: how long data sets show their progress, sample by sample (the CLI's stderr display)
+        self.sample_progress: ProgressCallback | None = sample_progress
 
     @property
     def device(self) -> str:
@@ -226,25 +229,29 @@ class TuneRuns:
     # -- the reference -------------------------------------------------------------------------------------------
     def run_reference(self) -> None:
         """The plain fp32 run every trial is judged against, then the fp32 run with every intermediate exposed."""
-        self.judge = self._counted("fp32 reference run", lambda: reference_judge(self.prepared))
+        self.judge = self._counted("fp32 reference run", lambda: reference_judge(self.prepared, self.sample_progress))
         self.reference = self._counted(
-            "fp32 run, intermediates exposed", lambda: reference_run(self.calibration), EXPOSED
+            "fp32 run, intermediates exposed", lambda: reference_run(self.calibration, self.sample_progress), EXPOSED
         )
 
     @property
     def sliced(self) -> bool:
-        """Whether the exposed runs see fewer samples than the trials."""
-        return self.calibration.inputs is not self.prepared.inputs
+        """Whether the exposed runs see other samples than the trials (fewer, or cut to a smaller batch)."""
+        return self.calibration.calibration is not self.prepared.data
 
     @property
     def calibration_samples(self) -> int:
-        """How many samples the exposed runs see (the first dimension of the calibration feeds)."""
-        return min((len(array) for array in self.calibration.inputs.feeds.values() if np.ndim(array)), default=0)
+        """How many batch entries the exposed runs see: the first dimension of the calibration feeds, over every
+        calibration sample."""
+        return sum(
+            min((len(array) for array in sample.values() if np.ndim(array)), default=0)
+            for sample in self.calibration.calibration.samples
+        )
 
     @property
-    def exposed_reference(self) -> dict[str, np.ndarray]:
+    def exposed_reference(self) -> list[dict[str, np.ndarray]]:
         """The fp32 outputs an exposed run's outputs are estimated against (same samples)."""
-        return self.reference.outputs if self.sliced else self.judge.reference
+        return self.reference.sample_outputs if self.sliced else self.judge.references
 
     # -- deciding (no run) ---------------------------------------------------------------------------------------
     def decide(self, candidate: Candidate) -> RewriteResult:
@@ -302,38 +309,60 @@ class TuneRuns:
     def exposed(self, candidate: Candidate, step: str) -> IntermediateRun:
         """The candidate's accuracy copy run once with every intermediate exposed (one counted run)."""
         model, _ = accuracy_model(self.decide(candidate).model, self.device)
-        feeds = self.calibration.inputs.feeds
-        names = list(self.reference.values)
+        samples = self.calibration.calibration.samples
+        names = list(self.reference.first.values)
         run: IntermediateRun = self._counted(
-            step, lambda: run_with_intermediates(model, feeds, self.device, names=names), EXPOSED
+            step,
+            lambda: run_samples_with_intermediates(
+                model, samples, self.device, names=names, progress=self.sample_progress, label="rewritten"
+            ),
+            EXPOSED,
         )
-        self.low_per_iteration = run.per_iteration
         return run
 
-    def replay(self, lowered: Iterable[str], low: Mapping[str, np.ndarray], step: str) -> dict[str, np.ndarray]:
-        """Every node of ``lowered`` computed in fp32 on the inputs it had in the ``low`` run (one counted run);
-        their outputs by the original value names."""
+    def replay(self, lowered: Iterable[str], low: IntermediateRun, step: str) -> dict[str, np.ndarray]:
+        """Every node of ``lowered`` computed in fp32 on the inputs it had in the ``low`` run (one counted run, one
+        session run per calibration sample); their outputs by key, pooled over the samples as ``low`` is."""
         originals = {node.name: list(node.outputs) for node in self.nodes if not node.scope}
-        # An empty value is not fed: it is what a branch that did not run gives back (ampconfig.rewrite.expose).
-        available = {
-            name: np.shape(low[name]) for name in self.reference.values.keys() & low.keys() if np.size(low[name])
-        }
-        per_iteration = self.low_per_iteration & self.reference.per_iteration
-        copy = injection_model(self.prepared.model, list(lowered), originals, available, per_iteration)
-        feeds = dict(self.calibration.inputs.feeds)
-        for name, (source, dtype) in copy.feeds.items():
-            feeds[name] = np.asarray(low[source]).astype(dtype)
+        per_iteration = low.per_iteration & self.reference.per_iteration
+        wanted = list(lowered)
 
         def run() -> dict[str, np.ndarray]:
-            session = create_session(copy.model, self.device)
-            return run_once(session, feeds)
+            replayed = []
+            copies: dict[Hashable, InjectionModel] = {}
+            for feeds, low_run in zip(self.calibration.calibration.samples, low.each, strict=True):
+                # An empty value is not fed: it is what a branch that did not run gives back (rewrite/expose.py).
+                available = {
+                    key: np.shape(array)
+                    for key, array in low_run.values.items()
+                    if key in self.reference.first.values and np.size(array)
+                }
+                shapes = tuple(sorted(available.items()))
+                if shapes not in copies:
+                    copies[shapes] = injection_model(self.prepared.model, wanted, originals, available, per_iteration)
+                copy = copies[shapes]
+                fed = dict(feeds)
+                for name, (source, dtype) in copy.feeds.items():
+                    fed[name] = np.asarray(low_run.values[source]).astype(dtype)
+                outputs = run_once(create_session(copy.model, self.device), fed)
+                keys = {key for keys in copy.outputs.values() for key in keys}
+                replayed.append({copy.keys[n]: a for n, a in outputs.items() if copy.keys.get(n) in keys})
+            if len(replayed) == 1:
+                return replayed[0]
+            common = [key for key in replayed[0] if all(key in each for each in replayed[1:])]
+            return {key: np.concatenate([np.ravel(each[key]) for each in replayed]) for key in common}
 
-        outputs = self._counted(step, run, EXPOSED)
-        wanted = {key for keys in copy.outputs.values() for key in keys}
-        return {copy.keys[name]: array for name, array in outputs.items() if copy.keys.get(name) in wanted}
+        return self._counted(step, run, EXPOSED)
 
     def verify(self, result: RewriteResult, step: str) -> Judgement:
         """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run)."""
         judgement: Judgement = self._counted(step, lambda: self.judge.judge(result.model))
         self.report(step, judgement.worst_rel_l2, result.low_precision_nodes)
         return judgement
+
+
+def _first_batch_entries(prepared: Prepared, count: int) -> SampleSet:
+    """The calibration samples, each cut to its first ``count`` entries along the batch dimension."""
+    calibration = prepared.calibration
+    cut = [first_samples(prepared.graph, InputSet(sample, calibration.inputs), count) for sample in calibration.samples]
+    return replace(calibration, samples=[item.feeds for item in cut], inputs=cut[0].inputs)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ampconfig.decide.decisions import RewriteResult
-from ampconfig.diagnose.calibrate import Prepared, RangeReport, range_report
+from ampconfig.diagnose.calibrate import Prepared, RangeReport, calibration_source, range_report
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
 from ampconfig.diagnose.sensitivity import NodeSensitivity, damaged_nodes, sensitivities
 from ampconfig.diagnose.tune.answer import (
@@ -46,8 +46,10 @@ from ampconfig.diagnose.tune.trials import Budget, BudgetSpent, ProgressHook, Tu
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.opinfo.op_names import is_ambiguous
-from ampconfig.prove.accuracy import OutputMetrics
-from ampconfig.prove.judge import Judgement, judge_outputs
+from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
+from ampconfig.prove.judge import Judgement, judge_samples
+from ampconfig.runner.intermediates import IntermediateRun
+from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.validate import validate_paths
 
 DEFAULT_MAX_RUNS = 20
@@ -121,6 +123,7 @@ class TuneReport:
     op_types: list[OpTypeChoice] = field(default_factory=list)
     cost: AnswerCost | None = None
     verified: list[OutputMetrics] = field(default_factory=list)
+    verified_spreads: list[OutputSpread] = field(default_factory=list)  # over the samples of --data
     mixlist_path: str | None = None
     keep_dtype_path: str | None = None
     steps: list[Step] = field(default_factory=list)
@@ -157,6 +160,7 @@ class TuneReport:
             "cost": self.cost.to_dict() if self.cost is not None else None,
             "verified": [item.to_dict() for item in self.verified],
             "verified_rel_l2": _json_float(self.verified_error),
+            "verified_spread": [item.to_dict() for item in self.verified_spreads],
             "mixlist": self.mixlist_path,
             "keep_dtype": self.keep_dtype_path,
             "steps": [step.to_dict() for step in self.steps],
@@ -242,18 +246,20 @@ def tune(
     progress: ProgressHook | None = None,
     guard: OutputGuard | None = None,
     outputs: TuneOutputs | None = None,
+    sample_progress: ProgressCallback | None = None,
 ) -> TuneReport:
     """Search, verify the answer from files, and write it through ``guard`` to ``outputs`` (declared here when
-    None; a guard of its own, with the model as its input, when ``guard`` is None)."""
+    None; a guard of its own, with the model as its input, when ``guard`` is None). ``sample_progress`` shows
+    the runs of long data sets sample by sample."""
     if guard is None:
         with OutputGuard() as own:
             own.read("input model", prepared.request.model_path)
-            return tune(prepared, settings, progress, own)
+            return tune(prepared, settings, progress, own, sample_progress=sample_progress)
     check_settings(prepared, settings)
     if outputs is None:
         outputs = declare_outputs(settings, guard)
     budget = Budget(settings.max_runs, settings.max_seconds)
-    runs = TuneRuns(prepared, budget, progress, settings.calibration_batch)
+    runs = TuneRuns(prepared, budget, progress, settings.calibration_batch, sample_progress)
     report = TuneReport(
         "not_found", 0, settings.max_runs, 0.0, settings.objective, prepared.request.tolerance.to_dict()
     )
@@ -279,14 +285,19 @@ def _search(
     guard: OutputGuard,
 ) -> None:
     runs.run_reference()
-    if runs.sliced:
+    if settings.calibration_batch is not None and runs.sliced:
         report.notes.append(
             f"sensitivity, range analysis and the latency estimate come from the first {runs.calibration_samples} "
             "sample(s) (--calibration-batch); every trial and the verification ran on all of them"
         )
+    elif runs.sliced:
+        report.notes.append(
+            f"sensitivity, range analysis and the latency estimate come from {calibration_source(prepared)}; every "
+            f"trial and the verification ran on all {len(prepared.data)} sample(s) of {prepared.data.source}"
+        )
     base = Candidate()
     all_low = runs.decide(base)
-    shapes = value_shapes(prepared.model, runs.reference.values)
+    shapes = value_shapes(prepared.model, runs.reference.first.values)
     costing = _Costing(prepared, runs, shapes)
     if not runs.lowered(base):
         report.notes.append(f"precision mode {all_low.precision_mode} lowers no node here: there is nothing to tune")
@@ -297,7 +308,7 @@ def _search(
     # would fit, rather than spend the budget on a search that cannot end.
     runs.budget.require_time_for(2, 2, "the rewrite and the sensitivity replay exposed, one trial and the verification")
     low_run = runs.exposed(base, "all-low rewrite, intermediates exposed")
-    estimate = _estimate(runs, low_run.outputs)
+    estimate = _estimate(runs, low_run)
     report.all_low_error = estimate.worst_rel_l2
     runs.report("all-low rewrite measured", estimate.worst_rel_l2, all_low.low_precision_nodes)
     if estimate.passed and runs.trial(base, "all-low rewrite, judged").passed:
@@ -314,7 +325,7 @@ def _search(
         low_run = runs.exposed(start, f"{len(report.seeds)} overflow seed(s) pinned, intermediates exposed")
         lowered = runs.lowered(start)
     runs.budget.require_time_for(1, 2, "the sensitivity replay, one trial and the verification")
-    replay = runs.replay(lowered, low_run.values, "sensitivity: every low node replayed in fp32")
+    replay = runs.replay(lowered, low_run, "sensitivity: every low node replayed in fp32")
     graph_outputs = [value.name for value in prepared.model.graph.output]
     sensitivity = sensitivities(
         runs.nodes, lowered, runs.reference.values, low_run.values, replay, graph_outputs, all_low.low_dtype
@@ -329,7 +340,7 @@ def _search(
         contributions,
         report.seeds,
         prepared.request.tolerance.rel_l2,
-        _estimate(runs, low_run.outputs).worst_rel_l2,
+        _estimate(runs, low_run).worst_rel_l2,
         costing.objective(settings.objective),
     )
     result = search.run(known_failing=None if report.seeds else 0)
@@ -360,10 +371,10 @@ def _check_reachable(runs: TuneRuns, lowered: list[str]) -> None:
         )
 
 
-def _estimate(runs: TuneRuns, outputs: dict[str, Any]) -> Judgement:
+def _estimate(runs: TuneRuns, low_run: IntermediateRun) -> Judgement:
     """The judgement of an exposed run's outputs: an estimate (exposing intermediates may change ORT's fusions,
-    and a calibration batch holds fewer samples than the trials)."""
-    return judge_outputs(runs.exposed_reference, outputs, runs.judge.output_names, runs.judge.tolerance)
+    and the calibration samples may be fewer than the trials')."""
+    return judge_samples(runs.exposed_reference, low_run.sample_outputs, runs.judge.output_names, runs.judge.tolerance)
 
 
 def _sortable(value: float) -> float:
@@ -472,6 +483,7 @@ def _answer(
         report.reason = report.reason or "the written files did not verify; nothing written"
         return
     report.verified = verified.outputs
+    report.verified_spreads = verified.spreads
     for destination, text, what in texts:
         written = guard.write_text(destination, text)
         if what == "mixlist":

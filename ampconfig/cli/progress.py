@@ -1,0 +1,47 @@
+"""Progress on stderr while models run: timing runs, and long data sets sample by sample.
+
+Shown only on a terminal and never with ``--json``: a log or a pipe gets the results alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ampconfig.cli.output import stderr
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
+    from ampconfig.runner.timing import ProgressCallback
+
+
+def shown(json_output: bool) -> bool:
+    """Whether this invocation shows progress."""
+    return stderr.is_terminal and not json_output
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
+    """A rich progress bar per label on stderr; yields the ``progress(label, done, total)`` callback the runner
+    reports to (None when disabled). A label that names samples is shown as it is, any other as timing."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=True,
+    )
+    tasks: dict[str, int] = {}
+
+    def update(label: str, done: int, total: int) -> None:
+        if label not in tasks:
+            tasks[label] = bar.add_task(label if "sample" in label else f"timing {label}", total=total)
+        bar.update(tasks[label], completed=done, total=total)
+
+    with bar:
+        yield update

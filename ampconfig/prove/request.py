@@ -1,0 +1,189 @@
+"""One preparation of a request for every command that runs models (run, explain, compare, tune): the model
+opened (its external data declared to the guard at once), its nodes named as the rewrite names them, the samples
+to judge and to calibrate on, and the device.
+
+The model's tensors stay on disk until something needs them in memory (:attr:`Prepared.model`): ``run`` hands ONNX
+Runtime files for a model with external data, or one too large for one protobuf; the debugging runs (exposed
+intermediates, tune's trials) need the whole model in memory and refuse, naming the command, a model over
+:data:`~ampconfig.files.models.IN_MEMORY_LIMIT`.
+
+Samples (:mod:`ampconfig.runner.datasets`): ``--data`` (several samples) or one batch (``--inputs``/``--input``,
+else generated). Calibration samples (value ranges, tune's ranking): ``--calibration-data``, else the first
+:data:`CALIBRATION_SAMPLES` samples of ``--data``, else the one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import onnx
+
+from ampconfig.api import rewrite_with_settings
+from ampconfig.decide.decisions import RewriteResult
+from ampconfig.errors import AmpconfigError
+from ampconfig.files import models as model_io
+from ampconfig.files.guard import OutputGuard
+from ampconfig.files.models import OpenedModel, load_model, open_model
+from ampconfig.prove.request_files import declare_model
+from ampconfig.rewrite.names import with_node_names
+from ampconfig.runner.datasets import SampleSet, load_data, single_sample
+from ampconfig.runner.float_cast import float32_to_float16
+from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
+from ampconfig.runner.proof import REFERENCE_FAILED
+from ampconfig.runner.sessions import DeviceChoice, choose_device
+from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
+from ampconfig.settings.resolve import Settings
+
+#: Samples of ``--data`` that calibrate (value ranges, tune's ranking) when no ``--calibration-data`` is given:
+#: every calibration sample costs a run with every intermediate exposed (three in tune).
+CALIBRATION_SAMPLES = 8
+
+
+@dataclass
+class Prepared:
+    """A request ready to run: resolved settings, the opened model, the samples and the device.
+
+    ``graph`` is the model with its nodes named as the rewrite names them, without the tensor data of a model
+    with external data; :attr:`model` is the same with every tensor (loaded on first use)."""
+
+    request: Settings
+    opened: OpenedModel
+    graph: onnx.ModelProto
+    data: SampleSet
+    calibration: SampleSet
+    device: DeviceChoice
+    command: str = "this command"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def low_dtype(self) -> str:
+        return self.request.precision_mode.low_dtype
+
+    @property
+    def inputs(self) -> SampleSet:
+        """The samples that are judged (the one batch, or ``--data``)."""
+        return self.data
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return self.opened.fits_in_memory()
+
+    @property
+    def from_files(self) -> bool:
+        """Whether ONNX Runtime gets this model as files (external data, or too large for one protobuf)."""
+        return bool(self.opened.external_files) or not self.fits_in_memory
+
+    @cached_property
+    def model(self) -> onnx.ModelProto:
+        """The named model with every tensor in memory; a model too large for that is refused, naming the
+        command (the runs that expose intermediates or judge many rewrites hand ONNX Runtime in-memory protos)."""
+        if not self.fits_in_memory:
+            raise AmpconfigError(
+                f"models over {model_io.IN_MEMORY_LIMIT / (1 << 30):.1f} GiB (external data included) are not "
+                f"supported by {self.command} yet: it runs in-memory copies of the model, and this one holds "
+                f"{self.opened.stored_bytes() / (1 << 30):.2f} GiB",
+                file=str(self.request.model_path),
+                hint="ampconfig run, ampconfig rewrite and explain without --range-check/--compare work from files",
+            )
+        if not self.opened.external_files:
+            return self.graph
+        return with_node_names(load_model(self.request.model_path)[0])
+
+    def rewrite(
+        self,
+        overflow: Any = None,
+        modify_mixlist: Any = None,
+        keep_dtype: Any = None,
+        *,
+        use_request_lists: bool = True,
+        op_names: str | None = None,
+    ) -> RewriteResult:
+        """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
+        given instead of the request's. A model with external data is rewritten from its path (its tensors are
+        converted while they are written), any other from the named proto."""
+        settings = self.request
+        if not use_request_lists:
+            # The customize_dtypes file stays the request's, read with the request's op names.
+            customize = settings.customize_dtypes
+            if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
+                customize = load_customize_dtypes(customize, settings.op_names)
+            settings = replace(
+                settings,
+                modify_mixlist=modify_mixlist,
+                keep_dtype=keep_dtype,
+                op_names=op_names,
+                customize_dtypes=customize,
+            )
+        source = self.request.model_path if self.from_files else self.graph
+        return rewrite_with_settings(source, settings, overflow_nodes=overflow, float16_encoder=float32_to_float16)
+
+
+def prepare(
+    request: Settings, *, need_inputs: bool = True, command: str = "this command", guard: OutputGuard | None = None
+) -> Prepared:
+    """The request's model, named, with its samples when ``need_inputs`` (something will run). The model's
+    external data files are declared to ``guard`` as inputs as soon as they are known, before anything runs."""
+    opened = open_model(request.model_path)  # external tensor data stays on disk
+    if guard is not None:
+        declare_model(guard, opened)
+    graph = with_node_names(opened.proto)
+    device = choose_device(request.device)
+    if not need_inputs:
+        empty = SampleSet([{}], [], "none")
+        return Prepared(request, opened, graph, empty, empty, device, command)
+    data = _samples(request, graph)
+    calibration = data
+    if request.inputs.calibration_data is not None:
+        calibration = load_data(request.inputs.calibration_data, graph, "--calibration-data")
+    elif request.inputs.data is not None:
+        calibration = data.first(CALIBRATION_SAMPLES)
+    return Prepared(request, opened, graph, data, calibration, device, command)
+
+
+def _samples(request: Settings, graph: onnx.ModelProto) -> SampleSet:
+    wanted = request.inputs
+    if wanted.data is None:
+        return single_sample(inputs_for(graph, wanted))
+    given = [
+        flag
+        for flag, value in (("--inputs", wanted.npz), ("--input", wanted.arrays), ("--shape", wanted.shapes))
+        if value
+    ]
+    if given:
+        raise AmpconfigError(
+            f"--data gives every input of every sample; {' and '.join(given)} cannot be given with it",
+            hint="leave out " + " and ".join(given) + " (or put one batch in the data set)",
+        )
+    return load_data(wanted.data, graph)
+
+
+def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str | None:
+    """When generated inputs took default sizes for dynamic dimensions: which input and dimension to set, and how
+    (the fp32 model failing on generated data is most often a size it cannot take)."""
+    if inputs is None or not inputs.defaulted:
+        return None
+    dims = {spec.name: spec.dims or () for spec in model_input_specs(graph)}
+    parts = []
+    for item in inputs.inputs:
+        for axis, dim in enumerate(dims.get(item.name, ())):
+            label = dim if isinstance(dim, str) else f"{item.name}[{axis}]"
+            if label in item.defaulted_dims:
+                named = f" ({dim!r})" if isinstance(dim, str) else ""
+                parts.append(f"input {item.name!r} dimension {axis}{named} took {item.defaulted_dims[label]}")
+    example = next(item for item in inputs.inputs if item.defaulted_dims)
+    shape = "x".join(str(dim) for dim in example.shape)
+    return (
+        "the generated inputs guessed the sizes of dynamic dimensions: " + "; ".join(parts) + ". Set the sizes the "
+        f"model takes with --shape (e.g. --shape {example.name}={shape}, with the right numbers) or run.shapes in "
+        "the config, or give real inputs with --data or --inputs"
+    )
+
+
+def explain_reference_failure(error: AmpconfigError, prepared: Prepared) -> AmpconfigError:
+    """``error`` (the fp32 model failed to run) with :func:`generated_dims_hint` as its hint where it applies."""
+    if REFERENCE_FAILED not in error.message:
+        return error
+    hint = generated_dims_hint(prepared.data.generated, prepared.graph)
+    return replace(error, hint=hint) if hint is not None else error

@@ -1,0 +1,228 @@
+"""Data sets: several samples of model inputs, each fed to the models as one run (``--data``,
+``--calibration-data``).
+
+Three layouts, told apart by the path:
+
+- a **folder** of ``.npz`` files: one sample per file, in file-name order, each holding an array per model input;
+- a single **.npz** whose arrays carry a leading sample axis: sample ``i`` is ``array[i]``. An array with exactly
+  the model input's rank instead is read along its first (batch) axis, one batch of one per sample:
+  ``array[i:i+1]``;
+- a **.json** list of feeds as Polygraphy writes them (``polygraphy run --save-inputs``, ``polygraphy.json.save_json``
+  of a ``List[Dict[str, np.ndarray]]``): each array is an object whose ``array`` holds ``numpy.save``'s bytes in
+  base64; a plain (nested) list of numbers is accepted too, in the model input's dtype.
+
+Every sample must give every model input (and nothing else), with the rank and fixed dimensions the model
+declares; dtypes of the same kind are converted (float64 -> float32). The whole set must fit in the input memory
+budget (:mod:`ampconfig.runner.memory`), checked from the files' sizes before anything is read.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.paths import require_file
+from ampconfig.runner.array_files import load_npz
+from ampconfig.runner.inputs import InputSet, InputSpec, PreparedInput, coerce_input, model_input_specs
+from ampconfig.runner.memory import check_input_memory
+
+Sample = dict[str, np.ndarray]
+
+#: How a data set's path says what it is, for messages.
+_LAYOUTS = "a folder of .npz files (one sample each), one .npz with a leading sample axis, or a Polygraphy .json"
+_JSON_HINT = (
+    "write it with polygraphy.json.save_json([{input_name: array}, ...], path) or polygraphy run --save-inputs; "
+    "or give a folder of .npz files"
+)
+
+
+@dataclass
+class SampleSet:
+    """The samples a command runs, and where they came from.
+
+    ``inputs`` describes the first sample (what the reports list per input); ``source`` is ``"generated"``, or
+    ``--inputs`` / ``--data`` and the path; ``generated`` keeps the :class:`InputSet` the first sample came from
+    when the inputs were generated or read from ``--inputs``/``--input`` (its defaulted dimensions, for hints)."""
+
+    samples: list[Sample]
+    inputs: list[PreparedInput]
+    source: str
+    generated: InputSet | None = None
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    @property
+    def feeds(self) -> Sample:
+        """The first sample (what the single-sample paths feed)."""
+        return self.samples[0]
+
+    @property
+    def defaulted(self) -> bool:
+        return self.generated is not None and self.generated.defaulted
+
+    def first(self, count: int) -> SampleSet:
+        """The first ``count`` samples (``self`` when it holds no more)."""
+        if count >= len(self.samples):
+            return self
+        return SampleSet(
+            self.samples[:count], self.inputs, f"{self.source} (its first {count} samples)", self.generated
+        )
+
+
+def single_sample(inputs: InputSet) -> SampleSet:
+    """The one batch of ``--inputs``/``--input`` or generated values, as a set of one sample."""
+    sources = sorted({item.source.split(":", 1)[0] for item in inputs.inputs}) or ["none"]
+    return SampleSet([inputs.feeds], inputs.inputs, "inputs: " + ", ".join(sources), inputs)
+
+
+def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
+    """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs."""
+    specs = model_input_specs(model)
+    if path.is_dir():
+        files = sorted(item for item in path.iterdir() if item.suffix == ".npz" and item.is_file())
+        if not files:
+            raise AmpconfigError(f"{label}: the folder holds no .npz file", file=str(path), hint=f"give {_LAYOUTS}")
+        check_input_memory(sum(item.stat().st_size for item in files), f"{label}: the samples in {path}", _SMALLER)
+        raw = [(load_npz(item, label), item.name) for item in files]
+        samples = [_checked(specs, arrays, f"{label} {path}: {name}") for arrays, name in raw]
+    elif path.suffix == ".npz":
+        samples = _split_npz(specs, load_npz(path, label), f"{label} {path}")
+    elif path.suffix == ".json":
+        samples = _read_json(specs, path, label)
+    else:
+        require_file(path, f"{label} data set", hint=f"give {_LAYOUTS}")
+        raise AmpconfigError(f"{label}: not a data set: {path.name}", file=str(path), hint=f"give {_LAYOUTS}")
+    if not samples:
+        raise AmpconfigError(f"{label}: the data set holds no sample", file=str(path), hint=f"give {_LAYOUTS}")
+    first = samples[0]
+    described = [
+        PreparedInput(
+            spec.name, str(first[spec.name].dtype), list(first[spec.name].shape), f"data:{path}", _what(samples)
+        )
+        for spec in specs
+    ]
+    return SampleSet(samples, described, f"{label} {path}")
+
+
+_SMALLER = "give fewer samples, or smaller ones"
+
+
+def _what(samples: Sequence[Sample]) -> str:
+    return f"from a data set of {len(samples)} sample(s)" + (" (first shown)" if len(samples) > 1 else "")
+
+
+def _check_names(specs: Sequence[InputSpec], given: Sequence[str], where: str) -> None:
+    names = [spec.name for spec in specs]
+    missing = [name for name in names if name not in given]
+    extra = [name for name in given if name not in names]
+    if missing or extra:
+        parts = [f"missing {', '.join(missing)}"] if missing else []
+        parts += [f"not model inputs: {', '.join(extra)}"] if extra else []
+        raise AmpconfigError(
+            f"{where}: the sample does not match the model's inputs ({'; '.join(parts)})",
+            hint="model inputs: " + (", ".join(names) or "(none)"),
+        )
+
+
+def _checked(specs: Sequence[InputSpec], arrays: Mapping[str, Any], where: str) -> Sample:
+    """One sample: exactly the model's inputs, each coerced to its declared rank, fixed dims and dtype."""
+    _check_names(specs, list(arrays), where)
+    return {spec.name: coerce_input(spec, _as_array(arrays[spec.name], spec, where), where) for spec in specs}
+
+
+def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.asarray(value, dtype=spec.dtype)
+    except (TypeError, ValueError) as exc:
+        raise AmpconfigError(f"{where}: input {spec.name!r} is not an array of numbers ({exc})") from None
+
+
+def _split_npz(specs: Sequence[InputSpec], arrays: Mapping[str, np.ndarray], where: str) -> list[Sample]:
+    """Samples along the leading axis every array shares (see the module docstring)."""
+    _check_names(specs, list(arrays), where)
+    counts: dict[str, int] = {}
+    sliced: dict[str, bool] = {}
+    for spec in specs:
+        array = arrays[spec.name]
+        rank = len(spec.dims) if spec.dims is not None else array.ndim - 1
+        if array.ndim not in (rank, rank + 1) or array.ndim == 0:
+            raise AmpconfigError(
+                f"{where}: input {spec.name!r} has shape {list(array.shape)}: a data set needs a leading sample axis "
+                f"(rank {rank + 1} for an input of rank {rank})",
+                hint="stack the samples with numpy.stack, or give a folder of .npz files, one per sample",
+            )
+        sliced[spec.name] = array.ndim == rank  # read along the batch axis, one batch of one per sample
+        counts[spec.name] = array.shape[0]
+    if len(set(counts.values())) > 1:
+        raise AmpconfigError(
+            f"{where}: the arrays hold different numbers of samples: "
+            + ", ".join(f"{name} {count}" for name, count in counts.items()),
+            hint="every input needs one entry per sample along the first axis",
+        )
+    count = next(iter(counts.values()), 0)
+    return [
+        _checked(
+            specs,
+            {spec.name: arrays[spec.name][i : i + 1] if sliced[spec.name] else arrays[spec.name][i] for spec in specs},
+            f"{where}, sample {i}",
+        )
+        for i in range(count)
+    ]
+
+
+def _read_json(specs: Sequence[InputSpec], path: Path, label: str) -> list[Sample]:
+    require_file(path, f"{label} data set (.json)", hint=_JSON_HINT)
+    # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
+    check_input_memory(path.stat().st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
+    if isinstance(document, dict):
+        document = [document]  # one feed written alone
+    if not isinstance(document, list) or not all(isinstance(item, dict) for item in document):
+        raise AmpconfigError(
+            f"{label}: expected a list of feeds ({{input name: array}} objects)", file=str(path), hint=_JSON_HINT
+        )
+    samples = []
+    for index, feed in enumerate(document):
+        where = f"{label} {path}, sample {index}"
+        arrays = {name: _decode(value, f"{where}, input {name!r}") for name, value in feed.items()}
+        samples.append(_checked(specs, arrays, where))
+    return samples
+
+
+def _decode(value: Any, where: str) -> Any:
+    """A Polygraphy-encoded array (``{"array": base64 of numpy.save}``), or a plain list of numbers as it is."""
+    if not isinstance(value, dict):
+        return value
+    encoded = value.get("array")
+    if not isinstance(encoded, str):
+        raise AmpconfigError(f"{where}: an object without the 'array' string Polygraphy writes", hint=_JSON_HINT)
+    try:
+        data = base64.b64decode(encoded.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        try:
+            data = encoded.encode("latin-1")  # Polygraphy's older files stored the bytes as latin-1
+        except UnicodeEncodeError:
+            raise AmpconfigError(f"{where}: 'array' is neither base64 nor latin-1 bytes", hint=_JSON_HINT) from None
+    try:
+        loaded = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise AmpconfigError(f"{where}: not a numpy array: {exc}", hint=_JSON_HINT) from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):  # an older encoding: an archive of one array
+        with loaded:
+            return next(iter(loaded.values()))
+    return loaded
