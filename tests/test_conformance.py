@@ -1,6 +1,7 @@
 """Conformance on ONNX's node test cases: every case is rewritten, in every mode (none refused); every rewritten
 model has no full-checker complaint its input lacks and runs in ORT CPU; in allow_mix_precision at least 99%
-match the expected outputs within rtol=atol=1e-2.
+match the expected outputs within rtol=atol=1e-2. The Cast nodes each rewrite inserts are exactly the plan's casts,
+and each island count equals the Casts on that island's edges (tests/cast_audit.py).
 
 ONNX's own ``test_mvn`` fails the strict check (inference of MeanVarianceNormalization's function body
 disagrees with itself) and runs in ORT: it is rewritten like every other case (the acceptance rule), and its
@@ -13,6 +14,7 @@ import onnx
 import pytest
 
 from ampconfig import rewrite_model
+from tests.cast_audit import audit_casts
 from tests.graphs import MODES
 from tests.node_cases import conform, float32_cases
 
@@ -36,10 +38,13 @@ def test_corpus_is_the_real_one() -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_written_model_is_valid_and_runs(mode: str) -> None:
-    report = conform(mode, _convert)
+    with audit_casts(flip=False) as audit:
+        report = conform(mode, _convert)
     print(f"\n{mode}: {dict(report.counts)}")
     assert report.failures == [] or all(kind == "mismatch" for _, kind, _ in report.failures), report.failures[:10]
     assert report.counts["crash"] == report.counts["invalid"] == report.counts["unloadable"] == 0
     assert report.excluded == [], report.excluded  # ampconfig accepts every model ONNX Runtime loads
     if mode == "allow_mix_precision":
         assert report.within_tolerance_rate >= 0.99, report.failures
+    assert audit.mismatches == [], audit.mismatches[:10]
+    assert audit.plans >= len(float32_cases()) and audit.groups > 0

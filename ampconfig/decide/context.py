@@ -18,16 +18,25 @@ from ampconfig.settings.modes import PrecisionMode
 
 @dataclass(frozen=True)
 class Verdict:
-    """The dtype a node computes in after the rewrite, and why. ``dtype`` None: the node has no float dtype."""
+    """The dtype a node computes in after the rewrite, and why. ``dtype`` None: the node has no float dtype.
+
+    ``input_dtypes`` pins single inputs to a dtype of their own, as ``(index, dtype)`` pairs (a typed form that
+    reads float32 parameters beside a low input, a user's per-input setting); every other input is read as
+    :mod:`ampconfig.decide.needs` says."""
 
     dtype: Dtype | None
     rule: Rule
     reason: str
     cause: str | None = None  # the neighbour (node or value name) that decided it
+    input_dtypes: tuple[tuple[int, Dtype], ...] = ()
 
     @property
     def is_low(self) -> bool:
         return self.dtype is not None and self.dtype.is_low
+
+    def input_dtype(self, index: int) -> Dtype | None:
+        """The dtype input ``index`` is pinned to, or None where it is not pinned."""
+        return next((dtype for pinned, dtype in self.input_dtypes if pinned == index), None)
 
 
 @dataclass

@@ -17,8 +17,9 @@ from collections import Counter
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, Float32Island, Rule
-from ampconfig.decide.facts import connected_groups
+from ampconfig.decide.facts import connected_groups, is_onnx_op
 from ampconfig.decide.plan import Plan
+from ampconfig.decide.state import FLEXIBLE_OPS
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.costs import cast_us, kernel_us
 
@@ -44,7 +45,7 @@ def decision_cost(plan: Plan) -> DecisionCost:
         kernels.append(kernel_us(facts.key, verdict.dtype, size))
         fp32.append(kernel_us(facts.key, Dtype.FLOAT32, size))
     casts = plan.casts()
-    islands = sorted(_islands(plan, casts), key=lambda island: (-island.casts, island.nodes))
+    islands = sorted(_islands(plan), key=lambda island: (-island.casts, island.nodes))
     # Exact sums (fsum): the casts are a set, whose order follows the hash seed, and a lock records these times
     # byte for byte; a plain sum's last bits would depend on the order.
     return DecisionCost(
@@ -56,16 +57,6 @@ def decision_cost(plan: Plan) -> DecisionCost:
     )
 
 
-def _touching(plan: Plan, casts: set[tuple[ir.Value, Dtype]], only: set[ir.Node]) -> set[tuple[ir.Value, Dtype]]:
-    """The casts on edges that touch one of the ``only`` nodes."""
-    return {
-        (value, dtype)
-        for value, dtype in casts
-        if value.producer() in only
-        or any(use.node in only and plan.required(use.node, use.idx) is dtype for use in value.uses())
-    }
-
-
 def _is_float32_node(plan: Plan, node: ir.Node) -> bool:
     verdict = plan.verdicts.get(node)
     facts = plan.facts_of.get(node)
@@ -74,7 +65,7 @@ def _is_float32_node(plan: Plan, node: ir.Node) -> bool:
         and facts is not None
         and verdict.dtype is Dtype.FLOAT32
         and facts.dtype is Dtype.FLOAT32
-        and node.op_type not in ("Cast", "Constant", "ConstantOfShape")
+        and not is_onnx_op(node, FLEXIBLE_OPS)
     )
 
 
@@ -89,20 +80,21 @@ def _neighbours(plan: Plan, node: ir.Node) -> list[ir.Node]:
     return found
 
 
-def _islands(plan: Plan, all_casts: set[tuple[ir.Value, Dtype]]) -> list[Float32Island]:
+def _islands(plan: Plan) -> list[Float32Island]:
     float32 = [node for node in plan.verdicts if _is_float32_node(plan, node)]
     order = {node: index for index, node in enumerate(plan.verdicts)}
     islands: list[Float32Island] = []
     for group in connected_groups(float32, lambda node: _neighbours(plan, node)):
-        casts = _touching(plan, all_casts, group)
+        casts = plan.needs.boundary_casts(group)
         if not casts:
             continue  # no low neighbour: not an island, the model simply stays float32 there
-        rules = Counter(plan.verdicts[node].rule.value for node in group)
-        hard = sorted((node for node in group if plan.verdicts[node].rule not in _SOFT), key=order.__getitem__)
+        members = sorted(group, key=order.__getitem__)  # graph order: the report reads the same on every run
+        rules = Counter(plan.verdicts[node].rule.value for node in members)
+        hard = [node for node in members if plan.verdicts[node].rule not in _SOFT]
         anchor = hard[0].name or "" if hard else ""
         islands.append(
             Float32Island(
-                nodes=tuple(node.name or "" for node in sorted(group, key=order.__getitem__)),
+                nodes=tuple(node.name or "" for node in members),
                 casts=len(casts),
                 cast_us=math.fsum(cast_us(_elements(value)) for value, _ in casts),
                 rules=dict(rules.most_common()),

@@ -17,13 +17,19 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
-from ampconfig.opinfo.library import op_key
+from ampconfig.opinfo.library import DEFAULT_DOMAINS, op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
 
 CONTROL_FLOW_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 #: Nodes whose output values are constants: their consumers may take them in any float dtype.
 CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
+
+
+def is_onnx_op(node: ir.Node, op_types: str | frozenset[str] | tuple[str, ...]) -> bool:
+    """``node`` is one of ONNX's own ``op_types`` (default domain), not a custom op of the same name."""
+    matches = node.op_type == op_types if isinstance(op_types, str) else node.op_type in op_types
+    return matches and node.domain in DEFAULT_DOMAINS
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def node_facts(
     if first_float is None:
         # Unknown types also land here when nothing around the node is typed.
         return _fixed(node, key, scope, Rule.UNTYPED if ins.untyped or outs.untyped else Rule.NOT_FLOAT)
-    if node.op_type in CONTROL_FLOW_OPS and node.domain in ("", "ai.onnx"):
+    if is_onnx_op(node, CONTROL_FLOW_OPS):
         return _fixed(node, key, scope, Rule.CONTROL_FLOW)
     if ins.non_tensor or outs.non_tensor:
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
@@ -200,6 +206,19 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
             return None
         tensor = producer.attributes["value"].value
     return np.asarray(tensor.numpy()) if tensor is not None else None
+
+
+def constant_tensor(constant: ir.Node) -> ir.TensorProtocol | None:
+    """The float value of a Constant node, whichever attribute holds it (``value``, ``value_float`` or
+    ``value_floats``); None for other attributes (ints, strings, sparse)."""
+    attributes = constant.attributes
+    if "value" in attributes:
+        return attributes["value"].value
+    if "value_float" in attributes:
+        return ir.tensor(np.array(attributes["value_float"].value, dtype=np.float32))
+    if "value_floats" in attributes:
+        return ir.tensor(np.array(attributes["value_floats"].value, dtype=np.float32))
+    return None
 
 
 def connected_groups(

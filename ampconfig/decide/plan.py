@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 import onnx_ir as ir
 
-from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
+from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decisions import NodeDecision
-from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, iter_scopes
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, is_onnx_op, iter_scopes
+from ampconfig.decide.needs import Cast, Needs
 from ampconfig.decide.passes.colours import AssignColours
 from ampconfig.decide.passes.customized import CustomizedDtypes
 from ampconfig.decide.passes.deny import PropagateDeny
@@ -36,7 +38,7 @@ from ampconfig.decide.passes.islands import LowerCastBoundIslands
 from ampconfig.decide.passes.listed import PaintListed
 from ampconfig.decide.passes.modes import ModePolicy, refuse_missing_origin_kernels
 from ampconfig.decide.passes.reasons import CheckReasons
-from ampconfig.decide.state import DecisionState, is_constant
+from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import op_key
@@ -64,57 +66,25 @@ class Plan:
         changed = {}
         for node, verdict in self.verdicts.items():
             facts = self.facts_of[node]
-            if node.op_type in CONSTANT_OPS or verdict.dtype is None or verdict.dtype == facts.dtype:
+            if is_onnx_op(node, CONSTANT_OPS) or verdict.dtype is None or verdict.dtype == facts.dtype:
                 continue
             changed[node] = verdict.dtype
         return changed
 
-    def required(self, node: ir.Node, index: int) -> Dtype | None:
-        """The dtype ``node`` needs on input ``index`` after the rewrite; None = whatever arrives (Cast)."""
-        value = node.inputs[index]
-        if value is None or (node.op_type == "Cast" and node.domain in ("", "ai.onnx")):
-            return None
-        facts = self.facts_of.get(node)
-        verdict = self.verdicts.get(node)
-        if facts is not None and verdict is not None and verdict.dtype and index in facts.input_slots:
-            return verdict.dtype
-        return self.original_dtype.get(value)
+    @cached_property
+    def needs(self) -> Needs:
+        """What each reader needs, and the casts this plan implies, read against the dtypes before the rewrite."""
+        return Needs.of(
+            self.facts_of,
+            self.verdicts,
+            self.original_dtype.get,
+            (scope.graph for scope in self.scopes),
+            self.keep_io_types,
+        )
 
-    def wanted_dtypes(self, value: ir.Value) -> set[Dtype]:
-        """The dtypes ``value``'s consumers need (Casts need none), plus its own where it must stay a graph
-        output of that dtype (always in a subgraph; in the main graph with keep_io_types)."""
-        wanted = {self.required(use.node, use.idx) for use in value.uses()}
-        if value.is_graph_output() and (self.keep_io_types or value.graph is not self.scopes[0].graph):
-            wanted.add(self.original_dtype.get(value))
-        wanted.discard(None)
-        return wanted  # type: ignore[return-value]
-
-    def produced_dtype(self, value: ir.Value) -> Dtype | None:
-        """The dtype ``value`` has after the rewrite, before any cast of it (a constant's: as it is today, since the
-        rewrite converts constants on demand)."""
-        producer = value.producer()
-        if producer is not None and producer.op_type in CONSTANT_OPS:
-            return self.original_dtype.get(value)
-        return verdict_dtype(value, self.facts_of, self.verdicts) or self.original_dtype.get(value)
-
-    def casts(self) -> set[tuple[ir.Value, Dtype]]:
-        """(value, dtype) for every Cast node the rewrite inserts for this plan: one per value and dtype some
-        consumer (or a kept graph output) needs and the value does not have, except where a constant is converted
-        instead or an existing Cast's source already has that dtype (no round trips)."""
-        found: set[tuple[ir.Value, Dtype]] = set()
-        for scope in self.scopes:
-            for value in values_of(scope.graph):
-                if is_constant(value):
-                    continue
-                have = self.produced_dtype(value)
-                if have is None:
-                    continue
-                producer = value.producer()
-                source = producer.inputs[0] if producer is not None and producer.op_type == "Cast" else None
-                for dtype in self.wanted_dtypes(value) - {have}:
-                    if source is None or self.original_dtype.get(source) is not dtype:
-                        found.add((value, dtype))
-        return found
+    def casts(self) -> set[Cast]:
+        """(value, dtype) for every Cast node the rewrite inserts for this plan (see :mod:`ampconfig.decide.needs`)."""
+        return self.needs.casts(value for scope in self.scopes for value in values_of(scope.graph))
 
     def casts_needed(self) -> int:
         """How many Cast nodes the rewrite inserts for this plan (see :meth:`casts`)."""
@@ -147,7 +117,7 @@ def values_of(graph: ir.Graph) -> list[ir.Value]:
     return [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs if v.name)]
 
 
-def _original_dtypes(model: ir.Model) -> dict[ir.Value, Dtype | None]:
+def original_dtypes(model: ir.Model) -> dict[ir.Value, Dtype | None]:
     return {value: Dtype.of_value(value) for graph in graphs_of(model) for value in values_of(graph)}
 
 
@@ -205,7 +175,7 @@ def follow_until_stable(state: DecisionState, scope: Scope) -> None:
 
 def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True) -> Plan:
     scopes = list(iter_scopes(model, ctx.low, ctx.typing))
-    state = DecisionState.of(scopes, ctx)
+    state = DecisionState.of(scopes, ctx, keep_io_types)
     if ctx.mode is PrecisionMode.MUST_KEEP_ORIGIN_DTYPE:
         refuse_missing_origin_kernels(state)
     customized, fixed = CustomizedDtypes(), FixedVerdicts()
@@ -216,8 +186,8 @@ def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True
             _paint(state, scope)
         else:
             ModePolicy()(state, scope)
-    settle = SettleFlexible(keep_io_types, model.graph)
+    settle = SettleFlexible()
     for scope in reversed(scopes):
         settle(state, scope)
     colours = {node: colour.value for node, colour in state.colours.items()}
-    return Plan(scopes, state.facts_of, state.verdicts, _original_dtypes(model), keep_io_types, ctx, colours)
+    return Plan(scopes, state.facts_of, state.verdicts, original_dtypes(model), keep_io_types, ctx, colours)

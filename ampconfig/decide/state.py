@@ -14,7 +14,8 @@ from enum import Enum
 import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
-from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, is_onnx_op
+from ampconfig.decide.needs import Needs
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 
@@ -40,10 +41,19 @@ class DecisionState:
     colour_reasons: dict[ir.Node, str] = field(default_factory=dict)
     #: nodes whose float inputs are all constants (or come from such nodes): their outputs count as constants
     constant_fed: set[ir.Node] = field(default_factory=set)
+    #: graph inputs and outputs keep their dtypes (subgraph boundaries always do)
+    keep_io_types: bool = True
+
+    def __post_init__(self) -> None:
+        #: what each reader needs and which casts the verdicts so far imply (reads ``verdicts`` live)
+        self.needs = Needs.of(
+            self.facts_of, self.verdicts, Dtype.of_value, (scope.graph for scope in self.scopes), self.keep_io_types
+        )
 
     @classmethod
-    def of(cls, scopes: list[Scope], ctx: DecisionContext) -> DecisionState:
-        return cls(ctx, scopes, {facts.node: facts for scope in scopes for facts in scope.facts})
+    def of(cls, scopes: list[Scope], ctx: DecisionContext, keep_io_types: bool = True) -> DecisionState:
+        facts_of = {facts.node: facts for scope in scopes for facts in scope.facts}
+        return cls(ctx, scopes, facts_of, keep_io_types=keep_io_types)
 
     # -- verdicts ----------------------------------------------------------------------------------------------
     def decide(self, node: ir.Node, verdict: Verdict) -> None:
@@ -62,18 +72,6 @@ class DecisionState:
         producer's compute dtype, else the type it has today."""
         return verdict_dtype(value, self.facts_of, self.verdicts) or Dtype.of_value(value)
 
-    def required_dtype(self, node: ir.Node, index: int) -> Dtype | None:
-        """The dtype ``node`` needs on input ``index`` after the rewrite: its compute dtype for a compute-dtype input,
-        else the value's own dtype; None for a Cast (it takes any dtype) or an absent input."""
-        value = node.inputs[index]
-        if value is None or (node.op_type == "Cast" and node.domain in ("", "ai.onnx")):
-            return None
-        facts = self.facts_of.get(node)
-        verdict = self.verdicts.get(node)
-        if facts is not None and verdict is not None and verdict.dtype is not None and index in facts.input_slots:
-            return verdict.dtype
-        return Dtype.of_value(value)
-
     # -- neighbours --------------------------------------------------------------------------------------------
     def arrival(self, value: ir.Value) -> tuple[Arrival, str]:
         """How the float input ``value`` arrives, and the name of what decides that."""
@@ -84,7 +82,7 @@ class DecisionState:
         if producer is None:
             kind = Arrival.LOW if Dtype.of_value(value) in (Dtype.FLOAT16, Dtype.BFLOAT16) else Arrival.FLOAT32
             return kind, f"input {value.name}"
-        if producer.op_type == "Cast" and producer.domain in ("", "ai.onnx"):
+        if is_onnx_op(producer, "Cast"):
             source = producer.inputs[0]
             if source is None or Dtype.of_value(source) is None:
                 return Arrival.CONSTANT, producer.name or ""  # a Cast from a non-float source can be retargeted
@@ -119,9 +117,13 @@ def is_constant(value: ir.Value) -> bool:
     if value.const_value is not None and not value.is_graph_input():
         return True
     producer = value.producer()
-    return producer is not None and producer.op_type in CONSTANT_OPS and producer.domain in ("", "ai.onnx")
+    return producer is not None and is_onnx_op(producer, CONSTANT_OPS)
 
 
 def is_flexible(facts: NodeFacts) -> bool:
     """Casts and constants: their dtype follows their consumers and is settled last, not painted."""
-    return facts.node.op_type in ("Cast", *CONSTANT_OPS) and facts.node.domain in ("", "ai.onnx")
+    return is_onnx_op(facts.node, FLEXIBLE_OPS)
+
+
+#: Casts and constants: their dtype follows their readers.
+FLEXIBLE_OPS = frozenset({"Cast", *CONSTANT_OPS})

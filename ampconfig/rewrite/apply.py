@@ -13,25 +13,13 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import RewriteStats
-from ampconfig.decide.facts import graphs_of
+from ampconfig.decide.facts import constant_tensor, graphs_of
+from ampconfig.decide.needs import Conversion
 from ampconfig.decide.plan import Plan
-from ampconfig.dtypes import LOW_DTYPES, Dtype
+from ampconfig.dtypes import Dtype
 from ampconfig.rewrite.casts import insert_cast, new_cast, owner_graph
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.tensors import Float16Encoder, TensorConverter, numpy_float16, set_dtype
-
-
-def constant_tensor(constant: ir.Node) -> ir.TensorProtocol | None:
-    """The float value of a Constant node, whichever attribute holds it (``value``, ``value_float`` or
-    ``value_floats``); None for other attributes (ints, strings, sparse)."""
-    attributes = constant.attributes
-    if "value" in attributes:
-        return attributes["value"].value
-    if "value_float" in attributes:
-        return ir.tensor(np.array(attributes["value_float"].value, dtype=np.float32))
-    if "value_floats" in attributes:
-        return ir.tensor(np.array(attributes["value_floats"].value, dtype=np.float32))
-    return None
 
 
 class Rewriter:
@@ -44,6 +32,7 @@ class Rewriter:
     ) -> None:
         self.model = model
         self.plan = plan
+        self.needs = plan.needs
         self.names = names if names is not None else NameAllocator(model)
         self.stats = RewriteStats()
         self.tensors = TensorConverter(self.stats, encode_float16)
@@ -61,13 +50,9 @@ class Rewriter:
 
     def retype_io(self) -> None:
         """keep_io_types=False: float32 graph inputs whose every consumer computes low become low themselves."""
-        if self.plan.keep_io_types:
-            return
         for value in self.model.graph.inputs:
-            if Dtype.of_value(value) is not Dtype.FLOAT32 or value.const_value is not None:
-                continue
-            wanted = {self.plan.required(use.node, use.idx) for use in value.uses()} - {None}
-            if len(wanted) == 1 and (dtype := next(iter(wanted))) in LOW_DTYPES:
+            dtype = self.needs.retyped_input(value)
+            if dtype is not None:
                 set_dtype(value, dtype)
 
     # -- conversions -------------------------------------------------------------------------------------------
@@ -78,23 +63,20 @@ class Rewriter:
         return self._converted[key]
 
     def _make_converted(self, value: ir.Value, dtype: Dtype) -> ir.Value:
+        # The source of a Cast is read as the graph has it now: retyped, and converted where that happened first.
+        conversion = self.needs.conversion(value, dtype, dtype_of=Dtype.of_value)
         producer = value.producer()
-        if value.const_value is not None and not value.is_graph_input():
+        if conversion is Conversion.INITIALIZER:
             return self._initializer_copy(value, dtype)
-        if producer is not None and producer.op_type == "Constant" and constant_tensor(producer) is not None:
+        if conversion is Conversion.CAST or producer is None:
+            return self._cast(value, dtype)
+        if conversion is Conversion.CONSTANT:
             return self._constant_copy(producer, dtype)
-        if (
-            producer is not None
-            and producer.op_type == "ConstantOfShape"
-            and self.plan.wanted_dtypes(value) == {dtype}
-            and not value.is_graph_output()
-        ):
+        if conversion is Conversion.CONSTANT_OF_SHAPE:
             return self._convert_constant_of_shape(producer, dtype)
-        if producer is not None and producer.op_type == "Cast":
-            source = producer.inputs[0]
-            if source is not None and Dtype.of_value(source) is dtype:
-                return source  # Cast(x -> T) wanted back as x's own dtype: use x, no round trip
-        return self._cast(value, dtype)
+        source = producer.inputs[0]  # Conversion.SOURCE: Cast(x -> T) wanted back in x's dtype reads x
+        assert source is not None
+        return source
 
     def _cast(self, value: ir.Value, dtype: Dtype, output_name: str | None = None) -> ir.Value:
         self.stats.casts_inserted += 1
@@ -102,7 +84,7 @@ class Rewriter:
 
     def _initializer_copy(self, value: ir.Value, dtype: Dtype) -> ir.Value:
         graph = owner_graph(value)
-        wanted = self.plan.wanted_dtypes(value)
+        wanted = self.needs.wanted(value)
         if wanted == {dtype} and not value.is_graph_output():
             # Every consumer wants the same dtype: convert in place, no second copy kept.
             value.const_value = self.tensors.convert(value.const_value, dtype, value.name or "")
@@ -120,7 +102,7 @@ class Rewriter:
         value = constant.outputs[0]
         tensor = constant_tensor(constant)
         assert tensor is not None
-        if self.plan.wanted_dtypes(value) == {dtype} and not value.is_graph_output():
+        if self.needs.wanted(value) == {dtype} and not value.is_graph_output():
             for name in ("value_float", "value_floats"):  # the converted tensor replaces either form
                 constant.attributes.pop(name, None)
             constant.attributes["value"] = ir.AttrTensor("value", self.tensors.convert(tensor, dtype, ""))
@@ -155,7 +137,7 @@ class Rewriter:
         """Graph outputs keep their dtype (keep_io_types; always for subgraphs) and, in the main graph, name."""
         for graph in graphs_of(self.model):
             is_main = graph is self.model.graph
-            if is_main and not self.plan.keep_io_types:
+            if not self.needs.keeps_outputs_of(graph):
                 continue
             for index, value in enumerate(list(graph.outputs)):
                 wanted = self.plan.original_dtype.get(value)
@@ -178,7 +160,7 @@ class Rewriter:
                 for index, value in enumerate(node.inputs):
                     if value is None:
                         continue
-                    wanted = self.plan.required(node, index)
+                    wanted = self.needs.required(node, index)
                     have = Dtype.of_value(value)
                     if wanted is None or have is None or wanted == have:
                         continue

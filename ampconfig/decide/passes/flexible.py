@@ -3,14 +3,12 @@ ConstantOfShape) is converted once; an existing float Cast is retargeted to the 
 
 from __future__ import annotations
 
-import onnx_ir as ir
-
 from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.state import DecisionState, is_flexible
-from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
+from ampconfig.dtypes import MOVABLE_DTYPES
 
 
 class SettleFlexible(DecisionPass):
@@ -18,10 +16,6 @@ class SettleFlexible(DecisionPass):
 
     Runs over the scopes innermost first and each scope's nodes in reverse, so a Cast feeding a constant chain
     sees its consumers' final dtypes."""
-
-    def __init__(self, keep_io_types: bool, main_graph: ir.Graph) -> None:
-        self.keep_io_types = keep_io_types
-        self.main_graph = main_graph
 
     def requires(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
@@ -39,7 +33,7 @@ class SettleFlexible(DecisionPass):
             if node in state.ctx.pinned:
                 state.decide(node, Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype"))
                 continue
-            wanted = wanted_dtypes(state, node.outputs[0], self.keep_io_types, self.main_graph)
+            wanted = state.needs.wanted(node.outputs[0])
             kind = "Cast" if node.op_type == "Cast" else "constant"
             if len(wanted) == 1 and (dtype := next(iter(wanted))) is not facts.dtype and dtype in MOVABLE_DTYPES:
                 rule = Rule.CAST_RETARGETED if node.op_type == "Cast" else Rule.FOLLOWS_CONSUMERS
@@ -52,13 +46,3 @@ class SettleFlexible(DecisionPass):
         for facts in scope.facts:
             if facts.node not in state.verdicts:
                 raise self.fail(f"{facts.node.name} has no verdict")
-
-
-def wanted_dtypes(state: DecisionState, value: ir.Value, keep_io_types: bool, main_graph: ir.Graph) -> set[Dtype]:
-    """The dtypes ``value``'s consumers need (Casts need none), plus its own where it must stay a graph output of
-    that dtype (always in a subgraph; in the main graph with keep_io_types)."""
-    wanted = {state.required_dtype(use.node, use.idx) for use in value.uses()}
-    if value.is_graph_output() and (keep_io_types or value.graph is not main_graph):
-        wanted.add(Dtype.of_value(value))
-    wanted.discard(None)
-    return wanted  # type: ignore[return-value]

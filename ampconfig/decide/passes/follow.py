@@ -115,8 +115,10 @@ def _label(state: DecisionState, node: ir.Node) -> str:
 def consumer_dtypes(
     state: DecisionState, facts: NodeFacts, graph_outputs: set[ir.Value]
 ) -> list[tuple[Dtype | None, str]]:
-    """What each consumer of the node's compute-dtype outputs needs: its own compute dtype where the value is its
-    compute input, else the value's present dtype (a Cast takes any dtype and is left out)."""
+    """What each consumer of the node's compute-dtype outputs computes in, as the rule "every consumer computes
+    low" reads it: its own compute dtype where the value is its compute input (decided or not), else the value's
+    present dtype (a Cast reading the value as its source is left out). What readers need after the rewrite is
+    :mod:`ampconfig.decide.needs`; this is the painting rule's narrower question."""
     wanted: list[tuple[Dtype | None, str]] = []
     for index in facts.output_slots:
         value = facts.node.outputs[index]

@@ -9,11 +9,15 @@ Such an island goes low when that also lowers the number of casts, under a rule 
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import replace
+
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope, connected_groups
+from ampconfig.decide.needs import Needs
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.follow import SOFT_RULES
 from ampconfig.decide.passes.fusion_guard import feeds_float32_layer_norm
@@ -32,7 +36,8 @@ class LowerCastBoundIslands(DecisionPass):
         self.lowered = []
         movable = {facts.node: facts for facts in scope.facts if _movable(state, facts)}
         for island in _islands(state, movable):
-            before, after = _boundary_casts(state, island, low_island=False), _boundary_casts(state, island, True)
+            before = island_casts(state.needs, island, Dtype.FLOAT32)
+            after = island_casts(state.needs, island, state.ctx.low)
             if before > len(island) and after < before:
                 self._lower(state, island, movable, before, after)
 
@@ -83,23 +88,8 @@ def _islands(state: DecisionState, movable: dict[ir.Node, NodeFacts]) -> list[fr
     return connected_groups(movable, neighbours)
 
 
-def _boundary_casts(state: DecisionState, island: frozenset[ir.Node], low_island: bool) -> int:
-    """Casts on the island's boundary (one per value and direction, as the rewrite shares them) when the island
-    is float32 (``low_island`` False) or low."""
-    island_dtype = state.ctx.low if low_island else Dtype.FLOAT32
-    casts: set[tuple[ir.Value, Dtype]] = set()
-    for node in island:
-        facts = state.facts_of[node]
-        for value in state.live_inputs(facts):
-            if value.producer() in island:
-                continue
-            arriving = state.value_dtype(value)
-            if arriving is not None and arriving is not island_dtype:
-                casts.add((value, island_dtype))
-        for index in facts.output_slots:
-            value = node.outputs[index]
-            wanted = {state.required_dtype(use.node, use.idx) for use in value.uses() if use.node not in island}
-            if value.is_graph_output():
-                wanted.add(Dtype.of_value(value))
-            casts |= {(value, dtype) for dtype in wanted if dtype is not None and dtype is not island_dtype}
-    return len(casts)
+def island_casts(needs: Needs, island: Collection[ir.Node], dtype: Dtype) -> int:
+    """How many casts the rewrite puts on the island's edges (:meth:`Needs.boundary_casts`) when its nodes compute
+    in ``dtype``, every other verdict as it is."""
+    assumed = {node: replace(needs.verdicts[node], dtype=dtype) for node in island}
+    return len(needs.assuming(assumed).boundary_casts(island))
