@@ -38,7 +38,7 @@ from ampconfig.decide.passes.islands import LowerCastBoundIslands
 from ampconfig.decide.passes.listed import PaintListed
 from ampconfig.decide.passes.modes import ModePolicy
 from ampconfig.decide.passes.reasons import CheckReasons
-from ampconfig.decide.plan import follow_until_stable
+from ampconfig.decide.pipeline import FOLLOW_UNTIL_STABLE as follow_until_stable
 from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
@@ -381,7 +381,7 @@ def test_an_island_as_long_as_its_boundary_casts_stays_float32(length: int) -> N
 def test_islands_pass_ensures_it_saved_casts() -> None:
     islands = LowerCastBoundIslands()
     d = decided(island(1), lib=library(COLOURS), steps=(*painted(), islands))
-    assert [(sorted(n.name for n in group), before, after) for group, before, after in islands.lowered] == [
+    assert [(sorted(n.name for n in group), before, after) for group, before, after in d.state.lowered_islands] == [
         (["g0"], 2, 1)
     ]
     islands.ensures(d.state, d.scope)

@@ -1,16 +1,8 @@
-"""The plan: every node's verdict plus the dtype each consumer needs from each input. Pure data.
+"""The plan: every node's verdict plus what each reader needs from each input. Pure data.
 
-:func:`build_plan` runs the decision passes over every scope, outer before inner (a subgraph reads its outer
-scope's final dtypes):
-
-- every mode: :class:`CustomizedDtypes` (customize_dtypes entries), then :class:`FixedVerdicts` (nodes nothing may
-  retype, keep_dtype pins, range overflow, checker rejects);
-- modes that do not paint: :class:`ModePolicy`;
-- mixed modes: :class:`AssignColours` -> :class:`PaintListed` -> :class:`PropagateDeny` -> (:class:`FollowNeighbours`
-  -> :class:`GuardLayerNormFusion`, until the guard forces nothing) -> :class:`LowerCastBoundIslands` -> (follow and
-  guard again if an island went low) -> :class:`CheckReasons`;
-- every mode, last, innermost scope first: :class:`SettleFlexible` (Casts and constants follow their consumers).
-
+:func:`build_plan` runs the pipeline of the mode (:mod:`ampconfig.decide.pipeline`: which passes, in which order,
+scope by scope) over a :class:`~ampconfig.decide.state.DecisionState`; the :class:`Plan` keeps the verdicts and
+answers, through :mod:`ampconfig.decide.needs`, what each reader needs and which casts the plan implies.
 :mod:`ampconfig.rewrite.apply` realises the plan.
 """
 
@@ -27,22 +19,11 @@ from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, is_onnx_op, iter_scopes
 from ampconfig.decide.needs import Cast, Needs
-from ampconfig.decide.passes.colours import AssignColours
-from ampconfig.decide.passes.customized import CustomizedDtypes
-from ampconfig.decide.passes.deny import PropagateDeny
-from ampconfig.decide.passes.fixed import FixedVerdicts
-from ampconfig.decide.passes.flexible import SettleFlexible
-from ampconfig.decide.passes.follow import FollowNeighbours
-from ampconfig.decide.passes.fusion_guard import GuardLayerNormFusion
-from ampconfig.decide.passes.islands import LowerCastBoundIslands
-from ampconfig.decide.passes.listed import PaintListed
-from ampconfig.decide.passes.modes import ModePolicy, refuse_missing_origin_kernels
-from ampconfig.decide.passes.reasons import CheckReasons
+from ampconfig.decide.pipeline import Pipeline, pipeline_for
 from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import op_key
-from ampconfig.settings.modes import PrecisionMode
 
 
 class KeepDtypeLike(Protocol):
@@ -150,44 +131,13 @@ def match_keep_dtype(
     return pinned, warnings
 
 
-def _paint(state: DecisionState, scope: Scope) -> None:
-    """The mixed modes' passes over one scope."""
-    for step in (AssignColours(), PaintListed(), PropagateDeny()):
-        step(state, scope)
-    follow_until_stable(state, scope)
-    islands = LowerCastBoundIslands()
-    islands(state, scope)
-    if islands.lowered:
-        follow_until_stable(state, scope)  # soft verdicts next to a lowered island now see it low
-    CheckReasons()(state, scope)
-
-
-def follow_until_stable(state: DecisionState, scope: Scope) -> None:
-    """Follow neighbours, then guard the LayerNorm fusion; the guard forces nodes to float32, whose consumers then
-    follow again, until the guard forces nothing (it only ever adds float32 verdicts, so this ends)."""
-    follow, guard = FollowNeighbours(), GuardLayerNormFusion()
-    while True:
-        follow(state, scope)
-        guard(state, scope)
-        if not guard.changed:
-            return
-
-
-def build_plan(model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True) -> Plan:
+def build_plan(
+    model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True, pipeline: Pipeline | None = None
+) -> Plan:
+    """Decide every node of ``model`` with ``pipeline``, by default the one of ``ctx``'s mode
+    (:mod:`ampconfig.decide.pipeline`)."""
     scopes = list(iter_scopes(model, ctx.low, ctx.typing))
     state = DecisionState.of(scopes, ctx, keep_io_types)
-    if ctx.mode is PrecisionMode.MUST_KEEP_ORIGIN_DTYPE:
-        refuse_missing_origin_kernels(state)
-    customized, fixed = CustomizedDtypes(), FixedVerdicts()
-    for scope in scopes:
-        customized(state, scope)  # Ascend's precedence: customize_dtypes before keep_dtype and the mode
-        fixed(state, scope)
-        if ctx.mode.is_mixed:
-            _paint(state, scope)
-        else:
-            ModePolicy()(state, scope)
-    settle = SettleFlexible()
-    for scope in reversed(scopes):
-        settle(state, scope)
+    (pipeline or pipeline_for(ctx.mode)).run(state)
     colours = {node: colour.value for node, colour in state.colours.items()}
     return Plan(scopes, state.facts_of, state.verdicts, original_dtypes(model), keep_io_types, ctx, colours)

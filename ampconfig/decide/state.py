@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 import onnx_ir as ir
 
@@ -29,6 +30,12 @@ class Arrival(Enum):
     PENDING = "pending"  # from a node not decided yet
 
 
+class LoweredIsland(NamedTuple):
+    nodes: frozenset[ir.Node]
+    casts_before: int
+    casts_after: int
+
+
 @dataclass
 class DecisionState:
     ctx: DecisionContext
@@ -43,6 +50,8 @@ class DecisionState:
     constant_fed: set[ir.Node] = field(default_factory=set)
     #: graph inputs and outputs keep their dtypes (subgraph boundaries always do)
     keep_io_types: bool = True
+    #: the float32 islands the islands pass lowered, with their boundary casts before and after
+    lowered_islands: list[LoweredIsland] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         #: what each reader needs and which casts the verdicts so far imply (reads ``verdicts`` live)
@@ -55,9 +64,16 @@ class DecisionState:
         facts_of = {facts.node: facts for scope in scopes for facts in scope.facts}
         return cls(ctx, scopes, facts_of, keep_io_types=keep_io_types)
 
-    # -- verdicts ----------------------------------------------------------------------------------------------
-    def decide(self, node: ir.Node, verdict: Verdict) -> None:
+    # -- verdicts: these two methods are the only writers -------------------------------------------------------
+    def decide(self, node: ir.Node, verdict: Verdict) -> bool:
+        """Give ``node`` its verdict; returns whether that changed it."""
+        changed = self.verdicts.get(node) != verdict
         self.verdicts[node] = verdict
+        return changed
+
+    def forget(self, node: ir.Node) -> bool:
+        """Drop ``node``'s verdict (a soft verdict about to be recomputed); returns whether it had one."""
+        return self.verdicts.pop(node, None) is not None
 
     def dtype_of(self, node: ir.Node) -> Dtype | None:
         verdict = self.verdicts.get(node)

@@ -12,8 +12,9 @@ from ampconfig.decide.state import DecisionState, is_flexible
 class AssignColours(DecisionPass):
     """Ensures: every undecided, paintable node of the scope has an effective colour."""
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+    def call(self, state: DecisionState, scope: Scope) -> bool:
         lists = state.ctx.lists
+        coloured = dict(state.colours)
         for facts in scope.facts:
             if is_flexible(facts) or facts.node in state.verdicts:
                 continue
@@ -25,6 +26,7 @@ class AssignColours(DecisionPass):
             elif facts.key not in lists.edited and (note := state.ctx.library.colour_note(facts.key)):
                 state.colour_reasons[facts.node] = note
             state.colours[facts.node] = colour
+        return state.colours != coloured
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:

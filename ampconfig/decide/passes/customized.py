@@ -16,12 +16,14 @@ class CustomizedDtypes(DecisionPass):
     """Every mode, the first hard pass: each customised node gets its entry's dtype under rule ``customized``.
     Ensures: every customised node computes in its entry's dtype."""
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         for facts in scope.facts:
             custom = state.ctx.customized.get(facts.node)
             if custom is not None and facts.node not in state.verdicts:
                 dtype, reason = custom
-                state.decide(facts.node, Verdict(dtype, Rule.CUSTOMIZED, reason))
+                changed |= state.decide(facts.node, Verdict(dtype, Rule.CUSTOMIZED, reason))
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:

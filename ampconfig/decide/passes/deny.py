@@ -17,7 +17,8 @@ from ampconfig.opinfo.library import Colour
 class PropagateDeny(DecisionPass):
     """Ensures: every node denied by propagation is float32 and names a float32 neighbour as its cause."""
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         open_nodes = {f.node for f in scope.facts if f.node in state.colours and f.node not in state.verdicts}
         leads_to_deny = _clear_nodes_leading_to_deny(state, scope, open_nodes)
         sources = [
@@ -36,7 +37,7 @@ class PropagateDeny(DecisionPass):
                         continue
                     colour = state.colours[consumer]
                     if colour is Colour.GRAY or (colour is Colour.CLEAR and consumer in leads_to_deny):
-                        state.decide(
+                        changed |= state.decide(
                             consumer,
                             Verdict(
                                 Dtype.FLOAT32,
@@ -46,6 +47,7 @@ class PropagateDeny(DecisionPass):
                             ),
                         )
                         stack.append(consumer)
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         names = {f.node.name: f.node for f in scope.facts}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
@@ -18,42 +20,74 @@ _UNRETYPABLE = {
 }
 
 
-def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
-    """The verdict of a node nothing may retype, or None when the mode decides."""
+def _unretypable(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
     if facts.dtype is None:
         rule = facts.blocker or Rule.NOT_FLOAT
         return Verdict(None, rule, _UNRETYPABLE.get(rule, "computes on no float32/float16/bfloat16 tensor"))
     if facts.blocker is not None:
         return Verdict(facts.dtype, facts.blocker, _UNRETYPABLE.get(facts.blocker, "kept as it was"))
-    if facts.node in ctx.pinned:
-        return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
-    if (kept := ctx.library.keeps_dtype(facts.key)) is not None:
-        return Verdict(facts.dtype, Rule.OP_KEEPS_DTYPE, f"{facts.key} keeps its dtype: {kept}")
-    if facts.node.name in ctx.overflow and facts.dtype is Dtype.FLOAT32:
-        return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[facts.node.name])
-    if facts.node.name in ctx.rejected:
-        return Verdict(
-            facts.dtype,
-            Rule.CHECKER_REJECTS,
-            f"the ONNX checker rejects it in another dtype, kept: {ctx.rejected[facts.node.name]}",
-        )
     return None
 
 
-class FixedVerdicts(DecisionPass):
-    """Skips nodes a pass before it decided (:class:`~ampconfig.decide.passes.customized.CustomizedDtypes`).
-    Ensures: every non-retypable, pinned, overflowing or checker-rejected node keeps its dtype."""
+def _keep_dtype(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+    if facts.node in ctx.pinned:
+        return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
+    return None
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+
+def _op_keeps_dtype(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+    if (kept := ctx.library.keeps_dtype(facts.key)) is not None:
+        return Verdict(facts.dtype, Rule.OP_KEEPS_DTYPE, f"{facts.key} keeps its dtype: {kept}")
+    return None
+
+
+def _range_overflow(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+    if facts.node.name in ctx.overflow and facts.dtype is Dtype.FLOAT32:
+        return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[facts.node.name])
+    return None
+
+
+def _checker_rejects(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+    if facts.node.name in ctx.rejected:
+        reason = f"the ONNX checker rejects it in another dtype, kept: {ctx.rejected[facts.node.name]}"
+        return Verdict(facts.dtype, Rule.CHECKER_REJECTS, reason)
+    return None
+
+
+#: A rule that keeps a node in the dtype it has: its verdict, or None when the rule does not apply to the node.
+KeepingRule = Callable[[NodeFacts, DecisionContext], Verdict | None]
+
+#: The rules :class:`FixedVerdicts` applies, in precedence order: a node takes the first verdict given. A rule
+#: added here must keep the node's dtype (the pass ensures it); a rule that sets another dtype is a pass of its own
+#: in :data:`ampconfig.decide.pipeline.HARD`.
+KEEPING_RULES: tuple[KeepingRule, ...] = (_unretypable, _keep_dtype, _op_keeps_dtype, _range_overflow, _checker_rejects)
+
+
+def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+    """The verdict of a node nothing may retype, or None when the mode decides."""
+    return next((verdict for rule in KEEPING_RULES if (verdict := rule(facts, ctx)) is not None), None)
+
+
+class FixedVerdicts(DecisionPass):
+    """Every mode, first but for customize_dtypes: nodes nothing may retype, and nodes the user or an earlier check
+    pinned (:data:`KEEPING_RULES`). Skips nodes a hard pass before it decided
+    (:class:`~ampconfig.decide.passes.customized.CustomizedDtypes`). Ensures: every node it decided keeps its
+    dtype."""
+
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         for facts in scope.facts:
             if is_flexible(facts) or facts.node in state.verdicts:
                 continue
             verdict = fixed_verdict(facts, state.ctx)
             if verdict is not None:
-                state.decide(facts.node, verdict)
+                changed |= state.decide(facts.node, verdict)
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
-            verdict = state.verdicts.get(facts.node)
-            if verdict is not None and verdict.rule is not Rule.CUSTOMIZED and verdict.dtype != facts.dtype:
+            verdict, kept = state.verdicts.get(facts.node), fixed_verdict(facts, state.ctx)
+            if verdict is None or kept is None or verdict.rule is not kept.rule:
+                continue  # not this pass's node (undecided, or decided by a hard pass before it)
+            if verdict.dtype != facts.dtype:
                 raise self.fail(f"{facts.node.name} changed dtype under rule {verdict.rule.value}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import Scope
+from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.dtypes import MOVABLE_DTYPES
@@ -22,27 +22,29 @@ class SettleFlexible(DecisionPass):
             if not is_flexible(facts) and facts.node not in state.verdicts:
                 raise self.fail(f"{facts.node.name} is undecided")
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         for facts in reversed(scope.facts):
-            if not is_flexible(facts):
-                continue
-            node = facts.node
-            if facts.dtype is None:
-                state.decide(node, Verdict(None, Rule.NOT_FLOAT, "computes on no float32/float16/bfloat16 tensor"))
-                continue
-            if node in state.ctx.pinned:
-                state.decide(node, Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype"))
-                continue
-            wanted = state.needs.wanted(node.outputs[0])
-            kind = "Cast" if node.op_type == "Cast" else "constant"
-            if len(wanted) == 1 and (dtype := next(iter(wanted))) is not facts.dtype and dtype in MOVABLE_DTYPES:
-                rule = Rule.CAST_RETARGETED if node.op_type == "Cast" else Rule.FOLLOWS_CONSUMERS
-                state.decide(node, Verdict(dtype, rule, f"{kind} now produces {dtype}, as every consumer needs"))
-            else:
-                detail = "consumers need several dtypes" if len(wanted) > 1 else "consumers need its dtype"
-                state.decide(node, Verdict(facts.dtype, Rule.MODE_KEEPS, f"{kind} kept: {detail}"))
+            if is_flexible(facts):
+                changed |= state.decide(facts.node, _settled(state, facts))
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             if facts.node not in state.verdicts:
                 raise self.fail(f"{facts.node.name} has no verdict")
+
+
+def _settled(state: DecisionState, facts: NodeFacts) -> Verdict:
+    node = facts.node
+    if facts.dtype is None:
+        return Verdict(None, Rule.NOT_FLOAT, "computes on no float32/float16/bfloat16 tensor")
+    if node in state.ctx.pinned:
+        return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
+    wanted = state.needs.wanted(node.outputs[0])
+    kind = "Cast" if node.op_type == "Cast" else "constant"
+    if len(wanted) == 1 and (dtype := next(iter(wanted))) is not facts.dtype and dtype in MOVABLE_DTYPES:
+        rule = Rule.CAST_RETARGETED if node.op_type == "Cast" else Rule.FOLLOWS_CONSUMERS
+        return Verdict(dtype, rule, f"{kind} now produces {dtype}, as every consumer needs")
+    detail = "consumers need several dtypes" if len(wanted) > 1 else "consumers need its dtype"
+    return Verdict(facts.dtype, Rule.MODE_KEEPS, f"{kind} kept: {detail}")

@@ -29,15 +29,17 @@ class FollowNeighbours(DecisionPass):
     """Ensures: every paintable node of the scope is decided, and every soft verdict agrees with the final dtypes
     of the neighbours it names (see :func:`soft_verdict_problem`)."""
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+    def call(self, state: DecisionState, scope: Scope) -> bool:
         candidates = [f for f in scope.facts if f.node in state.colours]
+        before = {f.node: state.verdicts.get(f.node) for f in candidates}
         for facts in candidates:
-            verdict = state.verdicts.get(facts.node)
+            verdict = before[facts.node]
             if verdict is not None and verdict.rule in SOFT_RULES:
-                del state.verdicts[facts.node]
+                state.forget(facts.node)
         state.constant_fed -= {f.node for f in candidates}
         waiting = self._follow_inputs(state, candidates)
         self._follow_consumers(state, scope, candidates, waiting)
+        return any(state.verdicts.get(node) != verdict for node, verdict in before.items())
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:

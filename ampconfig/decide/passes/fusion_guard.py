@@ -4,8 +4,8 @@ Exports below opset 17 write LayerNorm out (ReduceMean, Sub, Pow, ReduceMean, Ad
 decomposed LayerNorm stays float32 and its input comes from a low node, the rewrite puts a Cast between them, and
 ONNX Runtime's LayerNormFusion absorbs that Cast into the fused LayerNormalization, which then binds its type T to
 float16 and float32 at once and fails to load. Keeping the producer float32 puts the cast upstream instead.
-The producer's consumers may then need to change too: the driver re-runs :class:`FollowNeighbours` after this pass
-until nothing moves.
+The producer's consumers may then need to change too: the pipeline runs this pass and :class:`FollowNeighbours` in
+one until-stable step.
 """
 
 from __future__ import annotations
@@ -23,20 +23,17 @@ from ampconfig.opinfo.library import Colour
 
 
 class GuardLayerNormFusion(DecisionPass):
-    """Ensures: no low gray/clear node's output feeds the head of a float32 decomposed LayerNorm.
-    ``changed`` says whether the last call forced a node (the driver then follows neighbours again)."""
+    """Ensures: no low gray/clear node's output feeds the head of a float32 decomposed LayerNorm. Returns whether
+    it forced a node (its consumers then follow it again)."""
 
-    def __init__(self) -> None:
-        self.changed = False
-
-    def call(self, state: DecisionState, scope: Scope) -> None:
-        self.changed = False
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         for facts in reversed(scope.facts):
             if not _guardable(state, facts):
                 continue
             head = feeds_float32_layer_norm(state, facts)
             if head is not None:
-                state.decide(
+                changed |= state.decide(
                     facts.node,
                     Verdict(
                         Dtype.FLOAT32,
@@ -46,7 +43,7 @@ class GuardLayerNormFusion(DecisionPass):
                         cause=head,
                     ),
                 )
-                self.changed = True
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:

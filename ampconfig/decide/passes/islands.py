@@ -21,48 +21,40 @@ from ampconfig.decide.needs import Needs
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.follow import SOFT_RULES
 from ampconfig.decide.passes.fusion_guard import feeds_float32_layer_norm
-from ampconfig.decide.state import DecisionState
+from ampconfig.decide.state import DecisionState, LoweredIsland
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 
 
 class LowerCastBoundIslands(DecisionPass):
-    """Ensures: every island it lowered is low, and lowering removed casts."""
+    """Ensures: every island it lowered (``state.lowered_islands``) is low, and lowering removed casts."""
 
-    def __init__(self) -> None:
-        self.lowered: list[tuple[frozenset[ir.Node], int, int]] = []  # (island, casts before, casts after)
-
-    def call(self, state: DecisionState, scope: Scope) -> None:
-        self.lowered = []
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        lowered = len(state.lowered_islands)
         movable = {facts.node: facts for facts in scope.facts if _movable(state, facts)}
         for island in _islands(state, movable):
             before = island_casts(state.needs, island, Dtype.FLOAT32)
             after = island_casts(state.needs, island, state.ctx.low)
             if before > len(island) and after < before:
-                self._lower(state, island, movable, before, after)
-
-    def _lower(
-        self,
-        state: DecisionState,
-        island: frozenset[ir.Node],
-        movable: dict[ir.Node, NodeFacts],
-        before: int,
-        after: int,
-    ) -> None:
-        low = state.ctx.low
-        reason = (
-            f"a float32 island of {len(island)} node(s) that are safe in {low} on target "
-            f"{state.ctx.library.target!r} cost {before} casts at its boundary; in {low} it costs {after}"
-        )
-        cause = min(node.name or "" for node in island)
-        for node in island:
-            state.decide(node, Verdict(low, Rule.CAST_AWARE_ISLAND, reason, cause))
-        self.lowered.append((island, before, after))
+                _lower(state, island, before, after)
+        return len(state.lowered_islands) > lowered
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
-        for island, before, after in self.lowered:
+        for island, before, after in state.lowered_islands:
             if after >= before or any(not state.verdicts[node].is_low for node in island):
                 raise self.fail(f"island {sorted(n.name or '' for n in island)} was lowered without saving casts")
+
+
+def _lower(state: DecisionState, island: frozenset[ir.Node], before: int, after: int) -> None:
+    low = state.ctx.low
+    reason = (
+        f"a float32 island of {len(island)} node(s) that are safe in {low} on target "
+        f"{state.ctx.library.target!r} cost {before} casts at its boundary; in {low} it costs {after}"
+    )
+    cause = min(node.name or "" for node in island)
+    for node in island:
+        state.decide(node, Verdict(low, Rule.CAST_AWARE_ISLAND, reason, cause))
+    state.lowered_islands.append(LoweredIsland(island, before, after))
 
 
 def _movable(state: DecisionState, facts: NodeFacts) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import Scope
+from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
@@ -15,26 +15,16 @@ from ampconfig.opinfo.library import Colour
 class PaintListed(DecisionPass):
     """Ensures: white nodes are low unless the target cannot run them so; black float32 nodes stay float32."""
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
-        ctx = state.ctx
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         for facts in scope.facts:
-            node = facts.node
-            colour = state.colours.get(node)
-            if colour is None or node in state.verdicts:
+            colour = state.colours.get(facts.node)
+            if colour is None or facts.node in state.verdicts:
                 continue
-            why = state.colour_reasons.get(node)
-            if facts.dtype is not Dtype.FLOAT32:
-                state.decide(
-                    node, _already_low(state, facts.dtype, colour, facts.key, ctx.can_run(facts, Dtype.FLOAT32))
-                )
-                continue
-            blocker = ctx.low_blocker(facts, ctx.low) if colour is not Colour.BLACK else None
-            if blocker is not None:
-                state.decide(node, blocker)
-            elif colour is Colour.WHITE:
-                state.decide(node, Verdict(ctx.low, Rule.WHITE_LIST, why or f"{facts.key} is on the white list"))
-            elif colour is Colour.BLACK:
-                state.decide(node, Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, why or f"{facts.key} is on the black list"))
+            verdict = _listed(state, facts, colour)
+            if verdict is not None:
+                changed |= state.decide(facts.node, verdict)
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
@@ -47,7 +37,23 @@ class PaintListed(DecisionPass):
                 raise self.fail(f"black {facts.node.name} is not float32")
 
 
-def _already_low(state: DecisionState, dtype: Dtype | None, colour: Colour, key: str, fp32_runs: bool) -> Verdict:
+def _listed(state: DecisionState, facts: NodeFacts, colour: Colour) -> Verdict | None:
+    """The verdict the lists give the node outright, or None where its neighbours decide (gray, clear)."""
+    ctx = state.ctx
+    why = state.colour_reasons.get(facts.node)
+    if facts.dtype is not Dtype.FLOAT32:
+        return _already_low(facts.dtype, colour, facts.key, ctx.can_run(facts, Dtype.FLOAT32))
+    blocker = ctx.low_blocker(facts, ctx.low) if colour is not Colour.BLACK else None
+    if blocker is not None:
+        return blocker
+    if colour is Colour.WHITE:
+        return Verdict(ctx.low, Rule.WHITE_LIST, why or f"{facts.key} is on the white list")
+    if colour is Colour.BLACK:
+        return Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, why or f"{facts.key} is on the black list")
+    return None
+
+
+def _already_low(dtype: Dtype | None, colour: Colour, key: str, fp32_runs: bool) -> Verdict:
     if colour is Colour.BLACK and fp32_runs:
         return Verdict(Dtype.FLOAT32, Rule.BLACK_LIST, f"{key} is on the black list: raised to float32")
     return Verdict(dtype, Rule.ALREADY_LOW, f"already {dtype}; the mixed mode keeps it")

@@ -56,10 +56,12 @@ class ModePolicy(DecisionPass):
         if state.ctx.mode.is_mixed:
             raise self.fail(f"{state.ctx.mode.value} is painted, not decided by mode policy")
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
         for facts in scope.facts:
             if not is_flexible(facts) and facts.node not in state.verdicts:
-                state.decide(facts.node, mode_verdict(facts, state.ctx))
+                changed |= state.decide(facts.node, mode_verdict(facts, state.ctx))
+        return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:

@@ -14,8 +14,8 @@ class CheckReasons(DecisionPass):
     """Changes nothing. Ensures: soft verdicts agree with the final dtypes around them; deny-propagated nodes name
     a float32 cause; no node goes low where the target or its schema forbids it."""
 
-    def call(self, state: DecisionState, scope: Scope) -> None:
-        pass
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        return False
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         outputs = set(scope.graph.outputs)
