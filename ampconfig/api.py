@@ -24,6 +24,7 @@ from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import customized_names, match_customized
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.plan import build_plan, match_keep_dtype
+from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
@@ -156,7 +157,7 @@ def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
 
 
 def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = next((o.version for o in proto.opset_import if is_default_domain(o.domain)), None)
     if opset is None or opset >= BF16_MIN_OPSET:
         return proto, None
     try:

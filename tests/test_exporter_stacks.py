@@ -25,6 +25,7 @@ import pytest
 
 from ampconfig import rewrite_model_detailed
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.domains import is_default_domain
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.settings.config import Tolerance
 from tests.transformer_stacks import StackSize, bert_stack, gpt2_stack, token_feeds
@@ -42,7 +43,7 @@ def _stack(name: str, decomposed: bool, opset: int | None = None) -> onnx.ModelP
     model = STACKS[name](SIZE, decomposed_ln=decomposed)
     if opset is not None:  # the written-out stacks use nothing newer than opset 13; below 17 nothing can fold
         for entry in model.opset_import:
-            if entry.domain in ("", "ai.onnx"):
+            if is_default_domain(entry.domain):
                 entry.version = opset
         onnx.checker.check_model(model, full_check=True)
     return model

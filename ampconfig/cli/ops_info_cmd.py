@@ -324,7 +324,7 @@ def _table_source(key: str, listed: dict[str, list[str]]) -> str:
 @_subcommand("import-table")
 def import_table_command(
     table: Annotated[Path, typer.Argument(help="Local copy of onnxruntime's docs/OperatorKernels.md.")],
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -464,7 +464,7 @@ def import_ascend_command(
 @_subcommand("import-kernels")
 def import_kernels_command(
     dump: Annotated[Path, typer.Argument(help="Kernel registry dump (benchmarks/dump_kernels.py).")],
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -572,7 +572,7 @@ def _measured_first(registry: dict[str, OpInfoEntry], measured: OpsInfoFile) -> 
 
 @_subcommand("apply-strategy")
 def apply_strategy_command(
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = "cuda",
+    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
     file: Annotated[
         Path | None,
         typer.Option("--file", "-f", help="Op info file to update. Default: the packaged <target>.json."),

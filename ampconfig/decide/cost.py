@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, Float32Island, Rule
 from ampconfig.decide.facts import connected_groups, is_onnx_op
+from ampconfig.decide.needs import Cast
 from ampconfig.decide.plan import Plan
 from ampconfig.decide.state import FLEXIBLE_OPS
 from ampconfig.dtypes import Dtype
@@ -45,7 +46,10 @@ def decision_cost(plan: Plan) -> DecisionCost:
         kernels.append(kernel_us(facts.key, verdict.dtype, size))
         fp32.append(kernel_us(facts.key, Dtype.FLOAT32, size))
     casts = plan.casts()
-    islands = sorted(_islands(plan), key=lambda island: (-island.casts, island.nodes))
+    by_value: dict[ir.Value, set[Cast]] = {}
+    for value, dtype in casts:
+        by_value.setdefault(value, set()).add((value, dtype))
+    islands = sorted(_islands(plan, by_value), key=lambda island: (-island.casts, island.nodes))
     # Exact sums (fsum): the casts are a set, whose order follows the hash seed, and a lock records these times
     # byte for byte; a plain sum's last bits would depend on the order.
     return DecisionCost(
@@ -80,13 +84,13 @@ def _neighbours(plan: Plan, node: ir.Node) -> list[ir.Node]:
     return found
 
 
-def _islands(plan: Plan) -> list[Float32Island]:
+def _islands(plan: Plan, casts: dict[ir.Value, set[Cast]]) -> list[Float32Island]:
     float32 = [node for node in plan.verdicts if _is_float32_node(plan, node)]
     order = {node: index for index, node in enumerate(plan.verdicts)}
     islands: list[Float32Island] = []
     for group in connected_groups(float32, lambda node: _neighbours(plan, node)):
-        casts = plan.needs.boundary_casts(group)
-        if not casts:
+        edges = plan.needs.boundary_casts(group, known=casts)
+        if not edges:
             continue  # no low neighbour: not an island, the model simply stays float32 there
         members = sorted(group, key=order.__getitem__)  # graph order: the report reads the same on every run
         rules = Counter(plan.verdicts[node].rule.value for node in members)
@@ -95,8 +99,8 @@ def _islands(plan: Plan) -> list[Float32Island]:
         islands.append(
             Float32Island(
                 nodes=tuple(node.name or "" for node in members),
-                casts=len(casts),
-                cast_us=math.fsum(cast_us(_elements(value)) for value, _ in casts),
+                casts=len(edges),
+                cast_us=math.fsum(cast_us(_elements(value)) for value, _ in edges),
                 rules=dict(rules.most_common()),
                 anchor=anchor,
             )

@@ -16,8 +16,9 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
+from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
-from ampconfig.opinfo.library import DEFAULT_DOMAINS, op_key
+from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
 

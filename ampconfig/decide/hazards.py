@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from ampconfig.decide.facts import NodeFacts, constant_array
+from ampconfig.decide.facts import NodeFacts, constant_array, is_onnx_op
 from ampconfig.opinfo.library import Colour
 
 #: Functions that saturate: an infinite input gives a finite, exact output (tanh(inf) = 1, sigmoid(inf) = 1).
@@ -68,9 +68,9 @@ def _only_feeds_saturating(value: ir.Value, steps: int) -> bool:
         return False
     for use in uses:
         consumer = use.node
-        if consumer.op_type in _SATURATING and consumer.domain in ("", "ai.onnx"):
+        if is_onnx_op(consumer, _SATURATING):
             continue
-        if steps == 0 or consumer.op_type not in _AFFINE or consumer.domain not in ("", "ai.onnx"):
+        if steps == 0 or not is_onnx_op(consumer, _AFFINE):
             return False
         if not _only_feeds_saturating(consumer.outputs[0], steps - 1):
             return False

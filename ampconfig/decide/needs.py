@@ -139,12 +139,10 @@ class Needs:
         """How the rewrite gives ``value`` the ``dtype`` a reader needs. ``dtype_of`` reads a Cast's source dtype:
         after the rewrite (the default), or as the graph has it now (the rewrite, mid-way)."""
         producer = value.producer()
-        if value.const_value is not None and not value.is_graph_input():
-            return Conversion.INITIALIZER
+        if self._always_converted(value):
+            return Conversion.CONSTANT if producer is not None else Conversion.INITIALIZER
         if producer is None:
             return Conversion.CAST
-        if is_onnx_op(producer, "Constant") and constant_tensor(producer) is not None:
-            return Conversion.CONSTANT
         if is_onnx_op(producer, "ConstantOfShape") and not value.is_graph_output() and self.wanted(value) == {dtype}:
             return Conversion.CONSTANT_OF_SHAPE
         source = producer.inputs[0] if is_onnx_op(producer, "Cast") else None
@@ -155,6 +153,8 @@ class Needs:
     def casts_of(self, value: ir.Value) -> set[Cast]:
         """The casts of ``value`` the rewrite inserts: one for its kept output dtype where the value lost it, one per
         dtype a reader needs that it does not have and no conversion gives."""
+        if self._always_converted(value):
+            return set()
         have = self.produced(value)
         if have is None:
             return set()
@@ -167,22 +167,35 @@ class Needs:
                 casts.add((value, dtype))
         return casts
 
+    @staticmethod
+    def _always_converted(value: ir.Value) -> bool:
+        """An initializer or a Constant's output: every dtype a reader needs is a converted copy, never a cast."""
+        if value.const_value is not None and not value.is_graph_input():
+            return True
+        producer = value.producer()
+        return producer is not None and is_onnx_op(producer, "Constant") and constant_tensor(producer) is not None
+
     def casts(self, values: Iterable[ir.Value]) -> set[Cast]:
         """Every cast of ``values`` the rewrite inserts."""
         return {cast for value in values for cast in self.casts_of(value)}
 
-    def boundary_casts(self, nodes: Iterable[ir.Node]) -> set[Cast]:
+    def boundary_casts(self, nodes: Iterable[ir.Node], known: Mapping[ir.Value, set[Cast]] | None = None) -> set[Cast]:
         """The casts on the edges of a group of nodes: casts of a value a member writes, and casts whose dtype a
-        member reads (so a cast a member and an outsider share counts here, and in the outsider's group too)."""
+        member reads (so a cast a member and an outsider share counts here, and in the outsider's group too).
+        ``known``: every value's casts, already counted under these verdicts (values missing there have none)."""
         members = set(nodes)
+
+        def casts_of(value: ir.Value) -> set[Cast]:
+            return self.casts_of(value) if known is None else known.get(value, set())
+
         casts: set[Cast] = set()
         for node in members:
             for value in node.outputs:
                 if value.name:
-                    casts |= self.casts_of(value)
+                    casts |= casts_of(value)
             for index, value in enumerate(node.inputs):
                 if value is None or value.producer() in members:
                     continue
                 dtype = self.required(node, index)
-                casts |= {cast for cast in self.casts_of(value) if cast[1] is dtype}
+                casts |= {cast for cast in casts_of(value) if cast[1] is dtype}
         return casts

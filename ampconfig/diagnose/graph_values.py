@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ampconfig.domains import is_default_domain
 from ampconfig.opinfo.library import op_key
 from ampconfig.rewrite.expose import FLOAT_TYPES
 from ampconfig.rewrite.scopes import ProtoScope, proto_scopes
@@ -71,7 +72,7 @@ def float_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
             if init.data_type in FLOAT_TYPES:
                 constants[scope.key(init.name)] = numpy_helper.to_array(init)
         for node in scope.graph.node:
-            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+            if node.op_type != "Constant" or not is_default_domain(node.domain):
                 continue
             for attr in node.attribute:
                 if attr.name == "value" and attr.t.data_type in FLOAT_TYPES:

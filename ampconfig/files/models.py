@@ -23,6 +23,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 from onnx import external_data_helper
 
+from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.paths import require_file, resolve_path
@@ -245,7 +246,7 @@ def open_model(model: str | Path | onnx.ModelProto | OpenedModel, *, what: str =
 def _log_opened(opened: OpenedModel) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
-    opsets = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in opened.proto.opset_import) or "none"
+    opsets = ", ".join(f"{o.domain or ONNX_DOMAIN} {o.version}" for o in opened.proto.opset_import) or "none"
     external = (
         f"{len(opened.external_files)} external data file(s), {sum(p.stat().st_size for p in opened.external_files)} "
         "bytes"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import onnx
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
+from ampconfig.domains import is_default_domain
 from ampconfig.files.models import (
     OpenedModel,
     checker_errors,
@@ -215,7 +216,7 @@ def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    if node.op_type not in _SUBGRAPH_OPS and node.domain in ("", "ai.onnx"):
+    if node.op_type not in _SUBGRAPH_OPS and is_default_domain(node.domain):
         return
     for attribute in node.attribute:
         if attribute.HasField("g"):

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.bounded import scan_json
 from ampconfig.files.data_dirs import OPS_INFO, data_dir, source_data_dir
@@ -28,8 +29,6 @@ from ampconfig.opinfo.targets import CUDA_PROVIDER as CUDA_PROVIDER
 from ampconfig.opinfo.targets import DEFAULT_TARGET as DEFAULT_TARGET
 from ampconfig.opinfo.targets import PROVIDERS as PROVIDERS
 from ampconfig.opinfo.targets import TARGETS as TARGETS
-
-DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
 
 class Colour(str, Enum):

@@ -34,6 +34,7 @@ import onnx
 import onnx.defs
 from onnx import helper, numpy_helper
 
+from ampconfig.domains import is_default_domain
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.opinfo.schema import ABSENT, compute_variables, node_typing
 
@@ -116,7 +117,7 @@ def _single_node_testcases() -> Mapping[str, tuple[_TestCase, ...]]:
         if "_expanded" in case.name or case.model is None or len(case.model.graph.node) != 1:
             continue
         node = case.model.graph.node[0]
-        if node.domain not in ("", "ai.onnx") or not _has_float32(case.model):
+        if not is_default_domain(node.domain) or not _has_float32(case.model):
             continue
         data = tuple(case.data_sets[0][0]) if case.data_sets else None
         by_op.setdefault(node.op_type, []).append(_TestCase(case.name, case.model, data))
@@ -140,7 +141,7 @@ def _value_elems(graph: onnx.GraphProto) -> dict[str, int]:
 
 def _clamped_opset(model: onnx.ModelProto, op_type: str) -> int | None:
     """The default-domain opset to stamp: the model's, lowered to MAX_PROBE_OPSET when the op exists there."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), MAX_PROBE_OPSET)
+    opset = next((o.version for o in model.opset_import if is_default_domain(o.domain)), MAX_PROBE_OPSET)
     if opset <= MAX_PROBE_OPSET:
         return opset
     return MAX_PROBE_OPSET if _schema_at(op_type, MAX_PROBE_OPSET) is not None else None
@@ -220,7 +221,7 @@ def _stamped(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     out = copy.deepcopy(model)
     out.ir_version = PROBE_IR_VERSION
     for entry in out.opset_import:
-        if entry.domain in ("", "ai.onnx"):
+        if is_default_domain(entry.domain):
             entry.version = opset
     return out
 
@@ -585,7 +586,7 @@ def probe_models(key: str, dtype: str, opset: int | None = None) -> list[ProbeMo
     if domain == _CONTRIB:
         model = contrib_probe(op_type, dtype)
         origin = "contrib-signature"
-    elif domain not in ("", "ai.onnx"):
+    elif not is_default_domain(domain):
         return []
     elif op_type in _single_node_testcases():
         return list(testcase_probes(op_type, dtype, opset))
@@ -601,7 +602,7 @@ def op_since_versions(key: str) -> tuple[int, ...]:
     domain, op_type = split_key(key)
     if domain == _CONTRIB:
         return (1,) if op_type in CONTRIB_SIGNATURES else ()
-    if domain not in ("", "ai.onnx"):
+    if not is_default_domain(domain):
         return ()
     return tuple(sorted({s.since_version for s in _default_schema_history().get(op_type, ())}))
 

@@ -13,6 +13,7 @@ from functools import cache
 import onnx
 import onnx.defs
 
+from ampconfig.domains import ONNX_DOMAIN, canonical_domain
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 
 
@@ -43,7 +44,7 @@ class NodeTyping:
 def get_schema(op_type: str, domain: str, opset: int) -> onnx.defs.OpSchema | None:
     """The schema in force at ``opset`` for the op, or None when ONNX does not know it (custom/contrib ops)."""
     try:
-        return onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain)
+        return onnx.defs.get_schema(op_type, opset, canonical_domain(domain))
     except onnx.defs.SchemaError:
         return None
 
@@ -81,11 +82,11 @@ def node_typing(op_type: str, domain: str, opset: int, n_inputs: int, n_outputs:
 
 
 def default_opset(opset_imports: Mapping[str, int], domain: str) -> int | None:
-    key = "" if domain == "ai.onnx" else domain
+    key = canonical_domain(domain)
     if key in opset_imports:
         return opset_imports[key]
-    if key == "" and "ai.onnx" in opset_imports:
-        return opset_imports["ai.onnx"]
+    if key == "" and ONNX_DOMAIN in opset_imports:
+        return opset_imports[ONNX_DOMAIN]
     return None
 
 

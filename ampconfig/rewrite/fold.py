@@ -21,6 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.facts import constant_array, graphs_of
+from ampconfig.domains import is_default_domain
 from ampconfig.opinfo.schema import default_opset
 from ampconfig.rewrite.names import NameAllocator
 
@@ -105,7 +106,7 @@ def _scalar(value: ir.Value | None) -> float | None:
 
 def _last_axis_mean(node: ir.Node, opset: int) -> bool:
     """A ReduceMean over the last axis only, keeping it."""
-    if node.op_type != "ReduceMean" or node.domain not in ("", "ai.onnx"):
+    if node.op_type != "ReduceMean" or not is_default_domain(node.domain):
         return False
     if node.attributes.get_int("keepdims", 1) != 1:
         return False

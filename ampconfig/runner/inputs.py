@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
 from ampconfig.runner.array_files import load_npy, load_npz
 from ampconfig.runner.memory import check_input_memory, format_bytes
@@ -179,7 +180,7 @@ _EMBEDDING_LOOKUPS: Mapping[tuple[str, str], Mapping[int, int]] = {
 
 def _indexed_rows(node: onnx.NodeProto, tensor: str, shapes: Mapping[str, list[int]]) -> int | None:
     """Rows of the table ``node`` indexes with ``tensor``, when it is a Gather index or an embedding lookup."""
-    if node.op_type == "Gather" and node.domain in ("", "ai.onnx") and node.input[1] == tensor:
+    if node.op_type == "Gather" and is_default_domain(node.domain) and node.input[1] == tensor:
         return _gather_rows(node, shapes)
     lookups = _EMBEDDING_LOOKUPS.get((node.domain, node.op_type), {})
     for position, table in lookups.items():

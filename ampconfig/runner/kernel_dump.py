@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.kernel_claims import (
@@ -84,7 +85,7 @@ def _row(raw: Any, provider: str | None, where: str) -> KernelRow:
     domain = str(_field(raw, "domain") or "")
     return KernelRow(
         op_type=op,
-        domain="" if domain == "ai.onnx" else domain,
+        domain=canonical_domain(domain),
         provider=str(row_provider),
         start=start,
         end=None if end in (None, OPEN_END) else int(end),

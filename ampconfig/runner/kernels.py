@@ -28,6 +28,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import FLOAT_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.kernel_claims import (
@@ -360,7 +361,7 @@ def _read_rows(text: str, provider: str) -> dict[tuple[str, str], list[_KernelRo
             continue
         found_domain = _DOMAIN.search(line)
         if found_domain:
-            domain = "" if found_domain["domain"] == "ai.onnx" else found_domain["domain"]
+            domain = canonical_domain(found_domain["domain"])
             continue
         row = _ROW.match(line)
         if row is None or row["versions"].strip() in ("", "OpSet Version") or set(row["versions"]) <= {"-"}:

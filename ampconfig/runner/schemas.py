@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ampconfig.domains import canonical_domain
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.schema import NodeTyping, Slot
 
-_DEFAULT_DOMAINS = ("", "ai.onnx")
 _VARIADIC = "Variadic"
 
 
@@ -54,7 +54,7 @@ class OrtSchema:
 
 
 def _normal_domain(domain: str) -> str:
-    return "" if domain in _DEFAULT_DOMAINS else domain
+    return canonical_domain(domain)
 
 
 def _param(raw: Any) -> FormalParam:

@@ -34,8 +34,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.opinfo.library import DEFAULT_DOMAINS, Colour, OpLists
+from ampconfig.opinfo.library import Colour, OpLists
 from ampconfig.opinfo.op_names import AmbiguousOpName, OpName, Vocabulary, read_op_name
 from ampconfig.settings.documents import (
     Document,
