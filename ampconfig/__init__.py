@@ -6,11 +6,21 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "gc_paused", "rewrite_model", "rewrite_model_detailed"]
+__all__ = [
+    "Judgement",
+    "MixedPrecisionPass",
+    "MixedPrecisionResult",
+    "__version__",
+    "gc_paused",
+    "rewrite_model",
+    "rewrite_model_detailed",
+]
 
 if TYPE_CHECKING:
     from ampconfig.api import rewrite_model, rewrite_model_detailed
+    from ampconfig.decide.judgements import Judgement
     from ampconfig.gc_pause import gc_paused
+    from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
 
 
 def __getattr__(name: str) -> Any:
@@ -20,6 +30,14 @@ def __getattr__(name: str) -> Any:
         from ampconfig import api
 
         return getattr(api, name)
+    if name in ("MixedPrecisionPass", "MixedPrecisionResult"):
+        from ampconfig import ir_pass
+
+        return getattr(ir_pass, name)
+    if name == "Judgement":
+        from ampconfig.decide.judgements import Judgement
+
+        return Judgement
     if name == "gc_paused":
         from ampconfig.gc_pause import gc_paused
 

@@ -23,6 +23,7 @@ from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import customized_names, match_customized
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
+from ampconfig.decide.judgements import Judges
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError, Problem, Severity
@@ -212,6 +213,7 @@ def rewrite_model_detailed(
     op_names: str | None = None,
     op_info: OpInfoLibrary | None = None,
     customize_dtypes: str | Path | CustomizeFile | None = None,
+    judges: Judges | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -230,6 +232,8 @@ def rewrite_model_detailed(
     ``customize_dtypes`` is the path of an Ascend customize_dtypes file: the nodes it names compute in the dtypes
     it gives them (rule ``customized``), over keep_dtype, over the mode and mixlist; an entry that does not fit
     the model (no such node, a dtype count or a dtype its schema or the target's kernels refuse) raises.
+    ``judges`` maps op keys to the user's judgements of their nodes (colour, inputs that keep their dtype:
+    :mod:`ampconfig.decide.judgements`), for custom and contrib ops ampconfig knows little about.
     Raises :class:`~ampconfig.errors.AmpconfigError` for bad input. Stale or contradictory value declarations of
     the input are repaired in the copy that is rewritten (each said in ``warnings``). The returned model has no
     ``onnx.checker.check_model(full_check=True)`` complaint that the (repaired) input did not have: for an input
@@ -276,8 +280,9 @@ def rewrite_model_detailed(
         if customize is not None:
             customized, custom_warnings = match_customized(customize, ir_model, library, mode.low_dtype, TYPING)
             keep_warnings = [*keep_warnings, *custom_warnings]
+        overflow = dict(overflow_nodes or {})
         context = DecisionContext(
-            mode, lists, library, pinned, rejected, dict(overflow_nodes or {}), TYPING, customized=customized
+            mode, lists, library, pinned, rejected, overflow, TYPING, customized=customized, judges=dict(judges or {})
         )
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()

@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
+from ampconfig.decide.judgements import Judges
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
@@ -55,6 +56,8 @@ class DecisionContext:
     typing: TypingSource = ONNX_TYPING
     #: nodes a customize_dtypes entry sets, with the dtype they compute in and the entry (checked already)
     customized: Mapping[ir.Node, tuple[Dtype, str]] = field(default_factory=dict)
+    #: the user's judges by op key (:mod:`ampconfig.decide.judgements`)
+    judges: Judges = field(default_factory=dict)
 
     @property
     def low(self) -> Dtype:

@@ -44,6 +44,7 @@ class NodeFacts:
     dtype: Dtype | None  # today's dtype of those tensors (float32/float16/bfloat16), None if not float
     blocker: Rule | None  # why this node can never be retyped, if it cannot
     schema_allows: frozenset[Dtype]  # float dtypes the schema allows for the compute variable
+    input_vars: tuple[str | None, ...] = ()  # each input's schema type variable (None: a fixed type)
 
     @property
     def retypable(self) -> bool:
@@ -144,12 +145,13 @@ def node_facts(
     allows = _schema_allows(typing, variables)
     dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
     untyped = any(inputs[i].type is None for i in input_slots) or any(outputs[i].type is None for i in output_slots)
+    input_vars = tuple(slot.type_var for slot in typing.inputs)
     if untyped or dtype is None:
-        return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows)
+        return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows, input_vars)
     if not input_slots and output_slots and node.op_type not in ("Cast", *CONSTANT_OPS):
         # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.
-        return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows)
-    return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows)
+        return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows, input_vars)
+    return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows, input_vars)
 
 
 _GRAPHS_KEY = "ampconfig.graphs"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from ampconfig.decide.facts import NodeFacts, constant_array, is_onnx_op
+from ampconfig.decide.judgements import Judgement
 from ampconfig.opinfo.library import Colour
 
 #: Functions that saturate: an infinite input gives a finite, exact output (tanh(inf) = 1, sigmoid(inf) = 1).
@@ -23,11 +24,10 @@ _SATURATING = frozenset({"Tanh", "Sigmoid", "Erf"})
 _AFFINE = frozenset({"Mul", "Add", "Sub", "Div"})
 _MAX_AFFINE_STEPS = 4
 
-Judgement = tuple[Colour, str]
-
 
 def judge(facts: NodeFacts, colour: Colour) -> Judgement | None:
-    """A per-node colour for ``facts``' node where its structure says more than its op type, else None."""
+    """A per-node colour for ``facts``' node where its structure says more than its op type, else None (only a black
+    op's hazard is judged: these judgements only ever clear a node of one)."""
     judge_op = _JUDGES.get(facts.key)
     return judge_op(facts.node) if judge_op is not None and colour is Colour.BLACK else None
 
@@ -37,11 +37,12 @@ def _pow(node: ir.Node) -> Judgement | None:
     if exponent is None:
         return None
     if 0 < exponent <= 1:
-        return Colour.GRAY, f"Pow(x, {exponent:g}) cannot leave the range of x: no overflow hazard"
+        return Judgement(Colour.GRAY, f"Pow(x, {exponent:g}) cannot leave the range of x: no overflow hazard")
     if exponent >= 2 and _only_feeds_saturating(node.outputs[0], _MAX_AFFINE_STEPS):
-        return Colour.GRAY, (
+        return Judgement(
+            Colour.GRAY,
             f"Pow(x, {exponent:g}) feeds Tanh/Sigmoid/Erf only through Mul/Add (the tanh form of GELU): where it "
-            "would overflow the function saturates, so an infinity still gives the exact result"
+            "would overflow the function saturates, so an infinity still gives the exact result",
         )
     return None
 
@@ -54,7 +55,7 @@ def _exp(node: ir.Node) -> Judgement | None:
     minuend, subtrahend = producer.inputs[0], producer.inputs[1]
     maximum = subtrahend.producer() if subtrahend is not None else None
     if maximum is not None and maximum.op_type == "ReduceMax" and maximum.inputs and maximum.inputs[0] is minuend:
-        return Colour.GRAY, "exp(x - max(x)) is at most 1 (a softmax written out): no overflow hazard"
+        return Judgement(Colour.GRAY, "exp(x - max(x)) is at most 1 (a softmax written out): no overflow hazard")
     return None
 
 

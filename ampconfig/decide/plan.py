@@ -136,8 +136,7 @@ def build_plan(
 ) -> Plan:
     """Decide every node of ``model`` with ``pipeline``, by default the one of ``ctx``'s mode
     (:mod:`ampconfig.decide.pipeline`)."""
-    scopes = list(iter_scopes(model, ctx.low, ctx.typing))
-    state = DecisionState.of(scopes, ctx, keep_io_types)
+    state = DecisionState.of(list(iter_scopes(model, ctx.low, ctx.typing)), ctx, keep_io_types)
     (pipeline or pipeline_for(ctx.mode)).run(state)
     colours = {node: colour.value for node, colour in state.colours.items()}
-    return Plan(scopes, state.facts_of, state.verdicts, original_dtypes(model), keep_io_types, ctx, colours)
+    return Plan(state.scopes, state.facts_of, state.verdicts, original_dtypes(model), keep_io_types, ctx, colours)

@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, is_onnx_op
+from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
@@ -52,6 +53,8 @@ class DecisionState:
     keep_io_types: bool = True
     #: the float32 islands the islands pass lowered, with their boundary casts before and after
     lowered_islands: list[LoweredIsland] = field(default_factory=list)
+    #: the user's judgement of each node a judge answered for (:mod:`ampconfig.decide.judgements`)
+    judgements: dict[ir.Node, Judgement] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         #: what each reader needs and which casts the verdicts so far imply (reads ``verdicts`` live)
@@ -61,8 +64,10 @@ class DecisionState:
 
     @classmethod
     def of(cls, scopes: list[Scope], ctx: DecisionContext, keep_io_types: bool = True) -> DecisionState:
+        """The state before any decision; the user's judges (``ctx.judges``) have judged the nodes."""
+        scopes, judged = judge_nodes(scopes, ctx.judges)
         facts_of = {facts.node: facts for scope in scopes for facts in scope.facts}
-        return cls(ctx, scopes, facts_of, keep_io_types=keep_io_types)
+        return cls(ctx, scopes, facts_of, keep_io_types=keep_io_types, judgements=judged)
 
     # -- verdicts: these two methods are the only writers -------------------------------------------------------
     def decide(self, node: ir.Node, verdict: Verdict) -> bool:

@@ -1,5 +1,6 @@
 """Mixed modes: each node's effective colour. The op type's colour from the lists (op info after the mixlist),
-except where the node's structure says more (:mod:`ampconfig.decide.hazards`) and the user has not moved the op."""
+except where a judgement says more and the user's mixlist has not moved the op: the user's own judges first
+(:mod:`ampconfig.decide.judgements`), then the built-in judgements of structure (:mod:`ampconfig.decide.hazards`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from ampconfig.decide.facts import Scope
 from ampconfig.decide.hazards import judge
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.state import DecisionState, is_flexible
+from ampconfig.opinfo.library import Colour
 
 
 class AssignColours(DecisionPass):
@@ -19,11 +21,12 @@ class AssignColours(DecisionPass):
             if is_flexible(facts) or facts.node in state.verdicts:
                 continue
             colour = lists.colour_of(facts.key)
-            judged = None if facts.key in lists.edited else judge(facts, colour)
+            edited = facts.key in lists.edited
+            judged = None if edited else state.judgements.get(facts.node) or judge(facts, colour)
             if judged is not None:
-                colour, reason = judged
-                state.colour_reasons[facts.node] = reason
-            elif facts.key not in lists.edited and (note := state.ctx.library.colour_note(facts.key)):
+                colour = Colour(judged.colour)
+                state.colour_reasons[facts.node] = judged.reason
+            elif not edited and (note := state.ctx.library.colour_note(facts.key)):
                 state.colour_reasons[facts.node] = note
             state.colours[facts.node] = colour
         return state.colours != coloured
