@@ -5,7 +5,8 @@
 - The until-stable step re-runs following after the fusion guard forced a node, and the second one (after the
   islands pass) runs only when an island went low.
 - A pass's failed pre- or postcondition names the pass, the scope and the passes already run there.
-- A new pass is added by putting it in a list.
+- A new pass is added by putting it in a list; a hard pass that sets a dtype and per-input dtypes (on the verdict,
+  read by decide/needs.py) goes between the fixed rules, and the rewrite realises exactly the casts it implies.
 - Only the state's methods write verdicts.
 """
 
@@ -14,20 +15,28 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
+from onnx import helper as oh
 
 import ampconfig.decide
-from ampconfig.decide.context import Verdict
+from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
-from ampconfig.decide.passes.fixed import FixedVerdicts
+from ampconfig.decide.passes.fixed import UNRETYPABLE, FixedVerdicts
+from ampconfig.decide.passes.modes import ModePolicy
 from ampconfig.decide.pipeline import HARD, MIXED, ORIGIN, POLICY, Pipeline, UntilStable, pipeline_for
+from ampconfig.decide.plan import build_plan
 from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
+from ampconfig.rewrite.apply import apply_plan
+from ampconfig.rewrite.names import name_unnamed_nodes
+from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import PrecisionMode
-from tests.graphs import MODES
+from tests.graphs import DESIGN_COLOURS, FLOAT, MODES, library, make_model, tensor
 from tests.test_decide_passes import chain, decided, guarded_layer_norm, island
 
 
@@ -199,3 +208,60 @@ def test_only_the_states_methods_write_verdicts() -> None:
         if (lines := _verdict_writes(ast.parse(path.read_text())))
     }
     assert writes == {"state.py": writes.get("state.py", [])} and len(writes["state.py"]) == 2
+
+
+class LowerWithFloat32Parameters(DecisionPass):
+    """A rule of the test's own that sets a dtype and per-input dtypes: BatchNormalization computes in float16 and
+    reads its scale, bias, mean and variance in float32 (opset 15 types them apart from X)."""
+
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        changed = False
+        for facts in scope.facts:
+            if facts.node.op_type == "BatchNormalization" and facts.node not in state.verdicts:
+                parameters = tuple((index, Dtype.FLOAT32) for index in range(1, 5))
+                reason = "float16 with float32 parameters"
+                verdict = Verdict(Dtype.FLOAT16, Rule.MODE_LOWERS, reason, input_dtypes=parameters)
+                changed |= state.decide(facts.node, verdict)
+        return changed
+
+
+def batch_norm_15() -> onnx.ModelProto:
+    nodes = [
+        oh.make_node("Relu", ["x"], ["r"], name="relu"),
+        oh.make_node("BatchNormalization", ["r", "scale", "bias", "mean", "var"], ["y"], name="bn"),
+    ]
+    rng = np.random.default_rng(0)
+    inits = [
+        onnx.numpy_helper.from_array(rng.uniform(0.5, 2.0, 3).astype(np.float32), "scale"),
+        onnx.numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "bias"),
+        onnx.numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "mean"),
+        onnx.numpy_helper.from_array(np.array([1.0, 4.0, 9.79e7], dtype=np.float32), "var"),  # beyond float16
+    ]
+    shape = [1, 3, 2, 2]
+    return make_model(nodes, [tensor("x", FLOAT, shape)], [tensor("y", FLOAT, shape)], inits, opset=15)
+
+
+def test_a_hard_pass_that_sets_a_dtype_and_input_dtypes_goes_between_the_fixed_rules() -> None:
+    # Where issue 23's customize_dtypes goes: after the nodes nothing may retype, ahead of keep_dtype.
+    pipeline = Pipeline(
+        "force_fp32 with a typed BatchNormalization",
+        (FixedVerdicts(UNRETYPABLE), LowerWithFloat32Parameters(), FixedVerdicts(), ModePolicy()),
+    )
+    model = ir.serde.deserialize_model(batch_norm_15())
+    name_unnamed_nodes(model)
+    annotate_dtypes(model)
+    lib = library(DESIGN_COLOURS)
+    pinned = {node for node in model.graph if node.name == "bn"}  # keep_dtype: outranked by the pass
+    ctx = DecisionContext(PrecisionMode.FORCE_FP32, lib.lists(), lib, pinned)
+    plan = build_plan(model, ctx, pipeline=pipeline)
+    bn = next(node for node in model.graph if node.name == "bn")
+    assert plan.verdicts[bn].reason == "float16 with float32 parameters"
+    assert [plan.needs.required(bn, index) for index in range(5)] == [Dtype.FLOAT16] + [Dtype.FLOAT32] * 4
+    planned = {(value.name, str(dtype)) for value, dtype in plan.casts()}
+    assert planned == {("r", "float16"), ("y", "float32")}  # into the float16 node, back to the float32 output
+    stats = apply_plan(model, plan)
+    assert stats.casts_inserted == 2 and stats.initializers_converted == 0  # the parameters stay float32
+    rewritten = ir.serde.serialize_model(model)
+    onnx.checker.check_model(rewritten, full_check=True)
+    types = {init.name: init.data_type for init in rewritten.graph.initializer}
+    assert {types[name] for name in ("scale", "bias", "mean", "var")} == {onnx.TensorProto.FLOAT}

@@ -57,36 +57,44 @@ def _checker_rejects(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
 #: A rule that keeps a node in the dtype it has: its verdict, or None when the rule does not apply to the node.
 KeepingRule = Callable[[NodeFacts, DecisionContext], Verdict | None]
 
+#: Nodes nothing may retype: no float tensor, untyped, no schema, control flow, sequences.
+UNRETYPABLE: tuple[KeepingRule, ...] = (_unretypable,)
 #: The rules :class:`FixedVerdicts` applies, in precedence order: a node takes the first verdict given. A rule
 #: added here must keep the node's dtype (the pass ensures it); a rule that sets another dtype is a pass of its own
-#: in :data:`ampconfig.decide.pipeline.HARD`.
-KEEPING_RULES: tuple[KeepingRule, ...] = (_unretypable, _keep_dtype, _op_keeps_dtype, _range_overflow, _checker_rejects)
+#: in :data:`ampconfig.decide.pipeline.HARD` (between ``FixedVerdicts(UNRETYPABLE)`` and the other rules where it
+#: outranks keep_dtype).
+KEEPING_RULES: tuple[KeepingRule, ...] = (*UNRETYPABLE, _keep_dtype, _op_keeps_dtype, _range_overflow, _checker_rejects)
 
 
-def fixed_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
-    """The verdict of a node nothing may retype, or None when the mode decides."""
-    return next((verdict for rule in KEEPING_RULES if (verdict := rule(facts, ctx)) is not None), None)
+def fixed_verdict(
+    facts: NodeFacts, ctx: DecisionContext, rules: tuple[KeepingRule, ...] = KEEPING_RULES
+) -> Verdict | None:
+    """The verdict of the first of ``rules`` that keeps the node, or None when the mode decides."""
+    return next((verdict for rule in rules if (verdict := rule(facts, ctx)) is not None), None)
 
 
 class FixedVerdicts(DecisionPass):
     """Every mode, first but for customize_dtypes: nodes nothing may retype, and nodes the user or an earlier check
-    pinned (:data:`KEEPING_RULES`). Skips nodes a hard pass before it decided
+    pinned (:data:`KEEPING_RULES`, or the ``rules`` given). Skips nodes a hard pass before it decided
     (:class:`~ampconfig.decide.passes.customized.CustomizedDtypes`). Ensures: every node it decided keeps its
     dtype."""
+
+    def __init__(self, rules: tuple[KeepingRule, ...] = KEEPING_RULES) -> None:
+        self.rules = rules
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
         changed = False
         for facts in scope.facts:
             if is_flexible(facts) or facts.node in state.verdicts:
                 continue
-            verdict = fixed_verdict(facts, state.ctx)
+            verdict = fixed_verdict(facts, state.ctx, self.rules)
             if verdict is not None:
                 changed |= state.decide(facts.node, verdict)
         return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
-            verdict, kept = state.verdicts.get(facts.node), fixed_verdict(facts, state.ctx)
+            verdict, kept = state.verdicts.get(facts.node), fixed_verdict(facts, state.ctx, self.rules)
             if verdict is None or kept is None or verdict.rule is not kept.rule:
                 continue  # not this pass's node (undecided, or decided by a hard pass before it)
             if verdict.dtype != facts.dtype:
