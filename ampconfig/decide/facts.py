@@ -144,7 +144,8 @@ def node_facts(
     dtypes = {in_dtypes[i] for i in input_slots} | {out_dtypes[i] for i in output_slots}
     allows = _schema_allows(typing, variables)
     dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
-    untyped = any(inputs[i].type is None for i in input_slots) or any(outputs[i].type is None for i in output_slots)
+    bound = [inputs[i] for i in input_slots] + [outputs[i] for i in output_slots]
+    untyped = any(value is not None and value.type is None for value in bound)
     input_vars = tuple(slot.type_var for slot in typing.inputs)
     if untyped or dtype is None:
         return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows, input_vars)

@@ -190,12 +190,12 @@ class Needs:
 
         casts: set[Cast] = set()
         for node in members:
-            for value in node.outputs:
-                if value.name:
-                    casts |= casts_of(value)
-            for index, value in enumerate(node.inputs):
-                if value is None or value.producer() in members:
+            for output in node.outputs:
+                if output.name:
+                    casts |= casts_of(output)
+            for index, read in enumerate(node.inputs):
+                if read is None or read.producer() in members:
                     continue
                 dtype = self.required(node, index)
-                casts |= {cast for cast in casts_of(value) if cast[1] is dtype}
+                casts |= {cast for cast in casts_of(read) if cast[1] is dtype}
         return casts

@@ -112,7 +112,7 @@ class DecisionState:
             return Arrival.CONSTANT, producer.name or ""
         facts = self.facts_of.get(producer)
         undecided = facts is not None and facts.dtype is not None and producer not in self.verdicts
-        if undecided and value.index() in facts.output_slots:
+        if facts is not None and undecided and value.index() in facts.output_slots:
             return Arrival.PENDING, producer.name or ""
         dtype = self.value_dtype(value)
         return (Arrival.LOW if dtype is not None and dtype.is_low else Arrival.FLOAT32), producer.name or ""

@@ -42,8 +42,9 @@ def _op_keeps_dtype(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
 
 
 def _range_overflow(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
-    if facts.node.name in ctx.overflow and facts.dtype is Dtype.FLOAT32:
-        return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[facts.node.name])
+    name = facts.node.name
+    if name is not None and name in ctx.overflow and facts.dtype is Dtype.FLOAT32:
+        return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[name])
     return None
 
 

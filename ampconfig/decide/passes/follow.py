@@ -54,7 +54,7 @@ class FollowNeighbours(DecisionPass):
             node = facts.node
             if node in state.verdicts:
                 continue
-            arrivals = [state.arrival(node.inputs[i]) for i in facts.input_slots if node.inputs[i] is not None]
+            arrivals = [state.arrival(value) for i in facts.input_slots if (value := node.inputs[i]) is not None]
             live = [(kind, cause) for kind, cause in arrivals if kind not in (Arrival.CONSTANT, Arrival.PENDING)]
             if not live:
                 if not any(kind is Arrival.PENDING for kind, _ in arrivals):
@@ -144,7 +144,7 @@ def soft_verdict_problem(state: DecisionState, facts: NodeFacts, graph_outputs: 
     verdict = state.verdicts[facts.node]
     node, low = facts.node, state.ctx.low
     if verdict.rule is Rule.FOLLOWS_INPUTS:
-        kinds = [state.arrival(node.inputs[i])[0] for i in facts.input_slots if node.inputs[i] is not None]
+        kinds = [state.arrival(value)[0] for i in facts.input_slots if (value := node.inputs[i]) is not None]
         live = [kind for kind in kinds if kind is not Arrival.CONSTANT]
         if Arrival.PENDING in live:
             return "an input is still undecided"
@@ -161,4 +161,4 @@ def soft_verdict_problem(state: DecisionState, facts: NodeFacts, graph_outputs: 
 
 def has_live_float_input(facts: NodeFacts) -> bool:
     node = facts.node
-    return any(node.inputs[i] is not None and not is_constant(node.inputs[i]) for i in facts.input_slots)
+    return any((value := node.inputs[i]) is not None and not is_constant(value) for i in facts.input_slots)

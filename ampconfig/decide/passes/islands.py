@@ -75,7 +75,7 @@ def _islands(state: DecisionState, movable: dict[ir.Node, NodeFacts]) -> list[fr
 
     def neighbours(node: ir.Node) -> list[ir.Node]:
         found = [consumer for consumer, _ in state.float_consumers(node)]
-        return found + [v.producer() for v in state.live_inputs(movable[node]) if v.producer() is not None]
+        return found + [p for v in state.live_inputs(movable[node]) if (p := v.producer()) is not None]
 
     return connected_groups(movable, neighbours)
 

@@ -31,5 +31,6 @@ class CheckReasons(DecisionPass):
                 cause = names.get(verdict.cause or "")
                 if cause is None or state.dtype_of(cause) is not Dtype.FLOAT32:
                     raise self.fail(f"{facts.node.name} is denied by {verdict.cause}, which is not float32")
-            if verdict.is_low and facts.dtype is Dtype.FLOAT32 and state.ctx.low_blocker(facts, verdict.dtype):
+            low = verdict.dtype if verdict.is_low else None
+            if low is not None and facts.dtype is Dtype.FLOAT32 and state.ctx.low_blocker(facts, low):
                 raise self.fail(f"{facts.node.name} went {verdict.dtype} where the target or schema forbids it")
