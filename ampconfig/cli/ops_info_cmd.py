@@ -410,7 +410,9 @@ def import_ascend_command(
         Path, typer.Argument(metavar="FILE", help="An Ascend ops-info JSON (aic-<soc>-ops-info.json), edited or not.")
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="The op info file to write.", show_default=False)],
-    target: Annotated[str, typer.Option("--target", "-t", help="Whose op info it starts from: cpu or cuda.")] = "cuda",
+    target: Annotated[
+        str, typer.Option("--target", "-t", help="Whose op info it starts from: cpu or cuda.")
+    ] = DEFAULT_TARGET,
     op_names: Annotated[
         str,
         typer.Option("--op-names", metavar="ascend|tensorflow|onnx", help="Whose op type names FILE uses."),
