@@ -29,8 +29,9 @@ CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
 
 def is_onnx_op(node: ir.Node, op_types: str | frozenset[str] | tuple[str, ...]) -> bool:
     """``node`` is one of ONNX's own ``op_types`` (default domain), not a custom op of the same name."""
-    matches = node.op_type == op_types if isinstance(op_types, str) else node.op_type in op_types
-    return matches and node.domain in DEFAULT_DOMAINS
+    if node.domain not in DEFAULT_DOMAINS:
+        return False
+    return node.op_type == op_types if type(op_types) is str else node.op_type in op_types
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class NodeFacts:
     dtype: Dtype | None  # today's dtype of those tensors (float32/float16/bfloat16), None if not float
     blocker: Rule | None  # why this node can never be retyped, if it cannot
     schema_allows: frozenset[Dtype]  # float dtypes the schema allows for the compute variable
-    input_vars: tuple[str | None, ...] = ()  # each input's schema type variable (None: a fixed type)
+    typing: NodeTyping | None = None  # how its schema types each input and output, where it has one
 
     @property
     def retypable(self) -> bool:
@@ -144,15 +145,15 @@ def node_facts(
     dtypes = {in_dtypes[i] for i in input_slots} | {out_dtypes[i] for i in output_slots}
     allows = _schema_allows(typing, variables)
     dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
-    bound = [inputs[i] for i in input_slots] + [outputs[i] for i in output_slots]
-    untyped = any(value is not None and value.type is None for value in bound)
-    input_vars = tuple(slot.type_var for slot in typing.inputs)
+    untyped = any((v := inputs[i]) is not None and v.type is None for i in input_slots) or any(
+        outputs[i].type is None for i in output_slots
+    )
     if untyped or dtype is None:
-        return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows, input_vars)
+        return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows, typing)
     if not input_slots and output_slots and node.op_type not in ("Cast", *CONSTANT_OPS):
         # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.
-        return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows, input_vars)
-    return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows, input_vars)
+        return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows, typing)
+    return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows, typing)
 
 
 _GRAPHS_KEY = "ampconfig.graphs"

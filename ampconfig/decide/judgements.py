@@ -89,7 +89,8 @@ def _keep_inputs(facts: NodeFacts, kept: tuple[int, ...]) -> NodeFacts:
                 f"the judgement of {facts.key} keeps input {index} of node {node.name}, which has no such input",
                 hint=f"inputs are numbered from 0; {node.name} has {len(node.inputs)}",
             )
-        var = facts.input_vars[index] if index < len(facts.input_vars) else None
+        slots = facts.typing.inputs if facts.typing is not None else ()
+        var = slots[index].type_var if index < len(slots) else None
         if index in facts.input_slots and var == facts.compute_var:
             raise AmpconfigError(
                 f"the judgement of {facts.key} keeps input {index} of node {node.name} in its dtype, but the schema "

@@ -95,8 +95,9 @@ class FixedVerdicts(DecisionPass):
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
-            verdict, kept = state.verdicts.get(facts.node), fixed_verdict(facts, state.ctx, self.rules)
-            if verdict is None or kept is None or verdict.rule is not kept.rule:
-                continue  # not this pass's node (undecided, or decided by a hard pass before it)
-            if verdict.dtype != facts.dtype:
+            verdict = state.verdicts.get(facts.node)
+            if verdict is None or verdict.dtype == facts.dtype:
+                continue
+            kept = fixed_verdict(facts, state.ctx, self.rules)
+            if kept is not None and verdict.rule is kept.rule:  # this pass's node, not a hard pass's before it
                 raise self.fail(f"{facts.node.name} changed dtype under rule {verdict.rule.value}")
