@@ -1,0 +1,67 @@
+"""The house (docs/design.md §9): each package imports only packages below it; no import runs back up. Read from
+the source (every ``import ampconfig.X`` and ``from ampconfig.X import``, lazy ones inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import ampconfig
+
+#: Each top-level package or module of ampconfig and its level; an import must go to a lower level, or stay in its
+#: own package. opinfo and files share a level (opinfo's library reads bounded JSON), and report reads what
+#: diagnose found (data in, text out).
+LEVELS = {
+    "dtypes": 0,
+    "domains": 0,
+    "errors": 0,
+    "gc_pause": 0,
+    "deferred_imports": 0,
+    "examples": 1,
+    "files": 1,
+    "opinfo": 1,
+    "settings": 2,
+    "decide": 3,
+    "rewrite": 4,
+    "runner": 5,
+    "api": 6,
+    "ir_pass": 7,
+    "prove": 7,
+    "diagnose": 8,
+    "report": 9,
+    "cli": 10,
+    "__init__": 11,
+    "__main__": 11,
+}
+SAME_LEVEL = {("opinfo", "files")}
+
+
+def _top(name: str) -> str:
+    return name.split(".")[1] if name.startswith("ampconfig.") else name
+
+
+def test_no_import_runs_back_up() -> None:
+    package = Path(ampconfig.__file__).parent
+    upward, unplaced = [], []
+    for path in sorted(package.rglob("*.py")):
+        part = path.relative_to(package).parts[0]
+        here = part.removesuffix(".py")
+        if here not in LEVELS:
+            unplaced.append(here)
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ampconfig."):
+                targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names if alias.name.startswith("ampconfig.")]
+            else:
+                continue
+            for target in map(_top, targets):
+                if target == here or (here, target) in SAME_LEVEL:
+                    continue
+                if target not in LEVELS:
+                    unplaced.append(target)
+                elif LEVELS[target] >= LEVELS[here]:
+                    upward.append(f"{path.relative_to(package)}:{node.lineno} imports ampconfig.{target}")
+    assert unplaced == [], "place these in LEVELS (and in docs/design.md §9)"
+    assert upward == []
