@@ -10,7 +10,7 @@ import ampconfig
 
 #: Each top-level package or module of ampconfig and its level; an import must go to a lower level, or stay in its
 #: own package. opinfo and files share a level (opinfo's library reads bounded JSON), and report reads what
-#: diagnose found (data in, text out).
+#: diagnose and lock found (data in, text out).
 LEVELS = {
     "dtypes": 0,
     "domains": 0,
@@ -28,6 +28,7 @@ LEVELS = {
     "ir_pass": 7,
     "prove": 7,
     "diagnose": 8,
+    "lock": 8,
     "report": 9,
     "cli": 10,
     "__init__": 11,

@@ -25,6 +25,8 @@ import numpy as np
 import onnx
 from onnx import external_data_helper, numpy_helper
 
+from ampconfig.domains import canonical_domain
+
 #: Bytes read at a time from an external data file.
 _CHUNK = 1 << 20
 
@@ -163,7 +165,7 @@ def model_fingerprint(proto: onnx.ModelProto, model_path: str | Path | None = No
     """The structural fingerprint and the weights hash of ``proto`` (external tensors are read from the folder of
     ``model_path``, one chunk at a time)."""
     walker = _Walker(Path(model_path).resolve().parent if model_path is not None else None)
-    opsets = {entry.domain if entry.domain != "ai.onnx" else "": int(entry.version) for entry in proto.opset_import}
+    opsets = {canonical_domain(entry.domain): int(entry.version) for entry in proto.opset_import}
     for domain in sorted(opsets):
         walker.say("opset", repr(domain), opsets[domain])
     walker.graph(proto.graph, "")
