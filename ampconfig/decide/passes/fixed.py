@@ -62,8 +62,8 @@ KeepingRule = Callable[[NodeFacts, DecisionContext], Verdict | None]
 UNRETYPABLE: tuple[KeepingRule, ...] = (_unretypable,)
 #: The rules :class:`FixedVerdicts` applies, in precedence order: a node takes the first verdict given. A rule
 #: added here must keep the node's dtype (the pass ensures it); a rule that sets another dtype is a pass of its own
-#: in :data:`ampconfig.decide.pipeline.HARD` (between ``FixedVerdicts(UNRETYPABLE)`` and the other rules where it
-#: outranks keep_dtype).
+#: in :data:`ampconfig.decide.pipeline.HARD`, placed at its precedence (``CustomizedDtypes`` comes first; a pass
+#: that must leave unretypable nodes alone follows ``FixedVerdicts(UNRETYPABLE)``).
 KEEPING_RULES: tuple[KeepingRule, ...] = (*UNRETYPABLE, _keep_dtype, _op_keeps_dtype, _range_overflow, _checker_rejects)
 
 
