@@ -226,6 +226,17 @@ def test_lock_with_an_unknown_key_and_a_file_that_is_no_lock(locked: Tree) -> No
     _located(code, payload, "not an ampconfig precision lock", 1)
 
 
+def test_lock_with_a_repeated_key_or_a_comment(locked: Tree) -> None:
+    text = locked.lock.read_text(encoding="utf-8")
+    repeated = text.replace('"format_version": 1,', '"format_version": 1,\n  "format_version": 1,')
+    locked.lock.write_text(repeated, encoding="utf-8")
+    code, payload = locked.check()
+    _located(code, payload, "duplicate key 'format_version'", line_of(locked.lock, "format_version") + 1)
+    locked.lock.write_text(text.replace('"format_version": 1,', '"format_version": 1, // v1'), "utf-8")
+    code, payload = locked.check()
+    _located(code, payload, "comments are not allowed", line_of(locked.lock, "format_version"))
+
+
 def test_huge_lock_is_refused_from_its_size(locked: Tree) -> None:
     with locked.lock.open("r+b") as handle:
         handle.truncate(MAX_LOCK_BYTES + 1)

@@ -19,8 +19,7 @@ from ampconfig.lock.drift import LockDiff, compare_locks
 from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.documents import Document
-from ampconfig.settings.lock_file import PrecisionLock, load_lock, lock_data, lock_text
+from ampconfig.settings.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
 from ampconfig.settings.resolve import Settings, require_model, resolve
 
 
@@ -28,7 +27,7 @@ from ampconfig.settings.resolve import Settings, require_model, resolve
 class PreparedCheck:
     path: Path
     lock: PrecisionLock
-    document: Document
+    document: LockDocument
     settings: Settings
 
 
@@ -38,7 +37,7 @@ class LockCheck:
 
     path: Path
     lock: PrecisionLock
-    document: Document  # the lock file as parsed: its source map gives each node's line
+    document: LockDocument  # the lock file as parsed: its source map gives each node's line
     decided: Decided
     diff: LockDiff
     settings: Settings
@@ -62,7 +61,7 @@ class LockCheck:
         return lock_text(self.current)
 
 
-def _recorded_where(document: Document, *path: str | int) -> str:
+def _recorded_where(document: LockDocument, *path: str | int) -> str:
     line = document.source.line_of(tuple(path))
     where = document.source.file or "the lock"
     return f"{where}:{line}" if line is not None else where
@@ -80,7 +79,9 @@ def prepare_check(path: Path) -> PreparedCheck:
     return PreparedCheck(path, lock, document, settings)
 
 
-def _with_lock_line(exc: AmpconfigError, lock_path: Path, lock: PrecisionLock, document: Document) -> AmpconfigError:
+def _with_lock_line(
+    exc: AmpconfigError, lock_path: Path, lock: PrecisionLock, document: LockDocument
+) -> AmpconfigError:
     """Say where the lock records the file that failed (the error itself names the file)."""
     if exc.file is None:
         return exc

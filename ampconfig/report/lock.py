@@ -17,8 +17,7 @@ from ampconfig.lock.causes import Cause
 from ampconfig.lock.check import LockCheck
 from ampconfig.lock.drift import LockDiff, NodeChange
 from ampconfig.report.annotations import github_annotation
-from ampconfig.settings.documents import Document
-from ampconfig.settings.lock_file import PrecisionLock
+from ampconfig.settings.lock_file import LockDocument, PrecisionLock
 
 #: Rows a Markdown or HTML table shows before "... and N more" (a step summary has a size limit).
 MAX_ROWS = 100
@@ -54,7 +53,7 @@ class Comparison:
     old_label: str = "lock"
     new_label: str = "now"
     lock_file: str | None = None  # the checked lock (annotations point at its lines)
-    lock_document: Document | None = None
+    lock_document: LockDocument | None = None
     accept: str | None = None  # the command that accepts the new decisions
     notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] | None = None  # diff --run: {"outputs": [{"name", old_label: {...}, new_label: {...}}]}
@@ -337,7 +336,7 @@ def check_comparison(checked: LockCheck, *, failed: bool, updated: bool = False)
     )
 
 
-def _lock_line(document: Document | None, change: NodeChange) -> int | None:
+def _lock_line(document: LockDocument | None, change: NodeChange) -> int | None:
     if document is None:
         return None
     if change.old_index is not None:

@@ -212,6 +212,13 @@ def _parse_json(text: str, source: str | None, max_values: int = MAX_DOCUMENT_VA
     return Document(data, smap, tuple(_duplicate_problems(locator.duplicates, smap)))
 
 
+def json_source_map(text: str, source: str | None) -> SourceMap:
+    """The line of every key and array item of JSON text that ``json.loads`` accepts."""
+    locator = _JsonLocator(text)
+    locator.value(0, ())
+    return SourceMap(source, locator.lines)
+
+
 def _parse_yaml(text: str, source: str | None) -> Document:
     try:
         node, loader = compose_yaml(text, source)  # refuses deep nesting, alias bombs and too many values

@@ -13,6 +13,7 @@ on any machine and in any working directory.
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -20,9 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES
+from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, scan_json
 from ampconfig.settings.config import Tolerance
-from ampconfig.settings.documents import Document, describe_value, parse_document, read_text, validation_problems
+from ampconfig.settings.documents import (
+    SourceMap,
+    describe_value,
+    json_source_map,
+    parse_document,
+    read_text,
+    validation_problems,
+)
 from ampconfig.settings.modes import V1_NAMES
 
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
@@ -250,16 +258,52 @@ def lock_text(lock: PrecisionLock) -> str:
 _LOCK_HINT = "regenerate it: ampconfig lock MODEL [settings] -o FILE"
 
 
-def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, Document]:
+class LockDocument:
+    """A parsed lock's text and data; its source map (the line of each key and node), which takes a Python walk of
+    the whole text, is made only when something is located in it (an error, an annotation)."""
+
+    def __init__(self, text: str, file: str | None, data: Any) -> None:
+        self.text = text
+        self.file = file
+        self.data = data
+
+    @cached_property
+    def source(self) -> SourceMap:
+        return json_source_map(self.text, self.file)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if len({key for key, _ in pairs}) != len(pairs):
+        raise _DuplicateKey
+    return dict(pairs)
+
+
+class _DuplicateKey(Exception):
+    """A key given twice in one object: the full parser says where."""
+
+
+def _parsed(text: str, source: str | None) -> LockDocument:
+    """The lock's JSON within the lock limits. The common case (no comment, no repeated key, valid JSON) takes
+    the fast path; anything else goes through the located parser, which says what and where."""
+    if text.strip() and not scan_json(text, source, MAX_LOCK_VALUES).comments:
+        try:
+            return LockDocument(text, source, json.loads(text, object_pairs_hook=_unique_keys))
+        except (json.JSONDecodeError, _DuplicateKey):
+            pass
+    document = parse_document(text, source, "json", max_json_values=MAX_LOCK_VALUES)
+    if document.problems:  # repeated keys
+        raise AmpconfigError(document.problems[0].message, file=source, problems=list(document.problems))
+    return LockDocument(text, source, document.data)  # pragma: no cover - the fast path takes what parses
+
+
+def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocument]:
     """A lock from its text, and the parsed document (its source map gives each node's line). Anything that is
     not a lock of this format version raises a located AmpconfigError (exit 2)."""
-    document = parse_document(text, source, "json", max_json_values=MAX_LOCK_VALUES)
-    data, origin = document.data, document.source
-    if document.problems:
-        raise AmpconfigError(document.problems[0].message, file=source, problems=list(document.problems))
+    document = _parsed(text, source)
+    data = document.data
     if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
         found = describe_value(data.get("format")) if isinstance(data, dict) else describe_value(data)
-        problem = origin.problem(
+        problem = document.source.problem(
             f'not an ampconfig precision lock: expected "format": "{LOCK_FORMAT}", got {found}',
             ("format",) if isinstance(data, dict) else (),
             hint=_LOCK_HINT,
@@ -268,7 +312,7 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, Document]:
     version = data.get("format_version")
     if version != LOCK_FORMAT_VERSION:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > LOCK_FORMAT_VERSION
-        problem = origin.problem(
+        problem = document.source.problem(
             f"lock format version {json.dumps(version)} is not one this ampconfig reads ({LOCK_FORMAT_VERSION})",
             ("format_version",),
             hint="written by a newer ampconfig: upgrade ampconfig" if newer else _LOCK_HINT,
@@ -277,17 +321,12 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, Document]:
     try:
         lock = PrecisionLock.model_validate(data)
     except ValidationError as exc:
-        problems = validation_problems(exc, origin, PrecisionLock)
+        problems = validation_problems(exc, document.source, PrecisionLock)
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
     return lock, document
 
 
-def load_lock(path: Path) -> tuple[PrecisionLock, Document]:
+def load_lock(path: Path) -> tuple[PrecisionLock, LockDocument]:
     """Read a lock file (at most :data:`~ampconfig.files.bounded.MAX_LOCK_BYTES`), see :func:`parse_lock`."""
     text = read_text(path, "precision lock", hint="check the path of the lock file", max_bytes=MAX_LOCK_BYTES)
     return parse_lock(text, str(path))
-
-
-def node_line(document: Document, index: int) -> int | None:
-    """The line of the ``index``-th node in a parsed lock."""
-    return document.source.lines.get(("nodes", index))
