@@ -146,6 +146,13 @@ def test_a_lock_is_never_written_over_an_input(tmp_path: Path) -> None:
     assert tree.mixlist.read_bytes() == before
     result = cli("run", tree.model, "--lock-out", tree.model)
     assert result.exit_code == 2 and tree.model.is_file()
+    custom = tree.folder / "customize_dtypes.cfg"
+    custom.write_text("ln_1::InputDtype:float32,float32,float32,OutputDtype:float32\n", encoding="utf-8")
+    before = custom.read_bytes()
+    for command in ("lock", "rewrite"):
+        result = cli(command, tree.model, "--customize-dtypes", custom, "-o", custom)
+        assert result.exit_code == 2 and "customize_dtypes" in result.stderr, result.output
+        assert custom.read_bytes() == before
 
 
 def test_update_never_overwrites_an_input(tmp_path: Path) -> None:

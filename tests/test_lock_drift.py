@@ -120,6 +120,21 @@ def test_a_keep_dtype_edit_names_its_line(tmp_path: Path) -> None:
     assert all(change["cause"]["kind"] == "keep_dtype" for change in changes.values())
 
 
+def test_a_customize_dtypes_edit_names_its_line(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    custom = tree.folder / "customize_dtypes.cfg"
+    custom.write_text("ln_1::InputDtype:float32,float32,float32,OutputDtype:float32\n", encoding="utf-8")
+    tree.lock_it("--customize-dtypes", custom)
+    assert '"customize_dtypes": {"path": "customize_dtypes.cfg"' in tree.lock.read_text(encoding="utf-8")
+    custom.write_text(custom.read_text(encoding="utf-8") + "mlp.gelu/Erf::InputDtype:float32,OutputDtype:float32\n")
+    code, payload = tree.check()
+    assert code == 1
+    erf = next(change for change in payload["changed"] if change["name"] == "mlp.gelu/Erf")
+    assert (erf["new"]["dtype"], erf["new"]["rule"]) == ("float32", "customized")
+    assert erf["cause"]["kind"] == "customize_dtypes" and erf["cause"]["line"] == 2
+    assert _same(erf["cause"]["file"], custom)
+
+
 def test_a_mode_change_in_the_config_names_the_config_line(tmp_path: Path) -> None:
     tree = example_tree(tmp_path)
     header = "# decided for the GPU\ntarget: cuda\n"

@@ -11,6 +11,7 @@ from ampconfig.cli.app import command
 from ampconfig.cli.lock_cmd import print_comparison
 from ampconfig.cli.options import (
     ConfigOpt,
+    CustomizeDtypesOpt,
     DeviceOpt,
     InputFilesOpt,
     InputsOpt,
@@ -35,12 +36,13 @@ DIFF_FORMATS = ("text", "markdown", "json", "html")
 SIDES = ("base", "new")
 
 _HELP = """Compare two sets of settings on one MODEL, without a lock: the nodes whose dtype or rule differs (base
--> new, each with its cause: the mixlist or keep_dtype line, the config key), the nodes added or removed, and the
-casts and estimated time of both. This is the command to run before committing a mixlist edit.
+-> new, each with its cause: the mixlist, keep_dtype or customize_dtypes line, the config key), the nodes added or
+removed, and the casts and estimated time of both. This is the command to run before committing a mixlist edit.
 
-The new side is MODEL with the usual settings (flags over --config over defaults); the base side is the same
-with --base-config, --base-mixlist, --base-keep-dtype or --base-precision-mode in place of --config,
---modify-mixlist, --keep-dtype or --precision-mode. Or compare two lock files: --base-lock A --lock B (no MODEL).
+The new side is MODEL with the usual settings (flags over --config over defaults); the base side is the same with
+--base-config, --base-mixlist, --base-keep-dtype, --base-customize-dtypes or --base-precision-mode in place of
+--config, --modify-mixlist, --keep-dtype, --customize-dtypes or --precision-mode. Or compare two lock files:
+--base-lock A --lock B (no MODEL).
 
 --run also runs both rewrites against the float32 model on the same inputs (--inputs/--input/--shape/--seed, as
 for run; --device as for run) and adds each output's error on both sides. --format markdown/json/html prints the
@@ -68,6 +70,7 @@ def diff(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
@@ -75,6 +78,9 @@ def diff(
     base_mixlist: Annotated[Path | None, typer.Option("--base-mixlist", help="The base side's mixlist.")] = None,
     base_keep_dtype: Annotated[
         Path | None, typer.Option("--base-keep-dtype", help="The base side's keep_dtype file.")
+    ] = None,
+    base_customize_dtypes: Annotated[
+        Path | None, typer.Option("--base-customize-dtypes", help="The base side's customize_dtypes file.")
     ] = None,
     base_precision_mode: Annotated[
         str | None, typer.Option("--base-precision-mode", metavar="MODE", help="The base side's precision mode.")
@@ -98,6 +104,7 @@ def diff(
         "config": base_config,
         "modify_mixlist": base_mixlist,
         "keep_dtype": base_keep_dtype,
+        "customize_dtypes": base_customize_dtypes,
         "precision_mode": base_precision_mode,
     }
     base_given = {name: value for name, value in base_given.items() if value is not None}
@@ -131,8 +138,8 @@ def _sides(
     if not base_given:
         raise AmpconfigError(
             "nothing to compare: no base side given",
-            hint="give --base-config, --base-mixlist, --base-keep-dtype or --base-precision-mode (or --base-lock "
-            "and --lock)",
+            hint="give --base-config, --base-mixlist, --base-keep-dtype, --base-customize-dtypes or "
+            "--base-precision-mode (or --base-lock and --lock)",
         )
     new = resolved_settings(ctx)
     base = resolved_settings(ctx, **base_given)

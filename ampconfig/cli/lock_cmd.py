@@ -10,6 +10,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     ConfigOpt,
+    CustomizeDtypesOpt,
     JsonOpt,
     KeepDtypeOpt,
     KeepIoTypesOpt,
@@ -31,25 +32,25 @@ LOCK_ROLE = "precision lock (--output)"
 UPDATE_ROLE = "precision lock (--check --update)"
 
 _HELP = """Write a precision lock of MODEL: every node's decision (scope, name, op type, dtype, rule, cause), the
-settings it was decided with (mode, target, keep_io_types; the config, mixlist and keep_dtype files as paths
-relative to the lock and content hashes), the versions that decide (ampconfig, onnx, the op info and its ONNX
-Runtime release) and the model's identity (a hash of its graph apart from a hash of its weights), with the
-low-precision count, the casts and the estimated time. Commit it next to the model: a change of a decision is then
-a reviewable line in a diff. Settings resolve as for every command (flags over --config over defaults); nothing
-runs (`ampconfig run --lock-out FILE` adds the proof).
+settings it was decided with (mode, target, keep_io_types, op_names; the config, mixlist, keep_dtype and
+customize_dtypes files as paths relative to the lock and content hashes), the versions that decide (ampconfig,
+onnx, the op info and its ONNX Runtime release) and the model's identity (a hash of its graph apart from a hash of
+its weights), with the low-precision count, the casts and the estimated time. Commit it next to the model: a change
+of a decision is then a reviewable line in a diff. Settings resolve as for every command (flags over --config over
+defaults); nothing runs (`ampconfig run --lock-out FILE` adds the proof).
 
 The file is deterministic: the same tree gives the same bytes on any machine, from any working directory, and is
 shaped for small diffs (one node per line, in graph order). Its schema: `ampconfig schema lock`.
 
 --check LOCK decides again with the settings the lock records, on today's files, and compares. Exit 0 when no
-decision and not the model changed (a settings file or a version that moved without changing a decision is
-reported as a note; --strict fails on it too). Exit 1 with the difference: each node whose dtype or rule changed,
-old -> new, with its cause (the mixlist or keep_dtype line, the config key, the op info, the model's graph or
-weights), the nodes added and removed, and the change in casts and estimated time. --format github prints
+decision and not the model changed (a settings file or a version that moved without changing a decision is reported
+as a note; --strict fails on it too). Exit 1 with the difference: each node whose dtype or rule changed, old ->
+new, with its cause (the mixlist, keep_dtype or customize_dtypes line, the config key, the op info, the model's
+graph or weights), the nodes added and removed, and the change in casts and estimated time. --format github prints
 annotations on the lock's lines and on the settings lines responsible; --format markdown a summary for a pull
 request or $GITHUB_STEP_SUMMARY; --json one object. --update rewrites the lock (never over an input; exit 0 once
-written). A missing or unreadable lock, model or settings file is exit 2, naming it and the lock line that
-records it.
+written). A missing or unreadable lock, model or settings file is exit 2, naming it and the lock line that records
+it.
 
 [bold]Examples[/bold]
 
@@ -77,6 +78,7 @@ def lock(
     precision_mode: ModeOpt = None,
     modify_mixlist: MixlistOpt = None,
     keep_dtype: KeepDtypeOpt = None,
+    customize_dtypes: CustomizeDtypesOpt = None,
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
@@ -104,7 +106,16 @@ def lock(
         return
     given = [
         name
-        for name in ("model", "config", "precision_mode", "modify_mixlist", "keep_dtype", "op_names", "target")
+        for name in (
+            "model",
+            "config",
+            "precision_mode",
+            "modify_mixlist",
+            "keep_dtype",
+            "customize_dtypes",
+            "op_names",
+            "target",
+        )
         if ctx.params.get(name) is not None
     ] + (["keep_io_types"] if keep_io_types is not None else [])
     if given or lock_out is not None:

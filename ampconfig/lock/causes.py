@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ampconfig.settings.config import SessionConfig, load_session_config
+from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.documents import SourceMap
 from ampconfig.settings.keep_dtype import (
     KeepDtypeEntry,
@@ -35,8 +36,8 @@ _UNDERNEATH = ("op_info", "model_structure", "model_weights", "versions")
 
 @dataclass(frozen=True)
 class Cause:
-    """What changed a decision: ``kind`` (mixlist, keep_dtype, config, op_info, model_structure, model_weights,
-    versions, unknown), in words, and where to look (file and line) when it is a line of a file."""
+    """What changed a decision: ``kind`` (mixlist, keep_dtype, customize_dtypes, config, op_info, model_structure,
+    model_weights, versions, unknown), in words, and where to look (file and line) when it is a line of a file."""
 
     kind: str
     message: str
@@ -76,6 +77,7 @@ class SettingsSide:
     mixlist: Mixlist | None = None
     keep: list[KeepLine] = field(default_factory=list)
     config: SessionConfig | None = None
+    customize: CustomizeFile | None = None
 
     @classmethod
     def read(cls, settings: Settings) -> SettingsSide:
@@ -83,7 +85,21 @@ class SettingsSide:
         mixlist = settings.modify_mixlist
         if isinstance(mixlist, Path):
             mixlist = load_mixlist(mixlist)
-        return cls(settings, mixlist, _keep_lines(settings, config), config)
+        customize = settings.customize_dtypes
+        if isinstance(customize, Path):
+            customize = load_customize_dtypes(customize, settings.op_names)
+        return cls(settings, mixlist, _keep_lines(settings, config), config, customize)
+
+    def customize_cause(self, node: LockedNode, removed: bool = False) -> Cause | None:
+        """The customize_dtypes line that names the node (or its op type), as a cause."""
+        if self.customize is None:
+            return None
+        for entry in self.customize.entries:
+            if entry.name == node.name or (entry.op_type is not None and entry.op_type == node.op):
+                verb = "no longer sets" if removed else "sets"
+                message = f"customize_dtypes entry {entry.target} {verb} its dtypes"
+                return Cause("customize_dtypes", message, self.customize.source, entry.line)
+        return None
 
     def mixlist_entries(self, op: str) -> list[MixlistEntry]:
         if self.mixlist is None:
@@ -212,10 +228,11 @@ class Attributor:
             return self.settings_moved[0]
         if old is None or new is None:
             return None
-        if new.rule == "keep_dtype" and old.rule != "keep_dtype":
-            return self._keep(new, removed=False)
-        if old.rule == "keep_dtype" and new.rule != "keep_dtype":
-            return self._keep(old, removed=True)
+        for rule in ("customized", "keep_dtype"):  # Ascend's precedence: customize_dtypes over keep_dtype
+            if new.rule == rule and old.rule != rule:
+                return self._pinned(rule, new, removed=False)
+            if old.rule == rule and new.rule != rule:
+                return self._pinned(rule, old, removed=True)
         colour_moved = old.colour != new.colour
         if colour_moved or {old.rule, new.rule} & {"white_list", "black_list"}:
             found = self._mixlist(new.op, colour_moved)
@@ -226,18 +243,20 @@ class Attributor:
             return next((cause for cause in self.globals_ if cause.kind in _UNDERNEATH), None)
         return None
 
-    def _keep(self, node: LockedNode, removed: bool) -> Cause:
-        if not removed and self.side is not None:
-            found = self.side.keep_cause(node)
+    def _pinned(self, rule: str, node: LockedNode, removed: bool) -> Cause:
+        """The keep_dtype (rule ``keep_dtype``) or customize_dtypes (``customized``) line that pins the node now,
+        or pinned it on the base side."""
+        side = self.base if removed else self.side
+        if side is not None:
+            found = side.customize_cause(node, removed) if rule == "customized" else side.keep_cause(node, removed)
             if found is not None:
                 return found
-        if removed and self.base is not None:
-            found = self.base.keep_cause(node, removed=True)
-            if found is not None:
-                return found
+        verb = "is no longer" if removed else "is"
+        if rule == "customized":
+            file = self.side.customize.source if self.side is not None and self.side.customize else None
+            return Cause("customize_dtypes", f"the node {verb} set by customize_dtypes", file)
         file = _keep_file(self.side) if self.side is not None else None
-        verb = "is no longer pinned" if removed else "is pinned"
-        return Cause("keep_dtype", f"the node {verb} by keep_dtype", file)
+        return Cause("keep_dtype", f"the node {verb} pinned by keep_dtype", file)
 
     def _mixlist(self, op: str, colour_moved: bool) -> Cause | None:
         found = self.side.mixlist_cause(op) if self.side is not None else None

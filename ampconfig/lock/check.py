@@ -92,6 +92,7 @@ def _with_lock_line(
         ("settings", "config", "path"): settings.config.path if settings.config else None,
         ("settings", "modify_mixlist", "path"): settings.modify_mixlist.path if settings.modify_mixlist else None,
         ("settings", "keep_dtype", "path"): settings.keep_dtype.path if settings.keep_dtype else None,
+        ("settings", "customize_dtypes", "path"): settings.customize_dtypes.path if settings.customize_dtypes else None,
     }
     for json_path, recorded_path in recorded.items():
         if recorded_path is not None and resolve_path(lock_relative(lock_path, recorded_path)) == failed:

@@ -64,7 +64,7 @@ def _node_fields(node: LockedNode | None) -> dict[str, Any] | None:
 class FileChange:
     """A settings file whose content (or presence) differs between the two locks."""
 
-    setting: str  # "config", "modify_mixlist", "keep_dtype"
+    setting: str  # "config", "modify_mixlist", "keep_dtype", "customize_dtypes"
     old: str | None  # path (or "inline") and short digest, None when absent
     new: str | None
 
@@ -153,7 +153,7 @@ def _file_label(record: Any) -> str | None:
 
 def _file_changes(old: PrecisionLock, new: PrecisionLock) -> list[FileChange]:
     changes = []
-    for name in ("config", "modify_mixlist", "keep_dtype"):
+    for name in ("config", "modify_mixlist", "keep_dtype", "customize_dtypes"):
         was, now = getattr(old.settings, name), getattr(new.settings, name)
         if (was.sha256 if was else None) != (now.sha256 if now else None):
             changes.append(FileChange(name, _file_label(was), _file_label(now)))

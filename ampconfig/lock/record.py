@@ -125,6 +125,15 @@ def _keep_dtype_record(settings: Settings, lock_dir: Path) -> SettingsFile | Non
     return SettingsFile(path=relative_path(keep, lock_dir), sha256=file_sha256(keep), source=source)
 
 
+def _customize_record(settings: Settings, lock_dir: Path) -> SettingsFile | None:
+    customize = settings.customize_dtypes
+    path = customize if isinstance(customize, Path) else getattr(customize, "source", None)
+    if path is None:
+        return None
+    source = "config" if setting_source(settings, "customize_dtypes") == "config" else "command line"
+    return SettingsFile(path=relative_path(Path(path), lock_dir), sha256=file_sha256(Path(path)), source=source)
+
+
 def lock_settings(settings: Settings, lock_dir: Path) -> LockSettings:
     config = settings.config
     return LockSettings(
@@ -137,6 +146,7 @@ def lock_settings(settings: Settings, lock_dir: Path) -> LockSettings:
         config=ConfigFile(path=relative_path(config, lock_dir), sha256=file_sha256(config)) if config else None,
         modify_mixlist=_mixlist_record(settings, lock_dir),
         keep_dtype=_keep_dtype_record(settings, lock_dir),
+        customize_dtypes=_customize_record(settings, lock_dir),
     )
 
 
@@ -317,6 +327,7 @@ def flags_from_lock(lock: PrecisionLock, lock_path: Path) -> Flags:
         precision_mode=given(recorded.precision_mode.value, recorded.precision_mode.source),  # type: ignore[arg-type]
         modify_mixlist=given_file(recorded.modify_mixlist),
         keep_dtype=given_file(recorded.keep_dtype),
+        customize_dtypes=given_file(recorded.customize_dtypes),
         target=given(recorded.target.value, recorded.target.source),  # type: ignore[arg-type]
         keep_io_types=given(recorded.keep_io_types.value, recorded.keep_io_types.source),  # type: ignore[arg-type]
         op_names=given(recorded.op_names.value, recorded.op_names.source),  # type: ignore[arg-type]

@@ -46,7 +46,8 @@ def diff_settings(base: Settings, new: Settings, *, float16_encoder: Float16Enco
 
 def _side_of(lock: PrecisionLock, path: Path) -> SettingsSide | None:
     """The settings a lock records, read for their lines, when today's files are still the ones it recorded."""
-    records = [lock.settings.config, lock.settings.modify_mixlist, lock.settings.keep_dtype]
+    settings = lock.settings
+    records = [settings.config, settings.modify_mixlist, settings.keep_dtype, settings.customize_dtypes]
     for record in records:
         if record is None or record.path is None:
             continue

@@ -35,11 +35,12 @@ def find_locks(root: Path) -> Iterator[Path]:
 
 
 def recorded_files(lock: PrecisionLock, lock_path: Path) -> list[Path]:
-    """The files a lock was made from: its model (and the model's external data), config, mixlist, keep_dtype."""
+    """The files a lock was made from: its model (and the model's external data), config, mixlist, keep_dtype,
+    customize_dtypes."""
     settings = lock.settings
     recorded = [lock.model.path] + [
         record.path if record is not None else None
-        for record in (settings.config, settings.modify_mixlist, settings.keep_dtype)
+        for record in (settings.config, settings.modify_mixlist, settings.keep_dtype, settings.customize_dtypes)
     ]
     files = [lock_relative(lock_path, path) for path in recorded if path is not None]
     if lock.model.path is not None:

@@ -32,14 +32,20 @@ def settings_role(settings: Settings, what: str, flag: str, name: str, config_ke
 
 
 def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
-    """Every file the settings read: the config, the model, a mixlist and keep_dtype file (when given as paths),
-    the ``.npz`` inputs and each ``.npy`` input. The model's external data comes later (:func:`declare_model`)."""
+    """Every file the settings read: the config, the model, a mixlist, keep_dtype and customize_dtypes file (when
+    given as paths), the ``.npz`` inputs and each ``.npy`` input. The model's external data comes later
+    (:func:`declare_model`)."""
     guard.read("session config (--config)", settings.config)
     guard.read(settings_role(settings, "input model", "MODEL", "model"), settings.model_path)
     if isinstance(settings.modify_mixlist, Path):
         guard.read(settings_role(settings, "mixlist", "--modify-mixlist", "modify_mixlist"), settings.modify_mixlist)
     if isinstance(settings.keep_dtype, Path):
         guard.read(settings_role(settings, "keep_dtype file", "--keep-dtype", "keep_dtype"), settings.keep_dtype)
+    customize = settings.customize_dtypes
+    customize_path = customize if isinstance(customize, Path) else getattr(customize, "source", None)
+    if customize_path is not None:
+        what = settings_role(settings, "customize_dtypes file", "--customize-dtypes", "customize_dtypes")
+        guard.read(what, customize_path)
     guard.read(settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs"), settings.inputs.npz)
     for name, path in sorted(settings.inputs.arrays.items()):
         guard.read(f".npy input {name} (--input)", path)

@@ -82,7 +82,8 @@ class ConfigFile(_Record):
 
 
 class SettingsFile(_Record):
-    """A mixlist or keep_dtype file, or the same written inline in the config (``path`` null)."""
+    """A mixlist, keep_dtype or customize_dtypes file, or a mixlist or keep_dtype list written inline in the
+    config (``path`` null)."""
 
     path: str | None = Field(
         description="Path relative to the lock's folder, with / separators; null when written inline in the config."
@@ -101,6 +102,7 @@ class LockSettings(_Record):
     config: ConfigFile | None = Field(description="The session config, when one was given.")
     modify_mixlist: SettingsFile | None = Field(description="The modify_mixlist, when one was given.")
     keep_dtype: SettingsFile | None = Field(description="The keep_dtype pins, when given.")
+    customize_dtypes: SettingsFile | None = Field(description="The customize_dtypes file, when given.")
 
 
 class OpInfoVersion(_Record):
