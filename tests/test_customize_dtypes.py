@@ -137,7 +137,11 @@ def test_repeats_and_ambiguous_op_types(tmp_path: Path) -> None:
     text = "a::InputDtype:float16,OutputDtype:float16\na::InputDtype:float32,OutputDtype:float32\n"
     entries, problems = customize_problems(text, "c.cfg")
     assert len(entries) == 1 and [p.severity for p in problems] == [Severity.WARNING] and problems[0].line == 2
-    custom = _write(tmp_path, "c.cfg", "OpType::Sum:InputDtype:float16,OutputDtype:float16\n")
+    custom = _write(
+        tmp_path,
+        "c.cfg",
+        "OpType::Sum:InputDtype:float16,OutputDtype:float16\nOpType::MatMulV2:InputDtype:float16,OutputDtype:float16\n",
+    )
     result = runner.invoke(app, ["validate", str(custom)])
     assert result.exit_code == 1 and "ambiguous" in result.stdout
     assert runner.invoke(app, ["validate", str(custom), "--op-names", "tensorflow"]).exit_code == 0

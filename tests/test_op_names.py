@@ -222,7 +222,8 @@ def test_tensorflow_list_errors_are_located(tmp_path: Path, text: str, line: int
 
 # ------------------------------------------------------------------------------------------ ambiguous names
 def test_an_ambiguous_name_is_an_error_listing_the_choices(tmp_path: Path, models: dict[str, Path]) -> None:
-    mixlist = _write(tmp_path, "mixlist.json", {"black-list": {"to-add": ["Where"]}})
+    """Where is ambiguous in a file that also uses TensorFlow/Ascend names (MatMulV2): the file says whose."""
+    mixlist = _write(tmp_path, "mixlist.json", {"black-list": {"to-add": ["MatMulV2", "Where"]}})
     result = runner.invoke(app, ["validate", str(mixlist)])
     assert result.exit_code == 1
     assert "'Where' is ambiguous" in result.stdout
@@ -244,8 +245,22 @@ def test_an_ambiguous_name_is_an_error_listing_the_choices(tmp_path: Path, model
     assert bad.exit_code == 2 and "tensorflow, ascend, onnx" in bad.stderr
 
 
+def test_an_onnx_file_naming_an_ambiguous_op_keeps_working_with_a_note(tmp_path: Path, models: dict[str, Path]) -> None:
+    """A mixlist of ONNX names only (no TensorFlow/Ascend-only op) reads Where as ONNX's Where, as before op names
+    existed, and says how to mean TensorFlow's."""
+    mixlist = _write(tmp_path, "mixlist.json", {"black-list": {"to-add": ["MatMul", "Where"]}})
+    result = runner.invoke(app, ["validate", str(mixlist), "--format", "json"])
+    assert result.exit_code == 0, result.stdout
+    (note,) = [p for p in json.loads(result.stdout)["problems"] if "'Where' is read as ONNX" in p["message"]]
+    assert note["severity"] == "note" and note["line"] is not None and "op_names: tensorflow" in note["message"]
+    explained = _explain(models["gpt2"], "--modify-mixlist", str(mixlist))
+    assert {n["colour"] for n in explained["nodes"] if n["op_type"] == "Where"} == {"black"}
+    keep = _write(tmp_path, "keep_dtype.cfg", "OpType::Max\n")
+    assert runner.invoke(app, ["validate", str(keep)]).exit_code == 0
+
+
 def test_ambiguous_keep_dtype_entry_is_an_error(tmp_path: Path) -> None:
-    keep = _write(tmp_path, "keep_dtype.cfg", "node_a\nOpType::Max\n")
+    keep = _write(tmp_path, "keep_dtype.cfg", "node_a\nOpType::Max\nOpType::Conv2D\n")
     result = runner.invoke(app, ["validate", str(keep), "--format", "json"])
     assert result.exit_code == 1
     (error,) = [p for p in json.loads(result.stdout)["problems"] if p["severity"] == "error"]

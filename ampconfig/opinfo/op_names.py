@@ -28,7 +28,7 @@ Rules the table keeps (tested in tests/test_op_names.py):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
@@ -251,6 +251,37 @@ def read_op_name(written: str, vocabulary: Vocabulary | str | None = None) -> Op
         if vocabulary not in row.vocabularies:
             return OpName(written, written)  # e.g. a name only TensorFlow reads otherwise, in an Ascend file
     return OpName(written, row.onnx, row)
+
+
+def _foreign_only(written: str) -> bool:
+    """A name only TensorFlow/Ascend use (Conv2D, MatMulV2, a gradient op): evidence that a file uses their names."""
+    if "::" in written:
+        return False
+    row = foreign_ops().get(written)
+    if row is None:
+        return bool(_TRAINING_OP.match(written))
+    return row.onnx != written and written not in AMBIGUOUS
+
+
+def file_vocabulary(written: Iterable[str], setting: Vocabulary | str | None) -> Vocabulary | str | None:
+    """Whose names one file uses: the setting when there is one; else ONNX's when the file names no
+    TensorFlow/Ascend-only op, so an ONNX mixlist listing Max or Mean keeps working unchanged; else None, and an
+    ambiguous name is an error that lists the choices."""
+    if setting is not None:
+        return setting
+    return None if any(_foreign_only(name) for name in written) else Vocabulary.ONNX
+
+
+def read_as_onnx_note(written: str, setting: Vocabulary | str | None) -> str | None:
+    """The note for an ambiguous name read as ONNX's op because the file uses ONNX names (no setting said so)."""
+    if setting is not None or written not in AMBIGUOUS:
+        return None
+    row = foreign_ops()[written]
+    return (
+        f"{written!r} is read as ONNX's op {written!r}: the file names no TensorFlow/Ascend-only op "
+        f"(in {row.vocabulary_text} it would be ONNX {row.onnx!r}; say `op_names: {Vocabulary.TENSORFLOW.value}` "
+        f"or `{Vocabulary.ASCEND.value}` for that)"
+    )
 
 
 def is_ambiguous(name: str) -> bool:

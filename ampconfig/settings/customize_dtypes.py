@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.opinfo.op_names import AmbiguousOpName, read_op_name
+from ampconfig.opinfo.op_names import AmbiguousOpName, file_vocabulary, read_as_onnx_note, read_op_name
 from ampconfig.settings.documents import closest, read_text
 from ampconfig.settings.mixlist import OP_KEY_PATTERN, normalise_op_key
 
@@ -195,15 +195,19 @@ def read_customize_names(
     without an ONNX op is dropped (a warning), an ambiguous name is an error."""
     read: list[CustomizeEntry] = []
     problems: list[Problem] = []
+    vocabulary = file_vocabulary((entry.op_type for entry in entries if entry.op_type is not None), op_names)
     for entry in entries:
         if entry.op_type is None:
             read.append(entry)
             continue
         try:
-            name = read_op_name(entry.op_type, op_names)
+            name = read_op_name(entry.op_type, vocabulary)
         except AmbiguousOpName as exc:
             problems.append(Problem(f"{OP_TYPE_PREFIX}{entry.op_type}: {exc}", source, entry.line, hint=exc.hint))
             continue
+        note = read_as_onnx_note(entry.op_type, op_names)
+        if note is not None:
+            problems.append(Problem(f"{OP_TYPE_PREFIX}{note}", source, entry.line, severity=Severity.NOTE))
         if name.foreign is not None and name.onnx is None:
             message = f"{OP_TYPE_PREFIX}{name.describe()}: this entry customises nothing"
             problems.append(Problem(message, source, entry.line, severity=Severity.WARNING))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.opinfo.op_names import AmbiguousOpName, read_op_name
+from ampconfig.opinfo.op_names import AmbiguousOpName, file_vocabulary, read_as_onnx_note, read_op_name
 from ampconfig.settings.documents import SourceMap, read_text
 from ampconfig.settings.mixlist import OP_KEY_PATTERN, is_onnx_op, normalise_op_key
 
@@ -170,16 +170,20 @@ def read_keep_dtype_names(
     locates entries without a line (a config's list: by index)."""
     read: list[KeepDtypeEntry] = []
     problems: list[Problem] = []
+    vocabulary = file_vocabulary((entry.op_type for entry in entries if entry.op_type is not None), op_names)
     for index, entry in enumerate(entries):
         if entry.op_type is None:
             read.append(entry)
             continue
 
         try:
-            name = read_op_name(entry.op_type, op_names)
+            name = read_op_name(entry.op_type, vocabulary)
         except AmbiguousOpName as exc:
             problems.append(_at(entry, index, origin, f"{OP_TYPE_PREFIX}{entry.op_type}: {exc}", hint=exc.hint))
             continue
+        note = read_as_onnx_note(entry.op_type, op_names)
+        if note is not None:
+            problems.append(_at(entry, index, origin, f"{OP_TYPE_PREFIX}{note}", Severity.NOTE))
         if name.foreign is not None and name.onnx is None:
             message = f"{OP_TYPE_PREFIX}{name.describe()}: this entry pins nothing"
             problems.append(_at(entry, index, origin, message, Severity.WARNING))

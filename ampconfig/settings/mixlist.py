@@ -37,7 +37,14 @@ from pydantic_core import PydanticCustomError
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.library import Colour, OpLists
-from ampconfig.opinfo.op_names import AmbiguousOpName, OpName, Vocabulary, read_op_name
+from ampconfig.opinfo.op_names import (
+    AmbiguousOpName,
+    OpName,
+    Vocabulary,
+    file_vocabulary,
+    read_as_onnx_note,
+    read_op_name,
+)
 from ampconfig.settings.documents import (
     Document,
     JsonPath,
@@ -243,30 +250,40 @@ def read_entries(mixlist: Mixlist, op_names: OpNames = None) -> tuple[list[Mixli
     """Every entry with the ONNX op it names, and what reading the names found: each TensorFlow/Ascend name mapped
     to its ONNX op (a note), a name without an ONNX equivalent (a warning; the entry moves nothing) and an
     ambiguous name (an error listing the choices). ``op_names`` (the setting) wins over the file format's own."""
-    vocabulary = op_names if op_names is not None else mixlist.op_names
+    setting = op_names if op_names is not None else mixlist.op_names
     origin = mixlist.origin
+    written_ops = [
+        (edit, index, written)
+        for edit in Edit
+        for index, written in enumerate(_edit_ops(mixlist.list_edit(edit.colour), edit))
+    ]
+    vocabulary = file_vocabulary((normalise_op_key(written) for _, _, written in written_ops), setting)
     entries: list[MixlistEntry] = []
     problems: list[Problem] = []
-    for edit in Edit:
-        list_edit = mixlist.list_edit(edit.colour)
-        ops = list_edit.to_add if edit.is_add else list_edit.to_remove
-        for index, written in enumerate(ops):
-            path = (edit.list_key, edit.action, index)
-            key = normalise_op_key(written)
-            try:
-                name = read_op_name(key, vocabulary)
-            except AmbiguousOpName as exc:
-                problems.append(origin.problem(str(exc), path, hint=exc.hint))
-                continue
-            if name.foreign is None:
-                entries.append(MixlistEntry(key, written, edit, path))
-            elif name.onnx is None:
-                problems.append(_no_onnx_op_warning(name, origin, path))
-            else:
-                entries.append(MixlistEntry(name.onnx, written, edit, path, name))
-                if name.mapped:
-                    problems.append(origin.problem(name.describe(), path, severity=Severity.NOTE))
+    for edit, index, written in written_ops:
+        path = (edit.list_key, edit.action, index)
+        key = normalise_op_key(written)
+        try:
+            name = read_op_name(key, vocabulary)
+        except AmbiguousOpName as exc:
+            problems.append(origin.problem(str(exc), path, hint=exc.hint))
+            continue
+        note = read_as_onnx_note(key, setting)
+        if note is not None:
+            problems.append(origin.problem(note, path, severity=Severity.NOTE))
+        if name.foreign is None:
+            entries.append(MixlistEntry(key, written, edit, path))
+        elif name.onnx is None:
+            problems.append(_no_onnx_op_warning(name, origin, path))
+        else:
+            entries.append(MixlistEntry(name.onnx, written, edit, path, name))
+            if name.mapped:
+                problems.append(origin.problem(name.describe(), path, severity=Severity.NOTE))
     return entries, problems
+
+
+def _edit_ops(list_edit: ListEdit, edit: Edit) -> list[str]:
+    return list_edit.to_add if edit.is_add else list_edit.to_remove
 
 
 def _no_onnx_op_warning(name: OpName, origin: SourceMap, path: JsonPath) -> Problem:
