@@ -25,6 +25,7 @@ from ampconfig.decide.customized import customized_names, match_customized
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.plan import build_plan, match_keep_dtype
+from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_version import output_ir_version
@@ -214,6 +215,8 @@ def rewrite_model_detailed(
     op_info: OpInfoLibrary | None = None,
     customize_dtypes: str | Path | CustomizeFile | None = None,
     judges: Judges | None = None,
+    value_ranges: ValueRanges | None = None,
+    clamp_values: bool = False,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -222,7 +225,11 @@ def rewrite_model_detailed(
     or the mixlist as a dict; ``keep_dtype`` a path to a keep_dtype file or a list of node names
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
     ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw
-    values beyond the low type's range); such float32 nodes keep float32 under rule ``range_overflow``.
+    values beyond the low type's range); such float32 nodes keep float32 under rule ``range_exceeds``.
+    ``value_ranges`` (:class:`~ampconfig.decide.values.ValueRanges`) are the float32 model's value ranges on data:
+    a node whose values passed the margin keeps float32 (rule ``range_exceeds``). A node reading a constant beyond
+    the low type's range keeps float32 (rule ``value_out_of_range``) unless ``clamp_values``, when the constant is
+    clamped instead; every clamped tensor is a warning.
     ``float16_encoder`` converts float32 weights to float16 (default: numpy's cast, over threads; ONNX Runtime's
     Cast kernel, ``ampconfig.runner.float_cast.float32_to_float16``, is 10-20x faster on large weights and is what
     the command line uses). ``op_names`` says whose op type names the mixlist and keep_dtype use (``tensorflow``,
@@ -282,7 +289,17 @@ def rewrite_model_detailed(
             keep_warnings = [*keep_warnings, *custom_warnings]
         overflow = dict(overflow_nodes or {})
         context = DecisionContext(
-            mode, lists, library, pinned, rejected, overflow, TYPING, customized=customized, judges=dict(judges or {})
+            mode,
+            lists,
+            library,
+            pinned,
+            rejected,
+            overflow,
+            TYPING,
+            customized=customized,
+            judges=dict(judges or {}),
+            value_ranges=value_ranges,
+            clamp_values=clamp_values,
         )
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
@@ -307,6 +324,8 @@ def rewrite_model_detailed(
     stats.opset_raised_to = opset_raised
     stats.layer_norms_folded = len(folded)
     warnings.extend(keep_warnings)
+    # Counted while the tensors were converted (the large ones while the output was serialised for its check).
+    warnings.extend(clamped.warning() for clamped in stats.clamped)
     result = RewriteResult(
         ir_model=ir_model,
         decisions=decisions,
@@ -347,6 +366,7 @@ def rewrite_with_settings(
     overflow_nodes: Mapping[str, str] | None = None,
     float16_encoder: Float16Encoder | None = None,
     op_info: OpInfoLibrary | None = None,
+    value_ranges: ValueRanges | None = None,
 ) -> RewriteResult:
     """:func:`rewrite_model_detailed` with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their
     precision mode, decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the
@@ -363,6 +383,8 @@ def rewrite_with_settings(
         op_names=settings.op_names,
         op_info=op_info,
         customize_dtypes=settings.customize_dtypes,
+        value_ranges=value_ranges,
+        clamp_values=settings.clamp_values,
     )
 
 
@@ -405,6 +427,10 @@ def rewrite_model(
     keep_dtype: KeepDtypeInput = None,
     target: str = DEFAULT_TARGET,
     keep_io_types: bool = True,
+    *,
+    clamp_values: bool = False,
 ) -> onnx.ModelProto:
     """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""
-    return rewrite_model_detailed(model, precision_mode, modify_mixlist, keep_dtype, target, keep_io_types).model
+    return rewrite_model_detailed(
+        model, precision_mode, modify_mixlist, keep_dtype, target, keep_io_types, clamp_values=clamp_values
+    ).model

@@ -156,7 +156,8 @@ def test_long_data_sets_report_their_progress() -> None:
 
 def test_run_judges_every_sample_and_names_the_worst(if_case: tuple[Path, Path]) -> None:
     path, folder = if_case
-    result = runner.invoke(app, ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--json", *FAST])
+    args = ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--no-range-check"]
+    result = runner.invoke(app, [*args, "--json", *FAST])
     assert result.exit_code == 1, result.output
     payload = json.loads(result.stdout)
     assert payload["samples"] == 4
@@ -166,43 +167,32 @@ def test_run_judges_every_sample_and_names_the_worst(if_case: tuple[Path, Path])
     assert any(failure.startswith(f"sample {OVERFLOWING_SAMPLE} ") for failure in payload["failures"])
     keep = folder.parent / "keep.cfg"
     keep.write_text("scale_up\nscale_down\n")  # the branch kept float32: every sample passes
-    result = runner.invoke(
-        app, ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--keep-dtype", str(keep), *FAST]
-    )
+    result = runner.invoke(app, [*args, "--keep-dtype", str(keep), *FAST])
     assert result.exit_code == 0, result.output
     assert "rel L2 over 4 samples" in result.stdout
+    # By default run records the values of the calibration samples (here all four) and keeps the branch itself.
+    result = runner.invoke(app, [*args[:-1], "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    assert "the first 8 samples" not in result.stdout
 
 
 def test_compare_tune_and_explain_take_the_data_set(if_case: tuple[Path, Path], tmp_path: Path) -> None:
     path, folder = if_case
-    compared = runner.invoke(app, ["compare", str(path), "-m", "force_fp16", "--data", str(folder), "--json"])
+    data = ["-m", "force_fp16", "--data", str(folder)]
+    compared = runner.invoke(app, ["compare", str(path), *data, "--json", "--no-range-check"])
     assert compared.exit_code == 1, compared.output
     assert json.loads(compared.stdout)["spread"][0]["worst_sample"] == OVERFLOWING_SAMPLE
     keep = tmp_path / "tuned.cfg"
-    tuned = runner.invoke(
-        app,
-        [
-            "tune",
-            str(path),
-            "-m",
-            "force_fp16",
-            "--data",
-            str(folder),
-            "--keep-dtype-out",
-            str(keep),
-            "--json",
-            "--min-low-fraction",
-            "0.3",
-        ],
-    )  # the branch's two nodes pinned, the else-branch's Relu kept low
+    tune = ["tune", str(path), *data, "--keep-dtype-out", str(keep), "--json", "--min-low-fraction", "0.3"]
+    tuned = runner.invoke(app, [*tune, "--no-range-check"])  # the branch's two nodes pinned, the Relu kept low
     assert tuned.exit_code == 0, tuned.output
     assert json.loads(tuned.stdout)["verified_spread"][0]["samples"] == 4
     assert "scale_up" in keep.read_text()
     # --data implies the range check in explain: the overflowing sample's values decide.
-    explained = runner.invoke(app, ["explain", str(path), "-m", "force_fp16", "--data", str(folder), "--json"])
+    explained = runner.invoke(app, ["explain", str(path), *data, "--json"])
     assert explained.exit_code == 0, explained.output
     decisions = {node["name"]: node for node in json.loads(explained.stdout)["nodes"]}
-    assert decisions["scale_up"]["rule"] == "range_overflow"
+    assert decisions["scale_up"]["rule"] == "range_exceeds" and "--data" in decisions["scale_up"]["reason"]
 
 
 def test_calibration_data_is_split_from_the_evaluation_data(if_case: tuple[Path, Path], tmp_path: Path) -> None:
@@ -216,6 +206,9 @@ def test_calibration_data_is_split_from_the_evaluation_data(if_case: tuple[Path,
     payload = json.loads(explained.stdout)
     assert "--calibration-data" in payload["range_analysis"]["calibration"]
     assert {node["name"]: node for node in payload["nodes"]}["scale_up"]["rule"] == "mode_lowers"
+    # ... and run, judging every sample of --data, meets the overflow the calibration never saw.
+    run = ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--calibration-data", str(calm), *FAST]
+    assert runner.invoke(app, run).exit_code == 1
 
 
 def test_data_and_inputs_together_are_a_usage_error(if_case: tuple[Path, Path], tmp_path: Path) -> None:

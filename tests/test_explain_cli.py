@@ -99,8 +99,9 @@ def test_explain_html_is_self_contained_and_filterable(case: dict[str, Path], tm
 
 def test_compare_html_has_the_error_plot(case: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "compare.html"
-    result = runner.invoke(app, ["compare", str(case["model"]), "-c", str(case["config"]), "--html", str(out)])
-    assert result.exit_code == 1  # the overflow breaks the tolerance
+    args = ["compare", str(case["model"]), "-c", str(case["config"]), "--no-range-check", "--html", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1  # without the range rule, the overflow breaks the tolerance
     assert f"first bad node: {CULPRIT}" in result.stdout
     report, text = _parse(out)
     assert report.svg == 1 and report.circles == 11
@@ -117,6 +118,6 @@ def test_explain_compare_json_carries_both(case: dict[str, Path], tmp_path: Path
     payload = json.loads(result.stdout)
     assert payload["compare"]["passed"]  # range analysis kept square in float32
     assert payload["compare"]["first_bad_node"] is None
-    assert next(n for n in payload["nodes"] if n["name"] == CULPRIT)["rule"] == "range_overflow"
+    assert next(n for n in payload["nodes"] if n["name"] == CULPRIT)["rule"] == "range_exceeds"
     report, _ = _parse(out)
     assert report.svg == 1

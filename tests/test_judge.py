@@ -58,7 +58,8 @@ def test_run_and_compare_agree(zoo: dict[str, Path], name: str, mode: str) -> No
 
 
 def test_the_reported_overflow_fails_in_run_and_compare(zoo: dict[str, Path]) -> None:
-    args = [str(zoo["overflow_chain"]), "-m", "force_fp16", "--target", "cpu", "--json"]
+    """Without the range rule (it keeps the overflowing nodes float32 by itself, see below)."""
+    args = [str(zoo["overflow_chain"]), "-m", "force_fp16", "--target", "cpu", "--json", "--no-range-check"]
     ran = runner.invoke(app, ["run", *args, "--warmup", "0", "--iterations", "1"])
     compared = runner.invoke(app, ["compare", *args])
     assert (ran.exit_code, compared.exit_code) == (1, 1), ran.output + compared.output
@@ -68,11 +69,17 @@ def test_the_reported_overflow_fails_in_run_and_compare(zoo: dict[str, Path]) ->
     assert not compare_payload["passed"]
     # The localization now sees the overflow the verdict sees: the Pow is named, from the same rounding copy.
     assert "square" in compare_payload["localization"]["overflow_nodes"]
+    # As they decide by default, with the values the fp32 model reached: both pass, with the same numbers.
+    ran = runner.invoke(app, ["run", *args[:-1], "--warmup", "0", "--iterations", "1"])
+    compared = runner.invoke(app, ["compare", *args[:-1]])
+    assert (ran.exit_code, compared.exit_code) == (0, 0), ran.output + compared.output
+    assert json.loads(ran.stdout)["outputs"] == json.loads(compared.stdout)["outputs"]
 
 
 def test_tune_answer_for_the_reported_overflow_passes_run(zoo: dict[str, Path], tmp_path: Path) -> None:
     keep = tmp_path / "keep.cfg"
-    args = [str(zoo["overflow_chain"]), "-m", "force_fp16", "--target", "cpu"]
+    # Without the range rule (it would keep the overflow float32 by itself) the answer must pin it.
+    args = [str(zoo["overflow_chain"]), "-m", "force_fp16", "--target", "cpu", "--no-range-check"]
     tuned = runner.invoke(app, ["tune", *args, "--keep-dtype-out", str(keep), "--json"])
     assert tuned.exit_code == 0, tuned.output
     entries = [line for line in keep.read_text().splitlines() if line and not line.startswith("#")]

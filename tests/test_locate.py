@@ -61,7 +61,11 @@ def test_range_findings_name_outputs_inputs_and_constants() -> None:
     ]
     kept = overflow_nodes(findings)
     assert list(kept) == ["a", "b", "c"] and kept["b"].count("calibration") == 2
-    assert range_findings(CHAIN, values, constants, 1e6) == []
+    # A constant is known exactly: it counts when it leaves float16 itself, whatever the margin of activations.
+    assert [(f.node, f.value) for f in range_findings(CHAIN, values, constants, 1e6)] == [("b", "c")]
+    # float32's extremes are stand-ins for infinity (a mask's fill), in constants and activations alike.
+    masked = {**values, "x": np.array([-3.4e38, 1.0], np.float32), "vb": np.array([1.0])}
+    assert range_findings(CHAIN, masked, {"c": np.array([-3.4e38, 0.0], np.float32)}, 65504.0) == []
 
 
 def _bf16_model() -> onnx.ModelProto:

@@ -62,6 +62,7 @@ def test_each_mode_has_a_declared_pipeline() -> None:
     assert MIXED.pass_names() == [
         "CustomizedDtypes",
         "FixedVerdicts",
+        "KeepValuesInRange",
         "AssignColours",
         "PaintListed",
         "PropagateDeny",
@@ -77,6 +78,7 @@ def test_each_mode_has_a_declared_pipeline() -> None:
         == [
             "CustomizedDtypes",
             "FixedVerdicts",
+            "KeepValuesInRange",
             "ModePolicy",
             "SettleFlexible",
         ]
@@ -116,10 +118,11 @@ def test_a_pass_that_decides_says_so() -> None:
 
 
 def test_until_stable_follows_again_after_the_fusion_guard_forced_a_node() -> None:
-    ran = ran_before_probe(guarded_layer_norm(), MIXED.steps[:6])
+    ran = ran_before_probe(guarded_layer_norm(), MIXED.steps[:7])
     assert ran == [
         "CustomizedDtypes",
         "FixedVerdicts",
+        "KeepValuesInRange",
         "AssignColours",
         "PaintListed",
         "PropagateDeny",
@@ -128,7 +131,7 @@ def test_until_stable_follows_again_after_the_fusion_guard_forced_a_node() -> No
         "FollowNeighbours",
         "GuardLayerNormFusion",
     ]
-    assert ran_before_probe(chain(), MIXED.steps[:6])[-2:] == ["FollowNeighbours", "GuardLayerNormFusion"]
+    assert ran_before_probe(chain(), MIXED.steps[:7])[-2:] == ["FollowNeighbours", "GuardLayerNormFusion"]
 
 
 def test_the_second_until_stable_runs_only_when_an_island_went_low() -> None:
@@ -145,7 +148,7 @@ def test_a_failed_precondition_names_the_pass_the_scope_and_the_passes_already_r
         Pipeline("too short", HARD).run(d.state)  # nothing paints: SettleFlexible finds undecided nodes
     message = str(failure.value)
     assert message.startswith("SettleFlexible: mm1 is undecided")
-    assert message.endswith("(in the main graph, after CustomizedDtypes, FixedVerdicts)")
+    assert message.endswith("(in the main graph, after CustomizedDtypes, FixedVerdicts, KeepValuesInRange)")
 
 
 class KeepExpFloat32(DecisionPass):

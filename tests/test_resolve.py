@@ -41,6 +41,8 @@ op_names: ascend
 customize_dtypes: customize.cfg
 keep_io_types: false
 allow_tf32: true
+clamp_values: true
+data_max: 30000.0
 tolerance: {rel_l2: 0.5, max_abs: 100.0}
 run:
   device: cpu
@@ -102,6 +104,7 @@ def test_every_command_resolves_the_same_settings(session_config: Path, command:
     assert expected["precision_mode"] == "allow_mix_precision_fp16" and expected["target"] == "cpu"
     assert expected["device"] == "cpu" and expected["keep_io_types"] is False and expected["allow_tf32"] is True
     assert expected["keep_dtype"] == ["OpType::LayerNormalization"] and expected["op_names"] == "ascend"
+    assert expected["clamp_values"] is True and expected["data_max"] == 30000.0
     assert expected["modify_mixlist"] == str(session_config.parent / "mixlist.json")
     assert expected["customize_dtypes"] == str(session_config.parent / "customize.cfg")
     assert expected["tolerance"] == {"rel_l2": 0.5, "max_abs": 100.0, "min_cosine": None}

@@ -300,10 +300,20 @@ def test_out_of_range_constants_are_clamped_and_counted() -> None:
         [tensor("y", FLOAT, [2, 2])],
         [big],
     )
-    result = rewrite_model_detailed(model, "force_fp16", target=TARGET)
+    # By default no value changes: the MatMul reading them keeps float32 (rule value_out_of_range).
+    kept = rewrite_model_detailed(model, "force_fp16", target=TARGET)
+    (fc,) = kept.decisions
+    assert (fc.dtype, fc.rule.value, fc.cause) == ("float32", "value_out_of_range", "w")
+    assert "1e+06" in fc.reason and kept.stats.values_clamped == 0 and not kept.warnings
+    assert numpy_helper.to_array(kept.model.graph.initializer[0]).dtype == np.float32
+    # Asked for, the values are clamped, counted, and each clamped tensor is a warning naming it.
+    result = rewrite_model_detailed(model, "force_fp16", target=TARGET, clamp_values=True)
     assert result.stats.values_clamped == 2
     (w,) = [numpy_helper.to_array(t) for t in result.model.graph.initializer]
     assert w.dtype == np.float16 and w[0, 0] == np.float16(65504) and w[1, 1] == np.float16(-65504)
+    assert result.warnings == [
+        "2 value(s) of 'w' beyond float16's range (largest |x| = 1e+06) clamped to float16's largest finite value"
+    ]
 
 
 @pytest.mark.parametrize("mode", ["force_fp16", "allow_mix_precision"])
@@ -319,10 +329,10 @@ def test_large_weight_converted_at_write_is_clamped_counted_once_and_keeps_nans(
         [tensor("y", FLOAT, [2, 64])],
         [numpy_helper.from_array(weight, "w")],
     )
-    result = rewrite_model_detailed(model, mode, target=TARGET)
+    result = rewrite_model_detailed(model, mode, target=TARGET, clamp_values=True)
     assert result.stats.values_clamped == 2  # the finite out-of-range values; inf stays inf
     ir.serde.serialize_model(result.ir_model)  # a second serialisation converts again but counts nothing new
-    assert result.stats.values_clamped == 2
+    assert result.stats.values_clamped == 2 and len(result.warnings) == 1  # one tensor, one warning
     (w,) = [numpy_helper.to_array(t) for t in result.model.graph.initializer]
     assert w.dtype == np.float16 and w[0, 0] == np.float16(65504) and w[0, 1] == np.float16(-65504)
     assert np.isnan(w[0, 2]) and w[0, 3] == np.inf

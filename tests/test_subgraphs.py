@@ -139,11 +139,12 @@ def test_range_check_finds_the_overflow_inside_an_if_branch(tmp_path: Path) -> N
     payload = json.loads(result.stdout)
     decisions = {d["name"]: d for d in payload["nodes"]}
     assert decisions["scale_up"]["scope"] == "branch.then_branch"
-    assert decisions["scale_up"]["dtype"] == "float32" and "branch.then_branch/big" in decisions["scale_up"]["reason"]
-    run_result = runner.invoke(
-        app, ["run", str(path), "-m", "force_fp16", "--inputs", str(data), "--warmup", "0", "--iterations", "1"]
-    )
-    assert run_result.exit_code == 1  # without the range check the branch's Mul overflows to inf
+    assert decisions["scale_up"]["rule"] == "range_exceeds" and "'big'" in decisions["scale_up"]["reason"]
+    findings = json.loads(result.stdout)["range_analysis"]["findings"]
+    assert {"node": "scale_up", "value": "branch.then_branch/big"}.items() <= findings[0].items()
+    run_args = ["run", str(path), "-m", "force_fp16", "--inputs", str(data), "--warmup", "0", "--iterations", "1"]
+    assert runner.invoke(app, [*run_args, "--no-range-check"]).exit_code == 1  # the branch's Mul overflows to inf
+    assert runner.invoke(app, run_args).exit_code == 0  # run records the values and keeps the branch float32
 
 
 def test_compare_names_the_nodes_inside_a_loop_body(tmp_path: Path) -> None:
@@ -180,3 +181,21 @@ def test_tune_pins_nodes_inside_bodies_and_run_accepts_them(
         app, ["run", str(path), *args, "--keep-dtype", str(keep), "--warmup", "0", "--iterations", "1"]
     )
     assert checked.exit_code == 0, checked.output
+
+
+def test_value_peaks_computed_in_the_session_match_the_exposed_values() -> None:
+    """run's range check reads one number per value (inside bodies too), not every intermediate."""
+    from ampconfig.decide.values import peak
+    from ampconfig.runner.intermediates import run_samples_with_intermediates, run_value_peaks
+
+    for model, samples in (
+        (vad_if(), [vad_inputs(16000), vad_inputs(8000)]),
+        (char_lstm_loop(), [_tokens()]),
+        (if_overflow(), [{"x": np.full((4, 8), -3.4e38, np.float32), "flag": np.array(True)}]),
+    ):
+        named = with_node_names(model)
+        peaks = run_value_peaks(named, samples)
+        exposed = run_samples_with_intermediates(named, samples)
+        wanted = {key: peak(array) for key, array in exposed.values.items() if np.asarray(array).dtype.kind == "f"}
+        assert wanted.keys() <= peaks.keys()
+        assert all(np.isclose(peaks[key], value, rtol=1e-6) for key, value in wanted.items()), model.graph.name

@@ -91,8 +91,9 @@ def test_ops_are_lowered_on_the_cpu_target() -> None:
 
 
 def test_compare_names_the_overflowing_node_first(case: dict[str, Path]) -> None:
-    code, payload = _json(["compare", str(case["model"]), "-c", str(case["config"]), "--json"])
-    assert code == 1  # the output y overflows: the tolerance is not met
+    args = ["compare", str(case["model"]), "-c", str(case["config"]), "--json"]
+    code, payload = _json([*args, "--no-range-check"])
+    assert code == 1  # without the range rule the output y overflows: the tolerance is not met
     assert payload["first_bad_node"] == CULPRIT
     localization = payload["localization"]
     assert localization["ranked"][0] == CULPRIT
@@ -104,6 +105,11 @@ def test_compare_names_the_overflowing_node_first(case: dict[str, Path]) -> None
     before = [node for node in localization["nodes"] if node["name"] != CULPRIT]
     assert len(before) == 10 and all(node["error"] < 1e-2 for node in before)
     assert not payload["passed"] and payload["outputs"][0]["nonfinite"] > 0
+    # compare decides as run does: the values it recorded keep square in float32, and the outputs pass.
+    code, checked = _json(args)
+    assert code == 0 and checked["passed"]
+    square = next(node for node in checked["localization"]["nodes"] if node["name"] == CULPRIT)
+    assert square["dtype"] == "float32"
 
 
 def test_range_analysis_keeps_the_node_fp32_in_explain(case: dict[str, Path]) -> None:
@@ -113,10 +119,10 @@ def test_range_analysis_keeps_the_node_fp32_in_explain(case: dict[str, Path]) ->
     code, checked = _json([*base, "--range-check"])
     assert code == 0
     square = next(n for n in checked["nodes"] if n["name"] == CULPRIT)
-    assert (square["rule"], square["dtype"]) == ("range_overflow", "float32")
-    assert "65504" in square["reason"]
+    assert (square["rule"], square["dtype"]) == ("range_exceeds", "float32")
+    assert "65504" in square["reason"] and "margin 32752" in square["reason"]
     assert list(checked["range_analysis"]["overflow_nodes"]) == [CULPRIT]
-    assert checked["summary"]["by_rule"]["range_overflow"] == 1
+    assert checked["summary"]["by_rule"]["range_exceeds"] == 1
     # A data_max above every value seen flags nothing.
     _, loose = _json([*base, "--range-check", "--data-max", "65504"])
     _, tight = _json([*base, "--range-check", "--data-max", "100"])
@@ -183,18 +189,22 @@ def test_small_convnet_example_gets_the_best_it_can(
             assert payload["outcome"] == "no_useful_answer" and not keep.exists()
 
 
-def test_overflow_seeds_come_from_range_analysis(exported: dict[str, tuple[Path, Path | None]], tmp_path: Path) -> None:
+def test_values_beyond_the_margin_decide_every_candidate(
+    exported: dict[str, tuple[Path, Path | None]], tmp_path: Path
+) -> None:
     model, _ = exported["gpt2_overflow"]
     args = ["tune", str(model), "-m", "force_fp16", "--target", "cpu", "--tolerance", "0.01", "--json"]
     code, payload = _json([*args, "--keep-dtype-out", str(tmp_path / "k.cfg")])
     assert code == 0
-    # Every LayerNorm's Pow(x - mean, 2) reaches 300**2 > 65504 and its variance ReduceMean reads it; the -3.4e38
-    # mask constants also leave float16's range, but the rewrite clamps them: they break nothing, are no seeds.
+    # Every LayerNorm's Pow(x - mean, 2) reaches 300**2 > 65504 and its variance ReduceMean reads it: the range
+    # rule keeps them float32 in the mode's own rewrite, so nothing overflows and nothing needs pinning for it.
+    # The -3.4e38 mask constants are float32's extremes (stand-ins for -inf), saturated: no findings.
     layer_norms = ["h0.ln_1", "h0.ln_2", "h1.ln_1", "h1.ln_2", "ln_f"]
-    assert sorted(payload["overflow_seeds"]) == sorted(f"{ln}.{op}" for ln in layer_norms for op in ("pow", "var"))
     flagged = {finding["node"] for finding in payload["range_analysis"]["findings"]}
-    assert "h0.attn.mask" in flagged and "h0.attn.mask" not in payload["overflow_seeds"]
-    assert set(payload["overflow_seeds"]) <= set(payload["keep_dtype_nodes"])
+    assert {f"{ln}.{op}" for ln in layer_norms for op in ("pow", "var")} <= flagged
+    assert "h0.attn.mask" not in flagged
+    assert payload["overflow_seeds"] == {} and not flagged & set(payload["keep_dtype_nodes"])
+    assert payload["all_low_error"] < 0.01  # the mode's value-aware rewrite already meets it
 
 
 # ------------------------------------------------------------------------------------------ the answer's form
@@ -202,7 +212,8 @@ def test_overflow_seeds_come_from_range_analysis(exported: dict[str, tuple[Path,
 
 def test_op_types_go_into_the_mixlist_only_within_the_slack(case: dict[str, Path], tmp_path: Path) -> None:
     keep, mixlist = tmp_path / "keep.cfg", tmp_path / "mixlist.json"
-    args = ["tune", str(case["model"]), "-c", str(case["config"]), "--json"]
+    # Without the range rule (it would keep the overflowing Pow float32 by itself) tune has to find it.
+    args = ["tune", str(case["model"]), "-c", str(case["config"]), "--json", "--no-range-check"]
     code, payload = _json([*args, "--keep-dtype-out", str(keep), "-o", str(mixlist)])
     assert code == 0, payload["reason"]
     # The one pin is the only Pow: black-listing Pow keeps no other node float32, so the mixlist carries it.
@@ -213,7 +224,7 @@ def test_op_types_go_into_the_mixlist_only_within_the_slack(case: dict[str, Path
     assert json.loads(mixlist.read_text()) == {"black-list": {"to-add": ["Pow"]}}
     assert validate_paths([mixlist], kind="mixlist", target="cpu").errors == 0
     run = ["run", str(case["model"]), "-c", str(case["config"]), "--iterations", "1", "--warmup", "0"]
-    assert runner.invoke(app, run).exit_code == 1  # the config's own mixlist overflows
+    assert runner.invoke(app, [*run, "--no-range-check"]).exit_code == 1  # the config's own mixlist overflows
     assert runner.invoke(app, [*run, "--modify-mixlist", str(mixlist), "--keep-dtype", str(keep)]).exit_code == 0
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary files
 
@@ -224,7 +235,8 @@ def test_tune_writes_ascend_names_for_atc(case: dict[str, Path], tmp_path: Path)
     base = tmp_path / "atc_base.json"
     base.write_text(json.dumps({"white-list": {"to-add": ["Pow", "MatMulV2"]}, "black-list": {"to-remove": ["Pow"]}}))
     keep, mixlist = tmp_path / "keep.cfg", tmp_path / "atc.json"
-    args = ["tune", str(case["model"]), "-c", str(case["config"]), "--modify-mixlist", str(base)]
+    # Without the range rule (it would keep the overflowing Pow float32 by itself) tune has to find it.
+    args = ["tune", str(case["model"]), "-c", str(case["config"]), "--modify-mixlist", str(base), "--no-range-check"]
     code, payload = _json([*args, "--op-names", "ascend", "--json", "--keep-dtype-out", str(keep), "-o", str(mixlist)])
     assert code == 0, payload["reason"]
     written = json.loads(mixlist.read_text())

@@ -10,6 +10,7 @@ from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
     CalibrationDataOpt,
+    ClampValuesOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     DataMaxOpt,
@@ -79,9 +80,14 @@ def compare(
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     range_check: Annotated[
         bool,
-        typer.Option("--range-check/--no-range-check", help="Keep nodes whose calibration values overflow fp32."),
-    ] = False,
+        typer.Option(
+            "--range-check/--no-range-check",
+            help="Keep in float32 the nodes whose calibration values pass the margin (rule range_exceeds), as run "
+            "does.",
+        ),
+    ] = True,
     data_max: DataMaxOpt = None,
+    clamp_values: ClampValuesOpt = None,
     json_output: JsonOpt = False,
     html: HtmlOpt = None,
 ) -> None:

@@ -10,6 +10,7 @@ from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     HTML_ROLE,
     CalibrationDataOpt,
+    ClampValuesOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     DataMaxOpt,
@@ -46,7 +47,7 @@ colour, dtype and rule, and the casts inserted. Nothing is run unless --range-ch
 
 --range-check runs the fp32 model once on calibration inputs (--inputs/--shape, as for run; --data or
 --calibration-data for a data set, which implies --range-check) and keeps in float32 every node whose values
-leave the low type's range (rule range_overflow). --compare also runs the
+leave the low type's range (rule range_exceeds). --compare also runs the
 rewritten model and adds each node's error to the report (see ampconfig compare). --html FILE writes one
 self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
 the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
@@ -95,6 +96,7 @@ def explain(
         typer.Option("--range-check/--no-range-check", help="Keep nodes whose calibration values overflow fp32."),
     ] = False,
     data_max: DataMaxOpt = None,
+    clamp_values: ClampValuesOpt = None,
     compare: Annotated[bool, typer.Option("--compare", help="Also run both models and report per-node error.")] = False,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
     json_output: JsonOpt = False,
@@ -105,8 +107,9 @@ def explain(
     from ampconfig.report.html import render_html
 
     settings = resolved_settings(ctx)
-    # A data set is given to be run: its values decide (the range check), as everywhere the fp32 model runs.
-    range_check = range_check or settings.inputs.data is not None or settings.inputs.calibration_data is not None
+    # Where the fp32 model runs (a data set given, --compare) its values decide, as everywhere it runs.
+    given_data = settings.inputs.data is not None or settings.inputs.calibration_data is not None
+    range_check = range_check or given_data or compare
     with output_guard() as guard, progress_bar(shown(json_output)) as progress:
         declare_inputs(guard, settings)
         report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
@@ -163,7 +166,7 @@ def _explain_with_runs(
         compare_data = compare_payload(result, prepared)
     else:
         ranges = range_report(prepared, reference_run(prepared, progress), data_max)
-        rewrite = prepared.rewrite(ranges.overflow_nodes)
+        rewrite = prepared.rewrite(ranges.ranges)
     payload = explain_payload(
         rewrite,
         model=str(settings.model_path),

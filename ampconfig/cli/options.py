@@ -149,9 +149,19 @@ DataMaxOpt = Annotated[
     float | None,
     typer.Option(
         "--data-max",
-        help="Range analysis: largest |value| a low-precision node may see.",
-        show_default="the low type's max (65504 for float16)",
-        callback=positive_finite("1000"),
+        help="The range rule's margin: a node whose float values reached beyond it on the data the fp32 model ran "
+        "on keeps float32 (rule range_exceeds).",
+        show_default="the config's data_max, else half the low type's max (32752 for float16)",
+        callback=positive_finite("32752"),
+    ),
+]
+ClampValuesOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--clamp-values/--no-clamp-values",
+        help="Clamp constants beyond the low type's range to its largest value (a warning per tensor) instead of "
+        "keeping the nodes that read them in float32 (rule value_out_of_range).",
+        show_default="the config's clamp_values, else off",
     ),
 ]
 ThresholdOpt = Annotated[

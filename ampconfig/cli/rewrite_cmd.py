@@ -11,6 +11,7 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
+    ClampValuesOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     JsonOpt,
@@ -127,7 +128,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         table.add_row(f"nodes computing in {dtype}", str(count))
     table.add_row("nodes whose dtype changed", str(summary["nodes_changed"]))
     for key, value in summary["stats"].items():
-        if value:
+        if value and not isinstance(value, list):  # the clamped tensors are listed as warnings
             table.add_row(key.replace("_", " "), str(value))
     stdout.print(table)
 
@@ -145,11 +146,13 @@ def rewrite(
     op_names: OpNamesOpt = None,
     target: TargetOpt = None,
     keep_io_types: KeepIoTypesOpt = None,
+    clamp_values: ClampValuesOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     from ampconfig.api import rewrite_with_settings
     from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.files.models import save_model_atomic
+    from ampconfig.report.explain import activations_note
 
     settings, output_path = _rewrite_settings(ctx)
     with output_guard() as guard:
@@ -157,12 +160,13 @@ def rewrite(
         result = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
         written = save_model_atomic(result.savable, destination, guard=guard)
     summary = rewrite_summary(result, settings.model_path, written)
-    summary["notes"] = list(settings.notes)
+    note = activations_note(result)
+    summary["notes"] = [*settings.notes, *([note] if note is not None else [])]
     if json_output:
         print_json(summary)
         return
-    for note in settings.notes:
-        stderr.print("note: " + note, markup=False)
+    for line in summary["notes"]:
+        stderr.print("note: " + line, markup=False)
     for warning in result.warnings:
         print_warning(warning)
     _print_summary(summary)

@@ -10,8 +10,10 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     CalibrationDataOpt,
+    ClampValuesOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
+    DataMaxOpt,
     DataOpt,
     DeviceOpt,
     InputFilesOpt,
@@ -52,6 +54,12 @@ dimension is 1 and the others 16. --data DIR|FILE runs a data set instead (a fol
 one .npz with a leading sample axis; or a Polygraphy JSON list of feeds): every sample is judged, the run passes
 when every sample meets the tolerance, and each output reports its worst, p95 and median error and its worst
 sample.
+
+The values decide too: the fp32 model runs once on the calibration samples first (--calibration-data, else the
+first 8 samples of --data, else the inputs) and every node whose values pass the margin (--data-max, default half
+the low type's largest value) stays float32 (rule range_exceeds; --no-range-check skips the run). A node reading
+a constant beyond the low type's range stays float32 (rule value_out_of_range) unless --clamp-values, and every
+clamp is a warning. ampconfig explain names each value.
 
 --target (default cuda) says whose op info decides the dtypes; --device says where the models run: auto (the
 default) is CUDA when a session really gets it (reported from the session), else the CPU, said in the output;
@@ -129,6 +137,16 @@ def run(
             "see ampconfig lock.",
         ),
     ] = None,
+    range_check: Annotated[
+        bool,
+        typer.Option(
+            "--range-check/--no-range-check",
+            help="Run the fp32 model once on the calibration samples with every intermediate exposed first, and keep "
+            "in float32 the nodes whose values pass the margin (rule range_exceeds).",
+        ),
+    ] = True,
+    data_max: DataMaxOpt = None,
+    clamp_values: ClampValuesOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     from ampconfig.lock.record import lock_of_run
@@ -144,7 +162,7 @@ def run(
     with output_guard() as guard, progress_bar(shown(json_output)) as progress:
         declare_inputs(guard, settings)
         lock_file = guard.output("precision lock (--lock-out)", lock_out) if lock_out is not None else None
-        report = execute(settings, progress, guard, output_role)
+        report = execute(settings, progress, guard, output_role, range_check=range_check)
         if lock_file is not None and lock_out is not None:
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
             report.notes.append(f"wrote the precision lock {written}")

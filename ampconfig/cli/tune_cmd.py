@@ -12,6 +12,7 @@ import typer
 from ampconfig.cli.app import command
 from ampconfig.cli.options import (
     CalibrationDataOpt,
+    ClampValuesOpt,
     ConfigOpt,
     CustomizeDtypesOpt,
     DataMaxOpt,
@@ -167,6 +168,7 @@ def tune(
         bool, typer.Option("--range-check/--no-range-check", help="Pin the nodes whose values overflow.")
     ] = True,
     data_max: DataMaxOpt = None,
+    clamp_values: ClampValuesOpt = None,
     calibration_batch: Annotated[
         int | None,
         typer.Option(

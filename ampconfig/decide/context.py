@@ -11,6 +11,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
 from ampconfig.decide.judgements import Judges
+from ampconfig.decide.values import ValueRanges
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
@@ -58,6 +59,10 @@ class DecisionContext:
     customized: Mapping[ir.Node, tuple[Dtype, str]] = field(default_factory=dict)
     #: the user's judges by op key (:mod:`ampconfig.decide.judgements`)
     judges: Judges = field(default_factory=dict)
+    #: the float32 model's value ranges on data (rule range_exceeds); None: no data ran
+    value_ranges: ValueRanges | None = None
+    #: the user asked for constants beyond the low type's range to be clamped (rule value_out_of_range off)
+    clamp_values: bool = False
 
     @property
     def low(self) -> Dtype:

@@ -44,7 +44,8 @@ class Rule(str, Enum):
     CAST_AWARE_ISLAND = "cast_aware_island"  # a float32 island whose boundary casts outnumbered its nodes: lowered
     CAST_RETARGETED = "cast_retargeted"  # an existing Cast now produces the dtype its consumers need
     CHECKER_REJECTS = "checker_rejects"  # the ONNX checker rejected the op in low precision: kept
-    RANGE_OVERFLOW = "range_overflow"  # calibration saw values beyond the low type's range
+    VALUE_OUT_OF_RANGE = "value_out_of_range"  # reads a constant with values beyond the low type's range
+    RANGE_EXCEEDS = "range_exceeds"  # the float32 model's values on data passed the margin below the low type's limit
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,31 @@ class NodeDecision:
         return data
 
 
+@dataclass(frozen=True)
+class ClampedTensor:
+    """A constant converted to a low dtype whose finite values beyond that type's range were set to its largest
+    finite value (with the user's consent, or a mask's sentinel; see ampconfig.decide.values)."""
+
+    tensor: str  # its name ("" for an unnamed Constant value)
+    dtype: str
+    count: int  # elements clamped
+    largest: float  # the largest |value| among them
+
+    sentinel: bool = False  # every clamped value was at float32's own extreme (a stand-in for infinity)
+
+    def warning(self) -> str:
+        name = repr(self.tensor) if self.tensor else "an unnamed Constant value"
+        if self.sentinel:
+            return (
+                f"{self.count} value(s) of {name} at float32's extreme (|x| = {self.largest:.6g}, a stand-in for "
+                f"infinity such as a mask's fill) saturated to {self.dtype}'s largest finite value"
+            )
+        return (
+            f"{self.count} value(s) of {name} beyond {self.dtype}'s range (largest |x| = {self.largest:.6g}) "
+            f"clamped to {self.dtype}'s largest finite value"
+        )
+
+
 @dataclass
 class RewriteStats:
     casts_inserted: int = 0
@@ -76,6 +102,7 @@ class RewriteStats:
     initializers_converted: int = 0
     constants_converted: int = 0
     values_clamped: int = 0  # constant elements outside the low type's range, clamped to its max
+    clamped: list[ClampedTensor] = field(default_factory=list)  # which tensors, one entry per converted tensor
     layer_norms_folded: int = 0  # written-out LayerNorms folded into LayerNormalization (rewrite/fold.py)
     opset_raised_to: int | None = None
 

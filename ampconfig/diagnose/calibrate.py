@@ -7,20 +7,22 @@ itself is pure (:mod:`ampconfig.diagnose.locate`, :mod:`ampconfig.diagnose.range
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import DEFAULT_THRESHOLD, Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.judge import Judge, accuracy_model
-from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
+from ampconfig.prove.request import Prepared, explain_reference_failure, prepare, value_ranges_of
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
-from ampconfig.runner.proof import REFERENCE_FAILED
+from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
+from ampconfig.settings.values import check_margin
 
 __all__ = ["Prepared", "prepare"]
 
@@ -31,6 +33,7 @@ class RangeReport:
     data_max: float
     low_dtype: str
     calibration: str  # where the calibration inputs came from, in words
+    ranges: ValueRanges  # what the decision reads (rule range_exceeds)
 
     @property
     def overflow_nodes(self) -> dict[str, str]:
@@ -60,7 +63,7 @@ def reference_judge(prepared: Prepared, progress: ProgressCallback | None = None
             progress=progress,
         )
     except AmpconfigError as exc:
-        raise explain_reference_failure(exc, prepared) if REFERENCE_FAILED in exc.message else exc from None
+        raise explain_reference_failure(exc, prepared) from None
 
 
 def rounding_note(wrapped: int) -> list[str]:
@@ -81,19 +84,25 @@ def reference_run(prepared: Prepared, progress: ProgressCallback | None = None) 
             prepared.model, prepared.calibration.samples, prepared.device.device, progress=progress, label="fp32"
         )
     except AmpconfigError as exc:
-        raise explain_reference_failure(exc, prepared) from None
+        refusal = input_refusal(exc, prepared.model, str(prepared.request.model_path))
+        raise explain_reference_failure(refusal, prepared) from None
 
 
 def range_report(prepared: Prepared, reference: IntermediateRun, data_max: float | None = None) -> RangeReport:
-    limit = check_data_max(data_max, prepared.low_dtype)
-    findings = range_findings(graph_nodes(prepared.model), reference.values, float_constants(prepared.model), limit)
-    return RangeReport(findings, limit, prepared.low_dtype, calibration_source(prepared))
+    """What the fp32 calibration values say: the value ranges the decision reads, and the findings the reports
+    list (``data_max``: the margin, else the request's, else half the low type's largest value)."""
+    explicit = data_max if data_max is not None else prepared.request.data_max
+    limit = check_data_max(explicit, prepared.low_dtype)
+    findings = range_findings(
+        graph_nodes(prepared.model), reference.values, float_constants(prepared.model), limit, prepared.low_dtype
+    )
+    ranges = replace(value_ranges_of(prepared, reference), margin=check_margin(explicit, prepared.low_dtype))
+    return RangeReport(findings, limit, prepared.low_dtype, prepared.calibration_source(), ranges)
 
 
 def calibration_source(prepared: Prepared) -> str:
     """Where the calibration values came from, in words."""
-    calibration = prepared.calibration
-    return f"{calibration.source}, {len(calibration)} sample(s)" if len(calibration) > 1 else calibration.source
+    return prepared.calibration_source()
 
 
 @dataclass
@@ -118,7 +127,7 @@ def compare_rewrite(
     prepared: Prepared,
     *,
     threshold: float = DEFAULT_THRESHOLD,
-    range_check: bool = False,
+    range_check: bool = True,
     data_max: float | None = None,
     reference: IntermediateRun | None = None,
     progress: ProgressCallback | None = None,
@@ -133,7 +142,7 @@ def compare_rewrite(
     judge = reference_judge(prepared, progress)
     reference = reference if reference is not None else reference_run(prepared, progress)
     ranges = range_report(prepared, reference, data_max) if range_check else None
-    result = prepared.rewrite(ranges.overflow_nodes if ranges is not None else None)
+    result = prepared.rewrite(ranges.ranges if ranges is not None else None)
     judged_model, wrapped = accuracy_model(result.model, prepared.device.device)
     judgement = judge.judge_outputs(judge.run_accuracy_model(judged_model))
     rewritten = run_samples_with_intermediates(

@@ -1,18 +1,18 @@
-"""Range analysis, the inference analog of loss scaling: which nodes must stay float32 because the values they
-read or write do not fit the low dtype.
+"""Range analysis, the inference analog of loss scaling: which values the low dtype cannot hold, as the reports
+list them.
 
 Training keeps fp16 gradients in range by scaling the loss; inference has no such knob, so a node whose values
-leave the low type's range is kept in float32 instead. From one calibration run of the fp32 model (every
-intermediate exposed, :mod:`ampconfig.runner.intermediates`) a node is flagged when
+leave the low type's range is kept in float32 instead (the decision: ``ampconfig.decide.values``, rules
+``range_exceeds`` and ``value_out_of_range``). From calibration runs of the fp32 model (every intermediate
+exposed, :mod:`ampconfig.runner.intermediates`) a node is listed when
 
-- one of its float outputs reaches beyond ``data_max`` (computing it low overflows to inf), or
-- one of its float inputs does: a graph input, another node's output (a low consumer casts it down to inf), or
-  an initializer/Constant (the rewrite would clamp it to the low type's max and count it).
+- one of its float outputs reaches beyond the margin (computing it low would overflow on data a little larger), or
+- one of its float inputs does: a graph input or another node's output (a low consumer casts it down), or
+- one of its constant inputs holds values beyond the low type's range itself (constants are known exactly: no
+  margin; float32's extremes, a mask's fill, are sentinels and not listed).
 
-``data_max`` defaults to the low type's largest finite value (65504 for float16, about 3.39e38 for bfloat16);
-a smaller value leaves headroom for inputs larger than the calibration set. The result is the
-``overflow_nodes`` mapping of :func:`ampconfig.api.rewrite_model_detailed` (rule ``range_overflow``).
-Pure: values in, findings out.
+The margin (``data_max``) defaults to half the low type's largest finite value (32752 for float16, see
+``ampconfig.decide.values``). Pure: values in, findings out.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from ampconfig.decide.values import low_max, out_of_range, peak
 from ampconfig.diagnose.graph_values import GraphNode
-from ampconfig.diagnose.locate import LOW_MAX, finite_max_abs
-from ampconfig.errors import AmpconfigError
+from ampconfig.settings.values import check_margin, default_margin
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class RangeFinding:
     value: str  # the value out of range
     kind: str  # "output", "input" (a graph input or another node's output) or "constant"
     max_abs: float
-    data_max: float
+    data_max: float  # the bound it passed: the margin, or for a constant the low type's largest value
 
     @property
     def reason(self) -> str:
@@ -46,20 +46,10 @@ class RangeFinding:
         return {**asdict(self), "reason": self.reason}
 
 
-def default_data_max(low_dtype: str) -> float:
-    return LOW_MAX[low_dtype]
-
-
 def check_data_max(value: float | None, low_dtype: str) -> float:
-    """``value`` (or the low dtype's default) when it is a positive number within the low type's range."""
-    if value is None:
-        return default_data_max(low_dtype)
-    if not (0 < value <= LOW_MAX[low_dtype]):
-        raise AmpconfigError(
-            f"--data-max {value:g} is out of range for {low_dtype}",
-            hint=f"give a positive value up to {LOW_MAX[low_dtype]:.6g}",
-        )
-    return float(value)
+    """``value`` (or the low dtype's default margin) when it is a positive number within the low type's range."""
+    checked = check_margin(value, low_dtype)
+    return checked if checked is not None else default_margin(low_dtype)
 
 
 def range_findings(
@@ -67,15 +57,22 @@ def range_findings(
     values: Mapping[str, np.ndarray],
     constants: Mapping[str, np.ndarray],
     data_max: float,
+    low_dtype: str = "float16",
 ) -> list[RangeFinding]:
     """Every out-of-range float value each node reads or writes, in node order (one finding per node and value)."""
     peaks: dict[str, float] = {}
+    beyond: dict[str, float | None] = {}
 
-    def peak(name: str, array: np.ndarray) -> float:
+    def activation_peak(name: str) -> float:
         if name not in peaks:
-            arr = np.asarray(array)
-            peaks[name] = finite_max_abs(arr) if arr.dtype.kind == "f" else 0.0
+            peaks[name] = peak(values[name])
         return peaks[name]
+
+    def constant_peak(name: str) -> float | None:
+        if name not in beyond:
+            found = out_of_range(constants[name], low_dtype)
+            beyond[name] = found.largest if found is not None and not found.sentinel else None
+        return beyond[name]
 
     findings: list[RangeFinding] = []
     for node in nodes:
@@ -88,19 +85,17 @@ def range_findings(
                     continue
                 seen.add(name)
                 if name in constants:
-                    found_kind, array = "constant", constants[name]
-                elif name in values:
-                    found_kind, array = kind, values[name]
-                else:
-                    continue
-                max_abs = peak(name, array)
-                if max_abs > data_max:
-                    findings.append(RangeFinding(node.name, node.op_type, name, found_kind, max_abs, data_max))
+                    largest = constant_peak(name)
+                    if largest is not None:
+                        limit = low_max(low_dtype)
+                        findings.append(RangeFinding(node.name, node.op_type, name, "constant", largest, limit))
+                elif name in values and activation_peak(name) > data_max:
+                    findings.append(RangeFinding(node.name, node.op_type, name, kind, peaks[name], data_max))
     return findings
 
 
 def overflow_nodes(findings: Sequence[RangeFinding]) -> dict[str, str]:
-    """``{node name: reason}`` for ``rewrite_model_detailed(overflow_nodes=...)``; several findings joined."""
+    """``{node name: reason}``: the nodes the findings name, several findings joined."""
     reasons: dict[str, list[str]] = {}
     for finding in findings:
         reasons.setdefault(finding.node, []).append(finding.reason)

@@ -18,21 +18,26 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.values import ValueRanges, peak
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
+from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
 from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
-from ampconfig.runner.proof import REFERENCE_FAILED
+from ampconfig.runner.intermediates import IntermediateRun, run_value_peaks
+from ampconfig.runner.proof import REFERENCE_FAILED, input_refusal
 from ampconfig.runner.sessions import DeviceChoice, choose_device
+from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.resolve import Settings
 
@@ -87,22 +92,28 @@ class Prepared:
                 file=str(self.request.model_path),
                 hint="ampconfig run, ampconfig rewrite and explain without --range-check/--compare work from files",
             )
-        if not self.opened.external_files:
-            return self.graph
-        return with_node_names(load_model(self.request.model_path)[0])
+        model = (
+            self.graph if not self.opened.external_files else with_node_names(load_model(self.request.model_path)[0])
+        )
+        try:  # run with the IR version the installed ONNX Runtime reads, as the rewrite is written
+            version = output_ir_version(model, str(self.request.model_path)).version
+        except AmpconfigError:
+            return model  # a version nothing loads: the rewrite says so, located
+        return with_ir_version(model, min(version, model.ir_version))
 
     def rewrite(
         self,
-        overflow: Any = None,
+        value_ranges: ValueRanges | None = None,
         modify_mixlist: Any = None,
         keep_dtype: Any = None,
         *,
         use_request_lists: bool = True,
         op_names: str | None = None,
     ) -> RewriteResult:
-        """The rewrite for this request; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as
-        given instead of the request's. A model with external data is rewritten from its path (its tensors are
-        converted while they are written), any other from the named proto."""
+        """The rewrite for this request, decided with ``value_ranges`` (the float32 model's values on data) where
+        given; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as given instead of the
+        request's. A model with external data is rewritten from its path (its tensors are converted while they
+        are written), any other from the named proto."""
         settings = self.request
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.
@@ -117,7 +128,41 @@ class Prepared:
                 customize_dtypes=customize,
             )
         source = self.request.model_path if self.from_files else self.graph
-        return rewrite_with_settings(source, settings, overflow_nodes=overflow, float16_encoder=float32_to_float16)
+        return rewrite_with_settings(source, settings, value_ranges=value_ranges, float16_encoder=float32_to_float16)
+
+    def calibration_source(self) -> str:
+        """Where the calibration values come from, in words."""
+        calibration = self.calibration
+        return f"{calibration.source}, {len(calibration)} samples" if len(calibration) > 1 else calibration.source
+
+
+def value_ranges_of(prepared: Prepared, run: IntermediateRun) -> ValueRanges:
+    """The value ranges of an fp32 run with every intermediate exposed on the calibration samples: the peak of
+    every float value (sentinels left out), the data named, the request's margin."""
+    peaks = {key: peak(array) for key, array in run.values.items() if _is_float(array)}
+    return ValueRanges(peaks, prepared.calibration_source(), prepared.request.data_max)
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return np.asarray(array).dtype.kind == "f"
+
+
+def calibration_ranges(prepared: Prepared, progress: ProgressCallback | None = None) -> ValueRanges | None:
+    """``run``'s value ranges: the fp32 model once per calibration sample, each float value's peak computed in the
+    session (:func:`~ampconfig.runner.intermediates.run_value_peaks`), before deciding. None for a model too large
+    to copy in memory: its activations are not checked, and a note in ``prepared.notes`` says so."""
+    if not prepared.fits_in_memory:
+        prepared.notes.append(
+            "activations were not checked against the low type's range: the model is too large for the run that "
+            "exposes every intermediate (constants were)"
+        )
+        return None
+    try:
+        peaks = run_value_peaks(prepared.model, prepared.calibration.samples, prepared.device.device, progress)
+    except AmpconfigError as exc:  # the fp32 model refused, or failing on its inputs: say where, or what to set
+        refusal = input_refusal(exc, prepared.model, str(prepared.request.model_path))
+        raise explain_reference_failure(refusal, prepared) from None
+    return ValueRanges(peaks, prepared.calibration_source(), prepared.request.data_max)
 
 
 def prepare(

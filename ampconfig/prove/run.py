@@ -22,7 +22,7 @@ from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
-from ampconfig.prove.request import explain_reference_failure, prepare
+from ampconfig.prove.request import calibration_ranges, explain_reference_failure, prepare
 from ampconfig.prove.request_files import declare_model_output
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
@@ -43,23 +43,28 @@ def execute(
     progress: ProgressCallback | None = None,
     guard: OutputGuard | None = None,
     output_role: str = "output model (--output)",
+    *,
+    range_check: bool = True,
 ) -> RunReport:
     """Rewrite, write ``--output`` (through ``guard``: atomically, never over an input), run reference and rewrite
     on the same samples, compare. Without a guard, one of its own checks the output against the model's files.
 
-    A model with external data, or too large for one in-memory proto, runs from files (:func:`_models_to_run`).
+    With ``range_check`` (the default) the fp32 model first runs once per calibration sample with every
+    intermediate exposed, and its value ranges decide (rule range_exceeds). A model with external data, or too
+    large for one in-memory proto, runs from files (:func:`_models_to_run`).
     """
     if guard is None:
         with OutputGuard() as own:
             own.read("input model", settings.model_path)
-            return execute(settings, progress, own, output_role)
+            return execute(settings, progress, own, output_role, range_check=range_check)
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
     prepared = prepare(settings, command="run", guard=guard)  # external tensor data stays on disk
     opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)
-    result = prepared.rewrite()
+    ranges = calibration_ranges(prepared, progress) if range_check else None
+    result = prepared.rewrite(ranges)
     with _models_to_run(settings, opened, result, prepared.from_files) as (reference, rewritten, accuracy_copy):
         try:
             proof = prove(
@@ -90,6 +95,7 @@ def execute(
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None
+    proof.notes.extend(prepared.notes)
     return build_report(settings, prepared.data, result, proof, judgement, written)
 
 
@@ -158,6 +164,21 @@ def _lowering_notes(result: RewriteResult) -> list[str]:
     ]
 
 
+def _value_notes(result: RewriteResult) -> list[str]:
+    """How many nodes stay float32 for their values, by rule (the reasons are in explain)."""
+    counts = {
+        rule: sum(1 for decision in result.decisions if decision.rule is rule)
+        for rule in (Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS)
+    }
+    if not any(counts.values()):
+        return []
+    parts = ", ".join(f"{count} by {rule.value}" for rule, count in counts.items() if count)
+    return [
+        f"{sum(counts.values())} node(s) kept float32 because {result.low_dtype} cannot hold their values ({parts}; "
+        "ampconfig explain names each value)"
+    ]
+
+
 def build_report(
     settings: Settings,
     inputs: SampleSet,
@@ -199,6 +220,7 @@ def build_report(
             *proof.notes,
             *_input_notes(inputs),
             *_lowering_notes(result),
+            *_value_notes(result),
         ],
         warnings=list(result.warnings),
         rewrite=result,

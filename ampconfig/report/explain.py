@@ -57,7 +57,19 @@ def explain_payload(
         payload["op_names"] = foreign
     if range_report is not None:
         payload["range_analysis"] = dict(range_report)
+    elif (note := activations_note(result)) is not None:
+        payload["notes"].append(note)
     return payload
+
+
+def activations_note(result: RewriteResult) -> str | None:
+    """What a decision made without data could not check (None when nothing was lowered)."""
+    if not result.low_precision_nodes:
+        return None
+    return (
+        f"values: constants were checked against {result.low_dtype}'s range; activations were not (no data ran): "
+        "run, tune, compare and explain --range-check/--data check them on the float32 model's values"
+    )
 
 
 def explain_summary(result: RewriteResult) -> dict[str, Any]:
@@ -144,7 +156,8 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
         kept = ranges["overflow_nodes"]
         grid.add_row(
             "range analysis",
-            f"data_max {ranges['data_max']:.6g}; {len(kept)} node(s) kept float32: " + (", ".join(kept) or "none"),
+            f"margin {ranges['data_max']:.6g} on {ranges['calibration']}; {len(kept)} node(s) beyond it: "
+            + (", ".join(kept) or "none"),
         )
     console.print(grid)
     for note in payload.get("notes", ()):

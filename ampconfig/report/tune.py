@@ -81,7 +81,7 @@ def render_tune(report: TuneReport, console: Console, tolerance: float) -> None:
                 ("FOUND", "bold green"),
                 f"  verified as run judges: worst rel L2 {_num(report.verified_error)} <= {tolerance:g}; "
                 f"{report.cost.low_nodes} of the mode's {report.cost.low_nodes_all_low} low-precision nodes kept "
-                f"low ({report.cost.low_fraction:.0%})",
+                f"low ({report.cost.low_fraction:.0%}; {report.cost.fp32_pinned} short of all-low)",
             )
         )
     elif report.outcome == "no_useful_answer":

@@ -25,7 +25,8 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types
+from ampconfig.rewrite.names import fresh_name
+from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 
 #: Element types of the float tensors debugging runs expose.
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
@@ -55,7 +56,17 @@ def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) ->
     return expose_keys(model, names).model
 
 
-def expose_keys(model: onnx.ModelProto, keys: Iterable[str], loop_layout: str = STACKED) -> ExposedModel:
+def expose_peaks(model: onnx.ModelProto, keys: Iterable[str], sentinel: float) -> ExposedModel:
+    """A copy of ``model`` whose main graph also outputs, for each float value of ``keys``, its largest finite
+    |value| below ``sentinel`` as a float32 scalar (0 for an empty value): what value ranges need, without copying
+    every intermediate out of the session. A value inside a Loop or Scan body comes back one peak per iteration.
+    Values that are main-graph outputs already are left out (their arrays are the model's outputs)."""
+    return expose_keys(model, keys, STACKED, peaks=sentinel)
+
+
+def expose_keys(
+    model: onnx.ModelProto, keys: Iterable[str], loop_layout: str = STACKED, *, peaks: float | None = None
+) -> ExposedModel:
     """A copy of ``model`` whose main graph also outputs the values ``keys`` (see the module docstring).
 
     Skipped: keys of no value a node produces (nor a body's input), values already main-graph outputs, values
@@ -68,7 +79,7 @@ def expose_keys(model: onnx.ModelProto, keys: Iterable[str], loop_layout: str = 
     scopes = proto_scopes(copy)
     types = scope_types(copy)
     names = _Names(scopes)
-    exposer = _Exposer(copy, names, types, loop_layout)
+    exposer = _Exposer(copy, names, types, loop_layout, peaks)
     exposable = _exposable(scopes)
     present = {value.name for value in copy.graph.output}
     for key in dict.fromkeys(keys):
@@ -103,29 +114,35 @@ class _Names:
     """Fresh value and node names, unique across every scope of the copy."""
 
     def __init__(self, scopes: Sequence[ProtoScope]) -> None:
-        self.taken: set[str] = set()
-        for scope in scopes:
-            self.taken |= scope.defined | {value.name for value in scope.graph.output}
-            self.taken |= {node.name for node in scope.graph.node if node.name}
+        self.taken = taken_names(list(scopes))
 
     def fresh(self, base: str) -> str:
-        name, counter = base, 1
-        while name in self.taken:
-            name = f"{base}_{counter}"
-            counter += 1
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
 
 class _Exposer:
-    def __init__(self, model: onnx.ModelProto, names: _Names, types: dict[str, onnx.TypeProto], layout: str) -> None:
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        names: _Names,
+        types: dict[str, onnx.TypeProto],
+        layout: str,
+        peaks: float | None = None,
+    ) -> None:
         self.result = ExposedModel(model)
         self.graph = model.graph
         self.names = names
         self.types = types
         self.layout = layout
+        self.peaks = peaks  # expose each value's peak below this, not the value
+        self._peak_constants: tuple[str, str, str, str] | None = None
 
     def main_value(self, name: str, known: onnx.TypeProto, key: str) -> None:
+        if self.peaks is not None:
+            peak = self._peak(self.graph, name, known.tensor_type.elem_type)
+            self.graph.output.append(oh.make_tensor_value_info(peak, TensorProto.FLOAT, []))
+            self.result.keys[peak] = key
+            return
         exposed = onnx.ValueInfoProto(name=name)
         exposed.type.CopyFrom(known)
         if known.tensor_type.elem_type == TensorProto.BFLOAT16:
@@ -143,7 +160,10 @@ class _Exposer:
         """Carry ``name`` out of ``scope`` and every scope around it, to a main-graph output."""
         graph = scope.graph
         local = name
-        if elem_type == TensorProto.BFLOAT16:
+        if self.peaks is not None:
+            local = self._peak(graph, name, elem_type)
+            elem_type = TensorProto.FLOAT
+        elif elem_type == TensorProto.BFLOAT16:
             local = self.names.fresh(name + EXPOSED_FLOAT32_SUFFIX)
             graph.node.append(oh.make_node("Cast", [name], [local], name=local, to=TensorProto.FLOAT))
             elem_type = TensorProto.FLOAT
@@ -159,6 +179,48 @@ class _Exposer:
             return
         self.graph.output.append(oh.make_tensor_value_info(carried, elem_type, None))
         self.result.keys[carried] = key
+
+    def _peak(self, graph: onnx.GraphProto, name: str, elem_type: int) -> str:
+        """Nodes in ``graph`` computing ``name``'s largest finite |value| below the sentinel, as a float32 scalar:
+        ``ReduceMax(Concat(Reshape(Where(|x| < sentinel, |x|, 0), [-1]), [0]))`` (NaN and inf compare false; the
+        zero makes an empty value's peak 0)."""
+        sentinel, zero, flat_shape, zero_1d = self._constants()
+        stem = self.names.fresh(name + "::peak")
+        source = name
+        if elem_type != TensorProto.FLOAT:
+            source = self.names.fresh(stem + "_f32")
+            graph.node.append(oh.make_node("Cast", [name], [source], name=source, to=TensorProto.FLOAT))
+        magnitude, below, kept = (self.names.fresh(f"{stem}_{part}") for part in ("abs", "below", "kept"))
+        flat, padded = self.names.fresh(stem + "_flat"), self.names.fresh(stem + "_padded")
+        graph.node.extend(
+            [
+                oh.make_node("Abs", [source], [magnitude], name=magnitude),
+                oh.make_node("Less", [magnitude, sentinel], [below], name=below),
+                oh.make_node("Where", [below, magnitude, zero], [kept], name=kept),
+                oh.make_node("Reshape", [kept, flat_shape], [flat], name=flat),
+                oh.make_node("Concat", [flat, zero_1d], [padded], name=padded, axis=0),
+                oh.make_node("ReduceMax", [padded], [stem], name=stem, keepdims=0),
+            ]
+        )
+        return stem
+
+    def _constants(self) -> tuple[str, str, str, str]:
+        """The main-graph initializers the peak nodes read (every scope sees them)."""
+        if self._peak_constants is None:
+            assert self.peaks is not None
+            values = {
+                "::peak_sentinel": np.array(self.peaks, np.float32),
+                "::peak_zero": np.array(0.0, np.float32),
+                "::peak_flat_shape": np.array([-1], np.int64),
+                "::peak_zero_1d": np.zeros(1, np.float32),
+            }
+            names = []
+            for base, array in values.items():
+                name = self.names.fresh(base)
+                self.graph.initializer.append(numpy_helper.from_array(array, name))
+                names.append(name)
+            self._peak_constants = (names[0], names[1], names[2], names[3])
+        return self._peak_constants
 
     def _lift(self, scope: ProtoScope, name: str, elem_type: int, key: str) -> str | None:
         """Make ``name`` (a value of ``scope``'s graph) an output of the node that owns the scope; the name of that

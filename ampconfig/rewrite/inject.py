@@ -25,7 +25,8 @@ from onnx import TensorProto
 from onnx import helper as oh
 
 from ampconfig.rewrite.expose import expose_keys
-from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types
+from ampconfig.rewrite.names import fresh_name
+from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 
 #: Suffix of the graph input that feeds the reference value of a node input.
 INJECTED_SUFFIX = "::reference"
@@ -79,7 +80,7 @@ def injection_model(
     injected: dict[tuple[str, str], str] = {}  # (value key, loop body path) -> the name that replaces it there
     front: list[onnx.NodeProto] = []  # main-graph Casts of injected bfloat16 inputs
     body_front: dict[str, list[onnx.NodeProto]] = {}  # per Loop body: the Gathers of each iteration's slice
-    taken = {name for scope in scopes for name in scope.defined} | {n.name for s in scopes for n in s.graph.node}
+    taken = taken_names(scopes)
     replayed: dict[str, list[str]] = {}
     for scope in scopes:
         loops = scope.loops_above()
@@ -191,15 +192,6 @@ def _initializers(scope: ProtoScope, name: str) -> set[str]:
     return set()
 
 
-def _fresh(base: str, taken: set[str]) -> str:
-    name, counter = base, 1
-    while name in taken:
-        name = f"{base}_{counter}"
-        counter += 1
-    taken.add(name)
-    return name
-
-
 def _inject(
     graph: onnx.GraphProto,
     result: InjectionModel,
@@ -210,11 +202,11 @@ def _inject(
     taken: set[str],
 ) -> str:
     """Add the graph input that feeds ``key``; a bfloat16 value (numpy has none) is fed as float32 and cast."""
-    feed = _fresh(key + INJECTED_SUFFIX, taken)
+    feed = fresh_name(key + INJECTED_SUFFIX, taken)
     if elem_type == TensorProto.BFLOAT16:
         graph.input.append(oh.make_tensor_value_info(feed, TensorProto.FLOAT, list(shape)))
         result.feeds[feed] = (key, "float32")
-        rounded = _fresh(feed + "::bfloat16", taken)
+        rounded = fresh_name(feed + "::bfloat16", taken)
         front.append(oh.make_node("Cast", [feed], [rounded], name=rounded, to=TensorProto.BFLOAT16))
         return rounded
     graph.input.append(oh.make_tensor_value_info(feed, elem_type, list(shape)))
@@ -225,6 +217,6 @@ def _inject(
 def _slice(loop: ProtoScope, stacked: str, body_front: dict[str, list[onnx.NodeProto]], taken: set[str]) -> str:
     """Inside the Loop body: this iteration's slice of a value fed one slice per iteration."""
     iteration = loop.graph.input[0].name
-    name = _fresh(stacked + "::this_iteration", taken)
+    name = fresh_name(stacked + "::this_iteration", taken)
     body_front.setdefault(loop.path, []).append(oh.make_node("Gather", [stacked, iteration], [name], name=name, axis=0))
     return name

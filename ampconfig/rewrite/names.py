@@ -24,20 +24,21 @@ class NameAllocator:
                     self.node_names.add(node.name)
                 self.value_names.update(v.name for v in node.outputs if v.name)
 
-    @staticmethod
-    def _fresh(base: str, taken: set[str]) -> str:
-        name, counter = base, 1
-        while name in taken:
-            name = f"{base}_{counter}"
-            counter += 1
-        taken.add(name)
-        return name
-
     def node(self, base: str) -> str:
-        return self._fresh(base, self.node_names)
+        return fresh_name(base, self.node_names)
 
     def value(self, base: str) -> str:
-        return self._fresh(base, self.value_names)
+        return fresh_name(base, self.value_names)
+
+
+def fresh_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``... : the first not in ``taken``, which it is added to."""
+    name, counter = base, 1
+    while name in taken:
+        name = f"{base}_{counter}"
+        counter += 1
+    taken.add(name)
+    return name
 
 
 def name_unnamed_nodes(model: ir.Model) -> NameAllocator:

@@ -127,3 +127,12 @@ def scope_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
                         known.tensor_type.shape.dim.add().dim_value = dim
                     types[scope.key(init.name)] = known
     return types
+
+
+def taken_names(scopes: list[ProtoScope]) -> set[str]:
+    """Every value and node name of every scope (what a name added to the model must differ from)."""
+    taken: set[str] = set()
+    for scope in scopes:
+        taken |= scope.defined | {value.name for value in scope.graph.output}
+        taken |= {node.name for node in scope.graph.node if node.name}
+    return taken

@@ -1,5 +1,7 @@
 """Converting initializers and Constant values to another float dtype: once per tensor, out-of-range values clamped
-to the low type's largest finite value and counted, large tensors converted only when the output is written.
+to the low type's largest finite value and recorded (which tensor, how many, the largest; every one a warning),
+large tensors converted only when the output is written. The decisions convert such a tensor only when the user
+asked for clamping, or when its out-of-range values are sentinels (``ampconfig.decide.values``).
 
 float32 -> float16 goes through a :data:`Float16Encoder`. The default is numpy's own cast, split across threads;
 the caller may hand a faster one (``ampconfig.runner.float_cast.float32_to_float16``, ONNX Runtime's Cast kernel,
@@ -9,16 +11,18 @@ the caller may hand a faster one (``ampconfig.runner.float_cast.float32_to_float
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.decisions import RewriteStats
+from ampconfig.decide.decisions import ClampedTensor, RewriteStats
+from ampconfig.decide.values import SENTINEL
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
@@ -101,24 +105,30 @@ class TensorConverter:
                 return self.encode_float16(array)
             return array.astype(dtype.numpy)
 
-    def convert_array(self, array: np.ndarray, dtype: Dtype) -> tuple[np.ndarray, int]:
-        """``array`` in ``dtype`` and how many of its values were clamped to the low type's max (they would have
-        become inf). Converted first and checked on the result: values out of range show as inf, so the common
-        case costs one cheap check, and only an array with an inf or NaN is examined element by element."""
+    def convert_array(self, array: np.ndarray, dtype: Dtype) -> tuple[np.ndarray, Clamped]:
+        """``array`` in ``dtype`` and what of it was clamped to the low type's max (it would have become inf).
+        Converted first and checked on the result: values out of range show as inf, so the common case costs one
+        cheap check, and only an array with an inf or NaN is examined element by element."""
         converted = self.cast(array, dtype)
         if dtype not in LOW_DTYPES or not _has_inf_or_nan(converted, dtype):
-            return converted, 0
+            return converted, NOTHING_CLAMPED
         over = _out_of_range(array, dtype)
         if over is None:
-            return converted, 0  # the infs and NaNs were there before
+            return converted, NOTHING_CLAMPED  # the infs and NaNs were there before
         clamped = np.where(over, np.sign(array) * _low_limit(dtype), array).astype(array.dtype)
-        return self.cast(clamped, dtype), int(np.count_nonzero(over))
+        return self.cast(clamped, dtype), _clamped(array, over)
+
+    def _record(self, name: str, dtype: Dtype, clamped: Clamped) -> None:
+        if clamped.count:
+            self.stats.values_clamped += clamped.count
+            self.stats.clamped.append(ClampedTensor(name, dtype.value, *clamped))
 
     def convert(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.TensorProtocol:
+        name = name or tensor.name or ""
         if isinstance(tensor, ir.ExternalTensor) or tensor.nbytes >= LAZY_CONVERSION_BYTES:
             return self._converted_when_written(tensor, dtype, name)
         array, clamped = self.convert_array(tensor.numpy(), dtype)
-        self.stats.values_clamped += clamped
+        self._record(name, dtype, clamped)
         # ir.Tensor, not the ir.tensor() convenience: that one runs Protocol isinstance checks costing ~0.1 ms a
         # tensor, which dominates on graphs with thousands of small weights. The source's (frozen) shape is
         # reused rather than rebuilt from the array, for the same reason.
@@ -127,9 +137,9 @@ class TensorConverter:
     def _converted_when_written(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.LazyTensor:
         """A large tensor is converted when the output is written (or the API's proto built), one tensor at a
         time, so the converted copy lives only until it is written, and a model larger than memory can be
-        rewritten. Its out-of-range values are counted now, in one pass over the source (memory-mapped for a
-        tensor on disk), so the statistics are complete when the rewrite returns."""
-        self.stats.values_clamped += count_out_of_range(tensor.numpy(), dtype)
+        rewritten. Its out-of-range values are recorded now, in one pass over the source (memory-mapped for a
+        tensor on disk), so the statistics and warnings are complete when the rewrite returns."""
+        self._record(name, dtype, count_out_of_range(tensor.numpy(), dtype))
         _release(tensor)
 
         def convert() -> ir.TensorProtocol:
@@ -138,6 +148,30 @@ class TensorConverter:
             return converted
 
         return ir.LazyTensor(convert, dtype.data_type, tensor.shape, name=name)
+
+
+class Clamped(NamedTuple):
+    """What of a tensor lies beyond a low type's range: how many values, the largest |value|, and whether every
+    one of them sits at float32's own extremes (a sentinel: ampconfig.decide.values)."""
+
+    count: int
+    largest: float
+    sentinel: bool
+
+
+NOTHING_CLAMPED = Clamped(0, 0.0, False)
+
+
+def _clamped(array: np.ndarray, over: np.ndarray) -> Clamped:
+    beyond = np.abs(array[over])
+    return Clamped(int(beyond.size), float(beyond.max()), bool((beyond >= SENTINEL).all()))
+
+
+def _merged(parts: Iterable[Clamped]) -> Clamped:
+    found = [part for part in parts if part.count]
+    if not found:
+        return NOTHING_CLAMPED
+    return Clamped(sum(p.count for p in found), max(p.largest for p in found), all(p.sentinel for p in found))
 
 
 def _release(tensor: ir.TensorProtocol) -> None:
@@ -151,21 +185,22 @@ def _release(tensor: ir.TensorProtocol) -> None:
 _COUNT_CHUNK = 1 << 18
 
 
-def count_out_of_range(array: np.ndarray, dtype: Dtype) -> int:
-    """How many finite values of ``array`` lie beyond the largest finite value of ``dtype`` (they are clamped to
-    it when converted): per cache-sized chunk two reductions, over threads, and an element-wise count only in a
-    chunk that has such a value (or a NaN)."""
+def count_out_of_range(array: np.ndarray, dtype: Dtype) -> Clamped:
+    """What finite values of ``array`` lie beyond the largest finite value of ``dtype`` (they are clamped to it
+    when converted): per cache-sized chunk two reductions, over threads, and an element-wise look only in a chunk
+    that has such a value (or a NaN)."""
     if dtype not in LOW_DTYPES or array.size == 0:
-        return 0
+        return NOTHING_CLAMPED
     flat = np.ascontiguousarray(array).reshape(-1)
 
-    def count(start: int) -> int:
-        over = _out_of_range(flat[start : start + _COUNT_CHUNK], dtype)
-        return 0 if over is None else int(np.count_nonzero(over))
+    def count(start: int) -> Clamped:
+        chunk = flat[start : start + _COUNT_CHUNK]
+        over = _out_of_range(chunk, dtype)
+        return NOTHING_CLAMPED if over is None else _clamped(chunk, over)
 
     if flat.size <= _COUNT_CHUNK:
         return count(0)
-    return sum(_pool().map(count, range(0, flat.size, _COUNT_CHUNK)))
+    return _merged(_pool().map(count, range(0, flat.size, _COUNT_CHUNK)))
 
 
 def set_dtype(value: ir.Value, dtype: Dtype) -> None:

@@ -81,8 +81,10 @@ class SampleSet:
 
 def single_sample(inputs: InputSet) -> SampleSet:
     """The one batch of ``--inputs``/``--input`` or generated values, as a set of one sample."""
-    sources = sorted({item.source.split(":", 1)[0] for item in inputs.inputs}) or ["none"]
-    return SampleSet([inputs.feeds], inputs.inputs, "inputs: " + ", ".join(sources), inputs)
+    files = sorted({Path(item.source.split(":", 1)[1]).name for item in inputs.inputs if ":" in item.source})
+    generated = any(item.source == "generated" for item in inputs.inputs)
+    parts = ([f"the inputs in {', '.join(files)}"] if files else []) + (["generated inputs"] if generated else [])
+    return SampleSet([inputs.feeds], inputs.inputs, " and ".join(parts) or "no inputs", inputs)
 
 
 def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:

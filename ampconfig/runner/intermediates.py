@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from ampconfig.decide.values import SENTINEL, peak
+from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
-from ampconfig.rewrite.expose import FLAT, STACKED, ExposedModel, expose_keys, float_value_keys
+from ampconfig.rewrite.expose import FLAT, STACKED, ExposedModel, expose_keys, expose_peaks, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import create_session, run_once
@@ -122,6 +124,50 @@ def pooled(runs: Sequence[IntermediateRun]) -> IntermediateRun:
     return IntermediateRun(
         first.outputs, values, first.output_names, first.providers, per_iteration, flattened, list(runs)
     )
+
+
+def run_value_peaks(
+    model: onnx.ModelProto,
+    samples: Sequence[Mapping[str, np.ndarray]],
+    device: str = "cpu",
+    progress: ProgressCallback | None = None,
+    label: str = "ranges",
+) -> dict[str, float]:
+    """The largest finite |value| below :data:`~ampconfig.decide.values.SENTINEL` of every float value (by key),
+    over every sample: one run per sample of a copy that returns one number per value, computed inside the
+    session (:func:`~ampconfig.rewrite.expose.expose_peaks`), not every intermediate. Models below opset 9 (no
+    Where) get their peaks from a run with every intermediate exposed."""
+    if _default_opset(model) < PEAK_MIN_OPSET:
+        run = run_samples_with_intermediates(model, samples, device, progress=progress, label=label)
+        return {key: peak(array) for key, array in run.values.items() if np.asarray(array).dtype.kind == "f"}
+    exposed = expose_peaks(model, float_value_keys(model), SENTINEL)
+    session = create_session(exposed.model, device)
+    output_names = {value.name for value in model.graph.output}
+    peaks: dict[str, float] = {}
+    shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
+    for index, feeds in enumerate(samples):
+        if shown:
+            progress(f"{label}: samples", index, len(samples))  # type: ignore[misc]
+        adapted = adapt_feeds(feeds, model)
+        results = run_once(session, adapted)
+        found = {name: peak(array) for name, array in adapted.items()}
+        found.update({name: peak(results[name]) for name in output_names if name in results})
+        for name, key in exposed.keys.items():
+            values = np.asarray(results[name], np.float64)
+            found[key] = float(values.max()) if values.size else 0.0
+        for key, value in found.items():
+            peaks[key] = max(peaks.get(key, 0.0), value)
+    if shown:
+        progress(f"{label}: samples", len(samples), len(samples))  # type: ignore[misc]
+    return peaks
+
+
+#: Where (the peak computation's select) needs opset 9.
+PEAK_MIN_OPSET = 9
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((entry.version for entry in model.opset_import if is_default_domain(entry.domain)), 0)
 
 
 def _run(exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str) -> tuple[dict[str, np.ndarray], list]:

@@ -17,6 +17,7 @@ from ampconfig.runner.acceptance import locate_refusal
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import (
     LOAD_FAILED,
+    RUN_FAILED,
     DeviceChoice,
     ModelFile,
     ModelSource,
@@ -65,17 +66,28 @@ class Proof:
 INPUT_REFUSED = "ONNX Runtime cannot load the input model: "
 
 
+def input_refusal(error: AmpconfigError, model: onnx.ModelProto, path: str | None) -> AmpconfigError:
+    """``error`` from a session of the user's fp32 model, said as the reference run says it: a model ONNX Runtime
+    refused to load is located at the node it names (:data:`INPUT_REFUSED`); one it could not run on the inputs
+    is the inputs' fault (:data:`REFERENCE_FAILED`); any other error as it is."""
+    if error.message.startswith(RUN_FAILED):
+        return _run_failure(REFERENCE_LABEL, RuntimeError(error.message.removeprefix(RUN_FAILED)))
+    if not error.message.startswith(LOAD_FAILED):
+        return error
+    reason = locate_refusal(error.message.removeprefix(LOAD_FAILED), model)
+    return AmpconfigError(INPUT_REFUSED + reason, file=path, hint="fix or re-export the model")
+
+
 def _open_sessions(
     reference: ModelSource, rewritten: ModelSource, device: str, allow_tf32: bool
 ) -> tuple[Session, Session]:
     try:
         reference_session = create_session(reference, device, tf32=False)
     except AmpconfigError as exc:
-        if not exc.message.startswith(LOAD_FAILED) or not isinstance(reference, (onnx.ModelProto, ModelFile)):
+        if not isinstance(reference, (onnx.ModelProto, ModelFile)):
             raise
-        reason = locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(reference))
         where = str(reference.path) if isinstance(reference, ModelFile) else None
-        raise AmpconfigError(INPUT_REFUSED + reason, file=where, hint="fix or re-export the model") from None
+        raise input_refusal(exc, model_proto(reference), where) from None
     return reference_session, create_session(rewritten, device, tf32=allow_tf32)
 
 

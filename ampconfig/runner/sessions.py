@@ -44,6 +44,8 @@ _SESSION_LOG_SEVERITY = 3  # errors only: ORT's placement warnings are not the u
 
 #: How :func:`create_session` reports a model ONNX Runtime refuses, before ORT's own words.
 LOAD_FAILED = "ONNX Runtime could not load the model: "
+#: How :func:`run_once` reports a model ONNX Runtime loaded but could not run on its feeds, before ORT's words.
+RUN_FAILED = "ONNX Runtime could not run the model on these inputs: "
 
 #: Protobuf cannot serialise a message of 2 GiB or more: such models reach ONNX Runtime only as files.
 PROTOBUF_LIMIT = (1 << 31) - 1
@@ -292,6 +294,6 @@ def run_once(session: Session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.
         raise
     except Exception as exc:  # ORT raises its own exception types (InvalidArgument, Fail, RuntimeException...)
         raise AmpconfigError(
-            f"ONNX Runtime could not run the model on these inputs: {str(exc).strip().splitlines()[0]}",
+            f"{RUN_FAILED}{str(exc).strip().splitlines()[0]}",
             hint="give real inputs (--inputs FILE.npz, --input NAME=FILE.npy) or the shapes the model takes (--shape)",
         ) from None

@@ -306,6 +306,21 @@ class SessionConfig(BaseModel):
         description="Let fp32 MatMul/Conv use TF32 tensor cores on CUDA (ONNX Runtime's own default is "
         "on). Off keeps fp32 ops exact fp32; force_fp32 always turns TF32 off.",
     )
+    clamp_values: bool = Field(
+        default=False,
+        strict=True,
+        description="Clamp constants whose finite values lie beyond the low type's range to its largest value, "
+        "instead of keeping the nodes that read them in float32 (rule value_out_of_range); each clamped tensor is "
+        "a warning (`--clamp-values`).",
+    )
+    data_max: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="The margin of the range rule (`--data-max`): a node whose float values reached beyond it on "
+        "the data the float32 model ran on keeps float32 (rule range_exceeds). Absent: half the low type's "
+        "largest value (32752 for float16).",
+    )
     tolerance: Tolerance = Field(default_factory=Tolerance, description="Accuracy the result must hold.")
     run: RunOptions = Field(default_factory=RunOptions, description="Inputs and timing of `ampconfig run`.")
 

@@ -35,7 +35,7 @@ from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
-from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
+from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,8 @@ class Flags:
     tolerance: float | None = None
     data: Path | None = None
     calibration_data: Path | None = None
+    clamp_values: bool | None = None
+    data_max: float | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Flags:
@@ -163,6 +165,8 @@ class Settings:
     config: Path | None
     sources: Mapping[str, str]
     notes: tuple[str, ...] = ()
+    clamp_values: bool = False  # constants beyond the low type's range clamped (warned) instead of kept float32
+    data_max: float | None = None  # the range rule's margin; None: half the low type's largest value
 
     @property
     def mode_source(self) -> str:
@@ -192,6 +196,8 @@ class Settings:
             "warmup": self.warmup,
             "iterations": self.iterations,
             "tolerance": self.tolerance.to_dict(),
+            "clamp_values": self.clamp_values,
+            "data_max": self.data_max,
             "config": _text(self.config),
             "sources": dict(self.sources),
         }
@@ -262,6 +268,8 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         config=flags.config,
         sources=MappingProxyType(dict(merged.sources)),
         notes=tuple(_notes(precision_mode, merged, example)),
+        clamp_values=merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False),
+        data_max=_data_max(flags, config, merged, precision_mode),
     )
     _log(settings)
     return settings, problems
@@ -289,7 +297,12 @@ class _Merge:
         return (self.config.source_file if self.config is not None else None) or "<config>"
 
 
-_FLAG_NAMES = {"model": "MODEL", "inputs": "--inputs", "keep_io_types": "--keep-io-types/--no-keep-io-types"}
+_FLAG_NAMES = {
+    "model": "MODEL",
+    "inputs": "--inputs",
+    "keep_io_types": "--keep-io-types/--no-keep-io-types",
+    "clamp_values": "--clamp-values",
+}
 
 
 def _has_mode(config: SessionConfig | None) -> bool:
@@ -382,6 +395,11 @@ def _tolerance(flags: Flags, config: SessionConfig | None, merged: _Merge) -> To
     check_positive_finite(flags.tolerance, "--tolerance")
     merged.sources["tolerance"] = "--tolerance" + (" (max_abs, min_cosine from the config)" if config else "")
     return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
+
+
+def _data_max(flags: Flags, config: SessionConfig | None, merged: _Merge, mode: PrecisionMode) -> float | None:
+    value = merged.pick("data_max", flags.data_max, config.data_max if config else None)
+    return check_margin(value, mode.low_dtype, merged.sources["data_max"])
 
 
 def _notes(mode: PrecisionMode, merged: _Merge, example: str | None) -> list[str]:

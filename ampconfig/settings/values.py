@@ -43,3 +43,27 @@ def check_count(value: int, name: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise AmpconfigError(f"{name} must be between {low} and {high:,}, got {value}")
     return value
+
+
+#: The largest finite value of each low dtype.
+LOW_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
+#: The default margin of the range rule, as a fraction of the low type's largest finite value (the measurement
+#: behind it: ampconfig.decide.values).
+DEFAULT_MARGIN_FRACTION = 0.5
+
+
+def default_margin(low_dtype: str) -> float:
+    return DEFAULT_MARGIN_FRACTION * LOW_MAX[str(low_dtype)]
+
+
+def check_margin(value: float | None, low_dtype: str, name: str = "--data-max") -> float | None:
+    """``value`` when it is a usable margin for ``low_dtype`` (positive, at most the type's largest value)."""
+    if value is None:
+        return None
+    limit = LOW_MAX[str(low_dtype)]
+    if not (math.isfinite(value) and 0 < value <= limit):
+        raise AmpconfigError(
+            f"{name} {value:g} is out of range for {low_dtype}",
+            hint=f"give a positive value up to {limit:.6g} (default {default_margin(low_dtype):.6g})",
+        )
+    return float(value)

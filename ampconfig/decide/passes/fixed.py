@@ -41,10 +41,10 @@ def _op_keeps_dtype(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
     return None
 
 
-def _range_overflow(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+def _overflow_nodes(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
     name = facts.node.name
     if name is not None and name in ctx.overflow and facts.dtype is Dtype.FLOAT32:
-        return Verdict(facts.dtype, Rule.RANGE_OVERFLOW, ctx.overflow[name])
+        return Verdict(facts.dtype, Rule.RANGE_EXCEEDS, ctx.overflow[name])
     return None
 
 
@@ -64,7 +64,7 @@ UNRETYPABLE: tuple[KeepingRule, ...] = (_unretypable,)
 #: added here must keep the node's dtype (the pass ensures it); a rule that sets another dtype is a pass of its own
 #: in :data:`ampconfig.decide.pipeline.HARD`, placed at its precedence (``CustomizedDtypes`` comes first; a pass
 #: that must leave unretypable nodes alone follows ``FixedVerdicts(UNRETYPABLE)``).
-KEEPING_RULES: tuple[KeepingRule, ...] = (*UNRETYPABLE, _keep_dtype, _op_keeps_dtype, _range_overflow, _checker_rejects)
+KEEPING_RULES: tuple[KeepingRule, ...] = (*UNRETYPABLE, _keep_dtype, _op_keeps_dtype, _overflow_nodes, _checker_rejects)
 
 
 def fixed_verdict(

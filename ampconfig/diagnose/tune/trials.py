@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
@@ -202,6 +203,9 @@ class TuneRuns:
         self.log: list[str] = []  # every counted run, by what it was for
         self.judge: Judge
         self.reference: IntermediateRun
+        #: the fp32 model's value ranges on the calibration samples: they decide every candidate (set once the
+        #: reference ran; None: --no-range-check)
+        self.value_ranges: ValueRanges | None = None
         #: how long data sets show their progress, sample by sample (the CLI's stderr display)
         self.sample_progress: ProgressCallback | None = sample_progress
 
@@ -262,7 +266,11 @@ class TuneRuns:
             )
             keep = self.keep_lines(candidate)
             self._decided[candidate] = self.prepared.rewrite(
-                modify_mixlist=mixlist, keep_dtype=keep or None, use_request_lists=False, op_names=self.write_names
+                self.value_ranges,
+                modify_mixlist=mixlist,
+                keep_dtype=keep or None,
+                use_request_lists=False,
+                op_names=self.write_names,
             )
         return self._decided[candidate]
 

@@ -98,6 +98,7 @@ class AnswerCost:
             "low_nodes": self.low_nodes,
             "low_nodes_all_low": self.low_nodes_all_low,
             "low_fraction": round(self.low_fraction, 4),
+            "short_of_all_low": self.fp32_pinned,
             "casts": self.casts,
             "casts_all_low": self.casts_all_low,
             "estimated_latency_us": {
@@ -295,6 +296,9 @@ def _search(
             f"sensitivity, range analysis and the latency estimate come from {calibration_source(prepared)}; every "
             f"trial and the verification ran on all {len(prepared.data)} sample(s) of {prepared.data.source}"
         )
+    # The values the fp32 model reached on the calibration samples decide every candidate, as they decide run's.
+    report.range = range_report(prepared, runs.reference, settings.data_max) if settings.range_check else None
+    runs.value_ranges = report.range.ranges if report.range is not None else None
     base = Candidate()
     all_low = runs.decide(base)
     shapes = value_shapes(prepared.model, runs.reference.first.values)
@@ -303,7 +307,6 @@ def _search(
         report.notes.append(f"precision mode {all_low.precision_mode} lowers no node here: there is nothing to tune")
         _answer(prepared, settings, runs, report, base, costing, outputs, guard)
         return
-    report.range = range_report(prepared, runs.reference, settings.data_max) if settings.range_check else None
     # The exposed runs cost most on a GPU (every intermediate copied to the host): stop before them, saying what
     # would fit, rather than spend the budget on a search that cannot end.
     runs.budget.require_time_for(2, 2, "the rewrite and the sensitivity replay exposed, one trial and the verification")
@@ -541,7 +544,11 @@ def _verify_files(
             else:
                 keep = copy if runs.keep_lines(candidate) else None
         result = prepared.rewrite(
-            modify_mixlist=mixlist, keep_dtype=keep, use_request_lists=False, op_names=runs.write_names
+            runs.value_ranges,
+            modify_mixlist=mixlist,
+            keep_dtype=keep,
+            use_request_lists=False,
+            op_names=runs.write_names,
         )
         if not runs.budget.allows(1):
             report.reason = f"{runs.budget.why_not()} before the written files could be verified; nothing written"

@@ -1,0 +1,119 @@
+"""Nodes that the low type cannot hold the values of (``ampconfig.decide.values``: rules value_out_of_range and
+range_exceeds). A hard pass, after :class:`FixedVerdicts` in every pipeline (keep_dtype pins come first), in the
+modes that lower; like a keep_dtype pin its float32 verdicts are hard: neighbours follow them.
+
+Why float32 and not a typed form: BatchNormalization from opset 15 lets its scale, bias, mean and variance have
+types of their own (``Verdict.input_dtypes`` could keep them float32 beside a float16 input), but ONNX Runtime's
+CUDA kernel binds both of those type variables to the input's (``cuda/nn/batch_norm.cc``, opset 15: ``T1`` and
+``T2`` are ``T``), so such a node would leave the GPU; a float32 BatchNormalization between casts stays on it."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ampconfig.decide.context import Verdict
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.facts import NodeFacts, Scope, constant_array
+from ampconfig.decide.passes.base import DecisionPass
+from ampconfig.decide.passes.modes import mode_verdict
+from ampconfig.decide.state import DecisionState, is_constant, is_flexible
+from ampconfig.decide.values import OutOfRange, low_max, out_of_range, value_key
+from ampconfig.dtypes import Dtype
+from ampconfig.opinfo.library import Colour
+from ampconfig.settings.modes import PrecisionMode
+
+#: Modes that never lower a float32 node: nothing for the values to keep.
+_KEEPING_MODES = frozenset({PrecisionMode.FORCE_FP32, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE})
+_VALUE_RULES = frozenset({Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS})
+
+
+class KeepValuesInRange(DecisionPass):
+    """Ensures: a float32 node the mode could lower that reads a constant beyond the low type's range (not
+    clamped, not a sentinel), or whose float values on data passed the margin, is float32, with its rule and the
+    value named."""
+
+    def call(self, state: DecisionState, scope: Scope) -> bool:
+        ctx = state.ctx
+        if ctx.mode in _KEEPING_MODES:
+            return False
+        beyond: dict[ir.Value, OutOfRange | None] = {}  # one look per constant, however many read it
+        paths = {id(each.graph): each.path for each in state.scopes}
+        changed = False
+        for facts in scope.facts:
+            if facts.dtype is not Dtype.FLOAT32 or facts.node in state.verdicts or is_flexible(facts):
+                continue
+            if not _could_go_low(facts, state):
+                continue
+            verdict = _constant_verdict(facts, state, beyond) or _range_verdict(facts, state, paths)
+            if verdict is not None:
+                changed |= state.decide(facts.node, verdict)
+        return changed
+
+    def ensures(self, state: DecisionState, scope: Scope) -> None:
+        for facts in scope.facts:
+            verdict = state.verdicts.get(facts.node)
+            if verdict is not None and verdict.rule in _VALUE_RULES and verdict.dtype is not Dtype.FLOAT32:
+                raise self.fail(f"{facts.node.name} was kept for its values but computes in {verdict.dtype}")
+
+
+def _could_go_low(facts: NodeFacts, state: DecisionState) -> bool:
+    """Whether the mode might put the node in the low type (what the values rule guards against): the modes that
+    paint nothing say now; in the mixed modes any node but a black one may end low."""
+    ctx = state.ctx
+    if ctx.low_blocker(facts, ctx.low) is not None:
+        return False
+    if ctx.mode.is_mixed:
+        return ctx.colour(facts) is not Colour.BLACK
+    verdict = mode_verdict(facts, ctx)
+    return verdict.dtype is not None and verdict.dtype.is_low
+
+
+def _constant_verdict(
+    facts: NodeFacts, state: DecisionState, beyond: dict[ir.Value, OutOfRange | None]
+) -> Verdict | None:
+    ctx = state.ctx
+    if ctx.clamp_values:
+        return None
+    found: list[tuple[ir.Value, OutOfRange]] = []
+    for slot in facts.input_slots:
+        value = facts.node.inputs[slot]
+        if value is None or not is_constant(value):
+            continue
+        if value not in beyond:
+            array = constant_array(value)
+            beyond[value] = out_of_range(array, ctx.low) if array is not None else None
+        out = beyond[value]
+        if out is not None and not out.sentinel:
+            found.append((value, out))
+    if not found:
+        return None
+    value, out = max(found, key=lambda item: item[1].largest)
+    reason = (
+        f"reads {value.name!r}, {out.count} of whose values lie beyond {ctx.low}'s range (largest |x| = "
+        f"{out.largest:.6g} > {low_max(ctx.low):.6g}): float32 keeps them (--clamp-values clamps them instead)"
+    )
+    return Verdict(Dtype.FLOAT32, Rule.VALUE_OUT_OF_RANGE, reason, cause=value.name)
+
+
+def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]) -> Verdict | None:
+    ranges = state.ctx.value_ranges
+    if ranges is None:
+        return None
+    low = state.ctx.low
+    node = facts.node
+    for kind, values in (("input", node.inputs), ("output", node.outputs)):
+        for value in values:
+            if value is None or not value.name or Dtype.of_value(value) is None or is_constant(value):
+                continue
+            producer = value.producer()
+            graph = producer.graph if producer is not None else value.graph
+            found = ranges.exceeding(value_key(paths.get(id(graph), ""), value.name), low)
+            if found is not None:
+                return Verdict(
+                    Dtype.FLOAT32,
+                    Rule.RANGE_EXCEEDS,
+                    f"its {kind} {value.name!r} reached |x| = {found:.6g} on {ranges.source} "
+                    f"({ranges.describe_margin(low)})",
+                    cause=value.name,
+                )
+    return None

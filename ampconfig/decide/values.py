@@ -1,0 +1,114 @@
+"""Decisions that know the values (docs/design.md §5): a node stays float32 when the low type cannot hold what it
+reads or writes.
+
+Two rules, both hard verdicts decided before any painting:
+
+- **value_out_of_range**: a node whose compute-dtype input is a constant (an initializer or a Constant) with
+  finite values beyond the low type's range keeps float32, so that constant keeps its values (a BatchNormalization
+  running variance of 9.8e7 clamped to float16's 65504 breaks a detector). Exceptions: the user asked for clamping
+  (``clamp_values``: each clamp is then a warning naming the tensor, the count and the largest value), and
+  **sentinels**: values at float32's own extremes (|x| >= :data:`SENTINEL`, such as ``torch.finfo(float32).min``
+  in an attention mask) stand for infinity, which the low type's largest value stands for just as well; they are
+  saturated, with a warning, and decide nothing.
+- **range_exceeds**: a node whose float inputs or outputs reached beyond the **margin** on data the float32 model
+  ran on (:class:`ValueRanges`: run, tune, compare, explain --range-check or --data record them) keeps float32.
+  The margin leaves room for data the calibration did not see; its default is :data:`DEFAULT_MARGIN_FRACTION` of
+  the low type's largest value (``benchmarks/value_margin.py``: a detector calibrated on scenes met document
+  pages whose stem convolution reached 1.6x the calibration peak; half of float16's range holds it, three
+  quarters did not). Sentinel values flowing through activations (a mask's -3.4e38 after a Where) are not
+  ranges: they are left out of the peaks.
+
+Pure: arrays and numbers in, findings out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ampconfig.dtypes import Dtype
+from ampconfig.settings.values import DEFAULT_MARGIN_FRACTION, LOW_MAX, default_margin
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: |x| at or beyond this is float32's own extreme (its largest is 3.4e38): a stand-in for infinity, not a value.
+SENTINEL = 1e38
+
+
+def low_max(dtype: Dtype | str) -> float:
+    """The largest finite value of a low dtype (65504 for float16, about 3.39e38 for bfloat16)."""
+    return LOW_MAX[str(Dtype(dtype))]
+
+
+def value_key(scope: str, name: str) -> str:
+    """How value ranges name a value: its own name in the main graph, ``<scope path>/<name>`` inside a body."""
+    return f"{scope}/{name}" if scope else name
+
+
+def peak(array: np.ndarray) -> float:
+    """The largest finite |value| below :data:`SENTINEL` (0 for an empty, non-float or all-sentinel array)."""
+    import numpy as np
+
+    values = np.asarray(array)
+    if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+        return 0.0
+    magnitudes = np.abs(values.astype(np.float64, copy=False)).ravel()
+    magnitudes = magnitudes[np.isfinite(magnitudes) & (magnitudes < SENTINEL)]
+    return float(magnitudes.max()) if magnitudes.size else 0.0
+
+
+@dataclass(frozen=True)
+class OutOfRange:
+    """A constant's finite values beyond a low dtype's range: how many, the largest |value|, and whether every one
+    of them is a sentinel (:data:`SENTINEL`)."""
+
+    count: int
+    largest: float
+    sentinel: bool
+
+
+def out_of_range(array: np.ndarray, dtype: Dtype | str) -> OutOfRange | None:
+    """What of ``array`` (a float constant) lies beyond ``dtype``'s range; None when everything fits. Two
+    reductions first, so the common case allocates nothing."""
+    import numpy as np
+
+    values = np.asarray(array)
+    if values.size == 0 or values.dtype.kind != "f":
+        return None
+    limit = low_max(dtype)
+    if values.max() <= limit and values.min() >= -limit:  # false with a NaN: checked element-wise below
+        return None
+    with np.errstate(invalid="ignore"):
+        magnitudes = np.abs(values.astype(np.float64, copy=False))
+        over = np.isfinite(magnitudes) & (magnitudes > limit)
+    if not over.any():
+        return None
+    beyond = magnitudes[over]
+    return OutOfRange(int(beyond.size), float(beyond.max()), bool((beyond >= SENTINEL).all()))
+
+
+@dataclass(frozen=True)
+class ValueRanges:
+    """The largest finite |value| (sentinels left out) of each float value, by key (:func:`value_key`), seen by
+    float32 runs on ``source`` (the data, named), and the margin the range rule keeps values within (None: the
+    default, :func:`default_margin` of the low dtype)."""
+
+    peaks: Mapping[str, float]
+    source: str
+    margin: float | None = None
+
+    def margin_for(self, dtype: Dtype | str) -> float:
+        return self.margin if self.margin is not None else default_margin(str(Dtype(dtype)))
+
+    def describe_margin(self, dtype: Dtype | str) -> str:
+        margin = self.margin_for(dtype)
+        if self.margin is None:
+            return f"margin {margin:.6g}, {DEFAULT_MARGIN_FRACTION:g} of {dtype}'s {low_max(dtype):.6g}"
+        return f"margin {margin:.6g} (--data-max)"
+
+    def exceeding(self, key: str, dtype: Dtype | str) -> float | None:
+        """The peak of ``key`` when it is beyond the margin, else None."""
+        value = self.peaks.get(key)
+        return value if value is not None and value > self.margin_for(dtype) else None

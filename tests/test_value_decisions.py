@@ -1,0 +1,189 @@
+"""Decisions that know the values (issue 19): constants beyond the low type keep their nodes float32 (rule
+value_out_of_range) unless clamping is asked for, and every clamp is a warning; values the float32 model reached on
+data beyond the margin keep their nodes float32 (rule range_exceeds), wherever ampconfig runs it. Real models: a
+DB-like detector with a BatchNormalization variance of 9e7, Conv/MatMul stacks quantized by ONNX Runtime's
+quantize_dynamic, a GPT-2-like stack whose attention masks hold float32's lowest value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from ampconfig.api import rewrite_model_detailed
+from ampconfig.cli import app
+from ampconfig.decide.values import ValueRanges
+from tests.exporter_models import gpt2, gpt2_overflow
+from tests.value_models import (
+    char_lstm_loop,
+    detector_bn,
+    if_overflow,
+    page_pixels,
+    pixels,
+    quantized_stacks,
+    vad_if,
+    vad_inputs,
+)
+
+runner = CliRunner()
+FAST = ["--warmup", "0", "--iterations", "1"]
+
+
+def _json(args: list[str]) -> tuple[int, dict]:
+    result = runner.invoke(app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def detector(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("detector")
+    np.savez(folder / "image.npz", image=pixels(1))
+    onnx.save_model(detector_bn(), folder / "detector.onnx")
+    return folder / "detector.onnx", folder / "image.npz"
+
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("quantized")
+    np.savez(folder / "x.npz", x=np.random.default_rng(0).standard_normal((1, 8, 16, 16)).astype(np.float32))
+    return quantized_stacks(folder), folder / "x.npz"
+
+
+# ----------------------------------------------------------------------------------------- value_out_of_range
+
+
+def test_a_variance_beyond_float16_keeps_its_batchnorm_float32(detector: tuple[Path, Path]) -> None:
+    model, _ = detector
+    code, payload = _json(["explain", str(model), "-m", "force_fp16", "--json"])
+    assert code == 0
+    bn = next(node for node in payload["nodes"] if node["name"] == "stem.bn")
+    assert (bn["dtype"], bn["rule"], bn["cause"]) == ("float32", "value_out_of_range", "stem.bn.var")
+    assert "'stem.bn.var'" in bn["reason"] and "9.35445e+07" in bn["reason"] and "65504" in bn["reason"]
+    assert payload["summary"]["by_rule"]["value_out_of_range"] == 1 and not payload["warnings"]
+    # No data ran: the report says the activations were not checked.
+    assert any("activations were not" in note for note in payload["notes"])
+
+
+@pytest.mark.parametrize("mode", ["force_fp16", "allow_mix_precision"])
+def test_the_detector_passes_run_with_no_value_changed(detector: tuple[Path, Path], mode: str) -> None:
+    model, image = detector
+    code, payload = _json(["run", str(model), "-m", mode, "--inputs", str(image), "--json", *FAST])
+    assert code == 0, payload["failures"]
+    assert payload["values_clamped"] == 0 and not payload["warnings"]
+    assert payload["low_precision_nodes"] >= payload["nodes"] - 2  # the BatchNorm (and what its values need)
+
+
+def test_clamping_is_asked_for_and_every_clamp_is_a_warning(detector: tuple[Path, Path], tmp_path: Path) -> None:
+    model, image = detector
+    warning = "16 value(s) of 'stem.bn.var' beyond float16's range (largest |x| = 9.35445e+07) clamped"
+    rewrite = runner.invoke(
+        app, ["rewrite", str(model), "-m", "force_fp16", "--clamp-values", "-o", str(tmp_path / "o.onnx")]
+    )
+    assert rewrite.exit_code == 0 and warning in rewrite.stderr
+    explained = runner.invoke(app, ["explain", str(model), "-m", "force_fp16", "--clamp-values"])
+    assert explained.exit_code == 0 and warning in explained.stdout
+    # Without the range rule (here it would keep the BatchNorm float32 for its input anyway), the clamp is used.
+    clamped = ["run", str(model), "-m", "force_fp16", "--clamp-values", "--no-range-check", "--inputs", str(image)]
+    code, payload = _json([*clamped, "--json", *FAST])
+    assert code == 1 and payload["values_clamped"] == 16  # the clamp breaks the detector, as the issue measured
+    assert any(warning in line for line in payload["warnings"])
+    config = tmp_path / "clamp.yaml"  # the config key asks the same
+    config.write_text(f"model: {model}\nprecision_mode: force_fp16\nclamp_values: true\n")
+    code, payload = _json(["explain", "-c", str(config), "--json"])
+    assert next(n for n in payload["nodes"] if n["name"] == "stem.bn")["dtype"] == "float16"
+
+
+def test_mask_sentinels_are_saturated_with_a_warning_not_kept() -> None:
+    result = rewrite_model_detailed(gpt2(), "force_fp16")
+    masks = [d for d in result.decisions if d.name.endswith(".attn.mask")]
+    assert masks and all(d.dtype == "float16" for d in masks)
+    assert not any(d.rule.value == "value_out_of_range" for d in result.decisions)
+    assert any("at float32's extreme" in line and "saturated" in line for line in result.warnings)
+
+
+# --------------------------------------------------------------------------------------------- range_exceeds
+
+
+def test_the_int32_sums_of_a_quantized_model_are_judged_by_range(quantized: tuple[Path, Path]) -> None:
+    model, data = quantized
+    args = [str(model), "-m", "force_fp16", "--inputs", str(data)]
+    code, payload = _json(["explain", *args, "--range-check", "--json"])
+    assert code == 0
+    nodes = {node["name"]: node for node in payload["nodes"]}
+    kept = [node for node in payload["nodes"] if node["rule"] == "range_exceeds"]
+    assert {node["op_type"] for node in kept} == {"Mul"} and len(kept) >= 3
+    for node in kept:  # the Mul that scales an int32 sum back reads the sum: named, with its value and the data
+        assert node["cause"].endswith("_cast_output") and "x.npz" in node["reason"] and "margin 32752" in node["reason"]
+        cast = nodes[node["cause"].removesuffix("_output")]
+        assert cast["op_type"] == "Cast" and cast["dtype"] == "float32"  # the int32 -> float Cast stays float32
+    assert runner.invoke(app, ["run", *args, "--no-range-check", *FAST]).exit_code == 1  # inf without the rule
+    code, ran = _json(["run", *args, "--json", *FAST])
+    assert code == 0 and ran["low_precision_nodes"] > 0, ran["failures"]
+
+
+def test_the_margin_is_a_setting(quantized: tuple[Path, Path]) -> None:
+    model, data = quantized
+    base = ["explain", str(model), "-m", "force_fp16", "--inputs", str(data), "--range-check", "--json"]
+    counts = []
+    for margin in ("65504", "32752", "1000"):
+        _, payload = _json([*base, "--data-max", margin])
+        counts.append(payload["summary"]["by_rule"].get("range_exceeds", 0))
+    assert counts[0] < counts[1] <= counts[2]  # 49064 and 43551 lie between half and all of 65504
+    result = runner.invoke(app, [*base, "--data-max", "70000"])
+    assert result.exit_code == 2 and "--data-max" in result.output
+
+
+def test_held_out_pages_stay_within_the_default_margin(detector: tuple[Path, Path]) -> None:
+    """The measurement behind the default: calibrated on scenes (mid-tone), the stem convolution of the detector
+    reaches 4.1e4; document pages (white paper) drive it to 6.6e4, past float16. Half of 65504 keeps it float32."""
+    model, _ = detector
+    scenes = ValueRanges({"stem.conv_out": 40940.0}, "scenes")
+    decided = rewrite_model_detailed(model, "force_fp16", value_ranges=scenes)
+    assert next(d for d in decided.decisions if d.name == "stem.conv").rule.value == "range_exceeds"
+    generous = ValueRanges({"stem.conv_out": 40940.0}, "scenes", margin=65504.0)
+    decided = rewrite_model_detailed(model, "force_fp16", value_ranges=generous)
+    assert next(d for d in decided.decisions if d.name == "stem.conv").dtype == "float16"
+    assert float(np.abs(page_pixels(0)).max()) == 255.0
+
+
+# ----------------------------------------------------------------------------------------------- done when
+
+
+def _models(folder: Path) -> dict[str, tuple[onnx.ModelProto | Path, dict[str, np.ndarray]]]:
+    tokens = {"tokens": (np.arange(10, dtype=np.int64)[None] * 7) % 100}
+    flagged = {"x": np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32) * 4, "flag": np.array(True)}
+    return {
+        "detector_bn": (detector_bn(), {"image": pixels(1)}),
+        "quantized_stacks": (
+            quantized_stacks(folder),
+            {"x": np.random.default_rng(0).standard_normal((1, 8, 16, 16)).astype(np.float32)},
+        ),
+        "vad_if": (vad_if(), vad_inputs()),
+        "char_lstm_loop": (char_lstm_loop(), tokens),
+        "if_overflow": (if_overflow(), flagged),
+        "gpt2_overflow": (gpt2_overflow(), {"input_ids": np.arange(16, dtype=np.int64)[None]}),
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["detector_bn", "quantized_stacks", "vad_if", "char_lstm_loop", "if_overflow", "gpt2_overflow"]
+)
+def test_mixed_precision_passes_run_on_every_model_whose_values_fit_after_their_islands(
+    name: str, tmp_path: Path
+) -> None:
+    """allow_mix_precision at the default tolerance, decided for cuda, judged with float16 rounding on the CPU,
+    with nothing but the values the float32 model reaches on the inputs deciding the float32 islands."""
+    model, feeds = _models(tmp_path)[name]
+    path = model if isinstance(model, Path) else tmp_path / f"{name}.onnx"
+    if not isinstance(model, Path):
+        onnx.save_model(model, path)
+    np.savez(tmp_path / "inputs.npz", **feeds)
+    args = ["run", str(path), "-m", "allow_mix_precision", "--inputs", str(tmp_path / "inputs.npz"), "--json"]
+    code, payload = _json([*args, *FAST])
+    assert code == 0, payload["failures"]
+    assert payload["values_clamped"] == 0 or all("saturated" in line for line in payload["warnings"])
