@@ -22,7 +22,6 @@ value rounded once as a GPU stores it (``run``'s accuracy copy), over held-out s
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys
@@ -50,7 +49,7 @@ from ampconfig.rewrite.names import with_node_names  # noqa: E402
 from ampconfig.runner.intermediates import run_samples_with_intermediates  # noqa: E402
 from ampconfig.runner.sessions import create_session, run_once  # noqa: E402
 from ampconfig.settings.resolve import Flags, resolve  # noqa: E402
-from benchmarks.value_margin import models  # noqa: E402
+from benchmarks.value_margin import arguments, models  # noqa: E402
 
 MODES = ("force_fp16", "allow_mix_precision")
 CALIBRATION, HELD_OUT = range(4), range(100, 108)
@@ -140,10 +139,7 @@ def _fmt(value: float | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="write every row here")
-    parser.add_argument("--only", nargs="*", help="model names to run")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:

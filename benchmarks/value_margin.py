@@ -153,11 +153,16 @@ def _new_nonfinite(reference: np.ndarray, low: np.ndarray) -> int:
     return int(np.count_nonzero(np.isfinite(ref) & ~np.isfinite(got)))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str) -> argparse.Namespace:
+    """The two options of the value benchmarks: where to write the rows, and which models to run."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write every row here")
     parser.add_argument("--only", nargs="*", help="model names to run")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
