@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from ampconfig.cli.logs import configure_logging, restore_logging
-from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports, write_anything
 from ampconfig.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.gc_pause import gc_paused
 
@@ -118,6 +118,7 @@ def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         as_json = json_in_options(kwargs)
+        write_anything()
         reports.reset()
         try:
             exit_code = _exit_code_of(func, args, kwargs, pause_gc=pause_gc, as_json=as_json)

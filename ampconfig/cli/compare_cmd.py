@@ -112,7 +112,7 @@ def compare(
                 model=str(prepared.request.model_path),
                 range_report=result.range.to_dict() if result.range is not None else None,
             )
-            written = guard.write_text(report, render_html(explained, payload))
+            written = guard.write_text(report, render_html(explained, payload, command="compare"))
             stderr.print(f"wrote {written}", markup=False)
     if json_output:
         print_json(payload)

@@ -8,10 +8,12 @@ dropped, and :meth:`ReportStream.finish` turns it into the command's exit code w
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -114,6 +116,49 @@ stdout = Console(file=reports, highlight=False, soft_wrap=True)  # type: ignore[
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+# ------------------------------------------------------------------------------------------ encodings
+#: The codec error handler the standard streams write with: what the stream's encoding cannot hold is written in
+#: ASCII (``PYTHONIOENCODING=ascii``, ``LC_ALL=C``), and a file name's undecodable bytes go back out as they came in.
+FALLBACK_ERRORS = "ampconfig.ascii-fallback"
+_ASCII_FOR = {"…": "...", "→": "->", "←": "<-", "—": "-", "–": "-", "≤": "<=", "≥": ">=", "×": "x", "±": "+/-"}
+
+
+def _ascii_for(char: str) -> str:
+    """ASCII that reads like ``char``: table lines for box drawing, the letter without its accent, else an escape."""
+    if char in _ASCII_FOR:
+        return _ASCII_FOR[char]
+    name = unicodedata.name(char, "")
+    if name.startswith("BOX DRAWINGS"):
+        return "-" if "HORIZONTAL" in name else "|" if "VERTICAL" in name else "+"
+    plain = unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode("ascii")
+    return plain or char.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def _fallback(error: UnicodeError) -> tuple[str | bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    if all("\udc80" <= char <= "\udcff" for char in text):  # bytes of a file name that were not UTF-8
+        return bytes(ord(char) - 0xDC00 for char in text), error.end
+    return "".join(_ascii_for(char) for char in text), error.end
+
+
+codecs.register_error(FALLBACK_ERRORS, _fallback)
+
+
+def write_anything() -> None:
+    """Make stdout and stderr write every text: an encoding that cannot hold a character (an ASCII locale) gets
+    ASCII for it instead of a UnicodeEncodeError halfway through a report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", None) != FALLBACK_ERRORS:
+            try:
+                reconfigure(errors=FALLBACK_ERRORS)
+            except (OSError, ValueError):  # a stream that cannot change now: left as it is
+                continue
+
+
+# ------------------------------------------------------------------------------------------ output guard
 def output_guard() -> OutputGuard:
     """The guard a command writes through: an output that is standard output moves the results to stderr."""
     return OutputGuard(on_stdout=reports.move_to_stderr)

@@ -69,7 +69,20 @@ _LOG_FLOOR = -8.0  # errors below 1e-8 (exact nodes) are drawn on the floor
 
 
 def _e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    return escape(_unicode("" if value is None else str(value)), quote=True)
+
+
+def _unicode(text: str) -> str:
+    """``text`` as UTF-8 can hold it: the undecodable bytes of a file name (Python keeps them as lone surrogates)
+    become U+FFFD, as a browser would show them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a surrogate no byte stands for
+            return text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def _fmt(value: Any) -> str:
@@ -225,8 +238,11 @@ def error_plot(nodes: Sequence[Mapping[str, Any]], threshold: float, first_bad: 
     return "".join(parts)
 
 
-def render_html(explain: Mapping[str, Any], compare: Mapping[str, Any] | None = None) -> str:
-    """The whole report; ``compare`` (a compare payload) adds the error plot and per-node error columns."""
+def render_html(
+    explain: Mapping[str, Any], compare: Mapping[str, Any] | None = None, *, command: str = "explain"
+) -> str:
+    """The whole report; ``compare`` (a compare payload) adds the error plot and per-node error columns.
+    ``command`` names the command that wrote it in the title."""
     summary = explain["summary"]
     nodes = explain["nodes"]
     errors: dict[str, Mapping[str, Any]] = {}
@@ -259,7 +275,7 @@ def render_html(explain: Mapping[str, Any], compare: Mapping[str, Any] | None = 
     warnings = "".join(f"<p>note: {_e(n)}</p>" for n in explain.get("notes", [])) + "".join(
         f'<p class="warn">warning: {_e(w)}</p>' for w in explain.get("warnings", [])
     )
-    title = f"ampconfig explain: {explain.get('model', '')}"
+    title = f"ampconfig {command}: {explain.get('model', '')}"
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
