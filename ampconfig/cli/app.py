@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from ampconfig.cli.logs import configure_logging, restore_logging
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports, write_anything
@@ -36,9 +37,28 @@ def json_in_options(options: Mapping[str, Any]) -> bool:
     return bool(options.get("json_output") or options.get("as_json") or options.get("output_format") == "json")
 
 
+def _flags_without_value_type(params: list[Any]) -> list[Any]:
+    """On/off flags and counters take no value, so --help shows no value type for them (typer >= 0.20 writes
+    ``<bool>`` next to --help, --json and every flag)."""
+    for param in params:
+        if (getattr(param, "is_flag", False) or getattr(param, "count", False)) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class AmpconfigCommand(TyperCommand):
+    """Every command: its flags show no value type in --help."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        return _flags_without_value_type(super().get_params(ctx))
+
+
 class AmpconfigGroup(TyperGroup):
-    """The app's command group: errors raised while the command line is parsed (an option's check, a usage
+    """The app's command groups: errors raised while the command line is parsed (an option's check, a usage
     error) are reported like a command's own errors, including the JSON error object when JSON was asked for."""
+
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        return _flags_without_value_type(super().get_params(ctx))
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         ctx.meta.setdefault(_ARGS_KEY, list(args))
@@ -165,9 +185,9 @@ def _exit_code_of(
 
 def reflow_help(text: str) -> str:
     """Join the wrapped lines of each prose paragraph (rich keeps source line breaks); indented lines (examples)
-    keep theirs."""
+    keep theirs. A docstring's common indentation is removed first."""
     paragraphs = []
-    for block in text.strip().split("\n\n"):
+    for block in inspect.cleandoc(text).split("\n\n"):
         lines = block.splitlines()
         if any(line.startswith("  ") for line in lines):
             paragraphs.append("\n".join(lines))
@@ -176,15 +196,22 @@ def reflow_help(text: str) -> str:
     return "\n\n".join(paragraphs)
 
 
+def register_command(
+    group: typer.Typer, name: str | None, func: Callable[..., Any], *, pause_gc: bool = True, **kwargs: Any
+) -> None:
+    """Register ``func`` on ``group`` with error reporting, its help reflowed and flags without value types."""
+    help_text = kwargs.pop("help", None) or func.__doc__
+    if help_text:
+        kwargs["help"] = reflow_help(help_text)
+    group.command(name, cls=AmpconfigCommand, **kwargs)(reporting_errors(func, pause_gc=pause_gc))
+
+
 def command(name: str | None = None, *, pause_gc: bool = True, **kwargs: Any) -> Callable[[F], F]:
     """Register a command on the app with error reporting and (unless ``pause_gc`` is false) the garbage collector
     paused while it runs."""
 
     def register(func: F) -> F:
-        help_text = kwargs.pop("help", None) or func.__doc__
-        if help_text:
-            kwargs["help"] = reflow_help(help_text)
-        app.command(name, **kwargs)(reporting_errors(func, pause_gc=pause_gc))
+        register_command(app, name, func, pause_gc=pause_gc, **kwargs)
         return func
 
     return register

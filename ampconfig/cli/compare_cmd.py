@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from ampconfig.cli.app import command
@@ -26,6 +24,7 @@ from ampconfig.cli.options import (
     ModelArg,
     ModeOpt,
     OpNamesOpt,
+    RangeCheckOpt,
     SeedOpt,
     ShapesOpt,
     TargetOpt,
@@ -78,14 +77,7 @@ def compare(
     seed: SeedOpt = None,
     tolerance: ToleranceOpt = None,
     threshold: ThresholdOpt = DEFAULT_THRESHOLD,
-    range_check: Annotated[
-        bool,
-        typer.Option(
-            "--range-check/--no-range-check",
-            help="Keep in float32 the nodes whose calibration values pass the margin (rule range_exceeds), as run "
-            "does.",
-        ),
-    ] = True,
+    range_check: RangeCheckOpt = True,
     data_max: DataMaxOpt = None,
     clamp_values: ClampValuesOpt = None,
     json_output: JsonOpt = False,

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ampconfig.cli.app import app, reporting_errors
+from ampconfig.cli.app import AmpconfigGroup, app, register_command
 from ampconfig.cli.options import count_between
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS, TARGETS
+from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydantic nor the op info library
     from ampconfig.files.guard import Destination, OutputGuard
@@ -29,10 +30,17 @@ if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydan
     from ampconfig.opinfo.kernel_claims import AcrossOpsets
     from ampconfig.opinfo.library import OpInfoEntry, OpsInfoFile
 
-DEFAULT_OUTPUT_HELP = (
-    "File to write. Default: ops_info/<target>.json of the source checkout ampconfig runs from (an installed "
-    "package is never written to: give -o there)."
-)
+OpInfoOutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="File to write (- is standard output). Default: ops_info/<target>.json of the source checkout "
+        "ampconfig runs from (an installed package is never written to: give -o there).",
+    ),
+]
+TargetOpt = Annotated[str, typer.Option("--target", "-t", metavar="cpu|cuda", help="Execution target: cpu or cuda.")]
 ops_info_app = typer.Typer(
     help=(
         "Build and inspect the op info library: per op type its list colour (white/black/gray/clear) and the "
@@ -44,13 +52,14 @@ ops_info_app = typer.Typer(
         "  ampconfig ops-info import-kernels kernels.json --target cuda"
     ),
     no_args_is_help=True,
+    cls=AmpconfigGroup,
 )
 app.add_typer(ops_info_app, name="ops-info")
 
 
 def _subcommand(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
-        ops_info_app.command(name)(reporting_errors(func))
+        register_command(ops_info_app, name, func)
         return func
 
     return register
@@ -177,18 +186,12 @@ def probe_command(
         typer.Option(
             "--target",
             "-t",
+            metavar="cpu|cuda",
             help="Execution target to measure: cpu or cuda. Probing runs every op, so the default is the target "
             "every machine has (cpu); --target cuda needs a GPU.",
         ),
     ] = "cpu",
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help=DEFAULT_OUTPUT_HELP,
-        ),
-    ] = None,
+    output: OpInfoOutputOpt = None,
     ops: Annotated[
         str | None,
         typer.Option("--ops", help="Comma-separated op keys to probe (default: every op of the strategy)."),
@@ -324,15 +327,8 @@ def _table_source(key: str, listed: dict[str, list[str]]) -> str:
 @_subcommand("import-table")
 def import_table_command(
     table: Annotated[Path, typer.Argument(help="Local copy of onnxruntime's docs/OperatorKernels.md.")],
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help=DEFAULT_OUTPUT_HELP,
-        ),
-    ] = None,
+    target: TargetOpt = DEFAULT_TARGET,
+    output: OpInfoOutputOpt = None,
     ort_version: Annotated[
         str, typer.Option("--ort-version", help="ONNX Runtime version the table documents.")
     ] = "1.31.1",
@@ -411,7 +407,7 @@ def import_ascend_command(
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="The op info file to write.", show_default=False)],
     target: Annotated[
-        str, typer.Option("--target", "-t", help="Whose op info it starts from: cpu or cuda.")
+        str, typer.Option("--target", "-t", metavar="cpu|cuda", help="Whose op info it starts from: cpu or cuda.")
     ] = DEFAULT_TARGET,
     op_names: Annotated[
         str,
@@ -466,15 +462,8 @@ def import_ascend_command(
 @_subcommand("import-kernels")
 def import_kernels_command(
     dump: Annotated[Path, typer.Argument(help="Kernel registry dump (benchmarks/dump_kernels.py).")],
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help=DEFAULT_OUTPUT_HELP,
-        ),
-    ] = None,
+    target: TargetOpt = DEFAULT_TARGET,
+    output: OpInfoOutputOpt = None,
     probe: Annotated[
         Path | None,
         typer.Option(
@@ -574,7 +563,7 @@ def _measured_first(registry: dict[str, OpInfoEntry], measured: OpsInfoFile) -> 
 
 @_subcommand("apply-strategy")
 def apply_strategy_command(
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
+    target: TargetOpt = DEFAULT_TARGET,
     file: Annotated[
         Path | None,
         typer.Option("--file", "-f", help="Op info file to update. Default: the packaged <target>.json."),
@@ -641,7 +630,7 @@ def strategy_applied(existing: OpsInfoFile) -> OpsInfoFile:
 @_subcommand("show")
 def show_command(
     op: Annotated[list[str] | None, typer.Argument(help="Op keys to show (default: all).")] = None,
-    target: Annotated[str, typer.Option("--target", "-t", help="Execution target: cpu or cuda.")] = DEFAULT_TARGET,
+    target: TargetOpt = DEFAULT_TARGET,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
     """Print op info entries of the built-in library: colour, the dtypes the target runs the op in (natively, or
@@ -682,7 +671,7 @@ def show_command(
         table.add_row(
             key, entry.colour.value, _joined(entry.dtypes), native, emulated, entry.dtype_source, entry.reference
         )
-    stdout.print(table)
+    print_table(stdout, table)
 
 
 def _joined(dtypes: list[str] | None) -> str:

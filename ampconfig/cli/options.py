@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ampconfig.settings.modes import V1_NAMES, V2_ALIASES
 from ampconfig.settings.values import MAX_SEED, check_count, check_positive_finite
 
 if TYPE_CHECKING:
@@ -51,7 +52,11 @@ ModeOpt = Annotated[
         "--precision-mode",
         "-m",
         metavar="MODE",
-        help="Precision mode (v1 or v2 name).",
+        help="Precision mode: "
+        + ", ".join(V1_NAMES)
+        + "; or a v2 name: "
+        + ", ".join(f"{name} ({mode.value})" for name, mode in V2_ALIASES.items())
+        + ".",
         show_default="allow_mix_precision",
     ),
 ]
@@ -162,6 +167,15 @@ ClampValuesOpt = Annotated[
         help="Clamp constants beyond the low type's range to its largest value (a warning per tensor) instead of "
         "keeping the nodes that read them in float32 (rule value_out_of_range).",
         show_default="the config's clamp_values, else off",
+    ),
+]
+RangeCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--range-check/--no-range-check",
+        help="Run the fp32 model on the calibration inputs and keep in float32 every node whose values pass the "
+        "margin in the low type: --data-max, by default half the low type's max (32752 for float16; rule "
+        "range_exceeds).",
     ),
 ]
 ThresholdOpt = Annotated[

@@ -26,6 +26,8 @@ from ampconfig.cli.options import (
 )
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.guard import shown_path
+from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the rewrite machinery
     from ampconfig.decide.decisions import RewriteResult
@@ -117,8 +119,6 @@ def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[st
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from ampconfig.files.guard import shown_path
-
     wrote = shown_path(summary["output"])
     stdout.print(f"wrote {wrote}  ({summary['precision_mode']}, target {summary['target']})", markup=False)
     table = Table(title=None, show_header=True)
@@ -130,7 +130,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     for key, value in summary["stats"].items():
         if value and not isinstance(value, list):  # the clamped tensors are listed as warnings
             table.add_row(key.replace("_", " "), str(value))
-    stdout.print(table)
+    print_table(stdout, table)
 
 
 @command("rewrite", help=_HELP)

@@ -26,6 +26,7 @@ from ampconfig.cli.options import (
     ModelOutputOpt,
     ModeOpt,
     OpNamesOpt,
+    RangeCheckOpt,
     SeedOpt,
     ShapesOpt,
     TargetOpt,
@@ -137,14 +138,7 @@ def run(
             "see ampconfig lock.",
         ),
     ] = None,
-    range_check: Annotated[
-        bool,
-        typer.Option(
-            "--range-check/--no-range-check",
-            help="Run the fp32 model once on the calibration samples with every intermediate exposed first, and keep "
-            "in float32 the nodes whose values pass the margin (rule range_exceeds).",
-        ),
-    ] = True,
+    range_check: RangeCheckOpt = True,
     data_max: DataMaxOpt = None,
     clamp_values: ClampValuesOpt = None,
     json_output: JsonOpt = False,

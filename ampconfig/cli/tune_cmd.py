@@ -27,6 +27,7 @@ from ampconfig.cli.options import (
     ModelArg,
     ModeOpt,
     OpNamesOpt,
+    RangeCheckOpt,
     SeedOpt,
     ShapesOpt,
     TargetOpt,
@@ -164,9 +165,7 @@ def tune(
             callback=positive_finite("300"),
         ),
     ] = None,
-    range_check: Annotated[
-        bool, typer.Option("--range-check/--no-range-check", help="Pin the nodes whose values overflow.")
-    ] = True,
+    range_check: RangeCheckOpt = True,
     data_max: DataMaxOpt = None,
     clamp_values: ClampValuesOpt = None,
     calibration_batch: Annotated[

@@ -84,16 +84,25 @@ def validate(
     kind: Annotated[
         str | None,
         typer.Option(
-            "--kind", help="Treat every file as this kind: " + ", ".join(FILE_KINDS) + ".", show_default=False
+            "--kind",
+            metavar="|".join(FILE_KINDS),
+            help="Treat every file as this kind (default: detected from the suffix and content).",
+            show_default=False,
         ),
     ] = None,
     output_format: Annotated[
-        str, typer.Option("--format", help="text, json (one JSON object) or github (workflow annotations).")
+        str,
+        typer.Option(
+            "--format",
+            metavar="|".join(OUTPUT_FORMATS),
+            help="text, json (one JSON object) or github (workflow annotations).",
+        ),
     ] = "text",
     target: Annotated[
         str | None,
         typer.Option(
             "--target",
+            metavar="cpu|cuda",
             help="Decision target whose op info op types are checked against (default: the config's target, "
             "else cuda). Needs no GPU.",
             show_default=False,

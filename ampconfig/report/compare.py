@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -11,9 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.diagnose.locate import NodeError
-from ampconfig.prove.accuracy import Tolerance
+from ampconfig.prove.accuracy import OutputMetrics, Tolerance
 from ampconfig.report.explain import explain_summary
-from ampconfig.report.run import spread_table
+from ampconfig.report.run import metrics_line, spread_table, worst_output
+from ampconfig.report.tables import number_column, print_table
 
 if TYPE_CHECKING:
     from ampconfig.diagnose.calibrate import CompareResult, Prepared
@@ -103,32 +104,40 @@ def render_compare(result: CompareResult, prepared: Prepared, console: Console, 
         console.print(f"no node's error jumps above the threshold {localization.threshold:g}")
     table = Table(title="nodes ranked by the error they add", title_justify="left")
     for header in ("rank", "node", "op", "dtype", "rel L2", "input rel L2", "gain", "fp32 max |x|", "overflow"):
-        table.add_column(header, overflow="fold", justify="left" if header in ("node", "op", "overflow") else "right")
+        if header in ("node", "op", "dtype", "overflow"):
+            table.add_column(header, overflow="fold")
+        else:
+            number_column(table, header)
     name = first.name if first is not None else None
     for rank, node in enumerate(localization.ranked()[:top], start=1):
         table.add_row(*_node_row(rank, node, name))
-    console.print(table)
+    print_table(console, table)
     outputs = Table(title="outputs vs fp32", title_justify="left")
-    for header in ("output", "rel L2", "max abs", "cosine", "non-finite"):
-        outputs.add_column(header, justify="left" if header == "output" else "right")
+    outputs.add_column("output")
+    for header in ("rel L2", "max abs", "cosine", "non-finite"):
+        number_column(outputs, header)
     for item in result.outputs:
         outputs.add_row(item.name, _num(item.rel_l2), _num(item.max_abs), _num(item.cosine), str(item.nonfinite))
-    console.print(outputs)
+    print_table(console, outputs)
     if result.spreads:
-        console.print(spread_table(result.spreads))
+        print_table(console, spread_table(result.spreads))
     if result.range is not None:
         kept = result.range.overflow_nodes
         console.print(f"range analysis kept {len(kept)} node(s) float32: " + (", ".join(kept) or "none"))
     for note in result.notes:
         console.print(Text("note: " + note, style="dim"))
-    _verdict(result.failures, prepared.request.tolerance, console)
+    _verdict(result.failures, prepared.request.tolerance, result.outputs, console)
 
 
-def _verdict(failures: list[str], tolerance: Tolerance, console: Console) -> None:
+def _verdict(failures: list[str], tolerance: Tolerance, outputs: Sequence[OutputMetrics], console: Console) -> None:
     if failures:
-        console.print(Text.assemble(("FAIL", "bold red"), "  " + "; ".join(failures)))
+        line = Text.assemble(("FAIL", "bold red"), "  " + "; ".join(failures))
     else:
-        console.print(Text.assemble(("PASS", "bold green"), f"  every output within rel_l2 <= {tolerance.rel_l2:g}"))
+        line = Text.assemble(("PASS", "bold green"), f"  every output within rel_l2 <= {tolerance.rel_l2:g}")
+    worst = worst_output(outputs)
+    if worst is not None:  # the verdict line alone, as CI logs keep it, still says how close it was
+        line.append(f"; worst output {worst.name}: " + metrics_line(worst))
+    console.print(line)
 
 
 def node_errors_for_plot(payload: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.report.tables import number_column, print_table
 from ampconfig.settings.write_op_names import written_names
 
 #: How a node without a list colour (not a float node) is counted in the summary.
@@ -100,8 +101,9 @@ def _counts(counts: Mapping[str, int]) -> str:
 def render_explain(payload: Mapping[str, Any], console: Console) -> None:
     """Print the explain report for people: the node table, then the summary."""
     table = Table(title=f"decisions ({payload['precision_mode']}, target {payload['target']})", title_justify="left")
-    for header in ("#", "node", "op", "colour", "dtype", "rule", "cause", "reason"):
-        table.add_column(header, overflow="fold", justify="right" if header == "#" else "left")
+    number_column(table, "#")
+    for header in ("node", "op", "colour", "dtype", "rule", "cause", "reason"):
+        table.add_column(header, overflow="fold")
     for node in payload["nodes"]:
         name = f"{node['scope']}/{node['name']}" if node["scope"] else node["name"]
         before, after = node["original_dtype"] or "-", node["dtype"] or "-"
@@ -118,7 +120,7 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             node["cause"] or "-",
             node["reason"],
         )
-    console.print(table)
+    print_table(console, table)
     summary = payload["summary"]
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -159,7 +161,7 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             f"margin {ranges['data_max']:.6g} on {ranges['calibration']}; {len(kept)} node(s) beyond it: "
             + (", ".join(kept) or "none"),
         )
-    console.print(grid)
+    print_table(console, grid)
     for note in payload.get("notes", ()):
         console.print(Text("note: " + note))
     for warning in payload["warnings"]:

@@ -7,6 +7,7 @@ form and :func:`render_run` prints it as tables.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +17,7 @@ from rich.text import Text
 from ampconfig.files.guard import shown_path
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, output_failures
 from ampconfig.prove.outcome import RunReport
+from ampconfig.report.tables import number_column, print_table
 from ampconfig.runner.inputs import PreparedInput
 
 # ------------------------------------------------------------------------------------------------------ JSON
@@ -119,9 +121,11 @@ def _input_line(item: PreparedInput) -> str:
 
 def _outputs_table(report: RunReport) -> Table:
     table = Table(title="accuracy vs fp32 reference", title_justify="left")
-    for header in ("output", "shape", "rel L2", "max abs", "cosine", "non-finite", "arg-max agree", "result"):
-        justify = "left" if header in ("output", "shape", "result") else "right"
-        table.add_column(header, justify=justify)
+    table.add_column("output")
+    table.add_column("shape")
+    for header in ("rel L2", "max abs", "cosine", "non-finite", "arg-max agree"):
+        number_column(table, header)
+    table.add_column("result", no_wrap=True)
     for item in report.outputs:
         ok = not output_failures(item, report.tolerance)
         table.add_row(
@@ -151,8 +155,9 @@ def spread_table(spreads: list[OutputSpread]) -> Table:
     table = Table(
         title=f"rel L2 over {samples} samples (each output's row above is its worst sample)", title_justify="left"
     )
-    for header in ("output", "worst", "p95", "median", "worst sample", "failing samples"):
-        table.add_column(header, justify="left" if header == "output" else "right")
+    table.add_column("output")
+    for header in ("worst", "p95", "median", "worst sample", "failing samples"):
+        number_column(table, header)
     for item in spreads:
         table.add_row(
             item.name,
@@ -168,9 +173,8 @@ def spread_table(spreads: list[OutputSpread]) -> Table:
 def _latency_table(report: RunReport) -> Table:
     table = Table(title="latency (ms)", title_justify="left")
     table.add_column("model")
-    table.add_column("median", justify="right")
-    table.add_column("p90", justify="right")
-    table.add_column("runs", justify="right")
+    for header in ("median", "p90", "runs"):
+        number_column(table, header)
     for label, latency in (
         ("fp32 reference", report.latency_reference),
         ("rewritten", report.latency_rewritten),
@@ -194,17 +198,31 @@ def _verdict(report: RunReport) -> Text:
     else:
         text.append("FAIL", style="bold red")
         text.append(f"  tolerance ({', '.join(bounds)}) not met: " + "; ".join(report.failures))
+    worst = worst_output(report.outputs)
+    if worst is not None:  # the verdict line alone, as CI logs keep it, still says how close it was
+        text.append(f"; worst output {worst.name}: " + metrics_line(worst))
     return text
+
+
+def worst_output(outputs: Sequence[OutputMetrics]) -> OutputMetrics | None:
+    """The float output with the largest relative L2 error (an undefined error counts as the largest)."""
+    measured = [item for item in outputs if item.rel_l2 is not None]
+    return max(measured, key=lambda item: item.rel_l2 if math.isfinite(item.rel_l2 or 0.0) else math.inf, default=None)
+
+
+def metrics_line(item: OutputMetrics) -> str:
+    """An output's errors on one line ("rel L2 0.000345, max abs 0.00138, cosine 0.999999")."""
+    return f"rel L2 {_num(item.rel_l2)}, max abs {_num(item.max_abs)}, cosine {_num(item.cosine, '.6f')}"
 
 
 def render_run(report: RunReport, console: Console) -> None:
     """Print the report of ``ampconfig run`` for people."""
-    console.print(_summary_table(report))
+    print_table(console, _summary_table(report))
     console.print()
-    console.print(_outputs_table(report))
+    print_table(console, _outputs_table(report))
     if report.spreads:
-        console.print(spread_table(report.spreads))
-    console.print(_latency_table(report))
+        print_table(console, spread_table(report.spreads))
+    print_table(console, _latency_table(report))
     speed = "-" if report.speedup is None else f"{report.speedup:.2f}x"
     console.print(f"speedup (reference median / rewritten median): {speed} on {report.provider}")
     for note in report.notes:

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ampconfig.report.tables import number_column, print_table
+
 if TYPE_CHECKING:
     from ampconfig.diagnose.tune.trials import ProgressEvent
     from ampconfig.diagnose.tune.workflow import TuneReport
@@ -94,13 +96,15 @@ def _steps(report: TuneReport, console: Console) -> None:
     if not report.steps:
         return
     table = Table(title="search", title_justify="left")
-    for header in ("step", "tried", "pins", "passed", "worst rel L2", "low nodes"):
-        table.add_column(header, overflow="fold")
+    number_column(table, "step")
+    table.add_column("tried", overflow="fold")
+    for header in ("pins", "passed", "worst rel L2", "low nodes"):
+        number_column(table, header)
     for index, step in enumerate(report.steps, start=1):
         table.add_row(
             str(index), step.what, str(step.pins), "yes" if step.passed else "no", _num(step.error), str(step.low_nodes)
         )
-    console.print(table)
+    print_table(console, table)
 
 
 def _cost(report: TuneReport, console: Console) -> None:
@@ -108,8 +112,9 @@ def _cost(report: TuneReport, console: Console) -> None:
     if cost is None:
         return
     table = Table(title="what the answer costs", title_justify="left")
-    for header in ("", "answer", "all-low (the mode alone)", "fp32"):
-        table.add_column(header, justify="left" if not header else "right")
+    table.add_column("")
+    for header in ("answer", "all-low (the mode alone)", "fp32"):
+        number_column(table, header)
     table.add_row("low-precision nodes", str(cost.low_nodes), str(cost.low_nodes_all_low), "0")
     table.add_row("casts", str(cost.casts), str(cost.casts_all_low), "0")
     table.add_row(
@@ -118,17 +123,18 @@ def _cost(report: TuneReport, console: Console) -> None:
         _num(cost.latency_all_low_us, ".1f"),
         _num(cost.latency_fp32_us, ".1f"),
     )
-    console.print(table)
+    print_table(console, table)
 
 
 def _verified(report: TuneReport, console: Console) -> None:
     table = Table(title="verified from the written files, as run judges", title_justify="left")
-    for header in ("output", "rel L2", "max abs", "cosine", "non-finite"):
-        table.add_column(header, justify="left" if header == "output" else "right")
+    table.add_column("output")
+    for header in ("rel L2", "max abs", "cosine", "non-finite"):
+        number_column(table, header)
     for item in report.verified:
         table.add_row(item.name, _num(item.rel_l2), _num(item.max_abs), _num(item.cosine), str(item.nonfinite))
-    console.print(table)
+    print_table(console, table)
     if report.verified_spreads:
         from ampconfig.report.run import spread_table
 
-        console.print(spread_table(report.verified_spreads))
+        print_table(console, spread_table(report.verified_spreads))
