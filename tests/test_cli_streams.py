@@ -162,3 +162,25 @@ def test_a_report_whose_reader_went_away_ends_by_sigpipe(model: Path) -> None:
         os.close(writer)
     assert done.returncode == -signal.SIGPIPE  # the shell shows 141
     assert done.stderr == b""
+
+
+def test_onnx_runtime_logs_nothing_of_its_own_before_ampconfig_s_error(tmp_path: Path) -> None:
+    """A model that fails in ONNX Runtime at run time (a Reshape to a size its input does not have): the failure is
+    ampconfig's one located error, not first ORT's raw coloured log line on the process's stderr."""
+    from onnx import TensorProto, numpy_helper
+
+    nodes = [oh.make_node("Reshape", ["x", "s"], ["r"], name="rs"), oh.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(__import__("numpy").array([4, 4], "int64"), "s")],
+    )
+    path = tmp_path / "reshape.onnx"
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10), path)
+    done = subprocess.run(ampconfig("run", path, "--iterations", "1", "--warmup", "0"), capture_output=True)
+    assert done.returncode == 2
+    assert done.stderr.startswith(b"error: ")  # ampconfig speaks first
+    assert b"\x1b[" not in done.stderr and b"[E:onnxruntime" not in done.stderr
+    assert_one_clean_error(done.stderr, "rs")

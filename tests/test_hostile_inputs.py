@@ -11,6 +11,7 @@ that never finish (--warmup 10**20), and option values that were silently accept
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import zipfile
 from collections.abc import Sequence
@@ -292,6 +293,23 @@ def test_huge_shape_from_the_config_is_refused(folder: Path, model: Path) -> Non
 @pytest.mark.parametrize("shape", ["x=0x64", "x=-1x64", "x=1x64x", "x=abc", "=1x64"])
 def test_malformed_shapes_name_the_flag(model: Path, shape: str) -> None:
     assert_refused(invoke(["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--shape", shape]), "--shape")
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        (["--shape", "x=1x64", "--shape", "x=2x64"], "--shape x is given twice"),
+        (["--inputs", "batch.npz", "--input", "x=x.npy"], "--inputs and --input are given together"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_input_options_given_twice_are_usage_errors(
+    model: Path, command: str, options: list[str], fragment: str
+) -> None:
+    """They were accepted silently: the last --shape won, and --input quietly overrode the archive."""
+    result = invoke([command, model, "-m", "force_fp16", *FAST, *options, "--json"])
+    assert_refused(result, fragment)
+    assert json.loads(result.stdout)["error"]["message"].startswith(fragment)
 
 
 # ------------------------------------------------------------------------------------------------ array files

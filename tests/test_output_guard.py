@@ -490,6 +490,47 @@ def test_a_write_that_fails_halfway_leaves_no_partial_data_and_the_old_output_in
     assert sorted(path.name for path in tmp_path.iterdir()) == ["big.onnx", "big.weights", "out.onnx", "out.onnx.data"]
 
 
+def test_an_inline_model_over_an_external_data_output_takes_the_stale_data_away(tmp_path: Path) -> None:
+    """OUT.onnx with its weights in OUT.onnx.data, replaced by a model small enough to be inline: the old .data
+    was left behind, holding weights nothing reads."""
+    out, data = tmp_path / "out.onnx", tmp_path / "out.onnx.data"
+    result = invoke("rewrite", _big_external_model(tmp_path), "-m", "force_fp16", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert data.is_file()
+    small = tmp_path / "small.onnx"
+    onnx.save(small_model(), small)
+    result = invoke("rewrite", small, "-m", "force_fp16", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert not data.exists() and staging_leftovers(tmp_path) == []
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+
+
+def test_a_stale_data_file_comes_back_when_the_command_fails_later(tmp_path: Path) -> None:
+    """A command that fails after it wrote the model (a later output cannot be written) takes it all back."""
+    out, data = tmp_path / "out.onnx", tmp_path / "out.onnx.data"
+    assert invoke("rewrite", _big_external_model(tmp_path), "-m", "force_fp16", "-o", out).exit_code == 0
+    before = (out.read_bytes(), data.read_bytes())
+    from ampconfig.files.models import save_model_atomic
+
+    with contextlib.suppress(RuntimeError), OutputGuard() as guard:
+        save_model_atomic(small_model(), guard.output("output model", out), guard=guard)
+        assert not data.exists()
+        raise RuntimeError("a later step fails")
+    assert (out.read_bytes(), data.read_bytes()) == before
+    assert staging_leftovers(tmp_path) == []
+
+
+def test_a_data_file_that_is_an_input_is_never_taken_away(tmp_path: Path) -> None:
+    from ampconfig.files.models import save_model_atomic
+
+    out, data = tmp_path / "out.onnx", tmp_path / "out.onnx.data"
+    assert invoke("rewrite", _big_external_model(tmp_path), "-m", "force_fp16", "-o", out).exit_code == 0
+    with OutputGuard() as guard:
+        guard.read("another model's external data", data)  # e.g. a second model of the call reads it
+        save_model_atomic(small_model(), guard.output("output model", out), guard=guard)
+    assert data.is_file() and staging_leftovers(tmp_path) == []
+
+
 # ---------------------------------------------------------------------------------------------- schema --write
 def test_schema_write_refuses_a_missing_folder_and_creates_nothing(tmp_path: Path) -> None:
     result = invoke("schema", "--write", tmp_path / "missing" / "deeper")

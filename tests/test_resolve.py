@@ -174,6 +174,8 @@ def test_settings_are_frozen() -> None:
         (Flags(precision_mode="fp8"), "unknown precision mode 'fp8'"),
         (Flags(shapes=("x=0x3",)), "dimensions must be positive"),
         (Flags(input_files=("x=a.npy", "x=b.npy")), "--input x is given twice"),
+        (Flags(shapes=("x=1x3", "x=2x3")), "--shape x is given twice"),
+        (Flags(inputs_npz=Path("a.npz"), input_files=("x=a.npy",)), "--inputs and --input are given together"),
         (Flags(warmup=-1), "--warmup"),
         (Flags(tolerance=float("nan")), "--tolerance"),
     ],

@@ -25,6 +25,7 @@ What the guard promises:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import logging
@@ -101,11 +102,12 @@ class Destination:
 
 @dataclass
 class _Committed:
-    """An output already moved into place: what undoing it takes."""
+    """An output already moved into place (or a stale file taken away): what undoing it takes."""
 
     destination: Destination
     inode: tuple[int, int] | None  # (device, inode) of the file written, to undo only our own file
     backup: Path | None  # the previous content of a replaced file, hard-linked into the staging folder
+    removed: bool = False  # a stale file moved into the staging folder (remove_stale): undo puts it back
 
 
 def shown_path(path: str | Path) -> str:
@@ -361,6 +363,25 @@ class OutputGuard:
             return None
         return backup
 
+    def remove_stale(self, role: str, path: Path) -> bool:
+        """Take away a file an output just made stale (the ``OUT.onnx.data`` of the model that ``OUT.onnx`` was),
+        unless it is an input or output of this invocation; a failure later in the block puts it back. Returns
+        whether it was taken away."""
+        if any(same_file(known.path, path) for known in (*self._inputs, *self._outputs)):
+            return False
+        destination = classify(role, path)
+        if destination.kind is not DestinationKind.REPLACE:
+            return False
+        backup = self._staging_folder(destination) / f"{_BACKUP_NAME}.{destination.target.name}"
+        try:
+            with uninterrupted():
+                os.replace(destination.target, backup)
+                self._committed.append(_Committed(destination, None, backup, removed=True))
+        except OSError as exc:
+            raise _write_failed(destination, exc) from None
+        log.info("removed the %s: %s", role, path)
+        return True
+
     def _stream(self, destination: Destination, staged: Path) -> None:
         """Copy the staged bytes into the FIFO or device, or into standard output. O_CREAT is not used: if the
         device vanished meanwhile, the open fails instead of creating a regular file in its place."""
@@ -394,6 +415,10 @@ class OutputGuard:
         """Take back every committed output, newest first: restore what was replaced, remove what is new."""
         for done in reversed(self._committed):
             target = done.destination.target
+            if done.removed and done.backup is not None and not os.path.lexists(target):
+                with contextlib.suppress(OSError):  # best effort, as below
+                    os.replace(done.backup, target)
+                continue
             if done.destination.is_stream or not _is_inode(target, done.inode):
                 continue  # a stream cannot be taken back; a file someone replaced since is not ours to touch
             try:

@@ -25,7 +25,7 @@ from onnx import external_data_helper
 
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import STREAM_BYTES, ModelSkeleton, skeleton_of
 
@@ -477,8 +477,11 @@ def save_model_atomic(
         model = skeleton_of(model)
     if isinstance(model, ModelSkeleton):
         if _tensor_bytes(model.model) <= EXTERNAL_DATA_THRESHOLD:
+            stale = _stale_external_data(target)
             with guard.staging(target) as staged, open(staged, "wb") as file:
                 model.write(file)
+            if stale is not None:
+                guard.remove_stale(f"external data of the {role} it replaced", stale)
             return target.path
         model = model.model
     if target.is_stream:
@@ -489,6 +492,21 @@ def save_model_atomic(
         # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
         ir.save(model, staged, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
     return target.path
+
+
+def _stale_external_data(target: Destination) -> Path | None:
+    """``OUT.onnx.data`` when the ``OUT.onnx`` an inline model replaces kept its weights there: nothing would read
+    it any more. A file the old model does not name, or an old model that cannot be read, is left alone."""
+    if target.kind is not DestinationKind.REPLACE:
+        return None
+    data = target.target.parent / external_data_name(target.target)
+    if not data.is_file():
+        return None
+    try:
+        named = external_data_files(_read_proto(target.target, "the model being replaced"), target.target)
+    except (AmpconfigError, OSError):
+        return None
+    return data if any(same_file(path, data) for path in named) else None
 
 
 def stream_refused(destination: Destination) -> AmpconfigError:

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 
 from ampconfig.opinfo.library import CPU_PROVIDER
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS
+from ampconfig.runner.sessions import SESSION_LOG_SEVERITY
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def _cast_model() -> bytes:
 @functools.lru_cache(maxsize=1)
 def _cast_session() -> ort.InferenceSession | None:
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = SESSION_LOG_SEVERITY
     # No arena: the outputs are written into numpy buffers, and an arena would keep the largest input's worth of
     # memory for the life of the process.
     options.enable_cpu_mem_arena = False

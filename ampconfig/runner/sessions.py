@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 
 #: ONNX Runtime's own default severity for its process-wide logger (warning).
 _ORT_DEFAULT_LOG_SEVERITY = 2
-_SESSION_LOG_SEVERITY = 3  # errors only: ORT's placement warnings are not the user's business
+#: Fatal only: ORT's placement warnings are not the user's business, and a failure reaches the user once, as
+#: ampconfig's own located error carrying ORT's words, not first as ORT's raw coloured log line.
+SESSION_LOG_SEVERITY = 4
 
 #: How :func:`create_session` reports a model ONNX Runtime refuses, before ORT's own words.
 LOAD_FAILED = "ONNX Runtime could not load the model: "
@@ -144,7 +146,7 @@ def choose_device(device: str | None) -> DeviceChoice:
 
 def _session_options() -> ort.SessionOptions:
     options = ort.SessionOptions()
-    options.log_severity_level = _SESSION_LOG_SEVERITY
+    options.log_severity_level = SESSION_LOG_SEVERITY
     return options
 
 

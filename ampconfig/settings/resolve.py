@@ -367,9 +367,18 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
     shapes: dict[str, tuple[int, ...]] = {}
     if run is not None:
         shapes.update({name: tuple(int(d) for d in dims) for name, dims in run.shapes.items()})
+    given: set[str] = set()
     for text in flags.shapes:
         name, dims = parse_shape_option(text)
-        shapes[name] = tuple(dims)
+        if name in given:
+            raise AmpconfigError(f"--shape {name} is given twice", hint="give each input's shape once")
+        given.add(name)
+        shapes[name] = tuple(dims)  # over the config's run.shapes, as every flag is over the config
+    if flags.inputs_npz is not None and flags.input_files:
+        raise AmpconfigError(
+            "--inputs and --input are given together",
+            hint="give the inputs one way: --inputs FILE.npz with every input, or --input NAME=FILE.npy for each",
+        )
     arrays: dict[str, Path] = {}
     for text in flags.input_files:
         name, path = parse_input_option(text)
