@@ -48,6 +48,16 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 def killed_at(folder: Path, args: list[str], pause: str, signum: int) -> subprocess.CompletedProcess[bytes]:
     """Run ``ampconfig ARGS`` in ``folder`` until the harness pauses at ``pause``, then send ``signum``."""
+    paused, done = signalled_at(folder, args, pause, signum)
+    assert paused, done.stderr.decode()
+    return done
+
+
+def signalled_at(
+    folder: Path, args: list[str], pause: str, signum: int
+) -> tuple[bool, subprocess.CompletedProcess[bytes]]:
+    """As :func:`killed_at`; the first item says whether the command reached the pause (a refused input ends it
+    before anything is written)."""
     marker = folder / "paused.marker"
     env = {**os.environ, "TMPDIR": str(folder / "tmp"), "AMPCONFIG_TEST_PAUSE": f"{pause}:{marker}"}
     process = subprocess.Popen(
@@ -55,13 +65,14 @@ def killed_at(folder: Path, args: list[str], pause: str, signum: int) -> subproc
     )
     deadline = time.monotonic() + 120
     while not marker.exists():
-        assert process.poll() is None, process.communicate()[1].decode()
+        if process.poll() is not None:
+            return False, subprocess.CompletedProcess(process.args, process.returncode, b"", process.communicate()[1])
         assert time.monotonic() < deadline, "the command never reached the pause"
         time.sleep(0.05)
     marker.unlink()
     process.send_signal(signum)
     _, errors = process.communicate(timeout=120)
-    return subprocess.CompletedProcess(process.args, process.returncode, b"", errors)
+    return True, subprocess.CompletedProcess(process.args, process.returncode, b"", errors)
 
 
 def expected_code(signum: int) -> int:

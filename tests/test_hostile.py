@@ -13,6 +13,9 @@ import hashlib
 import json
 import os
 import resource
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +27,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
@@ -35,6 +38,8 @@ from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.settings.mixlist import VALID_COMBINATIONS, Edit
 from tests.graphs import IR_VERSION
+from tests.test_cli_signals import signalled_at
+from tests.test_output_guard import reading
 
 settings.register_profile(
     "hostile",
@@ -51,11 +56,15 @@ settings.register_profile(
 _SCALE = int(os.environ.get("AMPCONFIG_HOSTILE_SCALE", "1"))
 
 
-def hostile(examples: int) -> settings:
-    """The shared profile with this test's example budget."""
+def hostile(examples: int, *, shrink: bool = True) -> settings:
+    """The shared profile with this test's example budget. ``shrink=False`` for properties whose examples are
+    processes (seconds each): a failure is reported as found, not minimised for minutes."""
+    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
     if _SCALE > 1:
-        return settings(settings.get_profile("hostile"), max_examples=examples * _SCALE, derandomize=False)
-    return settings(settings.get_profile("hostile"), max_examples=examples)
+        return settings(
+            settings.get_profile("hostile"), max_examples=examples * _SCALE, derandomize=False, phases=phases
+        )
+    return settings(settings.get_profile("hostile"), max_examples=examples, phases=phases)
 
 
 MODES = (
@@ -75,6 +84,17 @@ runner = CliRunner()
 # ---------------------------------------------------------------------------------------------- CLI harness
 def _digest(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _undecodable_name(name: bytes) -> bool:
+    """A file name's bytes that are not UTF-8 (and can be a name: no slash, no NUL)."""
+    if b"/" in name or b"\0" in name or name in (b".", b".."):
+        return False
+    try:
+        name.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -635,6 +655,142 @@ def test_cli_run_random_graphs(tmp_path_factory: pytest.TempPathFactory, graph: 
     if loads_in_ort(graph.model):
         assert result.exit_code in (EXIT_OK, EXIT_CHECK_FAILED), _text(result)
         assert_valid_model(onnx.load(str(out)))
+
+
+# ---------------------------------------------------------------------------------------------- process properties
+# Streams, signals, file names and locales belong to the process: these properties run the real command in a
+# subprocess (a second or two each), so their budgets are a handful of examples.
+def ampconfig_process(
+    args: Sequence[str | bytes | Path], folder: Path, env: dict[str, str] | None = None, **streams: Any
+) -> subprocess.CompletedProcess[bytes]:
+    command = [sys.executable, "-m", "ampconfig", *(os.fsdecode(arg) for arg in args)]
+    environment = {**os.environ, "TMPDIR": str(folder / "tmp"), **(env or {})}
+    (folder / "tmp").mkdir(exist_ok=True)
+    streams.setdefault("stderr", subprocess.PIPE)
+    return subprocess.run(command, cwd=folder, env=environment, timeout=600, **streams)
+
+
+def ours_left_in(temporary: Path) -> list[str]:
+    """ampconfig's staging and run folders left in the temporary folder (ONNX Runtime keeps a .ses file there)."""
+    return sorted(p.name for p in temporary.iterdir() if p.name.startswith("ampconfig-") or p.name.endswith(".tmp"))
+
+
+def assert_ends_cleanly(done: subprocess.CompletedProcess[bytes], folder: Path, before: dict[str, str | None]) -> None:
+    """No traceback, a documented exit code, inputs unchanged, nothing left in the temporary or output folder."""
+    errors = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in errors and "internal error" not in errors, errors
+    assert done.returncode in (EXIT_OK, EXIT_CHECK_FAILED, EXIT_USAGE), (done.returncode, errors)
+    assert {name: _digest(folder / name) for name in before} == before
+    assert ours_left_in(folder / "tmp") == [] and _leftovers(folder) == []
+
+
+@hostile(4, shrink=False)
+@given(graph=random_graphs(), mode=st.sampled_from(MODES), sink=st.sampled_from(["stdout", "fifo", "full", "closed"]))
+@pytest.mark.skipif(not (hasattr(os, "mkfifo") and os.path.exists("/dev/full")), reason="needs FIFOs and /dev/full")
+def test_cli_rewrite_random_graphs_into_streams(
+    tmp_path_factory: pytest.TempPathFactory, graph: RandomGraph, mode: str, sink: str
+) -> None:
+    """Standard output, a FIFO, a full device, a pipe whose reader left: a written stream holds exactly one valid
+    model; a stream that cannot take it is exit 2 with one error line; nothing is left behind."""
+    folder = tmp_path_factory.mktemp("stream")
+    save(graph.model, folder)
+    before = {"model.onnx": _digest(folder / "model.onnx")}
+    args = ["rewrite", "model.onnx", "-m", mode, "--target", "cpu"]
+    received: list[bytes] = []
+    if sink == "stdout":
+        done = ampconfig_process([*args, "-o", "-"], folder, stdout=subprocess.PIPE)
+        received.append(done.stdout)
+    elif sink == "fifo":
+        os.mkfifo(folder / "pipe")
+        with reading(folder / "pipe") as received:
+            done = ampconfig_process([*args, "-o", "pipe"], folder)
+    elif sink == "full":
+        with open("/dev/full", "wb") as full:
+            done = ampconfig_process([*args, "-o", "-"], folder, stdout=full)
+    else:
+        reader, writer = os.pipe()
+        os.close(reader)
+        try:
+            done = ampconfig_process([*args, "-o", "-"], folder, stdout=writer)
+        finally:
+            os.close(writer)
+    assert_ends_cleanly(done, folder, before)
+    if sink in ("full", "closed"):
+        assert done.returncode == EXIT_USAGE
+        assert len([line for line in done.stderr.splitlines() if line.startswith(b"error:")]) == 1
+    elif done.returncode == EXIT_OK:
+        assert_valid_model(onnx.load_from_string(b"".join(received)))
+    else:
+        assert b"".join(received) == b""
+
+
+@hostile(3, shrink=False)
+@given(
+    graph=random_graphs(),
+    signum=st.sampled_from([signal.SIGTERM, signal.SIGHUP, signal.SIGINT]),
+    moment=st.sampled_from(["staged", "committed"]),
+    replaces=st.booleans(),
+)
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+def test_cli_rewrite_random_graphs_under_signals(
+    tmp_path_factory: pytest.TempPathFactory, graph: RandomGraph, signum: int, moment: str, replaces: bool
+) -> None:
+    """A signal during the write: the folder is exactly as before (the old output back, or no output)."""
+    folder = tmp_path_factory.mktemp("signal")
+    (folder / "tmp").mkdir()
+    work = folder / "work"
+    work.mkdir()
+    save(graph.model, work)
+    if replaces:
+        (work / "out.onnx").write_bytes(b"the previous output")
+    before = {path.name: _digest(path) for path in work.iterdir()}
+    args = ["rewrite", "model.onnx", "-m", "force_fp16", "--target", "cpu", "-o", "out.onnx"]
+    paused, done = signalled_at(folder, args, moment, signum)
+    errors = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in errors and "internal error" not in errors, errors
+    if paused:
+        assert done.returncode == (130 if signum == signal.SIGINT else -signum), errors
+    else:  # refused before anything was written
+        assert done.returncode == EXIT_USAGE, errors
+    assert {path.name: _digest(path) for path in work.iterdir()} == before  # hidden staging folders included
+    assert ours_left_in(folder / "tmp") == []
+
+
+@hostile(3, shrink=False)
+@given(
+    name=st.binary(min_size=1, max_size=6).filter(_undecodable_name),
+    locale=st.sampled_from(["PYTHONIOENCODING=ascii", "LC_ALL=C", "utf-8"]),
+    command=st.sampled_from(["explain", "rewrite", "run"]),
+)
+@pytest.mark.skipif(sys.platform in ("darwin", "win32"), reason="file names must be valid Unicode there")
+def test_cli_non_utf8_names_in_any_locale(
+    tmp_path_factory: pytest.TempPathFactory, name: bytes, locale: str, command: str
+) -> None:
+    """A model file name that is not UTF-8, in an ASCII or UTF-8 locale: the command works, its report is what the
+    stream can encode, and the HTML report is valid UTF-8."""
+    folder = tmp_path_factory.mktemp("names")
+    model = name + b".onnx"
+    onnx.save(small_model(), os.fsdecode(os.fsencode(folder) + b"/" + model))
+    env = {
+        "PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
+        "LC_ALL=C": {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""},
+        "utf-8": {"PYTHONIOENCODING": "utf-8"},
+    }[locale]
+    extra = {
+        "explain": ["--html", "report.html"],
+        "rewrite": ["-o", name + b".fp16.onnx"],
+        "run": ["--warmup", "0", "--iterations", "1"],
+    }[command]
+    before = {os.fsdecode(model): _digest(folder / os.fsdecode(model))}
+    done = ampconfig_process(
+        [command, model, "-m", "force_fp16", "--target", "cpu", *extra], folder, env, stdout=subprocess.PIPE
+    )
+    assert_ends_cleanly(done, folder, before)
+    assert done.returncode == EXIT_OK, done.stderr.decode("utf-8", "replace")
+    if locale != "utf-8":  # ASCII, but for the name's own bytes, which go back out as they came in
+        done.stdout.replace(name, b"").decode("ascii")
+    if command == "explain":
+        (folder / "report.html").read_bytes().decode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------------- explicit cases
