@@ -53,12 +53,17 @@ class AmpconfigCommand(TyperCommand):
         return _flags_without_value_type(super().get_params(ctx))
 
 
-class AmpconfigGroup(TyperGroup):
-    """The app's command groups: errors raised while the command line is parsed (an option's check, a usage
-    error) are reported like a command's own errors, including the JSON error object when JSON was asked for."""
+class SubcommandGroup(TyperGroup):
+    """A group of subcommands (``ops-info``): its flags show no value type in --help."""
 
     def get_params(self, ctx: typer.Context) -> list[Any]:
         return _flags_without_value_type(super().get_params(ctx))
+
+
+class AmpconfigGroup(SubcommandGroup):
+    """The app: errors raised while the command line is parsed (an option's check, a usage error) are reported
+    like a command's own errors, including the JSON error object when JSON was asked for (once, here, for every
+    subcommand group below)."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         ctx.meta.setdefault(_ARGS_KEY, list(args))

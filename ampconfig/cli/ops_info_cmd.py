@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ampconfig.cli.app import AmpconfigGroup, app, register_command
+from ampconfig.cli.app import SubcommandGroup, app, register_command
 from ampconfig.cli.options import count_between
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
@@ -52,7 +52,7 @@ ops_info_app = typer.Typer(
         "  ampconfig ops-info import-kernels kernels.json --target cuda"
     ),
     no_args_is_help=True,
-    cls=AmpconfigGroup,
+    cls=SubcommandGroup,
 )
 app.add_typer(ops_info_app, name="ops-info")
 
