@@ -30,7 +30,7 @@ SETUP_LINES = (
     "python3 -m pytest",
 )
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
-_FILE_NAME = re.compile(r"`([\w.-]+\.(?:json|ya?ml|toml|cfg|txt))`")
+_FILE_NAME = re.compile(r"`([\w.-]+\.(?:json|ya?ml|toml|cfg|txt|env))`")
 _POSIX = pytest.mark.skipif(os.name != "posix", reason="the README's commands are POSIX shell")
 
 
