@@ -1,8 +1,9 @@
 """The README cannot rot: every command block runs as written, in an empty folder, with the files the README names.
 
 ``bash`` blocks run line by line in bash (a ``\\`` continues a line), with ``ampconfig`` and ``python3`` on PATH
-as this interpreter's; each must exit 0. The setup lines that a test cannot run (creating and entering the venv,
-``pip install``, the test suite itself) are listed in :data:`SETUP_LINES` and skipped: any other line runs. A data
+as this interpreter's; each must exit 0. The folder is a git repository, everything made so far committed before
+each block (the README's project is kept under git). The setup lines that a test cannot run (creating and entering
+the venv, ``pip install``, the test suite itself) are listed in :data:`SETUP_LINES` and skipped. A data
 block (JSON, YAML, text) whose paragraph names a file in backticks (`` `mixlist.json` ``) is written to that file
 first, so the commands read exactly what the README shows. ``python`` blocks run as scripts.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -86,15 +88,26 @@ def test_the_readme_has_the_blocks_this_test_relies_on() -> None:
     assert sorted(skipped) == sorted(wanted), "a setup line changed: update SETUP_LINES with the README"
 
 
+def _commit_all(work: Path) -> None:
+    """The folder as a project under git keeps it: what the README has made so far is committed (its `git show
+    HEAD:...` lines read the committed files)."""
+    git = ["git", "-c", "user.name=readme", "-c", "user.email=readme@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "add", "-A"], cwd=work, check=True, capture_output=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "README so far"], cwd=work, check=True)
+
+
 @_POSIX
+@pytest.mark.skipif(shutil.which("git") is None, reason="the README's project is a git repository")
 def test_every_readme_command_block_runs_as_written(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     env = _shims(tmp_path / "bin")
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
     for block in readme_blocks():
         if block.language in ("json", "yaml", "text") and block.names:
             (work / block.names[0]).write_text(block.text, encoding="utf-8")
         elif block.language == "bash":
+            _commit_all(work)
             for line in command_lines(block):
                 if is_setup(line):
                     continue
