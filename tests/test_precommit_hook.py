@@ -1,5 +1,5 @@
-"""The pre-commit hook (``.pre-commit-hooks.yaml``) checks ampconfig's files and nothing else: pre-commit runs a
-hook on a file its ``files`` pattern finds (``re.search``) and its ``exclude`` pattern does not."""
+"""The validate pre-commit hook (``.pre-commit-hooks.yaml``) checks ampconfig's files and nothing else: pre-commit
+runs a hook on a file its ``files`` pattern finds (``re.search``) and its ``exclude`` pattern does not."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ HOOKS = Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml"
 
 
 def checked(path: str) -> bool:
-    (hook,) = yaml.safe_load(HOOKS.read_text(encoding="utf-8"))
+    hooks = yaml.safe_load(HOOKS.read_text(encoding="utf-8"))
+    hook = next(hook for hook in hooks if hook["id"] == "ampconfig-validate")
     exclude = hook.get("exclude")
     return bool(re.search(hook["files"], path)) and not (exclude and re.search(exclude, path))
 
