@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.settings.modes import V1_NAMES, V2_NAMES
+from ampconfig.settings.values import FILE_KINDS
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
@@ -46,7 +47,7 @@ def test_help_shows_no_value_type_for_flags_and_no_broken_sentences(path: tuple[
 
 def test_options_with_fixed_values_list_them() -> None:
     validate = help_text("validate")
-    assert "text|json|github" in validate and "config|mixlist|keep-dtype|ops-info" in validate
+    assert "text|json|github" in validate and "|".join(FILE_KINDS) in validate
     assert "<str>" not in validate
     run = help_text("run")
     for mode in (*V1_NAMES, *V2_NAMES):
