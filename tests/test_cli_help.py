@@ -54,7 +54,7 @@ def test_options_with_fixed_values_list_them() -> None:
         assert mode in run, mode
     for command in ("explain", "compare"):
         text = help_text(command)
-        assert "overflow fp32" not in text and "low type's range" in text
+        assert "overflow fp32" not in text and "margin in the low type" in text
 
 
 def test_exit_codes_and_stdout_are_documented() -> None:
