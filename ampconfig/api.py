@@ -28,6 +28,7 @@ from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.files.ir_bridge import load_ir, to_ir, to_proto
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
@@ -404,16 +405,16 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
     :func:`ampconfig.rewrite.rounding.round_like_low_precision`); ``run`` measures accuracy on this copy on the CPU.
     Returns the copy and how many nodes compute in float32 between explicit casts in it.
     """
-    ir_model = ir.serde.deserialize_model(model)
+    ir_model = to_ir(model)
     wrapped = _round_like_cpu_low_precision(ir_model)
-    return ir.serde.serialize_model(ir_model), wrapped
+    return to_proto(ir_model), wrapped
 
 
 def save_low_precision_rounding_copy(source: str | Path, destination: str | Path) -> int:
     """:func:`low_precision_rounding_model` for a rewritten model saved at ``source``, without reading its
     tensors: the copy is written to ``destination`` (in the same folder), its weights still those of ``source``'s
     external data file. Writes nothing when no node needs rounding; returns how many nodes were wrapped."""
-    ir_model = ir.load(str(source))  # external tensors stay on disk (memory-mapped only when read)
+    ir_model = load_ir(source)  # external tensors stay on disk (memory-mapped only when read)
     wrapped = _round_like_cpu_low_precision(ir_model)
     if wrapped:
         save_model_sharing_data(ir_model, destination)

@@ -40,6 +40,7 @@ from ampconfig.settings.mixlist import VALID_COMBINATIONS, Edit
 from tests.graphs import IR_VERSION
 from tests.test_cli_signals import signalled_at
 from tests.test_output_guard import reading
+from tests.unusual_models import PROBABILITY_MAPS
 
 settings.register_profile(
     "hostile",
@@ -218,6 +219,7 @@ class GraphDraft:
     tensors: list[Tensor] = field(default_factory=list)
     inputs: list[onnx.ValueInfoProto] = field(default_factory=list)
     feeds: dict[str, np.ndarray] = field(default_factory=dict)
+    extra_outputs: list[onnx.ValueInfoProto] = field(default_factory=list)  # outputs that are not tensors
     count: int = 0
 
     def fresh(self, prefix: str) -> str:
@@ -350,6 +352,43 @@ def _if(draft: GraphDraft, draw: st.DrawFn, x: Tensor) -> Tensor:
     )
 
 
+def _sparse_constant(draft: GraphDraft, draw: st.DrawFn, x: Tensor) -> Tensor | None:
+    """x + a Constant whose value is stored sparse (onnx-ir cannot hold it: ampconfig carries it through)."""
+    if not x.shape:
+        return None
+    size = int(np.prod(x.shape))
+    positions = sorted(set(draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=3))))
+    values = np.linspace(-1, 1, len(positions)).astype(FLOAT_ELEMS[x.elem])
+    sparse = oh.make_sparse_tensor(
+        numpy_helper.from_array(values, draft.fresh("sparse_values")),
+        numpy_helper.from_array(np.array(positions, np.int64), draft.fresh("sparse_indices")),
+        list(x.shape),
+    )
+    offset = draft.fresh("sparse")
+    draft.nodes.append(oh.make_node("Constant", [], [offset], name=draft.fresh("n_sparse"), sparse_value=sparse))
+    return draft.add("Add", [x.name, offset], x.elem, x.shape)
+
+
+def _zipmap(draft: GraphDraft, draw: st.DrawFn, x: Tensor) -> Tensor | None:
+    """A float32 [rows, classes] tensor into ZipMap: a graph output that is a sequence of maps, as scikit-learn
+    classifier exports end."""
+    if len(x.shape) != 2 or x.elem != TensorProto.FLOAT:
+        return None
+    maps = draft.fresh("zipmap")
+    draft.nodes.append(
+        oh.make_node(
+            "ZipMap",
+            [x.name],
+            [maps],
+            domain="ai.onnx.ml",
+            name=draft.fresh("n_zipmap"),
+            classlabels_int64s=list(range(x.shape[1])),
+        )
+    )
+    draft.extra_outputs.append(oh.make_value_info(maps, PROBABILITY_MAPS))
+    return None
+
+
 OP_BUILDERS: tuple[OpBuilder, ...] = (
     _unary,
     _binary,
@@ -364,6 +403,8 @@ OP_BUILDERS: tuple[OpBuilder, ...] = (
     _layer_norm,
     _cast,
     _if,
+    _sparse_constant,
+    _zipmap,
 )
 
 
@@ -375,7 +416,8 @@ class RandomGraph:
 
 @st.composite
 def random_graphs(draw: st.DrawFn) -> RandomGraph:
-    """A random DAG: 1-3 inputs (float32 mostly, some float16), 1-10 ops with valid operands, 1-3 outputs."""
+    """A random DAG: 1-3 inputs (float32 mostly, some float16), 1-10 ops with valid operands (sparse constants and
+    ZipMap's sequence of maps among them), 1-3 outputs."""
     draft = GraphDraft(opset=draw(st.sampled_from([13, 17, 18])))
     for index in range(draw(st.integers(1, 3))):
         elem = draw(st.sampled_from([TensorProto.FLOAT] * 4 + [TensorProto.FLOAT16]))
@@ -398,10 +440,12 @@ def random_graphs(draw: st.DrawFn) -> RandomGraph:
     model = make(
         draft.nodes,
         draft.inputs,
-        [value(t.name, t.elem, t.shape) for t in outputs],
+        [*(value(t.name, t.elem, t.shape) for t in outputs), *draft.extra_outputs],
         draft.initializers,
         opset=draft.opset,
     )
+    if draft.extra_outputs:
+        model.opset_import.append(oh.make_opsetid("ai.onnx.ml", 3))
     onnx.checker.check_model(model, full_check=True)  # a generator bug, never an ampconfig finding
     return RandomGraph(model, dict(draft.feeds))
 

@@ -14,6 +14,7 @@ from typing import Any
 import onnx
 import onnx_ir as ir
 
+from ampconfig.files.ir_bridge import to_proto
 from ampconfig.files.skeleton import ModelSkeleton
 
 
@@ -23,7 +24,8 @@ class Rule(str, Enum):
     NOT_FLOAT = "not_float"  # the node computes on no float32/16 tensor: nothing to decide
     UNTYPED = "untyped"  # tensor types could not be inferred: the node is left exactly as it was
     CONTROL_FLOW = "control_flow"  # If/Loop/Scan: the body is decided in its own scope
-    NON_TENSOR = "non_tensor"  # reads or writes sequences/optionals, whose element type is not retyped
+    NON_TENSOR = "non_tensor"  # reads or writes sequences/maps/optionals, whose element type is not retyped
+    SPARSE_TENSOR = "sparse_tensor"  # holds or reads a sparse tensor (sparse_value, sparse initializer): kept
     CUSTOMIZED = "customized"  # set by a customize_dtypes entry (Ascend's precedence: over keep_dtype and the mode)
     KEEP_DTYPE = "keep_dtype"  # pinned by a keep_dtype entry
     NO_LOW_KERNEL = "no_low_kernel"  # the target has no low-precision kernel for the op
@@ -171,7 +173,7 @@ class RewriteResult:
         """The rewritten model as a proto (for models under 2 GiB; larger ones are saved from ``ir_model``)."""
         if self.skeleton is not None:
             return self.skeleton.full_proto()
-        return ir.serde.serialize_model(self.ir_model)
+        return to_proto(self.ir_model)
 
     @property
     def savable(self) -> ModelSkeleton | ir.Model:

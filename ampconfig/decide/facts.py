@@ -18,6 +18,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
+from ampconfig.files.ir_bridge import StandIn, stand_in_kind
 from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
@@ -118,12 +119,15 @@ def node_facts(
     in_dtypes, out_dtypes = ins.dtypes, outs.dtypes
     first_float = next((d for d in (*in_dtypes, *out_dtypes) if d is not None), None)
 
+    if _touches_sparse(node, model):
+        # Sparse tensors stay exactly as they came: their nodes, and the nodes reading them, keep their dtype.
+        return _fixed(node, key, scope, Rule.SPARSE_TENSOR, first_float)
     if first_float is None:
         # Unknown types also land here when nothing around the node is typed.
         return _fixed(node, key, scope, Rule.UNTYPED if ins.untyped or outs.untyped else Rule.NOT_FLOAT)
     if is_onnx_op(node, CONTROL_FLOW_OPS):
         return _fixed(node, key, scope, Rule.CONTROL_FLOW)
-    if ins.non_tensor or outs.non_tensor:
+    if ins.non_tensor or outs.non_tensor or stand_in_kind(model, node) is StandIn.MAP:
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
         return _fixed(node, key, scope, Rule.NON_TENSOR, first_float)
     opset = default_opset(model.opset_imports, node.domain)
@@ -154,6 +158,14 @@ def node_facts(
         # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.
         return NodeFacts(node, key, scope, var, (), output_slots, dtype, Rule.MODE_KEEPS, allows, typing)
     return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows, typing)
+
+
+def _touches_sparse(node: ir.Node, model: ir.Model) -> bool:
+    """Whether ``node`` stands in for a sparse tensor (files/ir_bridge.py) or reads the value of one."""
+    if stand_in_kind(model, node) is StandIn.SPARSE:
+        return True
+    producers = (value.producer() for value in node.inputs if value is not None)
+    return any(producer is not None and stand_in_kind(model, producer) is StandIn.SPARSE for producer in producers)
 
 
 _GRAPHS_KEY = "ampconfig.graphs"

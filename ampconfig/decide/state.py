@@ -142,8 +142,9 @@ def is_constant(value: ir.Value) -> bool:
 
 
 def is_flexible(facts: NodeFacts) -> bool:
-    """Casts and constants: their dtype follows their consumers and is settled last, not painted."""
-    return is_onnx_op(facts.node, FLEXIBLE_OPS)
+    """Casts and constants: their dtype follows their consumers and is settled last, not painted (unless nothing
+    may retype them: a sparse constant, an untyped Cast)."""
+    return is_onnx_op(facts.node, FLEXIBLE_OPS) and facts.blocker is None
 
 
 #: Casts and constants: their dtype follows their readers.

@@ -26,6 +26,7 @@ from onnx import external_data_helper
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
+from ampconfig.files.ir_bridge import save_ir, to_ir, to_proto
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import STREAM_BYTES, ModelSkeleton, skeleton_of
 
@@ -67,8 +68,21 @@ def call_onnx_api(func: Callable[[onnx.ModelProto], R], model: ir.Model) -> R:
     """``func`` on a proto of ``model`` without its large weights (see :func:`_initializers_lifted`): ONNX's
     checker and inference see the same graph, types and shapes, and no weight is copied into a protobuf."""
     with _initializers_lifted(model):
-        proto = ir.serde.serialize_model(model)
+        proto = to_proto(model)
+    _sparse_initializers_as_inputs(proto.graph, proto.graph)
     return func(proto)
+
+
+def _sparse_initializers_as_inputs(source: onnx.GraphProto, graph: onnx.GraphProto) -> None:
+    """Declare ``source``'s sparse initializers in ``graph`` as graph inputs of the dense tensors they describe,
+    and drop them from ``graph``: ONNX Runtime reads them so, while ONNX's checker types them sparse, which no
+    standard op takes. The checker and type inference then see the graph ONNX Runtime runs."""
+    declared = {value.name for value in graph.input}
+    for sparse in source.sparse_initializer:
+        if sparse.values.name not in declared:
+            dense = onnx.helper.make_tensor_value_info(sparse.values.name, sparse.values.data_type, sparse.dims)
+            graph.input.append(dense)
+    del graph.sparse_initializer[:]
 
 
 #: Models larger than this (proto plus external data) are never built as one in-memory proto to serialise:
@@ -98,7 +112,7 @@ class OpenedModel:
 
     def to_ir(self) -> ir.Model:
         """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
-        model = ir.serde.deserialize_model(self.proto)
+        model = to_ir(self.proto, source=self.path)
         if self.external_files and self.path is not None:
             ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(self.path)))
         return model
@@ -280,9 +294,9 @@ _LIFT_BYTES = STREAM_BYTES
 
 def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``proto`` for ONNX's checker and type inference: large main-graph initializers become graph
-    inputs of the same type and shape. Graph, types and shapes check exactly as in the full model, without
-    serialising hundreds of MB of weights for a C API call. Copies happen in protobuf's C++, so this is cheap
-    for models with many nodes too."""
+    inputs of the same type and shape, sparse ones inputs of the dense tensor they describe. Graph, types and
+    shapes check exactly as in the full model, without serialising hundreds of MB of weights for a C API call.
+    Copies happen in protobuf's C++, so this is cheap for models with many nodes too."""
     light = onnx.ModelProto()
     for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version", "doc_string"):
         setattr(light, field, getattr(proto, field))
@@ -294,7 +308,7 @@ def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
     graph.input.extend(source.input)
     graph.output.extend(source.output)
     graph.value_info.extend(source.value_info)
-    graph.sparse_initializer.extend(source.sparse_initializer)
+    _sparse_initializers_as_inputs(source, graph)
     declared = {value.name for value in source.input}
     for tensor in source.initializer:
         if _tensor_nbytes(tensor) <= _LIFT_BYTES and not external_data_helper.uses_external_data(tensor):
@@ -472,7 +486,7 @@ def save_model_atomic(
     target = destination if isinstance(destination, Destination) else guard.output(role, destination)
     role = target.role
     if isinstance(model, onnx.ModelProto):
-        model = ir.serde.deserialize_model(model)  # tensors wrap the proto's bytes: nothing is copied here
+        model = to_ir(model)  # tensors wrap the proto's bytes: nothing is copied here
     if isinstance(model, ir.Model) and not _has_external_tensors(model):
         model = skeleton_of(model)
     if isinstance(model, ModelSkeleton):
@@ -490,7 +504,7 @@ def save_model_atomic(
     guard.output(f"external data of the {role}", target.target.parent / data_name)  # refused if it is an input
     with guard.staging(target) as staged:
         # One tensor in flight at a time: peak memory stays near the largest tensor, not the model.
-        ir.save(model, staged, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
+        save_ir(model, staged, external_data=data_name, max_workers=1, max_in_flight_bytes=1 << 26)
     return target.path
 
 
@@ -544,7 +558,7 @@ def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
                         f"tensor {value.name!r} does not live next to {destination}: cannot share its data"
                     )
         with guard.staging(target) as staged:
-            ir.save(model, staged)  # external tensors keep their relative locations: valid once moved up
+            save_ir(model, staged)  # external tensors keep their relative locations: valid once moved up
         return target.path
 
 

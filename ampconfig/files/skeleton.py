@@ -24,6 +24,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.files import wire
+from ampconfig.files.ir_bridge import to_proto
 
 #: Initializers of more bytes than this are kept out of the skeleton (the size light_proto lifts from).
 STREAM_BYTES = 1024
@@ -178,7 +179,7 @@ def skeleton_of(model: ir.Model) -> ModelSkeleton:
             swapped.append((value, tensor))
         index += 1
     try:
-        proto = ir.serde.serialize_model(model)
+        proto = to_proto(model)  # stand-ins put back: they never hold a streamed initializer
     finally:
         for value, tensor in swapped:
             value.const_value = tensor

@@ -14,6 +14,8 @@ Edge cases, decided here once:
   the metrics carry a note saying so.
 - Non-float outputs (integers, bools) also report the exact-match fraction and the mismatch count; their
   numeric metrics are computed on the values cast to float64. String outputs have only the exact match.
+- A sequence of maps (ZipMap's class probabilities, one map per row, as every scikit-learn classifier export
+  ends) is compared as rows of the maps' values in key order; a sequence of equal-shaped tensors as their stack.
 - A different shape (a detector whose box count changes) is an accuracy failure, never a silently broadcast
   comparison: the metrics carry both shapes (``rewritten_shape``), ``rel_l2`` and ``max_abs`` are infinite and
   the output fails whatever the tolerance. A missing output is an error (:class:`OutputMismatchError`).
@@ -130,9 +132,31 @@ def _is_numeric(array: np.ndarray) -> bool:
     return _is_float(array) or array.dtype.kind in "iub"
 
 
+def as_array(value: object) -> np.ndarray:
+    """An output as one array: a sequence of maps with the same keys becomes one row of values (in key order) per
+    map, a sequence of equal-shaped tensors their stack, anything else what numpy makes of it."""
+    if isinstance(value, dict):
+        return _map_rows([value])
+    if isinstance(value, list) and value:
+        if all(isinstance(item, dict) for item in value) and _same_keys(value):
+            return _map_rows(value)
+        if all(isinstance(item, np.ndarray) for item in value) and len({item.shape for item in value}) == 1:
+            return np.stack(value)
+    return np.asarray(value)
+
+
+def _same_keys(maps: list[dict[object, object]]) -> bool:
+    return all(item.keys() == maps[0].keys() for item in maps)
+
+
+def _map_rows(maps: list[dict[object, object]]) -> np.ndarray:
+    keys = sorted(maps[0])  # type: ignore[type-var]
+    return np.array([[item[key] for key in keys] for item in maps])
+
+
 def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputMetrics:
     """Metrics for one output; a shape change gives infinite errors and both shapes (see the module docstring)."""
-    reference, candidate = np.asarray(reference), np.asarray(candidate)
+    reference, candidate = as_array(reference), as_array(candidate)
     if reference.shape != candidate.shape:
         return _shape_changed(name, reference, candidate)
     if not (_is_numeric(reference) and _is_numeric(candidate)):

@@ -35,6 +35,7 @@ from ampconfig.prove.accuracy import (
     OutputMismatchError,
     OutputSpread,
     Tolerance,
+    as_array,
     compare_outputs,
     output_failures,
     tolerance_failures,
@@ -76,7 +77,7 @@ def _is_float(array: np.ndarray) -> bool:
 def check_reference(reference: Mapping[str, np.ndarray], names: Sequence[str] | None = None) -> None:
     """Refuse (exit 2) an fp32 reference whose float output holds no finite value: nothing can be judged."""
     for name in names if names is not None else list(reference):
-        array = np.asarray(reference[name]) if name in reference else None
+        array = as_array(reference[name]) if name in reference else None
         if array is None or not _is_float(array) or array.size == 0:
             continue
         if not np.isfinite(array.astype(np.float64)).any():

@@ -70,9 +70,9 @@ def expose_keys(
     """A copy of ``model`` whose main graph also outputs the values ``keys`` (see the module docstring).
 
     Skipped: keys of no value a node produces (nor a body's input), values already main-graph outputs, values
-    of unknown element type. A bfloat16 value is exposed through an exact Cast to float32. Main-graph values keep
-    their names as outputs (a bfloat16 one gets :data:`EXPOSED_FLOAT32_SUFFIX`) and their stated or inferred
-    shape; a body's value gets a fresh name. The input model is not modified.
+    of unknown element type, values of sparse constants. A bfloat16 value is exposed through an exact Cast to
+    float32. Main-graph values keep their names as outputs (a bfloat16 one gets :data:`EXPOSED_FLOAT32_SUFFIX`)
+    and their stated or inferred shape; a body's value gets a fresh name. The input model is not modified.
     """
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
@@ -97,10 +97,13 @@ def expose_keys(
 
 
 def _exposable(scopes: Sequence[ProtoScope]) -> dict[str, tuple[ProtoScope, str]]:
-    """Key -> (scope, name) for every node output of every scope and every input of a body."""
+    """Key -> (scope, name) for every node output of every scope and every input of a body, but the values of
+    sparse constants (ONNX Runtime cannot output those)."""
     found: dict[str, tuple[ProtoScope, str]] = {}
     for scope in scopes:
         for node in scope.graph.node:
+            if any(attribute.type == onnx.AttributeProto.SPARSE_TENSOR for attribute in node.attribute):
+                continue
             for output in node.output:
                 if output:
                     found[scope.key(output)] = (scope, output)

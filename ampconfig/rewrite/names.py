@@ -7,6 +7,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
+from ampconfig.files.ir_bridge import to_ir, to_proto
 
 
 class NameAllocator:
@@ -61,6 +62,6 @@ def with_node_names(model: onnx.ModelProto) -> onnx.ModelProto:
     up with the decisions (the debugging runs, keep_dtype files tune writes); value names, and so the numbers,
     are unchanged.
     """
-    ir_model = ir.serde.deserialize_model(model)
+    ir_model = to_ir(model)
     name_unnamed_nodes(ir_model)
-    return ir.serde.serialize_model(ir_model)
+    return to_proto(ir_model)

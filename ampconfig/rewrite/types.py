@@ -16,6 +16,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.facts import ONNX_TYPING, graphs_of
+from ampconfig.files.ir_bridge import stand_in_type
 from ampconfig.files.models import call_onnx_api, inferred_types
 from ampconfig.opinfo.schema import NodeTyping, default_opset
 from ampconfig.opinfo.typing_source import TypingSource
@@ -50,7 +51,7 @@ def _fill(model: ir.Model, types: Mapping[str, onnx.TypeProto]) -> None:
         values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
         for value in values:
             if value.type is None and value.name in types:
-                value.type = ir.serde.deserialize_type_proto_for_type(types[value.name])
+                value.type = stand_in_type(model, value.name, types[value.name])
 
 
 def _type_by_schema(model: ir.Model, typing_source: TypingSource) -> int:

@@ -16,7 +16,8 @@ _UNRETYPABLE = {
     Rule.NO_SCHEMA: "neither ONNX nor ONNX Runtime has a schema for this op (custom op); never retyped",
     Rule.CONTROL_FLOW: "control flow; its body is decided in its own scope",
     Rule.MODE_KEEPS: "its output dtype is set by an attribute; kept",
-    Rule.NON_TENSOR: "reads or writes sequences/optionals, whose element type stays as it is",
+    Rule.NON_TENSOR: "reads or writes sequences, maps or optionals, whose element types stay as they are",
+    Rule.SPARSE_TENSOR: "holds or reads a sparse tensor (sparse_value, sparse initializer), which stays as it is",
 }
 
 

@@ -1,0 +1,128 @@
+"""Models ONNX Runtime runs that ampconfig once ended on with "internal error" or "this is a bug" (issue 18), through
+the command line: sparse constants and initializers and ZipMap's sequence of maps are kept exactly as they are,
+the nodes that touch them keep their dtype under a rule that says why, and every output is valid."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from ampconfig.prove.accuracy import compare_output
+from tests.graphs import MODES
+from tests.test_hostile_inputs import invoke
+from tests.unusual_models import SPARSE_AND_MAP_MODELS
+
+RUN_FAST = ["--warmup", "0", "--iterations", "1"]
+
+
+def saved(folder: Path, build: Callable[[], onnx.ModelProto], name: str) -> Path:
+    path = folder / f"{name}.onnx"
+    if not path.exists():
+        onnx.save(build(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("unusual_models")
+
+
+def as_onnx_runtime_reads_it(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose sparse initializers are the dense initializers ONNX Runtime makes of them."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for sparse in copy.graph.sparse_initializer:
+        dense = np.zeros(list(sparse.dims), numpy_helper.to_array(sparse.values).dtype)
+        dense.ravel()[numpy_helper.to_array(sparse.indices)] = numpy_helper.to_array(sparse.values)
+        copy.graph.initializer.append(numpy_helper.from_array(dense, sparse.values.name))
+    del copy.graph.sparse_initializer[:]
+    return copy
+
+
+def outputs(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    values = session.run(None, {"x": x})
+    # ZipMap's maps become rows of probabilities in class order.
+    return [np.array([[row[k] for k in sorted(row)] for row in v]) if isinstance(v, list) else v for v in values]
+
+
+def kept_parts(model: onnx.ModelProto) -> list[bytes]:
+    """What must survive a rewrite byte for byte: sparse tensors, and the graph outputs that are not tensors."""
+    parts = [sparse.SerializeToString() for sparse in model.graph.sparse_initializer]
+    for node in model.graph.node:
+        parts.extend(a.SerializeToString() for a in node.attribute if a.type == onnx.AttributeProto.SPARSE_TENSOR)
+    parts.extend(v.SerializeToString() for v in model.graph.output if not v.type.HasField("tensor_type"))
+    return parts
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", sorted(SPARSE_AND_MAP_MODELS))
+def test_rewrite_keeps_sparse_tensors_and_maps(folder: Path, kind: str, mode: str, target: str) -> None:
+    original = SPARSE_AND_MAP_MODELS[kind]()
+    out = folder / f"{kind}.{mode}.{target}.onnx"
+    result = invoke(
+        ["rewrite", saved(folder, SPARSE_AND_MAP_MODELS[kind], kind), "-m", mode, "--target", target, "-o", out]
+    )
+    assert result.exit_code == 0, result.stdout
+    rewritten = onnx.load(out)
+    assert kept_parts(rewritten) == kept_parts(original)
+    onnx.checker.check_model(as_onnx_runtime_reads_it(rewritten), full_check=True)
+    if target == "cpu":  # decided for cuda, a model may hold bfloat16 ops the CPU provider lacks
+        x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+        for got, want in zip(outputs(rewritten, x), outputs(original, x), strict=True):
+            np.testing.assert_allclose(got, want, rtol=0.05, atol=0.05)
+
+
+#: node -> the rule that keeps its dtype, per model.
+KEPT_BY = {
+    "sparse_constant": {"sparse_const": "sparse_tensor", "add": "sparse_tensor"},
+    "sparse_initializer": {"add": "sparse_tensor"},
+    "zipmap_classifier": {"zipmap": "non_tensor"},
+}
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("kind", sorted(SPARSE_AND_MAP_MODELS))
+def test_explain_says_why_they_keep_their_dtype(folder: Path, kind: str, target: str) -> None:
+    path = saved(folder, SPARSE_AND_MAP_MODELS[kind], kind)
+    result = invoke(["explain", path, "-m", "force_fp16", "--target", target, "--json"])
+    assert result.exit_code == 0, result.stdout
+    nodes = {node["name"]: node for node in json.loads(result.stdout)["nodes"]}
+    for name, rule in KEPT_BY[kind].items():
+        assert nodes[name]["rule"] == rule, nodes[name]
+        assert nodes[name]["dtype"] == nodes[name]["original_dtype"] == "float32", nodes[name]
+    assert nodes["mm"]["dtype"] == "float16"  # the rest of the model is still decided
+
+
+@pytest.mark.parametrize("kind", sorted(SPARSE_AND_MAP_MODELS))
+def test_run_compare_and_tune_measure_them(folder: Path, kind: str) -> None:
+    path = saved(folder, SPARSE_AND_MAP_MODELS[kind], kind)
+    common = [path, "-m", "allow_mix_precision", "--target", "cpu"]
+    for mode in ("force_fp16", "allow_mix_precision_bf16"):
+        ran = invoke(["run", path, "-m", mode, "--target", "cpu", *RUN_FAST, "--json"])
+        assert ran.exit_code == 0, ran.stdout
+        report = json.loads(ran.stdout)
+        assert report["passed"] is True, report
+    compared = invoke(["compare", *common])
+    assert compared.exit_code == 0, compared.stdout
+    tuned = invoke(["tune", *common, "--keep-dtype-out", folder / f"{kind}.keep.cfg"])
+    assert tuned.exit_code == 0, tuned.stdout
+
+
+def test_probability_maps_are_compared_by_class() -> None:
+    """ZipMap's output is judged by its probabilities (rows of the maps' values in class order), not as opaque
+    objects that either match exactly or not."""
+    reference = [{0: 0.25, 1: 0.75}, {0: 0.5, 1: 0.5}]
+    candidate = [{1: 0.7501, 0: 0.2499}, {0: 0.5, 1: 0.5}]
+    metrics = compare_output("probability_maps", reference, candidate)
+    assert metrics.shape == (2, 2)
+    assert metrics.rel_l2 is not None and 0 < metrics.rel_l2 < 1e-3
+    assert metrics.mismatches is None

