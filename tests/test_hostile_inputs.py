@@ -212,6 +212,36 @@ def test_external_data_at_an_unaligned_offset_that_fits_is_read(folder: Path) ->
     assert result.exit_code == 0, _stderr(result)
 
 
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+def test_external_data_with_a_second_hard_link_is_read(folder: Path, command: str) -> None:
+    """ONNX Runtime reads a data file that has another hard link in the folder (a copy made with cp -l, a
+    deduplicating store); onnx and onnx-ir refuse it as a "hard link attack". ampconfig reads it."""
+    path = external_model(folder / f"hard_link_{command}", "location", "model.onnx.data")
+    os.link(path.parent / "model.onnx.data", path.parent / "second_link.data")
+    result = invoke(command_args(command, path, path.parent / "out.onnx"))
+    assert result.exit_code == 0, _stderr(result)
+
+
+def _escaping_model(folder: Path, how: str) -> Path:
+    """A model whose external data lies outside its folder: by ``..``, an absolute path or a symbolic link."""
+    outside = folder.parent / f"{folder.name}.outside.data"
+    if how != "symlink":
+        return external_model(folder, "location", f"../{outside.name}" if how == "parent" else str(outside))
+    path = external_model(folder, "location", "model.onnx.data")
+    os.replace(path.parent / "model.onnx.data", outside)
+    os.symlink(outside, path.parent / "model.onnx.data")
+    return path
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+@pytest.mark.parametrize("how", ["parent", "absolute", "symlink"])
+def test_external_data_outside_the_models_folder_is_refused(folder: Path, command: str, how: str) -> None:
+    path = _escaping_model(folder / f"escape_{how}_{command}", how)
+    result = invoke(command_args(command, path, path.parent / "out.onnx"))
+    assert_refused(result, str(path), "external data of tensor 'w'")
+    assert not (path.parent / "out.onnx").exists()
+
+
 # ------------------------------------------------------------------------------------------------ paths
 @pytest.mark.parametrize("command", MODEL_COMMANDS)
 def test_model_that_is_a_symlink_loop(folder: Path, command: str) -> None:
@@ -270,6 +300,39 @@ def test_unreadable_files(folder: Path, model: Path, name: str) -> None:
         assert_refused(invoke(args), str(locked))
     finally:
         locked.chmod(0o600)
+
+
+#: Files that are not models, given where the model goes (the arguments swapped): name -> (text, what it looks like).
+NOT_MODELS = {
+    "session.json": ('{"precision_mode": "force_fp16", "model": "model.onnx"}\n', "JSON"),
+    "mixlist.json": ('{"black-list": {"to-add": ["Erf"]}}\n', "JSON"),
+    "session.yaml": ("precision_mode: force_fp16\nmodel: model.onnx\n", "YAML"),
+    "session.toml": ('precision_mode = "force_fp16"\n', "TOML"),
+    "notes.textproto": ('precision_mode: "force_fp16"\nrun { shapes: 1 }\n', "the protobuf text of something else"),
+    "notes.onnxtxt": ("hello, I am not a model\n", "text"),
+    "keep_dtype.cfg": ("mm\nOpType::Softmax\n", "text"),
+}
+
+
+@pytest.mark.parametrize("command", MODEL_COMMANDS)
+@pytest.mark.parametrize("name", list(NOT_MODELS))
+def test_a_text_file_given_as_the_model(folder: Path, command: str, name: str) -> None:
+    text, kind = NOT_MODELS[name]
+    path = folder / name
+    path.write_text(text)
+    result = invoke(command_args(command, path, folder / "o.onnx"))
+    assert_refused(result, f"{path}: not an ONNX model (it looks like {kind})")
+
+
+@pytest.mark.parametrize("suffix", [".onnxtxt", ".textproto", ".json"])
+def test_onnx_text_formats_are_still_models(folder: Path, suffix: str) -> None:
+    """ONNX's own text and JSON serialisations are models: they are read, not refused as text."""
+    path = folder / f"text_model{suffix}"
+    onnx.save(small_model(), path, format={".onnxtxt": "onnxtxt", ".textproto": "textproto", ".json": "json"}[suffix])
+    out = folder / f"text_model{suffix}.out.onnx"
+    result = invoke(command_args("rewrite", path, out))
+    assert result.exit_code == 0, _stderr(result)
+    onnx.checker.check_model(onnx.load(out), full_check=True)
 
 
 # ------------------------------------------------------------------------------------------------ shapes and memory

@@ -220,8 +220,59 @@ def load_ir(path: str | os.PathLike[str]) -> ir.Model:
     """A saved model as IR, its external tensors left on disk (read when used), as :func:`onnx_ir.load` does."""
     proto = onnx.load(os.fspath(path), load_external_data=False)
     model = to_ir(proto, source=os.fspath(path))
-    ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(path)))
+    attach_external_data(model, os.path.dirname(os.path.abspath(path)))
     return model
+
+
+class _FolderExternalTensor(ir.ExternalTensor):
+    """An external tensor read only from inside its model's folder. onnx-ir also refuses a data file with a
+    second hard link; ONNX Runtime reads one, and so does ampconfig: a hard link inside the folder reads nothing
+    the folder does not hold, and whoever can make one there can write the data file itself."""
+
+    def _check_path_containment(self) -> None:  # onnx-ir's check, less the hard-link refusal
+        folder = os.path.realpath(self.base_dir)
+        path = os.path.realpath(self.path)
+        if os.path.commonpath([folder, path]) != folder:
+            raise AmpconfigError(
+                f"external data of tensor {self.name!r} ({self.location!r}) points outside the model's folder "
+                f"({path}); refused",
+                hint="external data must live next to the model (ONNX requires relative locations)",
+            )
+
+
+def _in_folder(tensor: ir.TensorProtocol, folder: str) -> ir.TensorProtocol:
+    if not isinstance(tensor, ir.ExternalTensor):
+        return tensor
+    contained = _FolderExternalTensor(
+        tensor.location,
+        tensor.offset,
+        tensor.length,
+        tensor.dtype,
+        shape=tensor.shape,
+        name=tensor.name,
+        doc_string=tensor.doc_string,
+        metadata_props=dict(tensor.metadata_props),
+        base_dir=folder,
+    )
+    contained.meta.update(tensor.meta)
+    return contained
+
+
+def attach_external_data(model: ir.Model, folder: str) -> None:
+    """Point ``model``'s external tensors (initializers and tensor attributes, in every graph) at ``folder``, the
+    model's own, which they are read from lazily and never outside of."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if value.const_value is not None:
+                value.const_value = _in_folder(value.const_value, folder)
+        for node in graph:
+            for name, attribute in list(node.attributes.items()):
+                if attribute.is_ref():
+                    continue
+                if attribute.type == ir.AttributeType.TENSOR:
+                    node.attributes[name] = ir.AttrTensor(name, _in_folder(attribute.value, folder))
+                elif attribute.type == ir.AttributeType.TENSORS:
+                    node.attributes[name] = ir.AttrTensors(name, [_in_folder(t, folder) for t in attribute.value])
 
 
 def stand_in_type(model: ir.Model, name: str, type_proto: onnx.TypeProto) -> ir.TypeProtocol | None:

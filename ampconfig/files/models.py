@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,13 +21,14 @@ from typing import TypeVar
 
 import onnx
 import onnx_ir as ir
+from google.protobuf import json_format, text_format
 from google.protobuf.message import DecodeError
 from onnx import external_data_helper
 
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
-from ampconfig.files.ir_bridge import save_ir, to_ir, to_proto
+from ampconfig.files.ir_bridge import attach_external_data, save_ir, to_ir, to_proto
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import STREAM_BYTES, ModelSkeleton, skeleton_of
 
@@ -114,7 +116,7 @@ class OpenedModel:
         """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
         model = to_ir(self.proto, source=self.path)
         if self.external_files and self.path is not None:
-            ir.external_data.set_base_dir(model.graph, os.path.dirname(os.path.abspath(self.path)))
+            attach_external_data(model, os.path.dirname(os.path.abspath(self.path)))
         return model
 
 
@@ -122,22 +124,62 @@ def _read_proto(path: Path, what: str) -> onnx.ModelProto:
     """The model proto with its external tensors left on disk."""
     require_file(path, what, hint="check the path")  # a device or pipe would be read without end
     try:
-        proto = onnx.load(str(path), load_external_data=False)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*onnxtxt format is experimental")  # ONNX's own note
+            proto = onnx.load(str(path), load_external_data=False)
     except (
         DecodeError,
         ValueError,
         RuntimeError,
         OSError,
         onnx.checker.ValidationError,
+        json_format.ParseError,
+        text_format.ParseError,
+        onnx.parser.ParseError,
     ) as exc:
-        raise AmpconfigError(
+        raise _not_a_model(path, what) or AmpconfigError(
             f"cannot read {what}: {_first_line(exc)}",
             file=str(path),
             hint="is it a complete .onnx file (not truncated, not another format)?",
         ) from None
     if not proto.graph.node and not proto.graph.output:
-        raise AmpconfigError(f"{what} has an empty graph", file=str(path), hint="is it really an ONNX model?")
+        raise _not_a_model(path, what) or AmpconfigError(
+            f"{what} has an empty graph", file=str(path), hint="is it really an ONNX model?"
+        )
     return proto
+
+
+#: What a text file that is not a model most likely is, by its first line that is not blank.
+_TEXT_KINDS = (
+    (re.compile(r"[{\[]"), "JSON"),
+    (re.compile(r"[\w.-]+\s*\{"), "the protobuf text of something else"),
+    (re.compile(r"(---|[\w.-]+\s*:(\s|$))"), "YAML"),
+    (re.compile(r"[\w.-]+\s*="), "TOML"),
+)
+
+
+def _not_a_model(path: Path, what: str) -> AmpconfigError | None:
+    """The refusal of a text file given as a model (the arguments swapped, a config or mixlist in its place), or
+    None for a file that is not text: protobuf's own complaint about that is the clearer one."""
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(4096).decode("utf-8").lstrip("\ufeff \t\r\n")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if "\x00" in head:
+        return None
+    if not head:
+        looks = "it is empty"
+    elif path.suffix.lower() in (".textproto", ".pbtxt", ".prototxt"):
+        looks = "it looks like the protobuf text of something else"
+    else:
+        looks = "it looks like " + next((name for pattern, name in _TEXT_KINDS if pattern.match(head)), "text")
+    return AmpconfigError(
+        f"not an ONNX model ({looks})",
+        file=str(path),
+        hint=f"give the {what} first (ampconfig COMMAND MODEL.onnx); a session config goes to --config, "
+        "a mixlist to --modify-mixlist",
+    )
 
 
 def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -160,9 +202,14 @@ def _all_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
 def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[Path]:
     """The external data files the model's tensors name, each checked to stay inside the model's folder:
     an absolute location, a `..` that climbs out, or a symlink pointing elsewhere is refused, since a model
-    file must not be able to make ampconfig read (or overwrite) arbitrary files."""
+    file must not be able to make ampconfig read (or overwrite) arbitrary files. A data file with a second hard
+    link is read, as ONNX Runtime reads it: inside the folder, it holds nothing the folder does not."""
+    return frozenset(path for _, path in _external_tensors(proto, model_path))
+
+
+def _external_tensors(proto: onnx.ModelProto, model_path: Path) -> Iterator[tuple[onnx.TensorProto, Path]]:
+    """Each tensor kept in an external data file, with that file, checked as :func:`external_data_files` says."""
     folder = model_path.resolve().parent
-    files = set()
     for tensor in _all_tensors(proto.graph):
         if not external_data_helper.uses_external_data(tensor):
             continue
@@ -180,8 +227,7 @@ def external_data_files(proto: onnx.ModelProto, model_path: Path) -> frozenset[P
         if not resolved.is_file():
             raise AmpconfigError(f"{where} is missing", file=str(model_path), hint="copy the data file next to it")
         check_external_extent(tensor, resolved, where, str(model_path))
-        files.add(resolved)
-    return frozenset(files)
+        yield tensor, resolved
 
 
 #: Element types stored several to a byte: their byte size is not elements x itemsize.
@@ -283,9 +329,20 @@ def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> t
         return model, None
     path = Path(model)
     proto = _read_proto(path, what)
-    external_data_files(proto, path)  # refuse escaping locations before reading anything
-    external_data_helper.load_external_data_for_model(proto, str(path.resolve().parent))
+    for tensor, data_file in list(_external_tensors(proto, path)):  # every location checked before any read
+        _read_external_tensor(tensor, data_file)
     return proto, str(path)
+
+
+def _read_external_tensor(tensor: onnx.TensorProto, data_file: Path) -> None:
+    """Move a tensor's bytes from its (checked) data file into the proto. ONNX's own loader is not used: it
+    refuses a data file with a second hard link, which ONNX Runtime reads (see :func:`external_data_files`)."""
+    entries = {entry.key: entry.value for entry in tensor.external_data}
+    with data_file.open("rb") as stream:
+        stream.seek(int(entries.get("offset", "0")))
+        tensor.raw_data = stream.read(int(entries["length"]) if "length" in entries else -1)
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.DEFAULT
 
 
 #: Initializers larger than this are lifted to graph inputs in :func:`light_proto`: those a skeleton streams.
