@@ -353,7 +353,7 @@ def test_huge_shape_from_the_config_is_refused(folder: Path, model: Path) -> Non
     assert_refused(invoke(["run", "--config", config, *FAST, *RUN_FAST]), "71.5 GiB", "run.shapes")
 
 
-@pytest.mark.parametrize("shape", ["x=0x64", "x=-1x64", "x=1x64x", "x=abc", "=1x64"])
+@pytest.mark.parametrize("shape", ["x=-1x64", "x=1x-64", "x=1x64x", "x=abc", "=1x64"])
 def test_malformed_shapes_name_the_flag(model: Path, shape: str) -> None:
     assert_refused(invoke(["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--shape", shape]), "--shape")
 

@@ -172,7 +172,7 @@ def test_settings_are_frozen() -> None:
         (Flags(target="npu"), "unknown target 'npu'"),
         (Flags(device="tpu"), "unknown device 'tpu'"),
         (Flags(precision_mode="fp8"), "unknown precision mode 'fp8'"),
-        (Flags(shapes=("x=0x3",)), "dimensions must be positive"),
+        (Flags(shapes=("x=-1x3",)), "dimension -1 is negative"),
         (Flags(input_files=("x=a.npy", "x=b.npy")), "--input x is given twice"),
         (Flags(shapes=("x=1x3", "x=2x3")), "--shape x is given twice"),
         (Flags(inputs_npz=Path("a.npz"), input_files=("x=a.npy",)), "--inputs and --input are given together"),

@@ -102,13 +102,14 @@ def token_model(vocab: int = 50) -> onnx.ModelProto:
         (" x = 5 ", ("x", [5])),
         ("scalar=", ("scalar", [])),
         ("a.b:0=2x2", ("a.b:0", [2, 2])),
+        ("z=0x8", ("z", [0, 8])),  # an empty dimension
     ],
 )
 def test_parse_shape_option(text: str, expected: tuple[str, list[int]]) -> None:
     assert parse_shape_option(text) == expected
 
 
-@pytest.mark.parametrize("text", ["x", "x=1xa", "=1x2", "x=1x", "x=0x3", "x=-1"])
+@pytest.mark.parametrize("text", ["x", "x=1xa", "=1x2", "x=1x", "x=-3x3", "x=-1"])
 def test_parse_shape_option_rejects(text: str) -> None:
     with pytest.raises(AmpconfigError, match="--shape"):
         parse_shape_option(text)

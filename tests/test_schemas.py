@@ -59,7 +59,8 @@ def test_schemas_accept_valid_files_and_reject_invalid_ones() -> None:
     assert list(config.iter_errors(good)) == []
     assert list(config.iter_errors({"precision_mode": "fp16"}))  # a v2 name in the v1 key
     assert list(config.iter_errors({"precision_mode": "force_fp16", "warmpu": 1}))
-    assert list(config.iter_errors({"run": {"shapes": {"x": [0]}}}))
+    assert list(config.iter_errors({"run": {"shapes": {"x": [-1]}}}))
+    assert list(config.iter_errors({"run": {"shapes": {"x": [0, 8]}}})) == []  # an empty dimension is a size
     mixlist = Draft202012Validator(generate_schema("mixlist"))
     assert list(mixlist.iter_errors({"white-list": {"to-remove": ["Conv"]}})) == []
     assert list(mixlist.iter_errors({"white-list": {"to_remove": ["Conv"]}}))

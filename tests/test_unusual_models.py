@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -16,8 +17,8 @@ from onnx import numpy_helper
 
 from ampconfig.prove.accuracy import compare_output
 from tests.graphs import MODES
-from tests.test_hostile_inputs import invoke
-from tests.unusual_models import SPARSE_AND_MAP_MODELS
+from tests.test_hostile_inputs import assert_refused, invoke
+from tests.unusual_models import SPARSE_AND_MAP_MODELS, bfloat16_io_model, zero_size_model
 
 RUN_FAST = ["--warmup", "0", "--iterations", "1"]
 
@@ -126,3 +127,83 @@ def test_probability_maps_are_compared_by_class() -> None:
     assert metrics.shape == (2, 2)
     assert metrics.rel_l2 is not None and 0 < metrics.rel_l2 < 1e-3
     assert metrics.mismatches is None
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def run_json(*args: object) -> dict:
+    result = invoke(["run", *args, "-m", "allow_mix_precision_bf16", "--target", "cpu", *RUN_FAST, "--json"])
+    assert result.exit_code == 0, result.stdout
+    return json.loads(result.stdout)
+
+
+def test_bfloat16_inputs_are_generated(folder: Path) -> None:
+    report = run_json(saved(folder, bfloat16_io_model, "bfloat16_io"))
+    assert report["passed"] is True
+    (fed,) = report["inputs"]
+    assert (fed["dtype"], fed["source"], fed["values"]) == ("bfloat16", "generated", "standard normal")
+
+
+def test_bfloat16_inputs_are_read_from_npy_and_npz(folder: Path) -> None:
+    """numpy saves an ml_dtypes bfloat16 array as raw 2-byte values (|V2): they are read back as bfloat16."""
+    path = saved(folder, bfloat16_io_model, "bfloat16_io")
+    values = np.random.default_rng(1).standard_normal((3, 8)).astype(ml_dtypes.bfloat16)
+    np.save(folder / "x_bf16.npy", values)
+    np.savez(folder / "inputs_bf16.npz", x=values)
+    for option in (["--input", f"x={folder / 'x_bf16.npy'}"], ["--inputs", folder / "inputs_bf16.npz"]):
+        report = run_json(path, *option)
+        assert report["inputs"][0]["dtype"] == "bfloat16" and report["inputs"][0]["shape"] == [3, 8], report
+        assert report["outputs"][0]["shape"] == [3, 4] and report["warnings"] == [], report
+
+
+def test_float32_values_for_a_bfloat16_input_are_converted_with_a_warning(folder: Path) -> None:
+    path = saved(folder, bfloat16_io_model, "bfloat16_io")
+    exact, inexact = folder / "x_exact.npy", folder / "x_inexact.npy"
+    np.save(exact, np.full((2, 8), 0.5, np.float32))  # bfloat16 holds 0.5 exactly
+    np.save(inexact, np.full((2, 8), 0.1, np.float32))
+    report = run_json(path, "--input", f"x={exact}")
+    assert report["inputs"][0]["values"] == f"from {exact} (float32 converted to bfloat16)"
+    assert report["warnings"] == []
+    report = run_json(path, "--input", f"x={inexact}")
+    (warning,) = report["warnings"]
+    assert f"--input x={inexact}: float32 values converted to bfloat16, the type of input 'x'" in warning
+    assert "16 of 16 value(s) changed, by up to 9.77e-05" in warning  # 0.1 in bfloat16 is 0.10009765625
+
+
+def test_raw_two_byte_values_for_a_float32_input_are_refused(folder: Path) -> None:
+    path = saved(folder, SPARSE_AND_MAP_MODELS["sparse_constant"], "sparse_constant")
+    np.save(folder / "raw.npy", np.zeros((2, 8), ml_dtypes.bfloat16))
+    result = invoke(["run", path, "--input", f"x={folder / 'raw.npy'}", *RUN_FAST])
+    assert_refused(result, f"--input x={folder / 'raw.npy'}: input 'x' holds raw 2-byte values")
+
+
+@pytest.mark.parametrize("command", ["compare", "tune"])
+def test_bfloat16_models_are_compared_and_tuned(folder: Path, command: str) -> None:
+    path = saved(folder, bfloat16_io_model, "bfloat16_io")
+    extra = ["--keep-dtype-out", folder / "bf16.keep.cfg"] if command == "tune" else []
+    result = invoke([command, path, "-m", "allow_mix_precision_bf16", "--target", "cpu", *extra])
+    assert result.exit_code == 0, result.stdout
+
+
+def test_float64_values_for_a_float32_input_are_narrowed_with_one_warning(folder: Path) -> None:
+    path = saved(folder, SPARSE_AND_MAP_MODELS["sparse_constant"], "sparse_constant")
+    wide, whole = folder / "x64.npy", folder / "x64_whole.npy"
+    np.save(wide, np.random.default_rng(2).standard_normal((2, 8)))
+    np.save(whole, np.arange(16, dtype=np.float64).reshape(2, 8))  # float32 holds these exactly
+    report = run_json(path, "--input", f"x={wide}")
+    warnings = [w for w in report["warnings"] if "input 'x'" in w]
+    assert len(warnings) == 1, report["warnings"]
+    assert warnings[0].startswith(f"--input x={wide}: float64 values converted to float32, the type of input 'x'")
+    assert "by up to" in warnings[0]
+    assert not [w for w in run_json(path, "--input", f"x={whole}")["warnings"] if "input 'x'" in w]
+
+
+def test_a_zero_size_dimension_is_generated_and_accepted_by_shape(folder: Path) -> None:
+    path = saved(folder, zero_size_model, "zero_size")
+    report = run_json(path)
+    shapes = {fed["name"]: fed["shape"] for fed in report["inputs"]}
+    assert shapes == {"z": [0, 8], "x": [1, 8]}
+    assert {out["name"]: out["shape"] for out in report["outputs"]} == {"z_out": [0, 4], "y": [1, 4]}
+    report = run_json(path, "--shape", "z=0x8", "--shape", "x=0x8")
+    assert {fed["name"]: fed["shape"] for fed in report["inputs"]} == {"z": [0, 8], "x": [0, 8]}
+    refused = invoke(["run", path, "--shape", "x=-2x8", *RUN_FAST])
+    assert_refused(refused, "--shape 'x=-2x8': dimension -2 is negative")

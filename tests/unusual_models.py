@@ -118,3 +118,43 @@ SPARSE_AND_MAP_MODELS = {
     "sparse_initializer": sparse_initializer_model,
     "zipmap_classifier": zipmap_classifier_model,
 }
+
+
+def bfloat16_io_model() -> onnx.ModelProto:
+    """x (bfloat16) -> Cast -> MatMul -> Cast -> y (bfloat16): a model whose interface is bfloat16."""
+    nodes = [
+        oh.make_node("Cast", ["x"], ["x32"], name="to_float", to=TensorProto.FLOAT),
+        oh.make_node("MatMul", ["x32", "w"], ["h"], name="mm"),
+        oh.make_node("Relu", ["h"], ["h_relu"], name="relu"),
+        oh.make_node("Cast", ["h_relu"], ["y"], name="to_bfloat16", to=TensorProto.BFLOAT16),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "bfloat16_io",
+        [oh.make_tensor_value_info("x", TensorProto.BFLOAT16, ["n", FEATURES])],
+        [oh.make_tensor_value_info("y", TensorProto.BFLOAT16, ["n", 4])],
+        [numpy_helper.from_array(_weight(FEATURES, 4, seed=3), "w")],
+    )
+    return _model(graph)
+
+
+def zero_size_model() -> onnx.ModelProto:
+    """An input with a static dimension of size 0 (``z: [0, 8]``) next to an ordinary one."""
+    nodes = [
+        oh.make_node("MatMul", ["z", "w"], ["z_out"], name="mm_empty"),
+        oh.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "zero_size",
+        [
+            oh.make_tensor_value_info("z", TensorProto.FLOAT, [0, FEATURES]),
+            oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES]),
+        ],
+        [
+            oh.make_tensor_value_info("z_out", TensorProto.FLOAT, [0, 4]),
+            oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4]),
+        ],
+        [numpy_helper.from_array(_weight(FEATURES, 4, seed=4), "w")],
+    )
+    return _model(graph)

@@ -171,6 +171,7 @@ def _explain_with_runs(
         range_report=ranges.to_dict() if ranges is not None else None,
         op_names=settings.op_names,
     )
+    payload["warnings"].extend(prepared.inputs.warnings)
     if compare_data is not None:
         payload["compare"] = compare_data
     return payload, compare_data

@@ -210,6 +210,7 @@ def tune(
         report.notes[:0] = [
             f"decided for target {request.target}; the models ran on {device.device} (--device {device.requested})",
             *device.notes,
+            *prepared.inputs.warnings,
         ]
     if json_output:
         from ampconfig.report.tune import tune_payload

@@ -161,7 +161,7 @@ def compare_rewrite(
         low_dtype=result.low_dtype,
         threshold=threshold,
     )
-    notes = [*prepared.device.notes, *rounding_note(wrapped)]
+    notes = [*prepared.device.notes, *prepared.inputs.warnings, *rounding_note(wrapped)]
     if len(prepared.data) > 1 or len(prepared.calibration) > 1:
         notes.append(
             f"judged on {len(prepared.data)} sample(s) ({prepared.data.source}); the per-node errors come from "

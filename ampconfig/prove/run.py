@@ -222,6 +222,6 @@ def build_report(
             *_lowering_notes(result),
             *_value_notes(result),
         ],
-        warnings=list(result.warnings),
+        warnings=[*result.warnings, *inputs.warnings],
         rewrite=result,
     )

@@ -139,7 +139,7 @@ def _check_names(specs: Sequence[InputSpec], given: Sequence[str], where: str) -
 def _checked(specs: Sequence[InputSpec], arrays: Mapping[str, Any], where: str) -> Sample:
     """One sample: exactly the model's inputs, each coerced to its declared rank, fixed dims and dtype."""
     _check_names(specs, list(arrays), where)
-    return {spec.name: coerce_input(spec, _as_array(arrays[spec.name], spec, where), where) for spec in specs}
+    return {spec.name: coerce_input(spec, _as_array(arrays[spec.name], spec, where), where)[0] for spec in specs}
 
 
 def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:

@@ -3,12 +3,16 @@
 Generation is seeded and independent per input (each draws from ``default_rng([seed, crc32(name)])``), so
 giving one input from a file does not change the values generated for the others.
 
-- float inputs: standard normal.
+- float inputs: standard normal (bfloat16 ones through ml_dtypes).
 - integer inputs used as indices of a ``Gather`` (directly or through Cast/Reshape/Unsqueeze/Squeeze/Flatten/
   Identity): integers in [0, rows of the gathered table) when the table's size is known. Other integer inputs:
   [int_low, int_high) from the config, else [0, 100); integer inputs named like a mask (``*mask*``) are all
   ones (a random mask can hide every position and turn a softmax into NaN).
 - bool inputs: random.
+- a value from a file converted to the input's type (float64 to float32, float32 to bfloat16, int64 to int32)
+  is a warning, once per input, with the largest change when the conversion changed any value; numpy saves
+  a bfloat16 array as raw 2-byte values (``|V2``), which are read back as bfloat16 for a bfloat16 input.
+- dimensions of size 0 are kept: an empty input is a valid input.
 - dynamic dimensions: from ``--shape NAME=1x128`` (or the config's ``run.shapes``), else from another input
   that shares the dimension's symbol, else the defaults: the first dimension (batch-like) 1, every other 16.
 """
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto
@@ -88,6 +93,7 @@ class PreparedInput:
 class InputSet:
     feeds: dict[str, np.ndarray]
     inputs: list[PreparedInput]
+    warnings: list[str] = field(default_factory=list)  # values changed on their way to the input's type
 
     @property
     def defaulted(self) -> bool:
@@ -109,7 +115,7 @@ def _dims_of(value: onnx.ValueInfoProto) -> tuple[Dim, ...] | None:
         return None
     dims: list[Dim] = []
     for dim in tensor_type.shape.dim:
-        if dim.HasField("dim_value") and dim.dim_value > 0:
+        if dim.HasField("dim_value") and dim.dim_value >= 0:  # 0: an empty dimension; negative: a placeholder
             dims.append(int(dim.dim_value))
         elif dim.HasField("dim_param") and dim.dim_param:
             dims.append(dim.dim_param)
@@ -214,8 +220,9 @@ def feeds_gather(model: onnx.ModelProto, name: str) -> bool:
 # -------------------------------------------------------------------------------------------------- loading
 
 
-def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> np.ndarray:
-    """Check rank and fixed dims; convert the dtype when the kind matches (float64 -> float32 etc.)."""
+def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> tuple[np.ndarray, str | None]:
+    """Check rank and fixed dims; convert the dtype when the kind matches (float64 -> float32, float32 ->
+    bfloat16 etc.), with a warning when that changed a value."""
     array = np.asarray(array)
     if spec.dims is not None:
         if array.ndim != len(spec.dims):
@@ -229,15 +236,46 @@ def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> np.ndarray:
                     f"{origin}: input {spec.name!r} has {got} at axis {axis}; the model fixes it to {want}"
                 )
     target = spec.dtype
+    if array.dtype == _RAW_BFLOAT16:
+        if target != _BFLOAT16:
+            raise AmpconfigError(
+                f"{origin}: input {spec.name!r} holds raw 2-byte values (|V2, as numpy saves a bfloat16 array) but "
+                f"the model expects {target}",
+                hint=f"save the input as {target} (numpy: array.astype(np.{target}))",
+            )
+        return array.view(_BFLOAT16), None
     if array.dtype == target:
-        return array
-    if _same_kind(array.dtype, target):
-        return array.astype(target)
-    raise AmpconfigError(f"{origin}: input {spec.name!r} is {array.dtype} but the model expects {target}")
+        return array, None
+    if not _same_kind(array.dtype, target):
+        raise AmpconfigError(f"{origin}: input {spec.name!r} is {array.dtype} but the model expects {target}")
+    converted = array.astype(target)
+    return converted, _conversion_warning(spec, array, converted, origin)
+
+
+#: numpy has no bfloat16 of its own: ml_dtypes' type, and what np.save writes for it (raw 2-byte values).
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_RAW_BFLOAT16 = np.dtype("V2")
+
+
+def _conversion_warning(spec: InputSpec, array: np.ndarray, converted: np.ndarray, origin: str) -> str | None:
+    """What a conversion to the input's type did to the values, when it changed any (None when all are kept)."""
+    before = array.astype(np.float64)
+    after = converted.astype(np.float64)
+    changed = ~((before == after) | (np.isnan(before) & np.isnan(after)))
+    if not changed.any():
+        return None
+    change = np.abs(after - before)[changed]
+    largest = "inf" if not np.isfinite(change).all() else f"{float(change.max()):.3g}"
+    return (
+        f"{origin}: {array.dtype} values converted to {converted.dtype}, the type of input {spec.name!r}: "
+        f"{int(changed.sum())} of {array.size} value(s) changed, by up to {largest}"
+    )
 
 
 def _same_kind(a: np.dtype, b: np.dtype) -> bool:
     def kind(dtype: np.dtype) -> str:
+        if dtype == _BFLOAT16:
+            return "f"  # ml_dtypes' bfloat16 says "V"
         return "i" if dtype.kind in "iu" else dtype.kind
 
     return kind(a) == kind(b)
@@ -310,7 +348,7 @@ def _generate(
 ) -> tuple[np.ndarray, str]:
     rng = _rng(seed, spec.name)
     dtype = spec.dtype
-    if spec.elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
+    if spec.elem_type in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.BFLOAT16):
         return rng.standard_normal(shape).astype(dtype), "standard normal"
     if spec.elem_type == TensorProto.BOOL:
         return rng.integers(0, 2, size=shape).astype(np.bool_), "random booleans"
@@ -387,9 +425,9 @@ def prepare_inputs(
     _check_names(arrays, by_name, "--input")
     _check_names(shapes, by_name, "--shape")
 
-    loaded = _load_files(specs, npz, arrays)
+    loaded, warnings = _load_files(specs, npz, arrays)
     symbols: dict[str, int] = {}
-    for name, (array, _source) in loaded.items():
+    for name, (array, _source, _stored) in loaded.items():
         _bind_symbols(by_name[name], array.shape, symbols)
     for name, dims in shapes.items():
         if name not in loaded:
@@ -400,9 +438,11 @@ def prepare_inputs(
     generated_bytes = 0
     for spec in specs:
         if spec.name in loaded:
-            array, source = loaded[spec.name]
+            array, source, stored = loaded[spec.name]
             _check_shape_agrees(spec.name, shapes.get(spec.name), array, source)
             values = f"from {source.split(':', 1)[1]}"
+            if stored != array.dtype and stored != _RAW_BFLOAT16:
+                values += f" ({stored} converted to {array.dtype})"
             prepared.append(PreparedInput(spec.name, str(array.dtype), list(array.shape), source, values))
         else:
             shape, defaulted = _resolve_shape(spec, shapes.get(spec.name), symbols)
@@ -411,7 +451,7 @@ def prepare_inputs(
             generated_bytes += array.nbytes
             prepared.append(PreparedInput(spec.name, str(array.dtype), shape, "generated", values, defaulted))
         feeds[spec.name] = array
-    return InputSet(feeds, prepared)
+    return InputSet(feeds, prepared, warnings)
 
 
 def _check_generation_memory(spec: InputSpec, shape: list[int], earlier_bytes: int) -> None:
@@ -441,14 +481,18 @@ def _check_names(given: Mapping[str, object], by_name: Mapping[str, InputSpec], 
 
 def _load_files(
     specs: list[InputSpec], npz: Path | None, arrays: Mapping[str, Path]
-) -> dict[str, tuple[np.ndarray, str]]:
-    loaded: dict[str, tuple[np.ndarray, str]] = {}
+) -> tuple[dict[str, tuple[np.ndarray, str, np.dtype]], list[str]]:
+    """The arrays read for the inputs, each with where it came from and its dtype there, and a warning per input
+    whose values changed on their way to its type."""
+    loaded: dict[str, tuple[np.ndarray, str, np.dtype]] = {}
+    warnings: list[str] = []
     archive = load_npz(npz) if npz is not None else {}
     for spec in specs:
         if spec.name in arrays:
             path = arrays[spec.name]
-            array = load_npy(path, f"--input {spec.name}")
-            loaded[spec.name] = (coerce_input(spec, array, f"--input {spec.name}={path}"), f"npy:{path}")
+            raw = load_npy(path, f"--input {spec.name}")
+            array, warning = coerce_input(spec, raw, f"--input {spec.name}={path}")
+            loaded[spec.name] = (array, f"npy:{path}", raw.dtype)
         elif npz is not None:
             if spec.name not in archive:
                 raise AmpconfigError(
@@ -457,8 +501,14 @@ def _load_files(
                     hint=f"arrays in it: {', '.join(archive) or '(none)'}; "
                     f"model inputs: {', '.join(s.name for s in specs)}",
                 )
-            loaded[spec.name] = (coerce_input(spec, archive[spec.name], str(npz)), f"npz:{npz}")
-    return loaded
+            raw = archive[spec.name]
+            array, warning = coerce_input(spec, raw, str(npz))
+            loaded[spec.name] = (array, f"npz:{npz}", raw.dtype)
+        else:
+            continue
+        if warning is not None:
+            warnings.append(warning)
+    return loaded, warnings
 
 
 def _check_shape_agrees(name: str, explicit: list[int] | None, array: np.ndarray, source: str) -> None:

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -43,6 +42,7 @@ from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
 from ampconfig.runner.schemas import schema_at
+from ampconfig.runner.sessions import feed
 from ampconfig.settings.documents import read_text
 
 _CONTRIB = "com.microsoft"
@@ -115,15 +115,14 @@ def run_session(session: ort.InferenceSession, inputs: Feeds) -> None:
     if not all(isinstance(value, np.ndarray) for value in inputs.values()):
         session.run(None, dict(inputs))  # sequences / optionals: only the plain numpy bridge takes them
         return
-    values = {name: _ort_value(array) for name, array in inputs.items()}  # type: ignore[arg-type]
+    arrays = {name: np.ascontiguousarray(array) for name, array in inputs.items()}  # alive while the values are
+    values = {name: _ort_value(array) for name, array in arrays.items()}
     session.run_with_ort_values(None, values)  # outputs stay OrtValues: a bfloat16 output never meets numpy
 
 
 def _ort_value(array: np.ndarray) -> ort.OrtValue:
-    if array.dtype == ml_dtypes.bfloat16:
-        bits = np.ascontiguousarray(array).view(np.uint16)
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+    value = feed(array)
+    return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(value)
 
 
 def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = None) -> KernelVerdict:

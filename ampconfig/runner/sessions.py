@@ -19,13 +19,16 @@ device) so the host copies stay out of the timed loop.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -244,31 +247,49 @@ def create_session(
     )
 
 
+def feed(array: np.ndarray) -> np.ndarray | ort.OrtValue:
+    """``array`` as ONNX Runtime's Python API takes it: as it is, or, for a bfloat16 array (ml_dtypes), an OrtValue
+    over its bits, since ORT's numpy bridge refuses it. The OrtValue does not copy: the C-contiguous ``array`` must
+    outlive it."""
+    if array.dtype != ml_dtypes.bfloat16:
+        return array
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), TensorProto.BFLOAT16)
+
+
 class BoundRun:
     """One model with its inputs bound: calling it runs the model once; :meth:`outputs` fetches the results.
 
     On CUDA the inputs live on the device and the outputs are bound to the device (IOBinding), so a call times
-    the model and not the host copies; on the CPU it is a plain ``session.run``.
+    the model and not the host copies; on the CPU it is a plain ``session.run``. A model with a bfloat16 output
+    has its outputs bound to host memory on either device: numpy has no bfloat16, so ORT's Python API cannot hand
+    one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
     """
 
     def __init__(self, session: Session, feeds: Mapping[str, np.ndarray]) -> None:
         self._session = session
-        self._feeds = dict(feeds)
+        self._arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # kept alive: see feed
+        self._feeds = {name: feed(array) for name, array in self._arrays.items()}
         self._last: list[np.ndarray] | None = None
         self._ran = False
         self._binding: ort.IOBinding | None = None
-        self._device_inputs: list[ort.OrtValue] = []
-        if session.device == "cuda":
-            self._bind_to_device()
+        self._bound_inputs: list[ort.OrtValue] = []
+        outputs = session.session.get_outputs()
+        self._bfloat16_outputs = any(arg.type == "tensor(bfloat16)" for arg in outputs)
+        if session.device == "cuda" or self._bfloat16_outputs:
+            self._bind()
 
-    def _bind_to_device(self) -> None:
+    def _bind(self) -> None:
         binding = self._session.session.io_binding()
-        for name, array in self._feeds.items():
-            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", 0)
-            self._device_inputs.append(value)  # keep the device buffers alive
+        device = self._session.device
+        for name, array in self._arrays.items():
+            value = self._feeds[name]
+            if isinstance(value, np.ndarray):
+                value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
+            # else a bfloat16 host value (ORT makes no device copy of one from numpy): ORT copies it to the device
+            self._bound_inputs.append(value)  # keep the buffers alive
             binding.bind_ortvalue_input(name, value)
         for name in self._session.output_names:
-            binding.bind_output(name, "cuda", 0)
+            binding.bind_output(name, "cpu" if self._bfloat16_outputs else device, 0)
         self._binding = binding
 
     def __call__(self) -> None:
@@ -283,8 +304,25 @@ class BoundRun:
         """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
         if not self._ran:
             self()
-        values = self._binding.copy_outputs_to_cpu() if self._binding is not None else (self._last or [])
+        if self._binding is None:
+            values = self._last or []
+        elif self._bfloat16_outputs:
+            values = [_host_array(value) for value in self._binding.get_outputs()]
+        else:
+            values = self._binding.copy_outputs_to_cpu()
         return dict(zip(self._session.output_names, values, strict=True))
+
+
+def _host_array(value: ort.OrtValue) -> np.ndarray:
+    """A host OrtValue as a numpy array (copied); a bfloat16 one through its memory, as ml_dtypes' bfloat16."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    shape = tuple(value.shape())
+    count = math.prod(shape)
+    if count == 0:
+        return np.empty(shape, ml_dtypes.bfloat16)
+    bits = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    return np.frombuffer(bits, np.uint16).copy().view(ml_dtypes.bfloat16).reshape(shape)
 
 
 def run_once(session: Session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -167,11 +167,11 @@ class RunOptions(BaseModel):
         description="A data set (same layouts as `data`) for what the float32 model's values decide: the value "
         "ranges and tune's ranking (`--calibration-data`). Absent: the first samples of `data`, else the inputs.",
     )
-    shapes: dict[str, list[Annotated[int, Field(ge=1, strict=True)]]] = Field(
+    shapes: dict[str, list[Annotated[int, Field(ge=0, strict=True)]]] = Field(
         default_factory=dict,
         description="Per graph input name, the concrete shape to feed, one int per dimension (static "
-        "dimensions must match the model). Needed for inputs with dynamic dimensions when `inputs` is not "
-        "given.",
+        "dimensions must match the model; 0 is an empty dimension). Needed for inputs with dynamic dimensions "
+        "when `inputs` is not given.",
     )
     int_low: int | None = Field(
         default=None,

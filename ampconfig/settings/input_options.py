@@ -11,21 +11,26 @@ from pathlib import Path
 
 from ampconfig.errors import AmpconfigError
 
-_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(\d+(?:\s*[x,]\s*\d+)*)?\s*$")
+_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(-?\d+(?:\s*[x,]\s*-?\d+)*)?\s*$")
 
 
 def parse_shape_option(text: str) -> tuple[str, list[int]]:
-    """``"input_ids=1x128"`` -> ``("input_ids", [1, 128])``; ``"x="`` is a scalar; commas work like ``x``."""
+    """``"input_ids=1x128"`` -> ``("input_ids", [1, 128])``; ``"x="`` is a scalar; commas work like ``x``; a
+    dimension may be 0 (an empty input)."""
     match = _SHAPE_RE.match(text)
     if match is None:
         raise AmpconfigError(
-            f"--shape {text!r}: expected NAME=DIMxDIM... with positive integers",
+            f"--shape {text!r}: expected NAME=DIMxDIM... with whole numbers, 0 or more",
             hint="for example --shape input_ids=1x128",
         )
     name, dims_text = match.group(1), match.group(2)
     dims = [int(part) for part in re.split(r"\s*[x,]\s*", dims_text)] if dims_text else []
-    if any(dim <= 0 for dim in dims):
-        raise AmpconfigError(f"--shape {text!r}: dimensions must be positive integers")
+    negative = [dim for dim in dims if dim < 0]
+    if negative:
+        raise AmpconfigError(
+            f"--shape {text!r}: dimension {negative[0]} is negative; dimensions are sizes, 0 or more",
+            hint=f"for example --shape {name}=" + "x".join(str(abs(dim)) for dim in dims),
+        )
     return name, dims
 
 
