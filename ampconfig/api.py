@@ -199,6 +199,25 @@ def _fold_layer_norms(
     return fold_layer_norms(ir_model, names, keep)
 
 
+def _training_info_dropped(proto: onnx.ModelProto) -> list[str]:
+    """The warning for a model with training information, which the rewrite does not carry over: its training
+    graphs compute and update weights in their stored dtypes, which the rewrite changes."""
+    if not proto.training_info:
+        return []
+    graphs = [
+        f"{part} {graph.name!r}" if graph.name else part
+        for info in proto.training_info
+        for part, graph in (("initialization", info.initialization), ("algorithm", info.algorithm))
+        if graph.node or graph.output
+    ]
+    updated = sorted({binding.key for info in proto.training_info for binding in info.update_binding})
+    updates = f", updating {', '.join(updated)}" if updated else ""
+    return [
+        f"training_info dropped ({len(proto.training_info)} entry(ies): {', '.join(graphs) or 'empty'}{updates}): "
+        "the rewritten model is for inference; train the original, then rewrite it"
+    ]
+
+
 def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
     return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
 
@@ -263,6 +282,7 @@ def rewrite_model_detailed(
     admitted = admit_input_model(opened)
     opened, types = admitted.opened, admitted.types
     warnings.extend(admitted.warnings)
+    warnings.extend(_training_info_dropped(opened.proto))
     if admitted.checker_errors:  # the rare path: ONNX Runtime decides (imported only here)
         from ampconfig.runner.acceptance import require_onnx_runtime_loads
 

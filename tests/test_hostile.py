@@ -617,6 +617,35 @@ def test_api_rewrite_is_idempotent(graph: RandomGraph, mode: str) -> None:
     ]
 
 
+def _no_op_casts(model: onnx.ModelProto) -> set[str]:
+    """Main-graph Casts whose input already has their output's element type."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*inferred.input, *inferred.output, *inferred.value_info)}
+    types |= {tensor.name: tensor.data_type for tensor in inferred.initializer}
+    casts = [node for node in inferred.node if node.op_type == "Cast"]
+    return {node.name for node in casts if types.get(node.input[0], -1) == types.get(node.output[0], -2)}
+
+
+@hostile(25)
+@given(graph=random_graphs(), first=st.sampled_from(MODES), second=st.sampled_from(MODES))
+def test_api_rewrite_of_a_rewrite(graph: RandomGraph, first: str, second: str) -> None:
+    """A model rewritten in one mode, then in another: valid, without a Cast either rewrite made a no-op (a
+    float16 -> float16 Cast of the first rewrite), and a third rewrite in the second mode changes nothing."""
+    try:
+        once = rewrite_model_detailed(graph.model, first, target="cpu").model
+        twice = rewrite_model_detailed(once, second, target="cpu").model
+    except AmpconfigError as exc:
+        assert _refusal_is_clear(exc, "must_keep_origin_dtype"), exc.message
+        return
+    assert_valid_model(twice, load=loads_in_ort(graph.model))
+    own = _no_op_casts(graph.model)
+    assert _no_op_casts(once) <= own and _no_op_casts(twice) <= own
+    thrice = rewrite_model_detailed(twice, second, target="cpu").model
+    assert [(n.op_type, list(n.input), list(n.output)) for n in thrice.graph.node] == [
+        (n.op_type, list(n.input), list(n.output)) for n in twice.graph.node
+    ]
+
+
 # ---------------------------------------------------------------------------------------------- CLI properties
 @hostile(25)
 @given(graph=random_graphs(), mode=st.sampled_from((*MODES, "fp16", "origin", "not_a_mode")), io=st.booleans())

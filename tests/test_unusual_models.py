@@ -18,7 +18,14 @@ from onnx import numpy_helper
 from ampconfig.prove.accuracy import compare_output
 from tests.graphs import MODES
 from tests.test_hostile_inputs import assert_refused, invoke
-from tests.unusual_models import SPARSE_AND_MAP_MODELS, bfloat16_io_model, zero_size_model
+from tests.unusual_models import (
+    SPARSE_AND_MAP_MODELS,
+    bfloat16_io_model,
+    constant_of_shape_model,
+    float32_island_model,
+    training_info_model,
+    zero_size_model,
+)
 
 RUN_FAST = ["--warmup", "0", "--iterations", "1"]
 
@@ -207,3 +214,78 @@ def test_a_zero_size_dimension_is_generated_and_accepted_by_shape(folder: Path) 
     assert {fed["name"]: fed["shape"] for fed in report["inputs"]} == {"z": [0, 8], "x": [0, 8]}
     refused = invoke(["run", path, "--shape", "x=-2x8", *RUN_FAST])
     assert_refused(refused, "--shape 'x=-2x8': dimension -2 is negative")
+
+
+# ------------------------------------------------------------------------------------------------ rewrites
+def rewrite(source: Path, out: Path, mode: str, target: str = "cuda") -> dict:
+    result = invoke(["rewrite", source, "-o", out, "-m", mode, "--target", target, "--json"])
+    assert result.exit_code == 0, result.stdout
+    return json.loads(result.stdout)
+
+
+def value_types(model: onnx.ModelProto) -> dict[str, int]:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*graph.input, *graph.output, *graph.value_info)}
+    return types | {tensor.name: tensor.data_type for tensor in graph.initializer}
+
+
+def no_op_casts(model: onnx.ModelProto) -> list[str]:
+    types = value_types(model)
+    return [n.name for n in model.graph.node if n.op_type == "Cast" and types[n.input[0]] == types[n.output[0]]]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("opset", [13, 17, 20])
+def test_constant_of_shape_follows_its_schema_in_bfloat16(folder: Path, opset: int, target: str) -> None:
+    path = saved(folder, lambda: constant_of_shape_model(opset), f"constant_of_shape_{opset}")
+    out = folder / f"constant_of_shape_{opset}.{target}.bf16.onnx"
+    rewrite(path, out, "allow_mix_precision_bf16", target)
+    rewritten = onnx.load(out)
+    onnx.checker.check_model(rewritten, full_check=True)
+    (node,) = [n for n in rewritten.graph.node if n.op_type == "ConstantOfShape"]
+    value_type = next(a.t.data_type for a in node.attribute if a.name == "value")
+    explained = invoke(["explain", path, "-m", "allow_mix_precision_bf16", "--target", target, "--json"])
+    (decision,) = [d for d in json.loads(explained.stdout)["nodes"] if d["name"] == "ones"]
+    if opset < 20 and decision["dtype"] != "bfloat16":
+        assert value_type == onnx.TensorProto.FLOAT
+        if target == "cuda":  # the Mul goes bfloat16 on cuda: the constant stays float32 and a Cast follows it
+            assert decision["rule"] == "schema_forbids", decision
+            assert "no bfloat16 output" in decision["reason"]
+    if target == "cpu":
+        x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+        np.testing.assert_allclose(outputs(rewritten, x)[0], outputs(constant_of_shape_model(opset), x)[0], rtol=0.05)
+
+
+@pytest.mark.parametrize("second", ["force_fp16", "force_fp32", "allow_mix_precision", "allow_mix_precision_bf16"])
+def test_rewriting_a_rewritten_model_leaves_no_no_op_casts(folder: Path, second: str) -> None:
+    """A mixed rewrite casts around its float32 island (Cast_m_to_fp32, Cast_e_to_fp16); rewriting that model
+    again must not leave those casts as float16 -> float16 or float32 -> float32 ones, and is idempotent."""
+    path = saved(folder, float32_island_model, "float32_island")
+    once = folder / "island.mixed.onnx"
+    rewrite(path, once, "allow_mix_precision")
+    assert {n.name for n in onnx.load(once).graph.node} >= {"Cast_m_to_fp32", "Cast_e_to_fp16"}
+    twice, thrice = folder / f"island.mixed.{second}.onnx", folder / f"island.mixed.{second}.again.onnx"
+    summary = rewrite(once, twice, second)
+    rewritten = onnx.load(twice)
+    onnx.checker.check_model(rewritten, full_check=True)
+    assert no_op_casts(rewritten) == []
+    if second == "force_fp32":  # every cast of the first rewrite is gone: back to the original's three nodes
+        assert [n.op_type for n in rewritten.graph.node] == ["MatMul", "Exp", "MatMul"]
+        assert summary["stats"]["casts_removed"] == 4, summary["stats"]
+    rewrite(twice, thrice, second)
+    again = onnx.load(thrice)
+    assert [(n.op_type, list(n.input), list(n.output)) for n in again.graph.node] == [
+        (n.op_type, list(n.input), list(n.output)) for n in rewritten.graph.node
+    ]
+
+
+def test_training_info_is_dropped_with_a_warning(folder: Path) -> None:
+    path = saved(folder, training_info_model, "training_info")
+    out = folder / "training_info.fp16.onnx"
+    summary = rewrite(path, out, "force_fp16")
+    (warning,) = [w for w in summary["warnings"] if "training_info" in w]
+    assert warning.startswith("training_info dropped (1 entry(ies): algorithm 'train', updating w1)"), warning
+    rewritten = onnx.load(out)
+    assert len(rewritten.training_info) == 0
+    onnx.checker.check_model(rewritten, full_check=True)

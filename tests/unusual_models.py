@@ -158,3 +158,61 @@ def zero_size_model() -> onnx.ModelProto:
         [numpy_helper.from_array(_weight(FEATURES, 4, seed=4), "w")],
     )
     return _model(graph)
+
+
+def constant_of_shape_model(opset: int) -> onnx.ModelProto:
+    """x -> MatMul -> h; Mul(h, ConstantOfShape(Shape(h))): a float32 ConstantOfShape whose consumer goes low.
+    ConstantOfShape has no bfloat16 output before opset 20."""
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        oh.make_node("Shape", ["h"], ["h_shape"], name="shape"),
+        oh.make_node(
+            "ConstantOfShape", ["h_shape"], ["ones"], name="ones", value=numpy_helper.from_array(np.ones(1, np.float32))
+        ),
+        oh.make_node("Mul", ["h", "ones"], ["y"], name="mul"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "constant_of_shape",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(_weight(FEATURES, 4, seed=5), "w")],
+    )
+    return _model(graph, opset=opset)
+
+
+def float32_island_model() -> onnx.ModelProto:
+    """x -> MatMul -> Exp -> MatMul -> y: a mixed rewrite keeps Exp float32 between two casts."""
+    nodes = [
+        oh.make_node("MatMul", ["x", "w1"], ["m"], name="mm1"),
+        oh.make_node("Exp", ["m"], ["e"], name="exp"),
+        oh.make_node("MatMul", ["e", "w2"], ["y"], name="mm2"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "float32_island",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [
+            numpy_helper.from_array(_weight(FEATURES, FEATURES, seed=6) * 0.1, "w1"),
+            numpy_helper.from_array(_weight(FEATURES, 4, seed=7), "w2"),
+        ],
+    )
+    return _model(graph)
+
+
+def training_info_model() -> onnx.ModelProto:
+    """The float32 island model with a training algorithm that updates its weight ``w1``."""
+    model = float32_island_model()
+    info = model.training_info.add()
+    info.algorithm.CopyFrom(
+        oh.make_graph(
+            [oh.make_node("Mul", ["w1", "decay"], ["w1_next"], name="decay_w1")],
+            "train",
+            [],
+            [oh.make_tensor_value_info("w1_next", TensorProto.FLOAT, [FEATURES, FEATURES])],
+            [numpy_helper.from_array(np.array(0.99, np.float32), "decay")],
+        )
+    )
+    info.update_binding.add(key="w1", value="w1_next")
+    return model

@@ -101,6 +101,7 @@ class ClampedTensor:
 class RewriteStats:
     casts_inserted: int = 0
     casts_retargeted: int = 0
+    casts_removed: int = 0  # existing Casts this rewrite made no-ops (their input already has their dtype)
     initializers_converted: int = 0
     constants_converted: int = 0
     values_clamped: int = 0  # constant elements outside the low type's range, clamped to its max

@@ -6,8 +6,9 @@
 - A graph output keeps its dtype in every subgraph, and in the main graph with keep_io_types.
 - With keep_io_types off, a float32 main-graph input whose every reader needs one low dtype takes that dtype.
 - A value is cast once per dtype some reader (or its kept output) needs and it does not have, except that constants
-  are converted instead (initializers, Constants, a ConstantOfShape wanted in one dtype) and that there are no round
-  trips (a Cast's output wanted back in its source's dtype reads the source).
+  are converted instead (initializers, Constants, a ConstantOfShape wanted in one dtype, where the schema holds
+  the dtype) and that there are no round trips (a Cast's output wanted back in its source's dtype reads the
+  source).
 
 :class:`Needs` answers these questions over a mapping of verdicts. The decision state asks while deciding, the plan
 once decided, the islands pass for an island that might go low, the cost report for its islands, and
@@ -139,22 +140,35 @@ class Needs:
         """How the rewrite gives ``value`` the ``dtype`` a reader needs. ``dtype_of`` reads a Cast's source dtype:
         after the rewrite (the default), or as the graph has it now (the rewrite, mid-way)."""
         producer = value.producer()
-        if self._always_converted(value):
-            return Conversion.CONSTANT if producer is not None else Conversion.INITIALIZER
+        if value.const_value is not None and not value.is_graph_input():
+            return Conversion.INITIALIZER
         if producer is None:
             return Conversion.CAST
-        if is_onnx_op(producer, "ConstantOfShape") and not value.is_graph_output() and self.wanted(value) == {dtype}:
+        if is_onnx_op(producer, "Constant") and constant_tensor(producer) is not None:
+            return Conversion.CONSTANT if self.constant_takes(value, dtype) else Conversion.CAST
+        if (
+            is_onnx_op(producer, "ConstantOfShape")
+            and not value.is_graph_output()
+            and self.wanted(value) == {dtype}
+            and self.constant_takes(value, dtype)
+        ):
             return Conversion.CONSTANT_OF_SHAPE
         source = producer.inputs[0] if is_onnx_op(producer, "Cast") else None
         if source is not None and (dtype_of or self.produced)(source) is dtype:
             return Conversion.SOURCE
         return Conversion.CAST
 
+    def constant_takes(self, value: ir.Value, dtype: Dtype) -> bool:
+        """Whether the constant node producing ``value`` may hold ``dtype`` itself: its schema at the model's opset
+        allows that output type (ConstantOfShape has no bfloat16 before opset 20; it is cast instead)."""
+        producer = value.producer()
+        facts = self.facts_of.get(producer) if producer is not None else None
+        return facts is None or dtype in facts.schema_allows
+
     def casts_of(self, value: ir.Value) -> set[Cast]:
         """The casts of ``value`` the rewrite inserts: one for its kept output dtype where the value lost it, one per
-        dtype a reader needs that it does not have and no conversion gives."""
-        if self._always_converted(value):
-            return set()
+        dtype a reader needs that it does not have and no conversion gives (initializers and constants are
+        converted, unless their schema cannot hold the dtype)."""
         have = self.produced(value)
         if have is None:
             return set()
@@ -166,14 +180,6 @@ class Needs:
             if dtype is own or self.conversion(value, dtype) is Conversion.CAST:
                 casts.add((value, dtype))
         return casts
-
-    @staticmethod
-    def _always_converted(value: ir.Value) -> bool:
-        """An initializer or a Constant's output: every dtype a reader needs is a converted copy, never a cast."""
-        if value.const_value is not None and not value.is_graph_input():
-            return True
-        producer = value.producer()
-        return producer is not None and is_onnx_op(producer, "Constant") and constant_tensor(producer) is not None
 
     def casts(self, values: Iterable[ir.Value]) -> set[Cast]:
         """Every cast of ``values`` the rewrite inserts."""

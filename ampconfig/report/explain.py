@@ -86,6 +86,7 @@ def explain_summary(result: RewriteResult) -> dict[str, Any]:
         "by_rule": dict(sorted(Counter(d.rule.value for d in decisions).items())),
         "casts_inserted": stats.casts_inserted,
         "casts_retargeted": stats.casts_retargeted,
+        "casts_removed": stats.casts_removed,
         "initializers_converted": stats.initializers_converted,
         "constants_converted": stats.constants_converted,
         "values_clamped": stats.values_clamped,
@@ -131,7 +132,9 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
     grid.add_row("by rule", _counts(summary["by_rule"]))
     grid.add_row(
         "casts",
-        f"{summary['casts_inserted']} inserted, {summary['casts_retargeted']} retargeted; "
+        f"{summary['casts_inserted']} inserted, {summary['casts_retargeted']} retargeted"
+        + (f", {summary['casts_removed']} removed (no-ops)" if summary.get("casts_removed") else "")
+        + "; "
         f"{summary['initializers_converted']} initializers and {summary['constants_converted']} constants "
         f"converted, {summary['values_clamped']} values clamped",
     )

@@ -16,7 +16,7 @@ from ampconfig.decide.decisions import RewriteStats
 from ampconfig.decide.facts import constant_tensor, graphs_of
 from ampconfig.decide.needs import Conversion
 from ampconfig.decide.plan import Plan
-from ampconfig.dtypes import Dtype
+from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.rewrite.casts import insert_cast, new_cast, owner_graph
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.tensors import Float16Encoder, TensorConverter, numpy_float16, set_dtype
@@ -132,6 +132,48 @@ class Rewriter:
         self.stats.constants_converted += 1
         return node.outputs[0]
 
+    # -- no-op casts -------------------------------------------------------------------------------------------
+    def drop_casts_made_no_ops(self) -> None:
+        """Existing float Casts this rewrite made no-ops (retargeted to their input's dtype, or fed by a node now
+        computing in their dtype: the casts of an earlier rewrite) are taken out, their consumers reading the
+        input. So a rewritten model rewritten again keeps no float16 -> float16 Cast, and force_fp32 no
+        float32 -> float32 one. A main-graph output keeps its name: the input's producer takes it over."""
+        for node in [node for node in self.plan.facts_of if node.op_type == "Cast" and node.domain in ("", "ai.onnx")]:
+            source, out = node.inputs[0], node.outputs[0]
+            if source is None or Dtype.of_value(source) not in MOVABLE_DTYPES:
+                continue
+            if Dtype.of_value(source) is not Dtype.of_value(out):
+                continue
+            if self.plan.original_dtype.get(source) is self.plan.original_dtype.get(out):
+                continue  # a no-op in the input already: the model's own, kept
+            if self._bypass(node, source, out):
+                self.stats.casts_removed += 1
+
+    def _bypass(self, cast: ir.Node, source: ir.Value, out: ir.Value) -> bool:
+        graph = cast.graph
+        if graph is None:
+            return False
+        if out.is_graph_output():
+            producer = source.producer()
+            takes_name = (
+                graph is self.model.graph
+                and producer is not None
+                and producer.graph is graph
+                and not source.is_graph_output()
+            )
+            if not takes_name:
+                return False  # a subgraph's output, or an input passed straight through: the Cast stays
+            name = out.name
+            source.shape = source.shape or out.shape  # a graph output states its shape
+            graph.outputs[graph.outputs.index(out)] = source
+            out.replace_all_uses_with(source)
+            graph.remove(cast, safe=True)
+            source.name = name
+            return True
+        out.replace_all_uses_with(source)
+        graph.remove(cast, safe=True)
+        return True
+
     # -- wiring ------------------------------------------------------------------------------------------------
     def fix_graph_outputs(self) -> None:
         """Graph outputs keep their dtype (keep_io_types; always for subgraphs) and, in the main graph, name."""
@@ -181,6 +223,7 @@ def apply_plan(
     rewriter.retype_io()
     rewriter.fix_graph_outputs()
     rewriter.fix_inputs()
+    rewriter.drop_casts_made_no_ops()
     # No sort: the input passed the full checker, so its nodes are in topological order, and every node added
     # here goes right after its input's producer (or first in the graph): the order stays topological, as the
     # output check confirms. Sorting cost ~8% of the rewrite on node-heavy graphs.

@@ -58,6 +58,12 @@ class SampleSet:
     source: str
     generated: InputSet | None = None
 
+    @property
+    def warnings(self) -> list[str]:
+        """Values of ``--inputs``/``--input`` that changed on their way to the input's type (a data set's samples
+        are converted as they are read, without a warning)."""
+        return self.generated.warnings if self.generated is not None else []
+
     def __len__(self) -> int:
         return len(self.samples)
 

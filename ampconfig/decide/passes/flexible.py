@@ -44,6 +44,10 @@ def _settled(state: DecisionState, facts: NodeFacts) -> Verdict:
     wanted = state.needs.wanted(node.outputs[0])
     kind = "Cast" if node.op_type == "Cast" else "constant"
     if len(wanted) == 1 and (dtype := next(iter(wanted))) is not facts.dtype and dtype in MOVABLE_DTYPES:
+        if dtype not in facts.schema_allows:
+            # ConstantOfShape has no bfloat16 output before opset 20: it keeps its dtype, a Cast follows.
+            reason = f"{kind} kept: the {facts.key} schema at this opset has no {dtype} output; cast after it"
+            return Verdict(facts.dtype, Rule.SCHEMA_FORBIDS, reason)
         rule = Rule.CAST_RETARGETED if node.op_type == "Cast" else Rule.FOLLOWS_CONSUMERS
         return Verdict(dtype, rule, f"{kind} now produces {dtype}, as every consumer needs")
     detail = "consumers need several dtypes" if len(wanted) > 1 else "consumers need its dtype"
