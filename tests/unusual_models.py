@@ -25,6 +25,25 @@ def _weight(rows: int, cols: int, seed: int = 0) -> np.ndarray:
     return (np.random.default_rng(seed).standard_normal((rows, cols)) / np.sqrt(rows)).astype(np.float32)
 
 
+def _x_to_y(
+    nodes: list[onnx.NodeProto],
+    name: str,
+    weights: dict[str, np.ndarray],
+    opset: int = 17,
+    sparse_initializer: tuple[onnx.SparseTensorProto, ...] = (),
+) -> onnx.ModelProto:
+    """A graph from input x (float32, [n, 8]) to output y (float32, [n, 4]) with these float32 weights."""
+    graph = oh.make_graph(
+        nodes,
+        name,
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(array, weight) for weight, array in weights.items()],
+        sparse_initializer=list(sparse_initializer),
+    )
+    return _model(graph, opset=opset)
+
+
 def _sparse(name: str, values: list[float], positions: list[int], size: int) -> onnx.SparseTensorProto:
     return oh.make_sparse_tensor(
         numpy_helper.from_array(np.array(values, np.float32), name),
@@ -40,14 +59,7 @@ def sparse_constant_model() -> onnx.ModelProto:
         oh.make_node("Add", ["x", "offset"], ["shifted"], name="add"),
         oh.make_node("MatMul", ["shifted", "w"], ["y"], name="mm"),
     ]
-    graph = oh.make_graph(
-        nodes,
-        "sparse_constant",
-        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
-        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
-        [numpy_helper.from_array(_weight(FEATURES, 4), "w")],
-    )
-    return _model(graph)
+    return _x_to_y(nodes, "sparse_constant", {"w": _weight(FEATURES, 4)})
 
 
 def sparse_initializer_model() -> onnx.ModelProto:
@@ -57,15 +69,8 @@ def sparse_initializer_model() -> onnx.ModelProto:
         oh.make_node("Add", ["x", "offset"], ["shifted"], name="add"),
         oh.make_node("MatMul", ["shifted", "w"], ["y"], name="mm"),
     ]
-    graph = oh.make_graph(
-        nodes,
-        "sparse_initializer",
-        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
-        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
-        [numpy_helper.from_array(_weight(FEATURES, 4), "w")],
-        sparse_initializer=[_sparse("offset", [0.5, 3], [0, 7], FEATURES)],
-    )
-    return _model(graph)
+    offset = _sparse("offset", [0.5, 3], [0, 7], FEATURES)
+    return _x_to_y(nodes, "sparse_initializer", {"w": _weight(FEATURES, 4)}, sparse_initializer=(offset,))
 
 
 #: ZipMap's output in every scikit-learn classifier export: one {class: probability} map per row.
@@ -171,14 +176,7 @@ def constant_of_shape_model(opset: int) -> onnx.ModelProto:
         ),
         oh.make_node("Mul", ["h", "ones"], ["y"], name="mul"),
     ]
-    graph = oh.make_graph(
-        nodes,
-        "constant_of_shape",
-        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
-        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
-        [numpy_helper.from_array(_weight(FEATURES, 4, seed=5), "w")],
-    )
-    return _model(graph, opset=opset)
+    return _x_to_y(nodes, "constant_of_shape", {"w": _weight(FEATURES, 4, seed=5)}, opset=opset)
 
 
 def float32_island_model() -> onnx.ModelProto:
@@ -188,17 +186,8 @@ def float32_island_model() -> onnx.ModelProto:
         oh.make_node("Exp", ["m"], ["e"], name="exp"),
         oh.make_node("MatMul", ["e", "w2"], ["y"], name="mm2"),
     ]
-    graph = oh.make_graph(
-        nodes,
-        "float32_island",
-        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", FEATURES])],
-        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
-        [
-            numpy_helper.from_array(_weight(FEATURES, FEATURES, seed=6) * 0.1, "w1"),
-            numpy_helper.from_array(_weight(FEATURES, 4, seed=7), "w2"),
-        ],
-    )
-    return _model(graph)
+    weights = {"w1": _weight(FEATURES, FEATURES, seed=6) * 0.1, "w2": _weight(FEATURES, 4, seed=7)}
+    return _x_to_y(nodes, "float32_island", weights)
 
 
 def training_info_model() -> onnx.ModelProto:
