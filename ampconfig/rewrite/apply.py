@@ -13,7 +13,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import RewriteStats
-from ampconfig.decide.facts import constant_tensor, graphs_of
+from ampconfig.decide.facts import constant_tensor, graphs_of, is_onnx_op
 from ampconfig.decide.needs import Conversion
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
@@ -138,7 +138,7 @@ class Rewriter:
         computing in their dtype: the casts of an earlier rewrite) are taken out, their consumers reading the
         input. So a rewritten model rewritten again keeps no float16 -> float16 Cast, and force_fp32 no
         float32 -> float32 one. A main-graph output keeps its name: the input's producer takes it over."""
-        for node in [node for node in self.plan.facts_of if node.op_type == "Cast" and node.domain in ("", "ai.onnx")]:
+        for node in [node for node in self.plan.facts_of if is_onnx_op(node, "Cast")]:
             source, out = node.inputs[0], node.outputs[0]
             if source is None or Dtype.of_value(source) not in MOVABLE_DTYPES:
                 continue
