@@ -50,8 +50,9 @@ from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.fold import fold_layer_norms
 from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes
 from ampconfig.rewrite.rounding import round_like_low_precision
-from ampconfig.rewrite.tensors import Float16Encoder, numpy_float16
+from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
+from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
@@ -250,12 +251,13 @@ def rewrite_model_detailed(
     a node whose values passed the margin keeps float32 (rule ``range_exceeds``). A node reading a constant beyond
     the low type's range keeps float32 (rule ``value_out_of_range``) unless ``clamp_values``, when the constant is
     clamped instead; every clamped tensor is a warning.
-    ``float16_encoder`` converts float32 weights to float16 (default: numpy's cast, over threads; ONNX Runtime's
-    Cast kernel, ``ampconfig.runner.float_cast.float32_to_float16``, is 10-20x faster on large weights and is what
-    the command line uses). ``op_names`` says whose op type names the mixlist and keep_dtype use (``tensorflow``,
-    ``ascend``, ``onnx``; None: each name by the table of docs/op-names.md); each name mapped is in ``notes``.
-    ``op_info`` replaces the built-in op info of ``target`` (another release's, or one written by
-    ``ampconfig ops-info``).
+    ``float16_encoder`` converts float32 weights to float16; the default, the one every command uses too, is
+    :func:`ampconfig.runner.float_cast.float32_to_float16`: ONNX Runtime's Cast kernel for large weights (10-20x
+    numpy's cast; onnxruntime is imported only once such a weight is converted), numpy's cast for small ones or
+    where onnxruntime cannot be imported. The bits are the same either way. ``op_names`` says whose op type names
+    the mixlist and keep_dtype use (``tensorflow``, ``ascend``, ``onnx``; None: each name by the table of
+    docs/op-names.md); each name mapped is in ``notes``. ``op_info`` replaces the built-in op info of ``target``
+    (another release's, or one written by ``ampconfig ops-info``).
     ``customize_dtypes`` is the path of an Ascend customize_dtypes file: the nodes it names compute in the dtypes
     it gives them (rule ``customized``), over keep_dtype, over the mode and mixlist; an entry that does not fit
     the model (no such node, a dtype count or a dtype its schema or the target's kernels refuse) raises.
@@ -277,7 +279,7 @@ def rewrite_model_detailed(
         notes.extend(p.format() for p in customize.notes if p.severity is Severity.NOTE)
     warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
     notes.extend(p.format() for p in keep_names if p.severity is Severity.NOTE)
-    opened = open_model(model)
+    opened = open_model(model, map_weights=True)
     ir_version = output_ir_version(opened.proto, opened.path)
     admitted = admit_input_model(opened)
     opened, types = admitted.opened, admitted.types
@@ -325,7 +327,7 @@ def rewrite_model_detailed(
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         cost = decision_cost(plan)  # before the rewrite: it reads the plan against the graph as decided
-        stats = apply_plan(ir_model, plan, names, float16_encoder or numpy_float16)
+        stats = apply_plan(ir_model, plan, names, float16_encoder or float32_to_float16)
         skeleton, problem = _checked_output(ir_model, known_errors=admitted.checker_errors)
         if problem is None:
             break

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -57,3 +60,35 @@ def test_non_contiguous_and_non_float32_input() -> None:
     _assert_same_as_numpy(values.T)  # a transposed view: converted in its logical order
     doubles = np.random.default_rng(3).standard_normal(MIN_ELEMENTS * 2)
     np.testing.assert_array_equal(float32_to_float16(doubles), doubles.astype(np.float16))
+
+
+# Rewrites one model through the Python API in a fresh interpreter and says whether onnxruntime was imported.
+_API_PROBE = """
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import ampconfig
+
+rows = int(sys.argv[1])
+weight = numpy_helper.from_array(np.ones((rows, 4), np.float32), "w")
+graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")],
+    "g",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+    [weight],
+)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+out = ampconfig.rewrite_model(model, "force_fp16")
+assert numpy_helper.to_array(out.graph.initializer[0]).dtype == np.float16
+print("onnxruntime" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("rows, onnx_runtime", [(MIN_ELEMENTS // 4, True), (16, False)])
+def test_the_api_converts_large_weights_with_onnx_runtime_by_default(rows: int, onnx_runtime: bool) -> None:
+    """The Python API and the commands share one encoder: ONNX Runtime's Cast kernel for a large weight; a model
+    whose weights are all small is rewritten without importing onnxruntime."""
+    done = subprocess.run([sys.executable, "-c", _API_PROBE, str(rows)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(onnx_runtime)

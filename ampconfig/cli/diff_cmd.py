@@ -123,7 +123,6 @@ def _sides(
     ctx: typer.Context, base_given: dict[str, object], base_lock: Path | None, lock: Path | None, run: bool
 ) -> tuple[SidesDiff, str]:
     """The two sides compared, and what to call the comparison."""
-    from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.lock.sides import diff_lock_files, diff_settings
 
     if (base_lock is None) != (lock is None):
@@ -143,4 +142,4 @@ def _sides(
         )
     new = resolved_settings(ctx)
     base = resolved_settings(ctx, **base_given)
-    return diff_settings(base, new, float16_encoder=float16_by_onnx_runtime), str(new.model_path)
+    return diff_settings(base, new), str(new.model_path)

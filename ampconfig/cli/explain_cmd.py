@@ -129,14 +129,13 @@ def explain(
 def _explain_decisions(settings: Settings, guard: OutputGuard) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
     from ampconfig.api import rewrite_with_settings
-    from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.files.models import open_model
     from ampconfig.prove.request_files import declare_model
     from ampconfig.report.explain import explain_payload
 
-    opened = open_model(settings.model_path)
+    opened = open_model(settings.model_path, map_weights=True)
     declare_model(guard, opened)
-    rewrite = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
+    rewrite = rewrite_with_settings(opened, settings)
     return explain_payload(rewrite, model=str(settings.model_path), op_names=settings.op_names)
 
 

@@ -128,7 +128,6 @@ def lock(
 
 
 def _write_lock(ctx: typer.Context, lock_out: Path | None, as_json: bool) -> None:
-    from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.files.models import open_model
     from ampconfig.lock.record import decide_lock
     from ampconfig.prove.request_files import declare_inputs, declare_model
@@ -143,7 +142,7 @@ def _write_lock(ctx: typer.Context, lock_out: Path | None, as_json: bool) -> Non
         destination = guard.output(LOCK_ROLE, lock_out)  # refused before any work
         opened = open_model(settings.model_path)
         declare_model(guard, opened)
-        decided = decide_lock(settings, lock_out, opened=opened, float16_encoder=float16_by_onnx_runtime)
+        decided = decide_lock(settings, lock_out, opened=opened)
         guard.write_text(destination, lock_text(decided.lock))
     where = shown_path(lock_out) or str(lock_out)
     if as_json:
@@ -155,7 +154,6 @@ def _write_lock(ctx: typer.Context, lock_out: Path | None, as_json: bool) -> Non
 
 
 def _check(path: Path, update: bool, strict: bool, output_format: str) -> int:
-    from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.lock.check import prepare_check, run_check
     from ampconfig.prove.request_files import declare_inputs
     from ampconfig.report.lock import check_comparison
@@ -164,7 +162,7 @@ def _check(path: Path, update: bool, strict: bool, output_format: str) -> int:
     with output_guard() as guard:
         declare_inputs(guard, prepared.settings)
         destination = guard.output(UPDATE_ROLE, path) if update else None  # never over an input: refused first
-        checked = run_check(prepared, float16_encoder=float16_by_onnx_runtime)
+        checked = run_check(prepared)
         failed = checked.diff.drifted or (strict and checked.stale)
         updated = destination is not None and checked.stale
         if updated:

@@ -1,6 +1,6 @@
 """``ampconfig rewrite``: decide every node's dtype and write the rewritten model (no ONNX Runtime session, except
 for an input the ONNX checker rejects: see :mod:`ampconfig.runner.acceptance`; onnxruntime is loaded only to
-convert large weights, :func:`ampconfig.cli.weights.float16_by_onnx_runtime`)."""
+convert large weights, :mod:`ampconfig.runner.float_cast`)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _declare_files(guard: OutputGuard, settings: Settings, output: Path) -> tupl
     declare_inputs(guard, settings)
     output_role = settings_role(settings, "output model", "--output", "output")
     guard.output(output_role, output)  # refused before the model is even read
-    opened = open_model(settings.model_path)
+    opened = open_model(settings.model_path, map_weights=True)
     declare_model(guard, opened)
     return opened, declare_model_output(guard, output, output_role, opened)
 
@@ -150,14 +150,13 @@ def rewrite(
     json_output: JsonOpt = False,
 ) -> None:
     from ampconfig.api import rewrite_with_settings
-    from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.files.models import save_model_atomic
     from ampconfig.report.explain import activations_note
 
     settings, output_path = _rewrite_settings(ctx)
     with output_guard() as guard:
         opened, destination = _declare_files(guard, settings, output_path)
-        result = rewrite_with_settings(opened, settings, float16_encoder=float16_by_onnx_runtime)
+        result = rewrite_with_settings(opened, settings)
         written = save_model_atomic(result.savable, destination, guard=guard)
     summary = rewrite_summary(result, settings.model_path, written)
     note = activations_note(result)

@@ -33,7 +33,6 @@ def _check_locks(report: ValidationReport) -> ValidationReport:
     """Each precision lock that parsed, decided again and compared (the model is read: this can take a while)."""
     if not any(file.kind == "lock" and not file.unusable for file in report.files):
         return report
-    from ampconfig.cli.weights import float16_by_onnx_runtime
     from ampconfig.lock.check import check_lock
     from ampconfig.report.lock import check_comparison, comparison_problems
 
@@ -41,7 +40,7 @@ def _check_locks(report: ValidationReport) -> ValidationReport:
         if file.kind != "lock" or file.unusable:
             continue
         try:
-            checked = check_lock(Path(file.path), float16_encoder=float16_by_onnx_runtime)
+            checked = check_lock(Path(file.path))
         except AmpconfigError as exc:
             file.unusable, file.problems = True, exc.as_problems()
             continue

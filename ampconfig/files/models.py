@@ -29,8 +29,9 @@ from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
 from ampconfig.files.ir_bridge import attach_external_data, save_ir, to_ir, to_proto
+from ampconfig.files.mapped import mappable, read_mapped
 from ampconfig.files.paths import require_file, resolve_path
-from ampconfig.files.skeleton import STREAM_BYTES, ModelSkeleton, skeleton_of
+from ampconfig.files.skeleton import IN_MODEL_FILE, STREAM_BYTES, ModelSkeleton, skeleton_of
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,20 @@ class OpenedModel:
     proto: onnx.ModelProto
     path: str | None
     external_files: frozenset[Path]  # resolved external data files; empty when every tensor is inline
+    #: The large weights were left in the model file (files/mapped.py): ``proto`` references them there as
+    #: external data, and they are read through a memory map when used.
+    mapped: bool = False
+
+    @property
+    def tensors_on_disk(self) -> bool:
+        """Whether some weights are read from disk when used (external data files, or the mapped model file)."""
+        return bool(self.external_files) or self.mapped
+
+    def loaded(self) -> OpenedModel:
+        """The model with its mapped weights read into ``proto`` (the rare paths that need a complete proto)."""
+        if not self.mapped or self.path is None:
+            return self
+        return open_model(self.path)
 
     def stored_bytes(self) -> int:
         """The model's size on disk: its proto plus its external data files (an upper bound on the tensors). The
@@ -115,14 +130,24 @@ class OpenedModel:
     def to_ir(self) -> ir.Model:
         """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
         model = to_ir(self.proto, source=self.path)
-        if self.external_files and self.path is not None:
+        if self.tensors_on_disk and self.path is not None:
             attach_external_data(model, os.path.dirname(os.path.abspath(self.path)))
+        if self.mapped and self.path is not None:
+            name = os.path.basename(self.path)
+            for value in model.graph.initializers.values():
+                tensor = value.const_value
+                if isinstance(tensor, ir.ExternalTensor) and os.fspath(tensor.location) == name:
+                    tensor.meta[IN_MODEL_FILE] = True  # written inline, as it was read
         return model
 
 
-def _read_proto(path: Path, what: str) -> onnx.ModelProto:
-    """The model proto with its external tensors left on disk."""
+def _read_proto(path: Path, what: str, map_weights: bool = False) -> tuple[onnx.ModelProto, bool]:
+    """The model proto with its external tensors left on disk, and whether its large weights were left in the
+    file too (``map_weights``, for a large plain file: :mod:`ampconfig.files.mapped`)."""
     require_file(path, what, hint="check the path")  # a device or pipe would be read without end
+    proto = read_mapped(path) if map_weights and mappable(path) else None
+    if proto is not None:
+        return _with_a_graph(proto, path, what), True
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*onnxtxt format is experimental")  # ONNX's own note
@@ -142,6 +167,10 @@ def _read_proto(path: Path, what: str) -> onnx.ModelProto:
             file=str(path),
             hint="is it a complete .onnx file (not truncated, not another format)?",
         ) from None
+    return _with_a_graph(proto, path, what), False
+
+
+def _with_a_graph(proto: onnx.ModelProto, path: Path, what: str) -> onnx.ModelProto:
     if not proto.graph.node and not proto.graph.output:
         raise _not_a_model(path, what) or AmpconfigError(
             f"{what} has an empty graph", file=str(path), hint="is it really an ONNX model?"
@@ -289,16 +318,23 @@ def check_external_extent(tensor: onnx.TensorProto, data_file: Path, where: str,
         )
 
 
-def open_model(model: str | Path | onnx.ModelProto | OpenedModel, *, what: str = "model") -> OpenedModel:
+def open_model(
+    model: str | Path | onnx.ModelProto | OpenedModel, *, what: str = "model", map_weights: bool = False
+) -> OpenedModel:
     """Open an input model for rewriting without reading its external tensor data (an already opened model is
-    returned as it is)."""
+    returned as it is). With ``map_weights``, the large weights of a large single-file model are left in the
+    file too, read through a memory map when used (:mod:`ampconfig.files.mapped`): for callers that only decide
+    and rewrite, never hand ``proto`` to ONNX Runtime or read its tensors."""
     if isinstance(model, OpenedModel):
         return model
     if isinstance(model, onnx.ModelProto):
         return OpenedModel(model, None, frozenset())
     path = Path(model)
-    proto = _read_proto(path, what)
-    opened = OpenedModel(proto, str(path), external_data_files(proto, path))
+    proto, mapped = _read_proto(path, what, map_weights)
+    external = external_data_files(proto, path)
+    if mapped:
+        external -= {path.resolve()}
+    opened = OpenedModel(proto, str(path), external, mapped)
     _log_opened(opened)
     return opened
 
@@ -328,7 +364,7 @@ def load_model(model: str | Path | onnx.ModelProto, *, what: str = "model") -> t
     if isinstance(model, onnx.ModelProto):
         return model, None
     path = Path(model)
-    proto = _read_proto(path, what)
+    proto, _ = _read_proto(path, what)
     for tensor, data_file in list(_external_tensors(proto, path)):  # every location checked before any read
         _read_external_tensor(tensor, data_file)
     return proto, str(path)

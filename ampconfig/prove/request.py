@@ -32,7 +32,6 @@ from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
-from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.intermediates import IntermediateRun, run_value_peaks
 from ampconfig.runner.proof import REFERENCE_FAILED, input_refusal
@@ -128,7 +127,7 @@ class Prepared:
                 customize_dtypes=customize,
             )
         source = self.request.model_path if self.from_files else self.graph
-        return rewrite_with_settings(source, settings, value_ranges=value_ranges, float16_encoder=float32_to_float16)
+        return rewrite_with_settings(source, settings, value_ranges=value_ranges)
 
     def calibration_source(self) -> str:
         """Where the calibration values come from, in words."""

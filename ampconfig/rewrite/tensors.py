@@ -3,9 +3,9 @@ to the low type's largest finite value and recorded (which tensor, how many, the
 large tensors converted only when the output is written. The decisions convert such a tensor only when the user
 asked for clamping, or when its out-of-range values are sentinels (``ampconfig.decide.values``).
 
-float32 -> float16 goes through a :data:`Float16Encoder`. The default is numpy's own cast, split across threads;
-the caller may hand a faster one (``ampconfig.runner.float_cast.float32_to_float16``, ONNX Runtime's Cast kernel,
-10-20x faster on large weights). Nothing here imports ONNX Runtime.
+float32 -> float16 goes through a :data:`Float16Encoder`. The API hands ONNX Runtime's Cast kernel
+(``ampconfig.runner.float_cast.float32_to_float16``, 10-20x faster on large weights); numpy's own cast, split across
+threads, is this module's default and the fallback. Nothing here imports ONNX Runtime.
 """
 
 from __future__ import annotations

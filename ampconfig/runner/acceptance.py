@@ -105,7 +105,7 @@ def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.
 def _input_for_onnx_runtime(opened: OpenedModel, ir_version: int) -> onnx.ModelProto | ModelFile:
     """The (repaired) input as ONNX Runtime takes it, at the output's IR version. A model with external data is
     loaded from its file, which ORT reads the weights next to: that file is the unrepaired model."""
-    if opened.external_files and opened.path:
+    if opened.tensors_on_disk and opened.path:
         return ModelFile(Path(opened.path), opened.proto)
     return with_ir_version(opened.proto, ir_version)
 
