@@ -28,7 +28,7 @@ from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.files.ir_bridge import load_ir, to_ir, to_proto
+from ampconfig.files.ir_bridge import to_ir, to_proto
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
@@ -434,9 +434,10 @@ def low_precision_rounding_model(model: onnx.ModelProto) -> tuple[onnx.ModelProt
 
 def save_low_precision_rounding_copy(source: str | Path, destination: str | Path) -> int:
     """:func:`low_precision_rounding_model` for a rewritten model saved at ``source``, without reading its
-    tensors: the copy is written to ``destination`` (in the same folder), its weights still those of ``source``'s
-    external data file. Writes nothing when no node needs rounding; returns how many nodes were wrapped."""
-    ir_model = load_ir(source)  # external tensors stay on disk (memory-mapped only when read)
+    tensors: the copy is written to ``destination`` (in the same folder), its weights still those of ``source``
+    (in its external data file, or in ``source`` itself for a large single file). Writes nothing when no node
+    needs rounding; returns how many nodes were wrapped."""
+    ir_model = open_model(source, map_weights=True).to_ir()  # tensors stay on disk (mapped only when read)
     wrapped = _round_like_cpu_low_precision(ir_model)
     if wrapped:
         save_model_sharing_data(ir_model, destination)

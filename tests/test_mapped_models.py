@@ -29,10 +29,11 @@ def _map_small_files(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mapped, "MAP_MIN_BYTES", 0)
 
 
-def _model(opset: int = 17) -> onnx.ModelProto:
+def _model(opset: int = 17, clamped: bool = True) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
-    large = rng.standard_normal((WIDTH * 2, WIDTH)).astype(np.float32)  # 128 KiB: left in the file
-    large[5, 5] = 1e6  # clamped when converted
+    large = rng.standard_normal((WIDTH * 2, WIDTH)).astype(np.float32) / 10  # 128 KiB: left in the file
+    if clamped:
+        large[5, 5] = 1e6  # clamped when converted
     initializers = [
         numpy_helper.from_array(large, "large"),
         numpy_helper.from_array(rng.standard_normal((WIDTH, WIDTH)).astype(np.float32), "pinned"),  # 64 KiB
@@ -152,3 +153,19 @@ def test_a_truncated_file_is_the_usual_error(tmp_path: Path) -> None:
     path.write_bytes(data[: len(data) - 1000])
     with pytest.raises(AmpconfigError, match="cannot read model"):
         open_model(path, map_weights=True)
+
+
+def test_run_reads_a_mapped_model_from_files(tmp_path: Path) -> None:
+    """`run` hands ONNX Runtime files: the input itself, the rewrite in a temporary folder, and the CPU accuracy
+    copy, whose weights are read from the rewrite's file; --output gets what `rewrite` writes."""
+    path = _saved(tmp_path, _model(clamped=False))
+    out = tmp_path / "out.onnx"
+    keep = tmp_path / "keep.cfg"
+    keep.write_text("kept\n")
+    args = ["run", str(path), "-m", "force_fp16", "--target", "cpu", "--device", "cpu", "--keep-dtype", str(keep)]
+    result = CliRunner().invoke(app, [*args, "--iterations", "1", "--warmup", "0", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "accuracy measured on a copy" in result.output  # the copy reading the rewrite's weights ran
+    expected = rewrite_model(_model(clamped=False), "force_fp16", target="cpu", keep_dtype=["kept"])
+    assert out.read_bytes() == expected.SerializeToString()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.cfg", "model.onnx", "out.onnx"]

@@ -76,8 +76,9 @@ class Prepared:
 
     @property
     def from_files(self) -> bool:
-        """Whether ONNX Runtime gets this model as files (external data, or too large for one protobuf)."""
-        return bool(self.opened.external_files) or not self.fits_in_memory
+        """Whether ONNX Runtime gets this model as files (weights left in its file or in external data, or too
+        large for one protobuf)."""
+        return self.opened.tensors_on_disk or not self.fits_in_memory
 
     @cached_property
     def model(self) -> onnx.ModelProto:
@@ -92,7 +93,7 @@ class Prepared:
                 hint="ampconfig run, ampconfig rewrite and explain without --range-check/--compare work from files",
             )
         model = (
-            self.graph if not self.opened.external_files else with_node_names(load_model(self.request.model_path)[0])
+            self.graph if not self.opened.tensors_on_disk else with_node_names(load_model(self.request.model_path)[0])
         )
         try:  # run with the IR version the installed ONNX Runtime reads, as the rewrite is written
             version = output_ir_version(model, str(self.request.model_path)).version
@@ -165,11 +166,18 @@ def calibration_ranges(prepared: Prepared, progress: ProgressCallback | None = N
 
 
 def prepare(
-    request: Settings, *, need_inputs: bool = True, command: str = "this command", guard: OutputGuard | None = None
+    request: Settings,
+    *,
+    need_inputs: bool = True,
+    command: str = "this command",
+    guard: OutputGuard | None = None,
+    map_weights: bool = False,
 ) -> Prepared:
     """The request's model, named, with its samples when ``need_inputs`` (something will run). The model's
-    external data files are declared to ``guard`` as inputs as soon as they are known, before anything runs."""
-    opened = open_model(request.model_path)  # external tensor data stays on disk
+    external data files are declared to ``guard`` as inputs as soon as they are known, before anything runs.
+    ``map_weights``: a large single-file model keeps its weights in its file (for a caller that runs it from
+    files, as ``run`` does; :attr:`Prepared.model` then reads them in)."""
+    opened = open_model(request.model_path, map_weights=map_weights)  # external tensor data stays on disk
     if guard is not None:
         declare_model(guard, opened)
     graph = with_node_names(opened.proto)

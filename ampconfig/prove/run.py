@@ -50,8 +50,9 @@ def execute(
     on the same samples, compare. Without a guard, one of its own checks the output against the model's files.
 
     With ``range_check`` (the default) the fp32 model first runs once per calibration sample with every
-    intermediate exposed, and its value ranges decide (rule range_exceeds). A model with external data, or too
-    large for one in-memory proto, runs from files (:func:`_models_to_run`).
+    intermediate exposed, and its value ranges decide (rule range_exceeds). A large model (its weights left in its
+    file), a model with external data, or one too large for one in-memory proto runs from files
+    (:func:`_models_to_run`).
     """
     if guard is None:
         with OutputGuard() as own:
@@ -59,7 +60,7 @@ def execute(
             return execute(settings, progress, own, output_role, range_check=range_check)
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
-    prepared = prepare(settings, command="run", guard=guard)  # external tensor data stays on disk
+    prepared = prepare(settings, command="run", guard=guard, map_weights=True)  # large weights stay on disk
     opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)
@@ -84,7 +85,7 @@ def execute(
             if REFERENCE_FAILED in exc.message:
                 raise explain_reference_failure(exc, prepared) from None
             raise
-    if prepared.from_files:
+    if opened.external_files or not opened.fits_in_memory():
         what = "has external data" if opened.external_files else "is too large for one in-memory protobuf"
         proof.notes.append(
             f"the model {what}: ONNX Runtime ran both models from files (the rewrite from a temporary copy)"
@@ -108,10 +109,11 @@ def _models_to_run(
 ) -> Iterator[tuple[RunnableModel, RunnableModel, Callable[[], tuple[RunnableModel, int]]]]:
     """The fp32 reference, the rewritten model and a maker of the CPU accuracy copy, as :func:`prove` takes them.
 
-    In memory for ordinary models. From files for a model with external data or too large for one serialised
-    proto (protobuf refuses 2 GiB): the reference is the input model itself; the rewritten model (and the accuracy
-    copy, which shares its data file) live in a private temporary folder with external data, removed afterwards
-    whatever happens."""
+    In memory for small models. From files for a large one (read with its weights left in its file), one with
+    external data or one too large for one serialised proto (protobuf refuses 2 GiB): ONNX Runtime reads the
+    reference from the input file itself, and the rewritten model (and the accuracy copy, which reads its weights
+    from the rewritten model's file) from a private temporary folder removed afterwards whatever happens. No
+    weight is then copied into a protobuf or a bytes object on the way to ONNX Runtime."""
     if not from_files:
         # The rewrite's IR version is one the installed ORT loads (lowered when the model allowed it): so is the
         # reference's, which is the same model.
@@ -119,13 +121,13 @@ def _models_to_run(
         yield reference, result.model, lambda: accuracy_model(result.model, "cpu")
         return
     with tempfile.TemporaryDirectory(prefix="ampconfig-run-") as folder:
-        rewritten_path = save_model_atomic(result.ir_model, Path(folder) / "rewritten.onnx")
-        rewritten = ModelFile(rewritten_path, open_model(rewritten_path).proto)
+        rewritten_path = save_model_atomic(result.savable, Path(folder) / "rewritten.onnx")
+        rewritten = ModelFile(rewritten_path, open_model(rewritten_path, map_weights=True).proto)
 
         def accuracy_copy() -> tuple[RunnableModel, int]:
             path = Path(folder) / "accuracy.onnx"
             wrapped = save_low_precision_rounding_copy(rewritten_path, path)
-            return (ModelFile(path, open_model(path).proto) if wrapped else rewritten), wrapped
+            return (ModelFile(path, open_model(path, map_weights=True).proto) if wrapped else rewritten), wrapped
 
         yield ModelFile(settings.model_path, opened.proto), rewritten, accuracy_copy
 
