@@ -8,9 +8,17 @@ ampconfig runs as ``allow_mix_precision`` and ``force_fp16`` for target cpu (tar
 
 Run by hand, not by the test suite:
 
-  python benchmarks/compare_peers.py --parts time,memory,validity,profile,gpu,large --repeat 3 --json bench.json
+  python benchmarks/compare_peers.py --parts time,memory,validity,profile,gpu,large,e2e --repeat 3 --json bench.json
 
 Parts:
+  e2e           What a user meets: each tool from one model file to another in a fresh process, under
+                ``/usr/bin/time`` (wall time around the process, peak RSS of the process): ``ampconfig rewrite
+                --precision-mode MODE`` (its defaults otherwise: target cuda), each peer's own ``python -c`` (load,
+                convert with keep_io_types=True, save) and the I/O floor (``onnx.save(onnx.load(m), out)``). One
+                untimed round warms the page cache and bytecode caches and checks every output (full checker, ONNX
+                Runtime loads it); then ``--e2e-rounds`` rounds, one run of each tool per round, the order rotated;
+                best of the rounds, with the load average at each round. Models are built once in
+                ``--e2e-folder``.
   time, memory  BERT-base, GPT-2 small, ViT-B/16, ResNet50 and synthetic graphs of 25k/50k/100k nodes (``--models``).
                 One fresh subprocess per (model, tool): build/load the model, then convert ``--repeat`` times from
                 an in-memory ModelProto to a ModelProto (each run gets a fresh copy, made outside the timer, since
@@ -75,8 +83,8 @@ IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23's make_model would stamp 1
 OPSET = 17
 TOOLS = ("ampconfig:allow_mix_precision", "ampconfig:force_fp16", "occ", "ort-float16")
 BASELINE_TOOL = "ampconfig:allow_mix_precision"
-ALL_PARTS = ("time", "memory", "validity", "profile", "gpu", "large")
-DEFAULT_PARTS = ("time", "memory", "validity", "profile", "gpu", "large")
+ALL_PARTS = ("time", "memory", "validity", "profile", "gpu", "large", "e2e")
+DEFAULT_PARTS = ("time", "memory", "validity", "profile", "gpu", "large", "e2e")
 SYNTHETIC_SIZES = (25_000, 50_000, 100_000)
 
 
@@ -569,18 +577,17 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("admit_input_model (full check + type inference of the input)", "ampconfig/files/repair.py", "admit_input_model"),
     ("light_proto (graph-only copies for the checks)", "ampconfig/files/models.py", "light_proto"),
     ("checker_problem (full_check of the output)", "ampconfig/files/models.py", "checker_problem"),
-    (
-        "output_model_problem (full_check of an external-data output)",
-        "ampconfig/files/models.py",
-        "output_model_problem",
-    ),
     ("onnx-ir deserialize_model", "onnx_ir/serde.py", "deserialize_model"),
-    ("name_unnamed_nodes", "ampconfig/rewrite.py", "name_unnamed_nodes"),
-    ("annotate_dtypes", "ampconfig/rewrite.py", "annotate_dtypes"),
-    ("build_plan (facts, policy, painting)", "ampconfig/plan.py", "build_plan"),
-    ("apply_plan (rewrite)", "ampconfig/rewrite.py", "apply_plan"),
-    ("RewriteResult.model (serializing the result)", "ampconfig/decisions.py", "model"),
-    ("onnx-ir serialize_model (weights converted here, at write time)", "onnx_ir/serde.py", "serialize_model"),
+    ("name_unnamed_nodes", "ampconfig/rewrite/names.py", "name_unnamed_nodes"),
+    ("annotate_dtypes", "ampconfig/rewrite/types.py", "annotate_dtypes"),
+    ("build_plan (facts, policy, painting)", "ampconfig/decide/plan.py", "build_plan"),
+    ("apply_plan (rewrite)", "ampconfig/rewrite/apply.py", "apply_plan"),
+    (
+        "skeleton_of (the output serialised once, without its large weights)",
+        "ampconfig/files/skeleton.py",
+        "skeleton_of",
+    ),
+    ("full_proto (the API's proto: weights converted and copied in)", "ampconfig/files/skeleton.py", "full_proto"),
     ("… of which float32 -> float16 casts (ORT kernel)", "ampconfig/runner/float_cast.py", "float32_to_float16"),
 )
 
@@ -899,6 +906,165 @@ def large_ratios(results: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# End to end: each tool as a user runs it, from one model file to another, in a fresh process.
+# --------------------------------------------------------------------------------------------------------------
+
+E2E_TOOLS = ("io-floor", "ampconfig:force_fp16", "ampconfig:allow_mix_precision", "ort-float16", "occ")
+#: The I/O floor: a fresh process that only loads and saves the model.
+FLOOR_SCRIPT = "import sys, onnx; onnx.save(onnx.load(sys.argv[1]), sys.argv[2])"
+#: A peer's own process: load, convert (keep_io_types=True), save.
+PEER_SCRIPT = """
+import sys, onnx
+source, target, tool = sys.argv[1:4]
+if tool == "occ":
+    from onnxconverter_common import float16
+else:
+    from onnxruntime.transformers import float16
+model = onnx.load(source)
+onnx.save(float16.convert_float_to_float16(model, keep_io_types=True), target)
+"""
+
+
+def e2e_command(tool: str, source: Path, target: Path) -> list[str]:
+    """The command line of ``tool`` converting ``source`` to ``target``: ampconfig's CLI with its defaults (target
+    cuda) but the mode, the peers' and the floor's ``python -c``."""
+    from large_model import ampconfig_command
+
+    if tool.startswith("ampconfig:"):
+        mode = tool.split(":", 1)[1]
+        return [*ampconfig_command(), "rewrite", str(source), "-o", str(target), "--precision-mode", mode]
+    if tool == "io-floor":
+        return [sys.executable, "-c", FLOOR_SCRIPT, str(source), str(target)]
+    if tool in ("occ", "ort-float16"):
+        return [sys.executable, "-c", PEER_SCRIPT, str(source), str(target), tool]
+    raise SystemExit(f"unknown end-to-end tool {tool!r}; tools: {', '.join(E2E_TOOLS)}")
+
+
+def _user_environment() -> dict[str, str]:
+    """The environment a user's shell gives: bytecode caches written and used (a pip install compiles them; a
+    development shell with PYTHONDONTWRITEBYTECODE would recompile ampconfig on every run)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _timed(command: list[str], env: dict[str, str], timeout_s: float) -> dict[str, Any]:
+    """Wall time (perf_counter around the process) and peak RSS (``/usr/bin/time -f %M``, the process's maximum
+    resident set: file pages it maps and touches count too)."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(
+            ["/usr/bin/time", "-f", "peak_rss_kib=%M", *command],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return {"exit_code": None, "error": f"timed out after {timeout_s:.0f} s"}
+    seconds = time.perf_counter() - start
+    lines = done.stderr.strip().splitlines()
+    rss = next((int(line.split("=", 1)[1]) for line in reversed(lines) if line.startswith("peak_rss_kib=")), None)
+    row: dict[str, Any] = {"exit_code": done.returncode, "seconds": seconds, "peak_rss_mb": rss / 1024 if rss else None}
+    if done.returncode != 0:
+        own = [line for line in lines if not line.startswith(("peak_rss_kib=", "Command exited with non-zero status"))]
+        row["error"] = (own[-1] if own else "?")[:200]
+    return row
+
+
+def _output_valid(path: Path) -> str:
+    """'yes' when the full checker passes and ONNX Runtime loads the file, else what failed."""
+    import onnxruntime as ort
+
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # a peer's invalid output is a result
+        return f"no: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else ''}"
+    return "yes"
+
+
+def end_to_end(
+    models: Sequence[str], tools: Sequence[str], rounds: int, folder: Path, timeout_s: float
+) -> dict[str, Any]:
+    """Each (model, tool) ``rounds`` times, the tools interleaved (one of each per round, the order rotated each
+    round) after one untimed round that warms the page cache and the bytecode caches and checks every output.
+    Models are built once into ``folder`` (kept for the next run)."""
+    for tool in tools:
+        e2e_command(tool, Path(), Path())  # an unknown tool fails before any model is built
+    env = _user_environment()
+    import ampconfig
+
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(Path(ampconfig.__file__).parent)], env=env, check=False
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    builders = model_builders()
+    results: dict[str, Any] = {"rounds": rounds, "models": {}}
+    for name in models:
+        source = folder / f"{name}.onnx"
+        if not source.is_file():
+            onnx.save(builders[name](), str(source))
+        nodes = len(onnx.load(str(source), load_external_data=False).graph.node)
+        info: dict[str, Any] = {"bytes": source.stat().st_size, "nodes": nodes, "tools": {}, "load": []}
+        for tool in tools:
+            target = folder / f"{name}.{tool.replace(':', '-')}.out.onnx"
+            row = _timed(e2e_command(tool, source, target), env, timeout_s)
+            row["valid"] = _output_valid(target) if row.get("exit_code") == 0 else "no output"
+            info["tools"][tool] = {"valid": row["valid"], "runs": [], "warm_up": row}
+            print(f"  e2e {name} {tool}: warm-up {row.get('seconds', row.get('error'))}", file=sys.stderr)
+        for round_ in range(rounds):
+            order = list(tools[round_ % len(tools) :]) + list(tools[: round_ % len(tools)])
+            info["load"].append(os.getloadavg()[0])
+            for tool in order:
+                target = folder / f"{name}.{tool.replace(':', '-')}.out.onnx"
+                info["tools"][tool]["runs"].append(_timed(e2e_command(tool, source, target), env, timeout_s))
+        for tool, row in info["tools"].items():
+            ok = [run for run in row["runs"] if run.get("exit_code") == 0]
+            row["best_s"] = min((run["seconds"] for run in ok), default=None)
+            row["peak_rss_mb"] = max((run["peak_rss_mb"] for run in ok if run["peak_rss_mb"]), default=None)
+            print(f"  e2e {name} {tool}: best {row['best_s']} s, peak {row['peak_rss_mb']} MB", file=sys.stderr)
+        results["models"][name] = info
+    return results
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> str:
+    return f"{numerator / denominator:.2f}×" if numerator and denominator else "—"
+
+
+def e2e_tables(results: dict[str, Any], tools: Sequence[str]) -> str:
+    ampconfig_tools = [t for t in tools if t.startswith("ampconfig:")]
+    peers = [t for t in tools if t in ("ort-float16", "occ")]
+    columns = ["model", "nodes", "MB", "load avg", *(f"{t} s" for t in tools)]
+    columns += [f"{p} / {a.split(':')[1]}" for p in peers for a in ampconfig_tools]
+    columns += [f"{a.split(':')[1]} / io-floor" for a in ampconfig_tools] if "io-floor" in tools else []
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for name, info in results["models"].items():
+        rows = info["tools"]
+        best = {tool: rows[tool]["best_s"] for tool in tools}
+        load = info["load"]
+        cells = [name, f"{info['nodes']:,}", f"{info['bytes'] / 1e6:.0f}", f"{min(load):.1f}–{max(load):.1f}"]
+        cells += [
+            _fmt_s(best[t]) if best[t] is not None else (rows[t]["warm_up"].get("error") or "—")[:40] for t in tools
+        ]
+        cells += [_ratio(best[p], best[a]) for p in peers for a in ampconfig_tools]
+        cells += [_ratio(best[a], best["io-floor"]) for a in ampconfig_tools] if "io-floor" in tools else []
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| model | MB | " + " | ".join(f"{t} peak RSS MB (× file)" for t in tools) + " | outputs valid |"]
+    lines.append("|" + "---|" * (len(tools) + 3))
+    for name, info in results["models"].items():
+        model_mb = info["bytes"] / 2**20
+        cells = [name, f"{info['bytes'] / 1e6:.0f}"]
+        for tool in tools:
+            rss = info["tools"][tool]["peak_rss_mb"]
+            cells.append(f"{rss:,.0f} ({rss / model_mb:.2f}×)" if rss else "—")
+        invalid = [f"{t}: {info['tools'][t]['valid']}" for t in tools if info["tools"][t]["valid"] != "yes"]
+        cells.append("all" if not invalid else "; ".join(invalid)[:120])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Machine description and the command line.
 # --------------------------------------------------------------------------------------------------------------
 
@@ -940,6 +1106,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--large-layers", type=int, default=10, help="MatMul layers of the large part's model")
     parser.add_argument("--large-width", type=int, default=8192, help="each large-part weight is width x width")
+    parser.add_argument("--e2e-models", default=",".join(model_builders()), help="models of the e2e part")
+    parser.add_argument("--e2e-tools", default=",".join(E2E_TOOLS), help="tools of the e2e part")
+    parser.add_argument("--e2e-rounds", type=int, default=5, help="interleaved rounds of the e2e part (best of)")
+    parser.add_argument(
+        "--e2e-folder", type=Path, default=Path("/tmp/ampconfig-e2e"), help="where the e2e part keeps its models"
+    )
     return parser.parse_args(argv)
 
 
@@ -985,6 +1157,12 @@ def main(argv: Sequence[str]) -> int:
         print("\nA model with external data, each tool in a fresh process (/usr/bin/time -v)")
         print(large_table(report["large"]))
         print("\nPeer / ampconfig (force_fp16 CLI)\n" + large_ratios(report["large"]))
+    if "e2e" in parts:
+        e2e_tools = [t.strip() for t in args.e2e_tools.split(",") if t.strip()]
+        e2e_models = [m.strip() for m in args.e2e_models.split(",") if m.strip()]
+        report["e2e"] = end_to_end(e2e_models, e2e_tools, args.e2e_rounds, args.e2e_folder, args.timeout)
+        print(f"\nEnd to end, file to file, fresh processes: best of {args.e2e_rounds} interleaved rounds")
+        print(e2e_tables(report["e2e"], e2e_tools))
     if args.json_out:
         args.json_out.write_text(json.dumps(report, indent=2, default=str))
     return 0
