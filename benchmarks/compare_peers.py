@@ -17,7 +17,8 @@ Parts:
                 convert with keep_io_types=True, save) and the I/O floor (``onnx.save(onnx.load(m), out)``). One
                 untimed round warms the page cache and bytecode caches and checks every output (full checker, ONNX
                 Runtime loads it); then ``--e2e-rounds`` rounds, one run of each tool per round, the order rotated;
-                best of the rounds, with the load average at each round. Models are built once in
+                best of the rounds, with the load average at each round; then ``ampconfig explain`` and ``run``
+                (``--e2e-memory-commands``) once each for their peak memory. Models are built once in
                 ``--e2e-folder``.
   time, memory  BERT-base, GPT-2 small, ViT-B/16, ResNet50 and synthetic graphs of 25k/50k/100k nodes (``--models``).
                 One fresh subprocess per (model, tool): build/load the model, then convert ``--repeat`` times from
@@ -940,6 +941,23 @@ def e2e_command(tool: str, source: Path, target: Path) -> list[str]:
     raise SystemExit(f"unknown end-to-end tool {tool!r}; tools: {', '.join(E2E_TOOLS)}")
 
 
+#: ampconfig's other commands on the same file, once each, for their peak memory.
+MEMORY_COMMANDS = ("explain", "run")
+
+
+def _memory_command(command: str, source: Path) -> list[str]:
+    from large_model import ampconfig_command
+
+    if command == "explain":
+        return [*ampconfig_command(), "explain", str(source), "--precision-mode", "force_fp16", "--json"]
+    # The CPU runs both models once (dynamic dimensions at run's defaults: first 1, others 16).
+    return [
+        *ampconfig_command(),
+        *("run", str(source), "--precision-mode", "force_fp16", "--device", "cpu", "--warmup", "0"),
+        *("--iterations", "1", "--json"),
+    ]
+
+
 def _user_environment() -> dict[str, str]:
     """The environment a user's shell gives: bytecode caches written and used (a pip install compiles them; a
     development shell with PYTHONDONTWRITEBYTECODE would recompile ampconfig on every run)."""
@@ -985,11 +1003,16 @@ def _output_valid(path: Path) -> str:
 
 
 def end_to_end(
-    models: Sequence[str], tools: Sequence[str], rounds: int, folder: Path, timeout_s: float
+    models: Sequence[str],
+    tools: Sequence[str],
+    rounds: int,
+    folder: Path,
+    timeout_s: float,
+    memory_commands: Sequence[str] = MEMORY_COMMANDS,
 ) -> dict[str, Any]:
     """Each (model, tool) ``rounds`` times, the tools interleaved (one of each per round, the order rotated each
-    round) after one untimed round that warms the page cache and the bytecode caches and checks every output.
-    Models are built once into ``folder`` (kept for the next run)."""
+    round) after one untimed round that warms the page cache and the bytecode caches and checks every output;
+    then each of ``memory_commands`` once. Models are built once into ``folder`` (kept for the next run)."""
     for tool in tools:
         e2e_command(tool, Path(), Path())  # an unknown tool fails before any model is built
     env = _user_environment()
@@ -1019,6 +1042,9 @@ def end_to_end(
             for tool in order:
                 target = folder / f"{name}.{tool.replace(':', '-')}.out.onnx"
                 info["tools"][tool]["runs"].append(_timed(e2e_command(tool, source, target), env, timeout_s))
+        info["commands"] = {
+            command: _timed(_memory_command(command, source), env, timeout_s) for command in memory_commands
+        }
         for tool, row in info["tools"].items():
             ok = [run for run in row["runs"] if run.get("exit_code") == 0]
             row["best_s"] = min((run["seconds"] for run in ok), default=None)
@@ -1033,6 +1059,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> str:
 
 
 def e2e_tables(results: dict[str, Any], tools: Sequence[str]) -> str:
+    commands = next(iter(results["models"].values()), {}).get("commands", {})
     ampconfig_tools = [t for t in tools if t.startswith("ampconfig:")]
     peers = [t for t in tools if t in ("ort-float16", "occ")]
     columns = ["model", "nodes", "MB", "load avg", *(f"{t} s" for t in tools)]
@@ -1060,6 +1087,20 @@ def e2e_tables(results: dict[str, Any], tools: Sequence[str]) -> str:
             cells.append(f"{rss:,.0f} ({rss / model_mb:.2f}×)" if rss else "—")
         invalid = [f"{t}: {info['tools'][t]['valid']}" for t in tools if info["tools"][t]["valid"] != "yes"]
         cells.append("all" if not invalid else "; ".join(invalid)[:120])
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| model | MB | " + " | ".join(f"ampconfig {c}: s, peak RSS MB (× file)" for c in MEMORY_COMMANDS) + " |",
+    ]
+    lines.append("|" + "---|" * (len(MEMORY_COMMANDS) + 2))
+    for name, info in results["models"].items():
+        model_mb = info["bytes"] / 2**20
+        cells = [name, f"{info['bytes'] / 1e6:.0f}"]
+        for command in commands:
+            row = info["commands"][command]
+            rss = row.get("peak_rss_mb")
+            exit_note = "" if row.get("exit_code") == 0 else f" (exit {row.get('exit_code')})"
+            cells.append(f"{_fmt_s(row.get('seconds'))}, {rss:,.0f} ({rss / model_mb:.2f}×){exit_note}" if rss else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -1109,6 +1150,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--e2e-models", default=",".join(model_builders()), help="models of the e2e part")
     parser.add_argument("--e2e-tools", default=",".join(E2E_TOOLS), help="tools of the e2e part")
     parser.add_argument("--e2e-rounds", type=int, default=5, help="interleaved rounds of the e2e part (best of)")
+    parser.add_argument(
+        "--e2e-memory-commands",
+        default=",".join(MEMORY_COMMANDS),
+        help="ampconfig commands the e2e part runs once per model for peak memory (explain, run; empty: none)",
+    )
     parser.add_argument(
         "--e2e-folder", type=Path, default=Path("/tmp/ampconfig-e2e"), help="where the e2e part keeps its models"
     )
@@ -1160,7 +1206,10 @@ def main(argv: Sequence[str]) -> int:
     if "e2e" in parts:
         e2e_tools = [t.strip() for t in args.e2e_tools.split(",") if t.strip()]
         e2e_models = [m.strip() for m in args.e2e_models.split(",") if m.strip()]
-        report["e2e"] = end_to_end(e2e_models, e2e_tools, args.e2e_rounds, args.e2e_folder, args.timeout)
+        memory_commands = [c.strip() for c in args.e2e_memory_commands.split(",") if c.strip()]
+        report["e2e"] = end_to_end(
+            e2e_models, e2e_tools, args.e2e_rounds, args.e2e_folder, args.timeout, memory_commands
+        )
         print(f"\nEnd to end, file to file, fresh processes: best of {args.e2e_rounds} interleaved rounds")
         print(e2e_tables(report["e2e"], e2e_tools))
     if args.json_out:

@@ -110,12 +110,6 @@ class OpenedModel:
         """Whether some weights are read from disk when used (external data files, or the mapped model file)."""
         return bool(self.external_files) or self.mapped
 
-    def loaded(self) -> OpenedModel:
-        """The model with its mapped weights read into ``proto`` (the rare paths that need a complete proto)."""
-        if not self.mapped or self.path is None:
-            return self
-        return open_model(self.path)
-
     def stored_bytes(self) -> int:
         """The model's size on disk: its proto plus its external data files (an upper bound on the tensors). The
         size of the file when there is one: upb's ``ByteSize`` serialises the whole proto to count it."""
