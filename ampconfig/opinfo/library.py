@@ -44,7 +44,7 @@ def op_key(domain: str, op_type: str) -> str:
 
 
 class PrecisionReduce(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
     flag: Literal["true", "false"] = Field(
         description='"true": white list (always computed in low precision); "false": black list (kept in fp32).'
     )
@@ -53,7 +53,7 @@ class PrecisionReduce(BaseModel):
 class OpInfoEntry(BaseModel):
     """One op type on one target."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
 
     precision_reduce: PrecisionReduce | None = Field(
         default=None,
@@ -134,7 +134,7 @@ class OpInfoEntry(BaseModel):
 class OpsInfoFile(BaseModel):
     """ampconfig op info library for one execution target."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
 
     schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
     target: Literal["cpu", "cuda"] = Field(description="Execution target these kernels belong to.")

@@ -107,7 +107,7 @@ KeepDtypeSetting = Annotated[
 class Tolerance(BaseModel):
     """Accuracy the rewritten model must hold against the fp32 reference (else `ampconfig run` exits 1)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     rel_l2: float = Field(
         default=1e-2,
@@ -139,7 +139,7 @@ class Tolerance(BaseModel):
 class RunOptions(BaseModel):
     """How `ampconfig run` feeds and times the models."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     device: Literal["auto", "cpu", "cuda"] | None = Field(
         default=None,
@@ -245,7 +245,7 @@ def _mode_hint(value: str) -> str:
 class SessionConfig(BaseModel):
     """ampconfig session config: how to reduce an ONNX model's precision and how to prove the result."""
 
-    model_config = ConfigDict(extra="forbid", title="ampconfig session config")
+    model_config = ConfigDict(defer_build=True, extra="forbid", title="ampconfig session config")
 
     schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
     precision_mode: Annotated[V1Name | None, BeforeValidator(_check_v1_name)] = Field(

@@ -49,7 +49,7 @@ DtypeName = Literal[tuple(dtype.value for dtype in Dtype)]  # type: ignore[valid
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
 
 
 class ModeSetting(_Record):
@@ -199,7 +199,7 @@ class PrecisionLock(_Record):
     """ampconfig precision lock: every node's decision for one model, and the settings, versions and model
     identity it was made from. Written by `ampconfig lock`, checked by `ampconfig lock --check`."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, title="ampconfig precision lock")
+    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True, title="ampconfig precision lock")
 
     schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
     format: Literal["ampconfig-precision-lock"] = Field(description="What the file is.")

@@ -93,7 +93,7 @@ OpKeyName = Annotated[
 class ListEdit(BaseModel):
     """Op types to add to or remove from one list."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     to_add: list[OpKeyName] = Field(
         default_factory=list,
@@ -111,7 +111,7 @@ class ListEdit(BaseModel):
 class Mixlist(BaseModel):
     """Ascend modify_mixlist: per-op edits of the built-in black/white/gray lists (mixed modes only)."""
 
-    model_config = ConfigDict(extra="forbid", title="ampconfig modify_mixlist")
+    model_config = ConfigDict(defer_build=True, extra="forbid", title="ampconfig modify_mixlist")
 
     schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
     black_list: ListEdit = Field(
