@@ -1,7 +1,9 @@
 """Run the fp32 reference and the rewritten model on the same inputs: outputs for accuracy, latency for speed.
 
-Both sessions are built first (so a model that will not load fails before anything is timed), then each model
-runs once per sample for its outputs, then each is timed (warm-up + timed iterations) on the first sample.
+One session at a time: the reference is built, runs once per sample for its outputs and is timed (warm-up +
+timed iterations) on the first sample, and is freed before the rewritten model is built and does the same. ONNX
+Runtime holds a model's weights (on the CPU the float16 ones widened to float32 besides), so two sessions at once
+would hold both models: BERT-base's two took 1.18 GB together, 0.62 GB at most one at a time.
 """
 
 from __future__ import annotations
@@ -78,32 +80,32 @@ def input_refusal(error: AmpconfigError, model: onnx.ModelProto, path: str | Non
     return AmpconfigError(INPUT_REFUSED + reason, file=path, hint="fix or re-export the model")
 
 
-def _open_sessions(
-    reference: ModelSource, rewritten: ModelSource, device: str, allow_tf32: bool
-) -> tuple[Session, Session]:
+def _reference_session(reference: ModelSource, device: str) -> Session:
     try:
-        reference_session = create_session(reference, device, tf32=False)
+        return create_session(reference, device, tf32=False)
     except AmpconfigError as exc:
         if not isinstance(reference, (onnx.ModelProto, ModelFile)):
             raise
         where = str(reference.path) if isinstance(reference, ModelFile) else None
         raise input_refusal(exc, model_proto(reference), where) from None
-    return reference_session, create_session(rewritten, device, tf32=allow_tf32)
 
 
-def open_sessions(
-    reference: ModelSource, rewritten: ModelSource, choice: DeviceChoice, allow_tf32: bool
-) -> tuple[Session, Session, DeviceChoice]:
-    """Sessions for both models; a CUDA session that falls back is an error unless the device was auto."""
+class _CudaRefused(Exception):
+    """A CUDA session could not be built while the device was auto: both models run on the CPU instead."""
+
+    def __init__(self, error: AmpconfigError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _session(create: Callable[[], Session], choice: DeviceChoice) -> Session:
+    """``create()``; a CUDA session that cannot be built is an error unless the device was auto."""
     try:
-        ref, rew = _open_sessions(reference, rewritten, choice.device, allow_tf32)
-        return ref, rew, choice
+        return create()
     except AmpconfigError as exc:
-        if choice.device != "cuda" or choice.requested != AUTO_DEVICE:
-            raise
-        note = f"CUDA session could not be used ({exc.message}); running on the CPU"
-        ref, rew = _open_sessions(reference, rewritten, "cpu", allow_tf32)
-        return ref, rew, DeviceChoice(choice.requested, "cpu", (*choice.notes, note))
+        if choice.device == "cuda" and choice.requested == AUTO_DEVICE:
+            raise _CudaRefused(exc) from None
+        raise
 
 
 def _run_model(
@@ -197,17 +199,38 @@ def prove(
     """
     if isinstance(samples, Mapping):
         samples = [samples]
+    run = (reference, rewritten, samples, allow_tf32, warmup, iterations, progress, cpu_accuracy_model)
+    try:
+        return _prove_on(choice, *run)
+    except _CudaRefused as refused:
+        note = f"CUDA session could not be used ({refused.error.message}); running on the CPU"
+        return _prove_on(DeviceChoice(choice.requested, "cpu", (*choice.notes, note)), *run)
+
+
+def _prove_on(
+    choice: DeviceChoice,
+    reference: onnx.ModelProto | ModelFile,
+    rewritten: onnx.ModelProto | ModelFile,
+    samples: Sequence[Mapping[str, np.ndarray]],
+    allow_tf32: bool,
+    warmup: int,
+    iterations: int,
+    progress: ProgressCallback | None,
+    cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto | ModelFile, int]] | None,
+) -> Proof:
+    ref_session = _session(lambda: _reference_session(reference, choice.device), choice)
+    ref_run = _run_model(REFERENCE_LABEL, ref_session, reference, samples, warmup, iterations, progress)
+    output_names = list(ref_session.output_names)
+    del ref_session  # its weights are freed before the rewritten model loads its own
     timed_copy: tuple[onnx.ModelProto | ModelFile, int] | None = None
     try:
-        ref_session, rew_session, choice = open_sessions(reference, rewritten, choice, allow_tf32)
+        rew_session = _session(lambda: create_session(rewritten, choice.device, tf32=allow_tf32), choice)
     except AmpconfigError as exc:
         timed_copy = _copy_the_cpu_can_run(exc, choice, cpu_accuracy_model)
-        ref_session, rew_session, choice = open_sessions(reference, timed_copy[0], choice, allow_tf32)
         rewritten = timed_copy[0]
-    ref_run = _run_model(REFERENCE_LABEL, ref_session, reference, samples, warmup, iterations, progress)
+        rew_session = create_session(rewritten, choice.device, tf32=allow_tf32)
     rew_run = _run_model("rewritten", rew_session, rewritten, samples, warmup, iterations, progress)
-    output_names = list(ref_session.output_names)
-    del ref_session, rew_session  # their weights are freed before the accuracy copy loads its own
+    del rew_session  # and before the accuracy copy loads its own
     notes = list(choice.notes)
     if timed_copy is not None:
         notes.append(
