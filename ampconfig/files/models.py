@@ -604,7 +604,7 @@ def _stale_external_data(target: Destination) -> Path | None:
     if not data.is_file():
         return None
     try:
-        named = external_data_files(_read_proto(target.target, "the model being replaced"), target.target)
+        named = external_data_files(_read_proto(target.target, "the model being replaced")[0], target.target)
     except (AmpconfigError, OSError):
         return None
     return data if any(same_file(path, data) for path in named) else None
