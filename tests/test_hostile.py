@@ -16,7 +16,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -937,10 +936,9 @@ def test_huge_declared_dims_do_not_allocate(tmp_path: Path) -> None:
         [value("y", TensorProto.FLOAT, [big, 4])],
     )
     path = save(model, tmp_path)
-    before_kib, start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
+    before_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result, out = rewrite_cli(tmp_path, path)
     assert result.exit_code == EXIT_OK, _text(result)
-    assert time.perf_counter() - start < 30
     # A rewrite that allocated by the declared shape would need 2**82 bytes; allow 200 MB of ordinary growth.
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_kib < 200 * 1024
     dims = [d.dim_value for d in onnx.load(str(out)).graph.input[0].type.tensor_type.shape.dim]
@@ -1000,12 +998,11 @@ def test_mixlist_with_5000_entries(tmp_path: Path, kind: str) -> None:
     mixlist = tmp_path / "big.json"
     mixlist.write_text(json.dumps(data))
     model_path = save(small_model(), tmp_path)
-    start = time.perf_counter()
     # Every ONNX op type, Max, Mean, Min, Sum and Where too: ONNX's names, which TensorFlow's mean otherwise.
     names = ["--op-names", "onnx"]
     result, _ = rewrite_cli(tmp_path, model_path, "--modify-mixlist", str(mixlist), *names)
     assert result.exit_code == EXIT_OK, _text(result)[:2000]
-    assert time.perf_counter() - start < 10  # "did you mean" for 5,000 unknown ops once took 12-25 s
+    # Its time (the "did you mean" search once took 12-25 s) is measured in benchmarks/mixlist_size.py.
     checked = invoke(["validate", mixlist, *names], [mixlist])
     assert checked.exit_code == EXIT_OK
 
