@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import onnx
 import onnx_ir as ir
@@ -57,11 +57,13 @@ from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dt
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
 if TYPE_CHECKING:
+    from ampconfig.settings.mixlist import Mixlist
     from ampconfig.settings.resolve import Settings
 
 log = logging.getLogger(__name__)
 
-MixlistInput = str | Path | Mapping[str, Any] | None
+#: A mixlist file, a loaded :class:`~ampconfig.settings.mixlist.Mixlist`, or the mixlist as a mapping.
+MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
 KeepDtypeInput = str | Path | Sequence[str] | None
 
 #: How many nodes the checker may veto before the rewrite gives up with an error.
@@ -196,7 +198,7 @@ def _fold_layer_norms(
     if not (mode.is_mixed or mode is PrecisionMode.FORCE_FP16):
         return []
     pinned, _ = match_keep_dtype(entries, ir_model, keep_source)
-    keep = {node.name for node in pinned} | set(overflow_nodes or ())
+    keep = {node.name for node in pinned if node.name is not None} | set(overflow_nodes or ())
     return fold_layer_norms(ir_model, names, keep)
 
 

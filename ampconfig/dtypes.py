@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from enum import Enum
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # imported on first use: settings and the command line name dtypes without loading onnx-ir
     import numpy as np
     import onnx_ir as ir
+
+
+#: The dtype names as a type (the values of :class:`Dtype`; tests/test_typing.py checks they stay equal).
+DtypeName = Literal["float32", "float16", "bfloat16", "float64"]
 
 
 class Dtype(str, Enum):

@@ -13,7 +13,7 @@ from typing import Any
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
-from ampconfig.diagnose.locate import DEFAULT_THRESHOLD, Localization, locate
+from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
@@ -22,7 +22,7 @@ from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.values import check_margin
+from ampconfig.settings.values import DEFAULT_THRESHOLD, check_margin
 
 __all__ = ["Prepared", "prepare"]
 

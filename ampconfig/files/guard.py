@@ -367,7 +367,8 @@ class OutputGuard:
         """Take away a file an output just made stale (the ``OUT.onnx.data`` of the model that ``OUT.onnx`` was),
         unless it is an input or output of this invocation; a failure later in the block puts it back. Returns
         whether it was taken away."""
-        if any(same_file(known.path, path) for known in (*self._inputs, *self._outputs)):
+        known_paths = [known.path for known in self._inputs] + [known.path for known in self._outputs]
+        if any(same_file(known, path) for known in known_paths):
             return False
         destination = classify(role, path)
         if destination.kind is not DestinationKind.REPLACE:

@@ -275,6 +275,14 @@ def attach_external_data(model: ir.Model, folder: str) -> None:
                     node.attributes[name] = ir.AttrTensors(name, [_in_folder(t, folder) for t in attribute.value])
 
 
+def ir_shape(shape: ir.ShapeProtocol) -> ir.Shape:
+    """``shape`` as an ``ir.Shape``: itself for every onnx-ir tensor (their shapes are ``ir.Shape`` behind
+    ``TensorProtocol.shape``), else a copy, a symbolic dimension by its name."""
+    if isinstance(shape, ir.Shape):
+        return shape
+    return ir.Shape([dim if isinstance(dim, int) else dim.value for dim in shape])
+
+
 def stand_in_type(model: ir.Model, name: str, type_proto: onnx.TypeProto) -> ir.TypeProtocol | None:
     """The IR type of value ``name`` of ``model`` from an (inferred) ``type_proto``: a stand-in for a type holding
     a map, put back by :func:`to_proto`."""

@@ -28,7 +28,7 @@ from onnx import external_data_helper
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
-from ampconfig.files.ir_bridge import attach_external_data, save_ir, to_ir, to_proto
+from ampconfig.files.ir_bridge import attach_external_data, ir_shape, save_ir, to_ir, to_proto
 from ampconfig.files.mapped import mappable, read_mapped
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import IN_MODEL_FILE, STREAM_BYTES, ModelSkeleton, skeleton_of
@@ -49,7 +49,7 @@ def _initializers_lifted(model: ir.Model) -> Iterator[None]:
         if tensor is not None and tensor.nbytes <= _LIFT_BYTES:
             continue
         if tensor is not None:
-            value.shape = value.shape or tensor.shape
+            value.shape = value.shape or ir_shape(tensor.shape)
             value.dtype = value.dtype or tensor.dtype
         appended = not value.is_graph_input()
         graph.initializers.pop(value.name or "")

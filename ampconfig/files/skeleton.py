@@ -24,7 +24,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.files import wire
-from ampconfig.files.ir_bridge import to_proto
+from ampconfig.files.ir_bridge import ir_shape, to_proto
 
 #: Initializers of more bytes than this are kept out of the skeleton (the size light_proto lifts from).
 STREAM_BYTES = 1024
@@ -99,7 +99,9 @@ class _Weight:
 
     def write(self, file: BinaryIO) -> None:
         before = file.tell()
-        self.tensor.tofile(file)  # an array's buffer as it is; a tensor on disk by copy_file_range where it can
+        # An array's buffer as it is; a tensor on disk by copy_file_range where it can. Every onnx-ir tensor class
+        # has tofile (onnx-ir 0.1.11); TensorProtocol does not declare it.
+        self.tensor.tofile(file)  # type: ignore[attr-defined]
         written = file.tell() - before
         _release(self.tensor)
         if written != self.tensor.nbytes:
@@ -171,7 +173,7 @@ def skeleton_of(model: ir.Model) -> ModelSkeleton:
             value.const_value = ir.LazyTensor(
                 _no_data,
                 tensor.dtype,
-                tensor.shape,
+                ir_shape(tensor.shape),
                 name=value.name,
                 doc_string=tensor.doc_string,
                 metadata_props=dict(tensor.metadata_props),

@@ -144,7 +144,7 @@ def _keep_lines(settings: Settings, config: SessionConfig | None) -> list[KeepLi
         file = str(settings.config) if settings.config is not None else None
         lines = [origin.line_of((index,)) if origin is not None else None for index in range(len(keep))]
         found = [KeepLine(entry, file, line) for entry, line in zip(entries, lines)]
-    read = []
+    read: list[KeepLine] = []
     for item in found:
         mapped, _ = read_keep_dtype_names([item.entry], settings.op_names, SourceMap(item.file))
         read.extend(KeepLine(entry, item.file, item.line) for entry in mapped)

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 import numpy as np
 import onnx
@@ -418,7 +419,7 @@ class ContribSignature:
 
     inputs: tuple[tuple[str, int | None], ...]
     outputs: tuple[str, ...] = ("Y",)
-    attrs: Mapping[str, object] = field(default_factory=dict)
+    attrs: Mapping[str, Any] = field(default_factory=dict)  # onnx.helper.make_node takes attributes as Any
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 

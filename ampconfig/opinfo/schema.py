@@ -32,7 +32,7 @@ class NodeTyping:
     outputs: tuple[Slot, ...]
     since_version: int
 
-    def var_allows(self, type_var: str, dtype: Dtype) -> bool:
+    def var_allows(self, type_var: str, dtype: Dtype | str) -> bool:
         type_str = Dtype(dtype).type_str
         for slot in self.inputs + self.outputs:
             if slot.type_var == type_var:

@@ -118,7 +118,9 @@ def judge_samples(
     judged = [judge_outputs(ref, cand, names, tolerance) for ref, cand in zip(references, candidates, strict=True)]
     if len(judged) == 1:
         return judged[0]
-    outputs, failures, spreads = [], [], []
+    outputs: list[OutputMetrics] = []
+    failures: list[str] = []
+    spreads: list[OutputSpread] = []
     for slot, first in enumerate(judged[0].outputs):
         per_sample = [judgement.outputs[slot] for judgement in judged]
         failing = [index for index, item in enumerate(per_sample) if output_failures(item, tolerance)]

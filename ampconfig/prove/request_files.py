@@ -49,15 +49,15 @@ def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
     guard.read(settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs"), settings.inputs.npz)
     for name, path in sorted(settings.inputs.arrays.items()):
         guard.read(f".npy input {name} (--input)", path)
-    for flag, name, path in (
+    for flag, name, data_path in (
         ("--data", "data", settings.inputs.data),
         ("--calibration-data", "calibration_data", settings.inputs.calibration_data),
     ):
         what = settings_role(settings, "data set", flag, name, f"run.{name}")
-        if path is not None and path.is_dir():
-            guard.read_all(what, [item for item in path.iterdir() if item.suffix == ".npz"])
+        if data_path is not None and data_path.is_dir():
+            guard.read_all(what, [item for item in data_path.iterdir() if item.suffix == ".npz"])
         else:
-            guard.read(what, path)
+            guard.read(what, data_path)
 
 
 def declare_model(guard: OutputGuard, opened: OpenedModel) -> None:

@@ -212,15 +212,15 @@ def error_plot(nodes: Sequence[Mapping[str, Any]], threshold: float, first_bad: 
     line = [f"{x_of(i):.1f},{y_of(y):.1f}" for i, (_, y) in enumerate(points) if y is not None]
     if line:
         parts.append(f'<polyline fill="none" stroke="#7a8594" stroke-width="1" points="{" ".join(line)}"/>')
-    for index, (node, y) in enumerate(points):
-        if y is None:
+    for index, (node, node_y) in enumerate(points):
+        if node_y is None:
             continue
         bad = node.get("name") == first_bad
         fill = "#b3261e" if bad or node.get("overflow") else "#1f5fbf"
         radius = 6 if bad else 3.5
         label = f"{node.get('name')} ({node.get('op_type')}, {node.get('dtype')}): rel L2 {_fmt(node.get('error'))}"
         parts.append(
-            f'<circle cx="{x_of(index):.1f}" cy="{y_of(y):.1f}" r="{radius}" fill="{fill}">'
+            f'<circle cx="{x_of(index):.1f}" cy="{y_of(node_y):.1f}" r="{radius}" fill="{fill}">'
             f"<title>{_e(label)}</title></circle>"
         )
         if bad:
@@ -228,7 +228,7 @@ def error_plot(nodes: Sequence[Mapping[str, Any]], threshold: float, first_bad: 
             right_half = x_of(index) > _PAD_L + inner_w / 2
             anchor, dx = ("end", -10) if right_half else ("start", 10)
             parts.append(
-                f'<text x="{x_of(index) + dx:.1f}" y="{y_of(y) + 4:.1f}" text-anchor="{anchor}" '
+                f'<text x="{x_of(index) + dx:.1f}" y="{y_of(node_y) + 4:.1f}" text-anchor="{anchor}" '
                 f'style="fill:#b3261e;font-weight:600">first bad: {_e(node.get("name"))}</text>'
             )
     parts.append(

@@ -276,8 +276,8 @@ def comparison_findings(comparison: Comparison) -> list[Finding]:
         path = f"$.nodes[{index}]" if index is not None else "$.nodes"
         found.append(Finding(level, message, lock, _lock_line(document, change), path))
     if len(diff.changes) > MAX_NODE_ANNOTATIONS:
-        more = len(diff.changes) - MAX_NODE_ANNOTATIONS
-        found.append(Finding(level, f"... and {more} more node changes", lock))
+        hidden = len(diff.changes) - MAX_NODE_ANNOTATIONS
+        found.append(Finding(level, f"... and {hidden} more node changes", lock))
     summary_line = document.source.lines.get(("summary",)) if document is not None else None
     summary = f"{_headline(comparison)}; {_summary_line(diff)}"
     if comparison.failed and comparison.accept:

@@ -207,7 +207,12 @@ def _verdict(report: RunReport) -> Text:
 def worst_output(outputs: Sequence[OutputMetrics]) -> OutputMetrics | None:
     """The float output with the largest relative L2 error (an undefined error counts as the largest)."""
     measured = [item for item in outputs if item.rel_l2 is not None]
-    return max(measured, key=lambda item: item.rel_l2 if math.isfinite(item.rel_l2 or 0.0) else math.inf, default=None)
+    return max(measured, key=_error_rank, default=None)
+
+
+def _error_rank(item: OutputMetrics) -> float:
+    error = item.rel_l2
+    return error if error is not None and math.isfinite(error) else math.inf
 
 
 def metrics_line(item: OutputMetrics) -> str:

@@ -85,14 +85,16 @@ class Rewriter:
     def _initializer_copy(self, value: ir.Value, dtype: Dtype) -> ir.Value:
         graph = owner_graph(value)
         wanted = self.needs.wanted(value)
+        tensor = value.const_value
+        assert tensor is not None, "Conversion.INITIALIZER is a value with a tensor"
         if wanted == {dtype} and not value.is_graph_output():
             # Every consumer wants the same dtype: convert in place, no second copy kept.
-            value.const_value = self.tensors.convert(value.const_value, dtype, value.name or "")
+            value.const_value = self.tensors.convert(tensor, dtype, value.name or "")
             set_dtype(value, dtype)
             self.stats.initializers_converted += 1
             return value
         name = self.names.value(f"{value.name}_{dtype.short}")
-        copy = ir.Value(name=name, shape=value.shape, const_value=self.tensors.convert(value.const_value, dtype, name))
+        copy = ir.Value(name=name, shape=value.shape, const_value=self.tensors.convert(tensor, dtype, name))
         set_dtype(copy, dtype)
         graph.register_initializer(copy)
         self.stats.initializers_converted += 1
@@ -187,7 +189,7 @@ class Rewriter:
                 if wanted is None or have is None or have == wanted:
                     continue
                 name = value.name
-                if is_main and value.producer() is not None and value.producer().graph is graph:
+                if is_main and (producer := value.producer()) is not None and producer.graph is graph:
                     # Keep the public name: the producer's tensor is renamed, the cast takes the old name.
                     value.name = self.names.value(f"{name}_{have.short}")
                     out = self._cast(value, wanted, output_name=name)

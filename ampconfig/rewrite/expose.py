@@ -211,7 +211,7 @@ class _Exposer:
         """The main-graph initializers the peak nodes read (every scope sees them)."""
         if self._peak_constants is None:
             assert self.peaks is not None
-            values = {
+            values: dict[str, np.ndarray] = {
                 "::peak_sentinel": np.array(self.peaks, np.float32),
                 "::peak_zero": np.array(0.0, np.float32),
                 "::peak_flat_shape": np.array([-1], np.int64),

@@ -83,7 +83,9 @@ def _ones_like_last_axis(graph: ir.Graph, x: ir.Value, names: NameAllocator) -> 
     assert isinstance(size, int), "matched only with a static last axis"
     dtype = x.dtype.numpy() if x.dtype is not None else np.float32
     value = ir.Value(name=names.value(f"{x.name}_layer_norm_scale"), const_value=ir.tensor(np.ones(size, dtype)))
-    value.shape, value.dtype = ir.Shape([size]), x.dtype
+    value.shape = ir.Shape([size])
+    if x.dtype is not None:
+        value.dtype = x.dtype
     graph.register_initializer(value)
     return value
 

@@ -30,7 +30,11 @@ from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, take
 
 #: Suffix of the graph input that feeds the reference value of a node input.
 INJECTED_SUFFIX = "::reference"
-_FEEDABLE = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.DOUBLE: "float64"}
+_FEEDABLE: dict[int, str] = {
+    TensorProto.FLOAT: "float32",
+    TensorProto.FLOAT16: "float16",
+    TensorProto.DOUBLE: "float64",
+}
 
 
 @dataclass

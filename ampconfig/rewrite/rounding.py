@@ -37,20 +37,22 @@ def round_like_low_precision(
                 continue
             for index in facts.input_slots:
                 value = node.inputs[index]
+                if value is None:  # input_slots holds present inputs only
+                    continue
                 if value not in widened:
                     widened[value] = insert_cast(new_cast(value, Dtype.FLOAT32, names))
                 node.replace_input_with(index, widened[value])
             for index in facts.output_slots:
-                _store_rounded(node, node.outputs[index], Dtype(facts.dtype), names)
+                _store_rounded(graph, node, node.outputs[index], Dtype(facts.dtype), names)
             wrapped += 1
     model.graph.sort()
     return wrapped
 
 
-def _store_rounded(node: ir.Node, value: ir.Value, dtype: Dtype, names: NameAllocator) -> None:
+def _store_rounded(graph: ir.Graph, node: ir.Node, value: ir.Value, dtype: Dtype, names: NameAllocator) -> None:
     """The node now produces ``value`` in float32; its consumers (and graph outputs) read a rounded copy."""
     rounded = new_value(value, dtype, names, name=value.name)
     value.name = names.value(f"{value.name}_fp32")
     set_dtype(value, Dtype.FLOAT32)
     ir.convenience.replace_all_uses_with(value, rounded, replace_graph_outputs=True)
-    node.graph.insert_after(node, new_cast(value, dtype, names, output=rounded))
+    graph.insert_after(node, new_cast(value, dtype, names, output=rounded))

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
-from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -24,6 +23,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import ClampedTensor, RewriteStats
 from ampconfig.decide.values import SENTINEL
 from ampconfig.dtypes import LOW_DTYPES, Dtype
+from ampconfig.files.ir_bridge import ir_shape
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
@@ -65,7 +65,7 @@ def _low_limit(dtype: Dtype) -> np.float32:
     return np.float32(np.finfo(dtype.numpy).max if dtype is Dtype.FLOAT16 else ml_dtypes.finfo(dtype.numpy).max)
 
 
-def _out_of_range(array: np.ndarray, dtype: str) -> np.ndarray | None:
+def _out_of_range(array: np.ndarray, dtype: Dtype) -> np.ndarray | None:
     """Mask of the finite elements beyond the low dtype's range, or None when there are none. Two reductions
     first, so the common case (everything in range) allocates nothing."""
     if dtype not in LOW_DTYPES or array.size == 0:
@@ -121,7 +121,9 @@ class TensorConverter:
     def _record(self, name: str, dtype: Dtype, clamped: Clamped) -> None:
         if clamped.count:
             self.stats.values_clamped += clamped.count
-            self.stats.clamped.append(ClampedTensor(name, dtype.value, *clamped))
+            self.stats.clamped.append(
+                ClampedTensor(name, dtype.value, clamped.count, clamped.largest, clamped.sentinel)
+            )
 
     def convert(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.TensorProtocol:
         name = name or tensor.name or ""
@@ -132,7 +134,7 @@ class TensorConverter:
         # ir.Tensor, not the ir.tensor() convenience: that one runs Protocol isinstance checks costing ~0.1 ms a
         # tensor, which dominates on graphs with thousands of small weights. The source's (frozen) shape is
         # reused rather than rebuilt from the array, for the same reason.
-        return ir.Tensor(array, dtype=dtype.data_type, shape=tensor.shape, name=name)
+        return ir.Tensor(array, dtype=dtype.data_type, shape=ir_shape(tensor.shape), name=name)
 
     def _converted_when_written(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.LazyTensor:
         """A large tensor is converted when the output is written (or the API's proto built), one tensor at a
@@ -147,10 +149,11 @@ class TensorConverter:
             _release(tensor)
             return converted
 
-        return ir.LazyTensor(convert, dtype.data_type, tensor.shape, name=name)
+        return ir.LazyTensor(convert, dtype.data_type, ir_shape(tensor.shape), name=name)
 
 
-class Clamped(NamedTuple):
+@dataclass(frozen=True)
+class Clamped:
     """What of a tensor lies beyond a low type's range: how many values, the largest |value|, and whether every
     one of them sits at float32's own extremes (a sentinel: ampconfig.decide.values)."""
 

@@ -50,7 +50,7 @@ def _fill(model: ir.Model, types: Mapping[str, onnx.TypeProto]) -> None:
     for graph in graphs_of(model):
         values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
         for value in values:
-            if value.type is None and value.name in types:
+            if value.type is None and value.name is not None and value.name in types:
                 value.type = stand_in_type(model, value.name, types[value.name])
 
 

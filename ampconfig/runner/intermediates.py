@@ -170,6 +170,8 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return next((entry.version for entry in model.opset_import if is_default_domain(entry.domain)), 0)
 
 
-def _run(exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str) -> tuple[dict[str, np.ndarray], list]:
+def _run(
+    exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str
+) -> tuple[dict[str, np.ndarray], list[str]]:
     session = create_session(exposed.model, device)
     return run_once(session, feeds), list(session.providers)

@@ -111,7 +111,7 @@ def _session(create: Callable[[], Session], choice: DeviceChoice) -> Session:
 def _run_model(
     label: str,
     session: Session,
-    model: ModelSource,
+    model: onnx.ModelProto | ModelFile,
     samples: Sequence[Mapping[str, np.ndarray]],
     warmup: int,
     iterations: int,

@@ -234,14 +234,14 @@ def create_session(
         raise
     except Exception as exc:
         raise AmpconfigError(f"{LOAD_FAILED}{exc}") from None
-    providers = list(session.get_providers())
-    log.info("ONNX Runtime session on %s: providers %s", device, ", ".join(providers))
-    if device == "cuda" and CUDA_PROVIDER not in providers:
-        raise AmpconfigError(f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(providers)}")
+    active: list[str] = list(session.get_providers())
+    log.info("ONNX Runtime session on %s: providers %s", device, ", ".join(active))
+    if device == "cuda" and CUDA_PROVIDER not in active:
+        raise AmpconfigError(f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(active)}")
     return Session(
         session=session,
         device=device,
-        providers=providers,
+        providers=active,
         tf32=tf32 if device == "cuda" else None,
         output_names=[arg.name for arg in session.get_outputs()],
     )

@@ -47,7 +47,7 @@ from ampconfig.settings.documents import (
 )
 from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_from_config
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, mixlist_from_data
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, parse_mode
+from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, V1Name, V2Name, parse_mode
 from ampconfig.settings.tf_lists import is_tf_lists_mapping
 from ampconfig.settings.values import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 
@@ -59,8 +59,6 @@ CONFIG_FORMATS: dict[str, DocumentFormat] = {
     ".toml": "toml",
 }
 
-V1Name = Literal[V1_NAMES]  # type: ignore[valid-type]
-V2Name = Literal[V2_NAMES]  # type: ignore[valid-type]
 MIXED_MODE_NAMES: tuple[str, ...] = tuple(mode.value for mode in PrecisionMode if mode.accepts_mixlist)
 
 

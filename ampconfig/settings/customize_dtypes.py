@@ -288,8 +288,8 @@ def check_against_model(
     # Node entries first: Ascend's rule is that a node's own entry wins over its op type's.
     for entry in sorted(file.entries, key=lambda e: e.op_type is not None):
         if entry.name is not None:
-            node = by_name.get(entry.name)
-            if node is None:
+            named = by_name.get(entry.name)
+            if named is None:
                 suggestion = closest(entry.name, by_name)
                 problems.append(
                     Problem(
@@ -301,7 +301,7 @@ def check_against_model(
                     )
                 )
                 continue
-            matched = [node]
+            matched = [named]
         else:
             matched = [node for node in by_op.get(entry.op_type or "", []) if node.name not in chosen]
             if not by_op.get(entry.op_type or ""):

@@ -15,7 +15,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -42,6 +42,10 @@ else:  # pragma: no cover - Python 3.10 only
     import tomli as tomllib
 
 JsonPath = tuple[str | int, ...]
+
+#: json's own string scanner (the C one where available): the string starting after the quote at ``pos``, and the
+#: position after its closing quote. typeshed's json.decoder leaves scanstring out, though json.decoder defines it.
+_scan_string: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 DocumentFormat = Literal["json", "yaml", "toml"]
 
 #: File suffixes of the structured formats, and the format each one means.
@@ -352,7 +356,7 @@ class _JsonLocator:
         if char == "[":
             return self.array(pos + 1, path)
         if char == '"':
-            return json.decoder.scanstring(self.text, pos + 1)[1]
+            return _scan_string(self.text, pos + 1)[1]
         match = _JSON_SCALAR.match(self.text, pos)
         assert match is not None, "text was accepted by json.loads"
         return match.end()
@@ -364,7 +368,7 @@ class _JsonLocator:
             return pos + 1
         while True:
             pos = self.skip(pos)
-            key, end = json.decoder.scanstring(self.text, pos + 1)
+            key, end = _scan_string(self.text, pos + 1)
             key_path = (*path, key)
             if key in seen:
                 self.duplicates.append((key_path, self.line_at(pos)))

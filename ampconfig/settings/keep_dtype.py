@@ -17,6 +17,7 @@ entries.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -128,7 +129,7 @@ def load_keep_dtype(path: str | Path) -> list[KeepDtypeEntry]:
 
 
 def keep_dtype_list_problems(
-    values: list[str], origin: SourceMap | None = None
+    values: Sequence[str], origin: SourceMap | None = None
 ) -> tuple[list[KeepDtypeEntry], list[Problem]]:
     """Entries written as a list in a config (``origin`` points at the config's ``keep_dtype`` key)."""
     origin = origin or SourceMap()
@@ -148,7 +149,7 @@ def keep_dtype_list_problems(
 
 
 def keep_dtype_from_config(
-    value: str | Path | list[str] | None, origin: SourceMap | None = None
+    value: str | Path | Sequence[str] | None, origin: SourceMap | None = None
 ) -> list[KeepDtypeEntry]:
     """The entries a config's ``keep_dtype`` names: a file (read now) or a list; invalid entries raise."""
     if value is None:

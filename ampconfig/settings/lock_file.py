@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ampconfig.dtypes import Dtype
+from ampconfig.dtypes import DtypeName
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, scan_json
 from ampconfig.settings.config import Tolerance
@@ -31,7 +31,7 @@ from ampconfig.settings.documents import (
     read_text,
     validation_problems,
 )
-from ampconfig.settings.modes import V1_NAMES
+from ampconfig.settings.modes import V1Name
 
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 LOCK_FORMAT = "ampconfig-precision-lock"
@@ -44,8 +44,6 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of
 #: Where a setting came from when the lock was made: a command-line flag, the session config, or the default.
 SettingSource = Literal["command line", "config", "default"]
 FileSource = Literal["command line", "config"]
-ModeName = Literal[V1_NAMES]  # type: ignore[valid-type]
-DtypeName = Literal[tuple(dtype.value for dtype in Dtype)]  # type: ignore[valid-type]
 
 
 class _Record(BaseModel):
@@ -53,7 +51,7 @@ class _Record(BaseModel):
 
 
 class ModeSetting(_Record):
-    value: ModeName = Field(description="The precision mode (v1 name).")
+    value: V1Name = Field(description="The precision mode (v1 name).")
     source: SettingSource = Field(description="Where it came from when the lock was made.")
 
 

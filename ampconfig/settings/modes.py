@@ -6,6 +6,7 @@ The per-node policy of each mode lives in :mod:`ampconfig.decide.passes.modes`; 
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
 
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
@@ -48,6 +49,20 @@ _MIXED = frozenset(
     }
 )
 _BF16 = frozenset({PrecisionMode.ALLOW_MIX_PRECISION_BF16, PrecisionMode.ALLOW_FP32_TO_BF16})
+
+#: The v1 and v2 names as types, for settings and lock files (tests/test_typing.py checks they equal
+#: :data:`V1_NAMES` and :data:`V2_NAMES`).
+V1Name = Literal[
+    "force_fp32",
+    "force_fp16",
+    "allow_fp32_to_fp16",
+    "must_keep_origin_dtype",
+    "allow_mix_precision",
+    "allow_mix_precision_fp16",
+    "allow_mix_precision_bf16",
+    "allow_fp32_to_bf16",
+]
+V2Name = Literal["cube_fp16in_fp32out", "fp16", "origin", "mixed_float16", "mixed_bfloat16"]
 
 #: precision_mode_v2 names (Ascend) and the v1 mode each one means.
 V2_ALIASES: dict[str, PrecisionMode] = {

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
@@ -305,7 +305,7 @@ _FLAG_NAMES = {
 }
 
 
-def _has_mode(config: SessionConfig | None) -> bool:
+def _has_mode(config: SessionConfig | None) -> TypeGuard[SessionConfig]:
     return config is not None and (config.precision_mode is not None or config.precision_mode_v2 is not None)
 
 

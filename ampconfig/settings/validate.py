@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
 from ampconfig.files.paths import resolve_path
-from ampconfig.opinfo.library import TARGETS, OpLists, OpsInfoFile, load_ops_info
+from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import CONFIG_FORMATS, SessionConfig, mode_mixlist_problem, session_config_from_document
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
@@ -47,7 +47,7 @@ from ampconfig.settings.mixlist import (
     mixlist_problems,
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
-from ampconfig.settings.resolve import DEFAULT_MODE, DEFAULT_TARGET, Flags, resolve_with_problems
+from ampconfig.settings.resolve import DEFAULT_MODE, Flags, resolve_with_problems
 from ampconfig.settings.tf_lists import is_tf_lists_text
 from ampconfig.settings.values import FILE_KINDS
 
