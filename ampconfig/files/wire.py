@@ -10,6 +10,13 @@ field-number order, so bytes assembled in that order equal what ``SerializeToStr
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mmap import mmap
+
+    #: What the readers take: anything indexed byte by byte (a model file's memory map too).
+    WireData = bytes | memoryview | mmap
 
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
 
@@ -34,7 +41,7 @@ def field_size(length: int) -> int:
     return 1 + len(varint(length)) + length
 
 
-def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
+def read_varint(data: WireData, position: int) -> tuple[int, int]:
     """The varint at ``position`` and the position after it."""
     result = shift = 0
     while True:
@@ -48,7 +55,7 @@ def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
             raise ValueError("malformed protobuf: a varint longer than 10 bytes")
 
 
-def fields(data: bytes | memoryview, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+def fields(data: WireData, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int, int]]:
     """Each top-level field of the message in ``data[start:end]``: (field number, where its key starts, where its
     payload starts, where it ends). A length-delimited payload is not looked into."""
     end = len(data) if end is None else end
