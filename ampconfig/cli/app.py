@@ -19,6 +19,9 @@ from ampconfig.gc_pause import gc_paused
 
 #: Where the command line's arguments are kept in click's context (``ctx.meta`` is shared by every subcommand).
 _ARGS_KEY = "ampconfig.args"
+#: The context TyperCommand's methods take: click's Context, which typer >= 0.17 vendors under a private module
+#: (older typer: click's own), so no public name types it in every supported typer; typer.Context narrows it.
+_ClickContext = Any
 #: click's UsageError, from typer's public BadParameter (typer >= 0.17 vendors click, older typer imports it).
 _UsageError: type[Exception] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
 
@@ -49,14 +52,14 @@ def _flags_without_value_type(params: list[Any]) -> list[Any]:
 class AmpconfigCommand(TyperCommand):
     """Every command: its flags show no value type in --help."""
 
-    def get_params(self, ctx: typer.Context) -> list[Any]:
+    def get_params(self, ctx: _ClickContext) -> list[Any]:
         return _flags_without_value_type(super().get_params(ctx))
 
 
 class SubcommandGroup(TyperGroup):
     """A group of subcommands (``ops-info``): its flags show no value type in --help."""
 
-    def get_params(self, ctx: typer.Context) -> list[Any]:
+    def get_params(self, ctx: _ClickContext) -> list[Any]:
         return _flags_without_value_type(super().get_params(ctx))
 
 
@@ -65,11 +68,11 @@ class AmpconfigGroup(SubcommandGroup):
     like a command's own errors, including the JSON error object when JSON was asked for (once, here, for every
     subcommand group below)."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: _ClickContext, args: list[str]) -> list[str]:
         ctx.meta.setdefault(_ARGS_KEY, list(args))
         return super().parse_args(ctx, args)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: _ClickContext) -> Any:
         as_json = json_in_arguments(ctx.meta.get(_ARGS_KEY, []))
         try:
             return super().invoke(ctx)

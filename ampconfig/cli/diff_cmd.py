@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -100,14 +101,14 @@ def diff(
     output_format = "json" if json_output else output_format
     if output_format not in DIFF_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(DIFF_FORMATS))
-    base_given = {
+    base_options: dict[str, Path | str | None] = {
         "config": base_config,
         "modify_mixlist": base_mixlist,
         "keep_dtype": base_keep_dtype,
         "customize_dtypes": base_customize_dtypes,
         "precision_mode": base_precision_mode,
     }
-    base_given = {name: value for name, value in base_given.items() if value is not None}
+    base_given = {name: value for name, value in base_options.items() if value is not None}
     sides, subject = _sides(ctx, base_given, base_lock, lock, run)
     from ampconfig.lock.sides import run_both
     from ampconfig.report.lock import Comparison
@@ -120,7 +121,7 @@ def diff(
 
 
 def _sides(
-    ctx: typer.Context, base_given: dict[str, object], base_lock: Path | None, lock: Path | None, run: bool
+    ctx: typer.Context, base_given: Mapping[str, Path | str], base_lock: Path | None, lock: Path | None, run: bool
 ) -> tuple[SidesDiff, str]:
     """The two sides compared, and what to call the comparison."""
     from ampconfig.lock.sides import diff_lock_files, diff_settings
@@ -141,5 +142,5 @@ def _sides(
             "--base-precision-mode (or --base-lock and --lock)",
         )
     new = resolved_settings(ctx)
-    base = resolved_settings(ctx, **base_given)
+    base = resolved_settings(ctx, opens_model=True, **base_given)
     return diff_settings(base, new), str(new.model_path)

@@ -165,7 +165,7 @@ def _check(path: Path, update: bool, strict: bool, output_format: str) -> int:
         checked = run_check(prepared)
         failed = checked.diff.drifted or (strict and checked.stale)
         updated = destination is not None and checked.stale
-        if updated:
+        if updated and destination is not None:  # (updated implies a destination)
             guard.write_text(destination, checked.text)
     exit_code = EXIT_OK if updated or not failed else EXIT_CHECK_FAILED
     comparison = check_comparison(checked, failed=failed and not updated, updated=updated)

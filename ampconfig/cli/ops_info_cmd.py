@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -128,13 +128,13 @@ def _entry(
     flag = {Colour.WHITE: "true", Colour.BLACK: "false"}.get(coloured.colour)
     by_opset = across.measured if across is not None else {}
     return OpInfoEntry(
-        precision_reduce=PrecisionReduce(flag=flag) if flag else None,  # type: ignore[arg-type]
+        precision_reduce=PrecisionReduce(flag=flag) if flag else None,
         clear=coloured.colour is Colour.CLEAR,
-        dtypes=dtypes,  # type: ignore[arg-type]
-        native_dtypes=native,  # type: ignore[arg-type]
+        dtypes=dtypes,
+        native_dtypes=native,
         dtype_source=source,
         reference=strategy.reference,
-        accumulation=dict(coloured.accumulation) or None,  # type: ignore[arg-type]
+        accumulation=dict(coloured.accumulation) or None,
         accumulation_source=coloured.accumulation_source or None,
         colour_note=coloured.note or None,
         dtypes_by_opset={str(o): _ordered(r.dtypes) for o, r in by_opset.items()} if len(by_opset) > 1 else None,
@@ -265,7 +265,7 @@ def _probe_and_write(
         verdict_rows += _verdict_rows(key, measured.measurements)
     path = destination.path
     document = OpsInfoFile(
-        target=target,  # type: ignore[arg-type]
+        target=target,
         provider=provider,
         onnxruntime_version=version,
         generated_by=f"ampconfig ops-info probe --target {target}" + (f" --ops {ops}" if ops else ""),
@@ -387,7 +387,7 @@ def _import_and_write(
     }
     path = destination.path
     document = OpsInfoFile(
-        target=target,  # type: ignore[arg-type]
+        target=target,
         provider=provider,
         onnxruntime_version=ort_version,
         generated_by=f"ampconfig ops-info import-table {table.name} --target {target} --opset {opset} "
@@ -519,7 +519,7 @@ def import_kernels_command(
             measured_by = f"; claims measured by ampconfig ops-info probe ({probe.name}) where it could"
         path = destination.path
         document = OpsInfoFile(
-            target=target,  # type: ignore[arg-type]
+            target=target,
             provider=provider,
             onnxruntime_version=version,
             generated_by=f"ampconfig ops-info import-kernels {dump.name} --target {target} "
@@ -674,11 +674,11 @@ def show_command(
     print_table(stdout, table)
 
 
-def _joined(dtypes: list[str] | None) -> str:
+def _joined(dtypes: Sequence[str] | None) -> str:
     return "?" if dtypes is None else ", ".join(dtypes) or "-"
 
 
-def _native_and_emulated(entry: OpInfoEntry) -> tuple[list[str] | None, list[str] | None]:
+def _native_and_emulated(entry: OpInfoEntry) -> tuple[Sequence[str] | None, Sequence[str] | None]:
     """The dtypes the target runs natively, and those it runs only through casts ONNX Runtime inserts; None
     for both when the source cannot tell."""
     if entry.native_dtypes is None:

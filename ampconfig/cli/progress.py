@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from ampconfig.cli.output import stderr
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
+    from rich.progress import TaskID
+
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -36,7 +38,7 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
         console=stderr,
         transient=True,
     )
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(label: str, done: int, total: int) -> None:
         if label not in tasks:

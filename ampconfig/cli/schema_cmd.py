@@ -63,7 +63,7 @@ def schema(
     kind, directory = _split_arguments(arguments or [], write)
     if write:
         for path in write_schemas(directory, [kind] if kind else None):
-            say(path)
+            say(str(path))
         return
     if kind is not None:
         print_json(generate_schema(kind))

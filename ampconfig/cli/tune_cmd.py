@@ -205,11 +205,11 @@ def tune(
             outputs = declare_outputs(settings, guard)
             prepared = prepare(request, command="tune")
             report = run_tune(prepared, settings, progress, guard, outputs, sample_progress=sample_progress)
-        device = prepared.device
+        ran_on = prepared.device
         # Said plainly, as run says it: where the trials ran, and that the decisions are the target's.
         report.notes[:0] = [
-            f"decided for target {request.target}; the models ran on {device.device} (--device {device.requested})",
-            *device.notes,
+            f"decided for target {request.target}; the models ran on {ran_on.device} (--device {ran_on.requested})",
+            *ran_on.notes,
             *prepared.inputs.warnings,
         ]
     if json_output:
