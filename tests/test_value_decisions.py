@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.decide.values import ValueRanges
+from ampconfig.files import mapped
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.value_models import (
     char_lstm_loop,
@@ -187,3 +188,26 @@ def test_mixed_precision_passes_run_on_every_model_whose_values_fit_after_their_
     code, payload = _json([*args, *FAST])
     assert code == 0, payload["failures"]
     assert payload["values_clamped"] == 0 or all("saturated" in line for line in payload["warnings"])
+
+
+@pytest.mark.parametrize("layout", ["external_data", "mapped"])
+def test_run_checks_the_ranges_of_a_model_whose_weights_stay_on_disk(
+    quantized: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """The range run reads the weights from the model's folder (external data, or a large single file mapped):
+    the same decisions as from memory, so the int32 sums still keep their Muls float32 and run passes."""
+    model, data = quantized
+    proto = onnx.load(str(model))
+    moved = tmp_path / "model.onnx"
+    if layout == "external_data":
+        onnx.save_model(proto, moved, save_as_external_data=True, location="model.onnx.data", size_threshold=0)
+    else:
+        onnx.save_model(proto, moved)
+        monkeypatch.setattr(mapped, "MAP_MIN_BYTES", 0)  # the test model is small; large ones are mapped
+    args = ["-m", "force_fp16", "--inputs", str(data), "--json", *FAST]
+    code, in_memory = _json(["run", str(model), *args])
+    assert code == 0
+    code, from_disk = _json(["run", str(moved), *args])
+    assert code == 0, from_disk["failures"]
+    assert from_disk["low_precision_nodes"] == in_memory["low_precision_nodes"] > 0
+    assert runner.invoke(app, ["run", str(moved), *args, "--no-range-check"]).exit_code == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,9 +34,9 @@ from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
-from ampconfig.runner.intermediates import IntermediateRun, run_value_peaks
+from ampconfig.runner.intermediates import PEAK_MIN_OPSET, IntermediateRun, onnx_opset, run_value_peaks
 from ampconfig.runner.proof import REFERENCE_FAILED, input_refusal
-from ampconfig.runner.sessions import DeviceChoice, choose_device
+from ampconfig.runner.sessions import DeviceChoice, ModelInFolder, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.resolve import Settings
@@ -95,11 +96,7 @@ class Prepared:
         model = (
             self.graph if not self.opened.tensors_on_disk else with_node_names(load_model(self.request.model_path)[0])
         )
-        try:  # run with the IR version the installed ONNX Runtime reads, as the rewrite is written
-            version = output_ir_version(model, str(self.request.model_path)).version
-        except AmpconfigError:
-            return model  # a version nothing loads: the rewrite says so, located
-        return with_ir_version(model, min(version, model.ir_version))
+        return _runnable(model, self)
 
     def rewrite(
         self,
@@ -136,6 +133,15 @@ class Prepared:
         return f"{calibration.source}, {len(calibration)} samples" if len(calibration) > 1 else calibration.source
 
 
+def _runnable(model: onnx.ModelProto, prepared: Prepared) -> onnx.ModelProto:
+    """``model`` with the IR version the installed ONNX Runtime reads, as the rewrite is written."""
+    try:
+        version = output_ir_version(model, str(prepared.request.model_path)).version
+    except AmpconfigError:
+        return model  # a version nothing loads: the rewrite says so, located
+    return with_ir_version(model, min(version, model.ir_version))
+
+
 def value_ranges_of(prepared: Prepared, run: IntermediateRun) -> ValueRanges:
     """The value ranges of an fp32 run with every intermediate exposed on the calibration samples: the peak of
     every float value (sentinels left out), the data named, the request's margin."""
@@ -149,18 +155,25 @@ def _is_float(array: np.ndarray) -> bool:
 
 def calibration_ranges(prepared: Prepared, progress: ProgressCallback | None = None) -> ValueRanges | None:
     """``run``'s value ranges: the fp32 model once per calibration sample, each float value's peak computed in the
-    session (:func:`~ampconfig.runner.intermediates.run_value_peaks`), before deciding. None for a model too large
-    to copy in memory: its activations are not checked, and a note in ``prepared.notes`` says so."""
-    if not prepared.fits_in_memory:
+    session (:func:`~ampconfig.runner.intermediates.run_value_peaks`), before deciding. A model whose weights are
+    on disk runs as its graph with the weights read from its folder (never copied into memory), whatever its
+    size; None for one below opset 9 too large to copy in memory: its activations are not checked, and a note in
+    ``prepared.notes`` says so."""
+    model: onnx.ModelProto | ModelInFolder
+    if prepared.opened.tensors_on_disk and onnx_opset(prepared.graph) >= PEAK_MIN_OPSET:
+        model = ModelInFolder(_runnable(prepared.graph, prepared), Path(prepared.request.model_path).resolve().parent)
+    elif prepared.fits_in_memory:
+        model = prepared.model
+    else:
         prepared.notes.append(
             "activations were not checked against the low type's range: the model is too large for the run that "
             "exposes every intermediate (constants were)"
         )
         return None
     try:
-        peaks = run_value_peaks(prepared.model, prepared.calibration.samples, prepared.device.device, progress)
+        peaks = run_value_peaks(model, prepared.calibration.samples, prepared.device.device, progress)
     except AmpconfigError as exc:  # the fp32 model refused, or failing on its inputs: say where, or what to set
-        refusal = input_refusal(exc, prepared.model, str(prepared.request.model_path))
+        refusal = input_refusal(exc, prepared.graph, str(prepared.request.model_path))
         raise explain_reference_failure(refusal, prepared) from None
     return ValueRanges(peaks, prepared.calibration_source(), prepared.request.data_max)
 

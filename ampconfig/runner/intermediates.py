@@ -21,7 +21,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.expose import FLAT, STACKED, ExposedModel, expose_keys, expose_peaks, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.proof import PROGRESS_SAMPLES
-from ampconfig.runner.sessions import create_session, run_once
+from ampconfig.runner.sessions import ModelInFolder, create_session, model_proto, run_once
 from ampconfig.runner.timing import ProgressCallback
 
 
@@ -127,7 +127,7 @@ def pooled(runs: Sequence[IntermediateRun]) -> IntermediateRun:
 
 
 def run_value_peaks(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | ModelInFolder,
     samples: Sequence[Mapping[str, np.ndarray]],
     device: str = "cpu",
     progress: ProgressCallback | None = None,
@@ -135,13 +135,18 @@ def run_value_peaks(
 ) -> dict[str, float]:
     """The largest finite |value| below :data:`~ampconfig.decide.values.SENTINEL` of every float value (by key),
     over every sample: one run per sample of a copy that returns one number per value, computed inside the
-    session (:func:`~ampconfig.rewrite.expose.expose_peaks`), not every intermediate. Models below opset 9 (no
-    Where) get their peaks from a run with every intermediate exposed."""
-    if _default_opset(model) < PEAK_MIN_OPSET:
+    session (:func:`~ampconfig.rewrite.expose.expose_peaks`), not every intermediate. A :class:`ModelInFolder`
+    keeps its weights on disk (the copy references them). Models below opset 9 (no Where) get their peaks from a
+    run with every intermediate exposed, which needs every tensor in memory."""
+    folder = model.folder if isinstance(model, ModelInFolder) else None
+    model = model_proto(model)
+    if onnx_opset(model) < PEAK_MIN_OPSET:
+        if folder is not None:
+            raise ValueError("models below opset 9 need every tensor in memory for their value peaks")
         run = run_samples_with_intermediates(model, samples, device, progress=progress, label=label)
         return {key: peak(array) for key, array in run.values.items() if np.asarray(array).dtype.kind == "f"}
     exposed = expose_peaks(model, float_value_keys(model), SENTINEL)
-    session = create_session(exposed.model, device)
+    session = create_session(exposed.model if folder is None else ModelInFolder(exposed.model, folder), device)
     output_names = {value.name for value in model.graph.output}
     peaks: dict[str, float] = {}
     shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
@@ -166,7 +171,8 @@ def run_value_peaks(
 PEAK_MIN_OPSET = 9
 
 
-def _default_opset(model: onnx.ModelProto) -> int:
+def onnx_opset(model: onnx.ModelProto) -> int:
+    """The model's opset of ONNX's default domain (0 when it imports none)."""
     return next((entry.version for entry in model.opset_import if is_default_domain(entry.domain)), 0)
 
 

@@ -65,7 +65,19 @@ class ModelFile:
     proto: onnx.ModelProto
 
 
-ModelSource = onnx.ModelProto | ModelFile | bytes | str | Path
+@dataclass(frozen=True)
+class ModelInFolder:
+    """A model proto in memory whose external tensors ONNX Runtime reads from ``folder`` (the model's own): a copy
+    of a large model with outputs added runs without its weights being read into protobuf or copied."""
+
+    proto: onnx.ModelProto
+    folder: Path
+
+
+#: ONNX Runtime's session option that resolves a model's external data in a folder when the model comes as bytes.
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+
+ModelSource = onnx.ModelProto | ModelFile | ModelInFolder | bytes | str | Path
 
 
 @dataclass(frozen=True)
@@ -147,9 +159,11 @@ def choose_device(device: str | None) -> DeviceChoice:
     return choice
 
 
-def _session_options() -> ort.SessionOptions:
+def _session_options(model: ModelSource | None = None) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.log_severity_level = SESSION_LOG_SEVERITY
+    if isinstance(model, ModelInFolder):
+        options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(model.folder))
     return options
 
 
@@ -174,6 +188,8 @@ def provider_list(
 
 
 def _model_bytes_or_path(model: ModelSource) -> bytes | str:
+    if isinstance(model, ModelInFolder):
+        model = model.proto
     if isinstance(model, onnx.ModelProto):
         size = model.ByteSize()
         if size > PROTOBUF_LIMIT:
@@ -190,9 +206,9 @@ def _model_bytes_or_path(model: ModelSource) -> bytes | str:
     return model
 
 
-def model_proto(model: onnx.ModelProto | ModelFile) -> onnx.ModelProto:
+def model_proto(model: onnx.ModelProto | ModelFile | ModelInFolder) -> onnx.ModelProto:
     """The graph proto of an in-memory model or of a model file (for its inputs; tensor data may be absent)."""
-    return model.proto if isinstance(model, ModelFile) else model
+    return model.proto if isinstance(model, (ModelFile, ModelInFolder)) else model
 
 
 @dataclass
@@ -229,7 +245,7 @@ def create_session(
     providers = provider_list(device, tf32, conv_algo_search)
     try:
         with _quiet_ort():
-            session = ort.InferenceSession(_model_bytes_or_path(model), _session_options(), providers=providers)
+            session = ort.InferenceSession(_model_bytes_or_path(model), _session_options(model), providers=providers)
     except AmpconfigError:
         raise
     except Exception as exc:
