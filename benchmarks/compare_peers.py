@@ -1096,9 +1096,9 @@ def e2e_tables(results: dict[str, Any], tools: Sequence[str]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "| model | MB | " + " | ".join(f"ampconfig {c}: s, peak RSS MB (× file)" for c in MEMORY_COMMANDS) + " |",
+        "| model | MB | " + " | ".join(f"ampconfig {c}: s, peak RSS MB (× file)" for c in commands) + " |",
     ]
-    lines.append("|" + "---|" * (len(MEMORY_COMMANDS) + 2))
+    lines.append("|" + "---|" * (len(commands) + 2))
     for name, info in results["models"].items():
         model_mb = info["bytes"] / 2**20
         cells = [name, f"{info['bytes'] / 1e6:.0f}"]
