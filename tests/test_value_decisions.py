@@ -211,3 +211,24 @@ def test_run_checks_the_ranges_of_a_model_whose_weights_stay_on_disk(
     assert code == 0, from_disk["failures"]
     assert from_disk["low_precision_nodes"] == in_memory["low_precision_nodes"] > 0
     assert runner.invoke(app, ["run", str(moved), *args, "--no-range-check"]).exit_code == 1
+
+
+def test_a_clamped_constant_node_is_named_by_its_value() -> None:
+    """A Constant's tensor has no name of its own: the warning names the value it produces, which the graph has."""
+    from onnx import TensorProto
+    from onnx import helper as oh
+
+    big = oh.make_tensor("", TensorProto.FLOAT, [2], [1e6, 1.0])
+    graph = oh.make_graph(
+        [
+            oh.make_node("Constant", [], ["scale"], value=big),
+            oh.make_node("Mul", ["x", "scale"], ["y"]),
+        ],
+        "constant_clamp",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=8)
+    result = rewrite_model_detailed(model, "force_fp16", clamp_values=True)
+    assert result.stats.values_clamped == 1
+    assert any("1 value(s) of 'scale' beyond float16's range" in warning for warning in result.warnings)

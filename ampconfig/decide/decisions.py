@@ -77,7 +77,7 @@ class ClampedTensor:
     """A constant converted to a low dtype whose finite values beyond that type's range were set to its largest
     finite value (with the user's consent, or a mask's sentinel; see ampconfig.decide.values)."""
 
-    tensor: str  # its name ("" for an unnamed Constant value)
+    tensor: str  # the initializer's name, or the name of the value a Constant or ConstantOfShape produces
     dtype: str
     count: int  # elements clamped
     largest: float  # the largest |value| among them
@@ -85,7 +85,7 @@ class ClampedTensor:
     sentinel: bool = False  # every clamped value was at float32's own extreme (a stand-in for infinity)
 
     def warning(self) -> str:
-        name = repr(self.tensor) if self.tensor else "an unnamed Constant value"
+        name = repr(self.tensor) if self.tensor else "an unnamed constant"
         if self.sentinel:
             return (
                 f"{self.count} value(s) of {name} at float32's extreme (|x| = {self.largest:.6g}, a stand-in for "

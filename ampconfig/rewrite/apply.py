@@ -107,7 +107,7 @@ class Rewriter:
         if self.needs.wanted(value) == {dtype} and not value.is_graph_output():
             for name in ("value_float", "value_floats"):  # the converted tensor replaces either form
                 constant.attributes.pop(name, None)
-            constant.attributes["value"] = ir.AttrTensor("value", self.tensors.convert(tensor, dtype, ""))
+            constant.attributes["value"] = ir.AttrTensor("value", self.tensors.convert(tensor, dtype, value.name or ""))
             set_dtype(value, dtype)
             self.stats.constants_converted += 1
             return value
@@ -117,7 +117,7 @@ class Rewriter:
             "",
             "Constant",
             [],
-            [ir.AttrTensor("value", self.tensors.convert(tensor, dtype, ""))],
+            [ir.AttrTensor("value", self.tensors.convert(tensor, dtype, value.name or ""))],
             outputs=[out],
             name=self.names.node(f"{constant.name}_{dtype.short}"),
         )
@@ -129,7 +129,8 @@ class Rewriter:
         attr = node.attributes.get("value")
         # ConstantOfShape's default value is a float32 zero.
         tensor = attr.value if attr is not None else ir.tensor(np.zeros(1, dtype=np.float32))
-        node.attributes["value"] = ir.AttrTensor("value", self.tensors.convert(tensor, dtype, ""))
+        converted = self.tensors.convert(tensor, dtype, node.outputs[0].name or "")
+        node.attributes["value"] = ir.AttrTensor("value", converted)
         set_dtype(node.outputs[0], dtype)
         self.stats.constants_converted += 1
         return node.outputs[0]
