@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from ampconfig.cli.logs import configure_logging, restore_logging
+from ampconfig.cli.options import COMMAND_OPTIONS, with_shared_options
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports, write_anything
 from ampconfig.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.gc_pause import gc_paused
@@ -214,12 +215,13 @@ def register_command(
     group.command(name, cls=AmpconfigCommand, **kwargs)(reporting_errors(func, pause_gc=pause_gc))
 
 
-def command(name: str | None = None, *, pause_gc: bool = True, **kwargs: Any) -> Callable[[F], F]:
+def command(name: str, *, pause_gc: bool = True, **kwargs: Any) -> Callable[[F], F]:
     """Register a command on the app with error reporting and (unless ``pause_gc`` is false) the garbage collector
-    paused while it runs."""
+    paused while it runs. Its first parameter, ``options``, is the :class:`~ampconfig.cli.options.SharedOptions`
+    that :data:`~ampconfig.cli.options.COMMAND_OPTIONS` says it takes."""
 
     def register(func: F) -> F:
-        register_command(app, name, func, pause_gc=pause_gc, **kwargs)
+        register_command(app, name, with_shared_options(func, COMMAND_OPTIONS[name]), pause_gc=pause_gc, **kwargs)
         return func
 
     return register

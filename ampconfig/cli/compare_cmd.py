@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    HTML_ROLE,
-    CalibrationDataOpt,
-    ClampValuesOpt,
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    DataMaxOpt,
-    DataOpt,
-    DeviceOpt,
-    HtmlOpt,
-    InputFilesOpt,
-    InputsOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelArg,
-    ModeOpt,
-    OpNamesOpt,
-    RangeCheckOpt,
-    SeedOpt,
-    ShapesOpt,
-    TargetOpt,
-    ThresholdOpt,
-    ToleranceOpt,
-    resolved_settings,
-)
-from ampconfig.cli.output import output_guard, print_json, stderr, stdout
-from ampconfig.cli.progress import progress_bar, shown
+from ampconfig.cli.opening import opened
+from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.output import print_json, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.settings.values import DEFAULT_THRESHOLD
+
+if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
+    from ampconfig.diagnose.calibrate import CompareResult, Prepared
 
 _HELP = """Run the fp32 model and its rewrite on the same inputs with every intermediate float tensor exposed,
 align the tensors by name and rank the nodes by the error they add: a node's relative L2 error over the largest
@@ -57,57 +35,32 @@ Settings and inputs resolve as for [bold]ampconfig run[/bold]: --target (default
 
 
 @command("compare", help=_HELP)
-def compare(
-    ctx: typer.Context,
-    model: ModelArg = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    device: DeviceOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
-    inputs_npz: InputsOpt = None,
-    data: DataOpt = None,
-    calibration_data: CalibrationDataOpt = None,
-    input_files: InputFilesOpt = None,
-    shapes: ShapesOpt = None,
-    seed: SeedOpt = None,
-    tolerance: ToleranceOpt = None,
-    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
-    range_check: RangeCheckOpt = True,
-    data_max: DataMaxOpt = None,
-    clamp_values: ClampValuesOpt = None,
-    json_output: JsonOpt = False,
-    html: HtmlOpt = None,
-) -> None:
+def compare(options: SharedOptions) -> None:
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare
-    from ampconfig.prove.request_files import declare_inputs
     from ampconfig.report.compare import compare_payload, render_compare
-    from ampconfig.report.explain import explain_payload
     from ampconfig.report.html import render_html
 
-    request = resolved_settings(ctx)
-    with output_guard() as guard, progress_bar(shown(json_output)) as progress:
-        declare_inputs(guard, request)
-        report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
-        prepared = prepare(request, command="compare", guard=guard)
+    with opened(options) as start:
+        prepared = prepare(start.settings, command="compare", guard=start.guard)
         result = compare_rewrite(
-            prepared, threshold=threshold, range_check=range_check, data_max=data_max, progress=progress
+            prepared,
+            threshold=options.threshold,
+            range_check=options.range_check,
+            data_max=options.data_max,
+            progress=start.progress,
         )
         payload = compare_payload(result, prepared)
-        if report is not None:
-            explained = explain_payload(
-                result.rewrite,
-                model=str(prepared.request.model_path),
-                range_report=result.range.to_dict() if result.range is not None else None,
-            )
-            written = guard.write_text(report, render_html(explained, payload, command="compare"))
-            stderr.print(f"wrote {written}", markup=False)
-    if json_output:
+        start.write_html(lambda: render_html(_explained(result, prepared), payload, command="compare"))
+    if options.json_output:
         print_json(payload)
     else:
         render_compare(result, prepared, stdout)
     raise typer.Exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)
+
+
+def _explained(result: CompareResult, prepared: Prepared) -> dict[str, Any]:
+    """The explain report of the rewrite compared, for the HTML report."""
+    from ampconfig.report.explain import explain_payload
+
+    ranges = result.range.to_dict() if result.range is not None else None
+    return explain_payload(result.rewrite, model=str(prepared.request.model_path), range_report=ranges)

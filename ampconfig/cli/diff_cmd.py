@@ -10,24 +10,7 @@ import typer
 
 from ampconfig.cli.app import command
 from ampconfig.cli.lock_cmd import print_comparison
-from ampconfig.cli.options import (
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    DeviceOpt,
-    InputFilesOpt,
-    InputsOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelArg,
-    ModeOpt,
-    OpNamesOpt,
-    SeedOpt,
-    ShapesOpt,
-    TargetOpt,
-    resolved_settings,
-)
+from ampconfig.cli.options import SharedOptions
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the lock machinery
@@ -65,16 +48,7 @@ comparison for a pull request, a script or a browser. Exit 0 (with --exit-code: 
 
 @command("diff", help=_HELP)
 def diff(
-    ctx: typer.Context,
-    model: ModelArg = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
+    options: SharedOptions,
     base_config: Annotated[Path | None, typer.Option("--base-config", help="The base side's session config.")] = None,
     base_mixlist: Annotated[Path | None, typer.Option("--base-mixlist", help="The base side's mixlist.")] = None,
     base_keep_dtype: Annotated[
@@ -89,16 +63,10 @@ def diff(
     base_lock: Annotated[Path | None, typer.Option("--base-lock", help="A lock file as the base side.")] = None,
     lock: Annotated[Path | None, typer.Option("--lock", help="A lock file as the new side (with --base-lock).")] = None,
     run: Annotated[bool, typer.Option("--run", help="Also run both sides and add each output's error.")] = False,
-    device: DeviceOpt = None,
-    inputs_npz: InputsOpt = None,
-    input_files: InputFilesOpt = None,
-    shapes: ShapesOpt = None,
-    seed: SeedOpt = None,
     output_format: Annotated[str, typer.Option("--format", help=", ".join(DIFF_FORMATS) + ".")] = "text",
-    json_output: JsonOpt = False,
     exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 when a decision differs.")] = False,
 ) -> None:
-    output_format = "json" if json_output else output_format
+    output_format = "json" if options.json_output else output_format
     if output_format not in DIFF_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(DIFF_FORMATS))
     base_options: dict[str, Path | str | None] = {
@@ -108,8 +76,8 @@ def diff(
         "customize_dtypes": base_customize_dtypes,
         "precision_mode": base_precision_mode,
     }
-    base_given = {name: value for name, value in base_options.items() if value is not None}
-    sides, subject = _sides(ctx, base_given, base_lock, lock, run)
+    base = {name: value for name, value in base_options.items() if value is not None}
+    sides, subject = _sides(options, base, base_lock, lock, run)
     from ampconfig.lock.sides import run_both
     from ampconfig.report.lock import Comparison
 
@@ -121,7 +89,7 @@ def diff(
 
 
 def _sides(
-    ctx: typer.Context, base_given: Mapping[str, Path | str], base_lock: Path | None, lock: Path | None, run: bool
+    options: SharedOptions, base_given: Mapping[str, Path | str], base_lock: Path | None, lock: Path | None, run: bool
 ) -> tuple[SidesDiff, str]:
     """The two sides compared, and what to call the comparison."""
     from ampconfig.lock.sides import diff_lock_files, diff_settings
@@ -129,7 +97,7 @@ def _sides(
     if (base_lock is None) != (lock is None):
         raise AmpconfigError("--base-lock and --lock go together", hint="ampconfig diff --base-lock A --lock B")
     if base_lock is not None and lock is not None:
-        if base_given or ctx.params.get("model") is not None or run:
+        if base_given or options.model is not None or run:
             raise AmpconfigError(
                 "two lock files are compared as they are: no MODEL, --base-* or --run with them",
                 hint="compare settings on a model instead: ampconfig diff MODEL --base-mixlist A --modify-mixlist B",
@@ -141,6 +109,6 @@ def _sides(
             hint="give --base-config, --base-mixlist, --base-keep-dtype, --base-customize-dtypes or "
             "--base-precision-mode (or --base-lock and --lock)",
         )
-    new = resolved_settings(ctx)
-    base = resolved_settings(ctx, opens_model=True, **base_given)
+    new = options.settings()
+    base = options.settings(replaced=base_given)
     return diff_settings(base, new), str(new.model_path)

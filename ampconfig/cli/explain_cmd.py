@@ -2,45 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    HTML_ROLE,
-    CalibrationDataOpt,
-    ClampValuesOpt,
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    DataMaxOpt,
-    DataOpt,
-    DeviceOpt,
-    HtmlOpt,
-    InputFilesOpt,
-    InputsOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelArg,
-    ModeOpt,
-    OpNamesOpt,
-    RangeCheckOpt,
-    SeedOpt,
-    ShapesOpt,
-    TargetOpt,
-    ThresholdOpt,
-    resolved_settings,
-)
-from ampconfig.cli.output import output_guard, print_json, stderr, stdout
-from ampconfig.cli.progress import progress_bar, shown
-from ampconfig.settings.values import DEFAULT_THRESHOLD
-
-if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the decision machinery
-    from ampconfig.files.guard import OutputGuard
-    from ampconfig.runner.timing import ProgressCallback
-    from ampconfig.settings.resolve import Settings
+from ampconfig.cli.opening import Opened, opened
+from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.output import print_json, stdout
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -75,100 +44,66 @@ Runtime. --device (default auto: CUDA when a session really gets it, else the CP
 
 @command("explain", help=_HELP)
 def explain(
-    ctx: typer.Context,
-    model: ModelArg = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    device: DeviceOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
-    inputs_npz: InputsOpt = None,
-    data: DataOpt = None,
-    calibration_data: CalibrationDataOpt = None,
-    input_files: InputFilesOpt = None,
-    shapes: ShapesOpt = None,
-    seed: SeedOpt = None,
-    range_check: RangeCheckOpt = False,
-    data_max: DataMaxOpt = None,
-    clamp_values: ClampValuesOpt = None,
+    options: SharedOptions,
     compare: Annotated[bool, typer.Option("--compare", help="Also run both models and report per-node error.")] = False,
-    threshold: ThresholdOpt = DEFAULT_THRESHOLD,
-    json_output: JsonOpt = False,
-    html: HtmlOpt = None,
 ) -> None:
-    from ampconfig.prove.request_files import declare_inputs
     from ampconfig.report.explain import render_explain
     from ampconfig.report.html import render_html
 
-    settings = resolved_settings(ctx)
-    # Where the fp32 model runs (a data set given, --compare) its values decide, as everywhere it runs.
-    given_data = settings.inputs.data is not None or settings.inputs.calibration_data is not None
-    range_check = range_check or given_data or compare
-    with output_guard() as guard, progress_bar(shown(json_output)) as progress:
-        declare_inputs(guard, settings)
-        report = guard.output(HTML_ROLE, html) if html is not None else None  # refused before any work
-        if range_check or compare:
-            payload, compare_data = _explain_with_runs(
-                settings, guard, compare, range_check, data_max, threshold, progress
-            )
+    with opened(options) as start:
+        # Where the fp32 model runs (a data set given, --compare) its values decide, as everywhere it runs.
+        inputs = start.settings.inputs
+        given_data = inputs.data is not None or inputs.calibration_data is not None
+        if options.range_check or given_data or compare:
+            payload, compare_data = _explain_with_runs(start, options, compare)
         else:
-            payload, compare_data = _explain_decisions(settings, guard), None
-        if report is not None:
-            written = guard.write_text(report, render_html(payload, compare_data))
-            stderr.print(f"wrote {written}", markup=False)
-    if json_output:
+            payload, compare_data = _explain_decisions(start), None
+        start.write_html(lambda: render_html(payload, compare_data))
+    if options.json_output:
         print_json(payload)
     else:
         render_explain(payload, stdout)
 
 
-def _explain_decisions(settings: Settings, guard: OutputGuard) -> dict[str, Any]:
+def _explain_decisions(start: Opened) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import open_model
     from ampconfig.prove.request_files import declare_model
     from ampconfig.report.explain import explain_payload
 
-    opened = open_model(settings.model_path, map_weights=True)
-    declare_model(guard, opened)
-    rewrite = rewrite_with_settings(opened, settings)
+    settings = start.settings
+    model = open_model(settings.model_path, map_weights=True)
+    declare_model(start.guard, model)
+    rewrite = rewrite_with_settings(model, settings)
     return explain_payload(rewrite, model=str(settings.model_path), op_names=settings.op_names)
 
 
 def _explain_with_runs(
-    settings: Settings,
-    guard: OutputGuard,
-    compare: bool,
-    range_check: bool,
-    data_max: float | None,
-    threshold: float,
-    progress: ProgressCallback | None = None,
+    start: Opened, options: SharedOptions, compare: bool
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here)."""
+    """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here). A data set given
+    or --compare implies the range check."""
     from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
     from ampconfig.report.compare import compare_payload
     from ampconfig.report.explain import explain_payload
 
-    prepared = prepare(settings, command="explain --range-check/--compare", guard=guard)
+    prepared = prepare(start.settings, command="explain --range-check/--compare", guard=start.guard)
     compare_data: dict[str, Any] | None = None
     if compare:
         result = compare_rewrite(
-            prepared, threshold=threshold, range_check=range_check, data_max=data_max, progress=progress
+            prepared, threshold=options.threshold, range_check=True, data_max=options.data_max, progress=start.progress
         )
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
     else:
-        ranges = range_report(prepared, reference_run(prepared, progress), data_max)
+        ranges = range_report(prepared, reference_run(prepared, start.progress), options.data_max)
         rewrite = prepared.rewrite(ranges.ranges)
     payload = explain_payload(
         rewrite,
-        model=str(settings.model_path),
+        model=str(start.settings.model_path),
         range_report=ranges.to_dict() if ranges is not None else None,
-        op_names=settings.op_names,
+        op_names=start.settings.op_names,
     )
     payload["warnings"].extend(prepared.inputs.warnings)
     if compare_data is not None:

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import typer
-
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    ConfigOpt,
-    JsonOpt,
-    MixlistOpt,
-    ModeOpt,
-    OpNamesOpt,
-    TargetOpt,
-    resolved_settings,
-)
+from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_json, print_warning, say, stderr
 
 
 @command("lists")
-def lists(
-    ctx: typer.Context,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    config: ConfigOpt = None,
-    json_output: JsonOpt = False,
-) -> None:
+def lists(options: SharedOptions) -> None:
     """Print the effective op lists: the target's op info merged with the mixlist.
 
     White ops always run in low precision, black ops stay fp32, gray ops follow their inputs and clear ops
@@ -42,7 +24,7 @@ def lists(
     from ampconfig.api import effective_lists
     from ampconfig.opinfo.library import Colour, load_ops_info
 
-    settings = resolved_settings(ctx, opens_model=False)
+    settings = options.settings(opens_model=False)
     library = load_ops_info(settings.target)
     effective, warnings, notes = effective_lists(
         settings.precision_mode, library, settings.modify_mixlist, settings.op_names
@@ -51,7 +33,7 @@ def lists(
         stderr.print(f"note: {note}", markup=False)
     for warning in warnings:
         print_warning(warning)
-    if json_output:
+    if options.json_output:
         print_json(effective.as_dict())
         return
     mode = settings.precision_mode

@@ -8,19 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelArg,
-    ModeOpt,
-    OpNamesOpt,
-    TargetOpt,
-    resolved_settings,
-)
+from ampconfig.cli.opening import opened
+from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import output_guard, print_json, print_warning, say, stderr
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
@@ -68,20 +57,11 @@ it.
 
 @command("lock", help=_HELP)
 def lock(
-    ctx: typer.Context,
-    model: ModelArg = None,
+    options: SharedOptions,
     lock_out: Annotated[
         Path | None,
         typer.Option("--output", "-o", metavar="FILE", help="Where to write the lock (never over an input)."),
     ] = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
     check: Annotated[
         Path | None,
         typer.Option("--check", metavar="LOCK", help="Check this lock against today's files (settings from the lock)."),
@@ -94,56 +74,39 @@ def lock(
     output_format: Annotated[
         str, typer.Option("--format", help="With --check: " + ", ".join(CHECK_FORMATS) + ".")
     ] = "text",
-    json_output: JsonOpt = False,
 ) -> None:
-    output_format = "json" if json_output else output_format
+    output_format = "json" if options.json_output else output_format
     if output_format not in CHECK_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(CHECK_FORMATS))
     if check is None:
         if update or strict:
             raise AmpconfigError("--update and --strict go with --check LOCK", hint="ampconfig lock --check X --update")
-        _write_lock(ctx, lock_out, output_format == "json")
+        _write_lock(options, lock_out, output_format == "json")
         return
-    given = [
-        name
-        for name in (
-            "model",
-            "config",
-            "precision_mode",
-            "modify_mixlist",
-            "keep_dtype",
-            "customize_dtypes",
-            "op_names",
-            "target",
-        )
-        if ctx.params.get(name) is not None
-    ] + (["keep_io_types"] if keep_io_types is not None else [])
-    if given or lock_out is not None:
-        flags = ", ".join(given + (["--output"] if lock_out is not None else []))
+    given = options.given() + (["--output"] if lock_out is not None else [])
+    if given:
         raise AmpconfigError(
-            f"--check takes its settings from the lock; also given: {flags}",
+            f"--check takes its settings from the lock; also given: {', '.join(given)}",
             hint="check with the recorded settings, or write a new lock: ampconfig lock MODEL [settings] -o FILE",
         )
     raise typer.Exit(_check(check, update, strict, output_format))
 
 
-def _write_lock(ctx: typer.Context, lock_out: Path | None, as_json: bool) -> None:
+def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) -> None:
     from ampconfig.files.models import open_model
     from ampconfig.lock.record import decide_lock
-    from ampconfig.prove.request_files import declare_inputs, declare_model
+    from ampconfig.prove.request_files import declare_model
     from ampconfig.report.lock import lock_payload, lock_summary_text, shown_path
     from ampconfig.settings.lock_file import lock_text
 
-    settings = resolved_settings(ctx)
-    if lock_out is None:
-        raise AmpconfigError("no output path given", hint="pass -o precision.lock.json (or --check LOCK)")
-    with output_guard() as guard:
-        declare_inputs(guard, settings)
-        destination = guard.output(LOCK_ROLE, lock_out)  # refused before any work
-        opened = open_model(settings.model_path)
-        declare_model(guard, opened)
-        decided = decide_lock(settings, lock_out, opened=opened)
-        guard.write_text(destination, lock_text(decided.lock))
+    with opened(options, progress=False) as start:
+        if lock_out is None:
+            raise AmpconfigError("no output path given", hint="pass -o precision.lock.json (or --check LOCK)")
+        destination = start.guard.output(LOCK_ROLE, lock_out)  # refused before any work
+        model = open_model(start.settings.model_path)
+        declare_model(start.guard, model)
+        decided = decide_lock(start.settings, lock_out, opened=model)
+        start.guard.write_text(destination, lock_text(decided.lock))
     where = shown_path(lock_out) or str(lock_out)
     if as_json:
         print_json(lock_payload(decided.lock, where))

@@ -1,4 +1,4 @@
-"""Progress on stderr while models run: timing runs, and long data sets sample by sample.
+"""Progress on stderr while models run: timing runs, long data sets sample by sample, and tune's steps.
 
 Shown only on a terminal and never with ``--json``: a log or a pipe gets the results alone."""
 
@@ -13,6 +13,7 @@ from ampconfig.cli.output import stderr
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
     from rich.progress import TaskID
 
+    from ampconfig.diagnose.tune.trials import ProgressHook
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -47,3 +48,27 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
 
     with bar:
         yield update
+
+
+@contextmanager
+def tune_progress(enabled: bool) -> Iterator[tuple[ProgressHook | None, ProgressCallback | None]]:
+    """tune's progress: a live line on stderr, shown from the start; yields the hook the tune reports to and the
+    callback long data sets report their samples to (None, None when off)."""
+    if not enabled:
+        yield None, None
+        return
+    from ampconfig.report.tune import ProgressState, progress_line
+
+    state = ProgressState()
+    with stderr.status("tune: loading the model", spinner="dots") as status:
+        line = ""
+
+        def update(event: object) -> None:
+            nonlocal line
+            line = progress_line(event, state)  # type: ignore[arg-type]
+            status.update(line)
+
+        def samples(label: str, done: int, total: int) -> None:
+            status.update(f"{line}  ({label}: {done}/{total})")
+
+        yield update, samples

@@ -5,35 +5,20 @@ convert large weights, :mod:`ampconfig.runner.float_cast`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    ClampValuesOpt,
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelOutputOpt,
-    ModeOpt,
-    OpNamesOpt,
-    TargetOpt,
-    resolved_settings,
-)
-from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
+from ampconfig.cli.opening import Opened, opened
+from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.output import print_json, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import shown_path
 from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the rewrite machinery
     from ampconfig.decide.decisions import RewriteResult
-    from ampconfig.files.guard import Destination, OutputGuard
+    from ampconfig.files.guard import Destination
     from ampconfig.files.models import OpenedModel
-    from ampconfig.settings.resolve import Settings
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
@@ -69,32 +54,25 @@ written to OUTPUT.data next to --output.
 """
 
 
-def _declare_files(guard: OutputGuard, settings: Settings, output: Path) -> tuple[OpenedModel, Destination]:
-    """Every file this rewrite reads and writes, checked before any work: the output may be none of the inputs
-    (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
+def _declare_files(start: Opened) -> tuple[OpenedModel, Destination]:
+    """The model this rewrite reads and the output it writes, checked before any work: the output may be none of the
+    inputs (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
     from ampconfig.files.models import open_model
-    from ampconfig.prove.request_files import declare_inputs, declare_model, declare_model_output, settings_role
-
-    declare_inputs(guard, settings)
-    output_role = settings_role(settings, "output model", "--output", "output")
-    guard.output(output_role, output)  # refused before the model is even read
-    opened = open_model(settings.model_path, map_weights=True)
-    declare_model(guard, opened)
-    return opened, declare_model_output(guard, output, output_role, opened)
-
-
-def _rewrite_settings(ctx: typer.Context) -> tuple[Settings, Path]:
-    """The resolved settings (as every command resolves them) and the output path, which rewrite requires."""
+    from ampconfig.prove.request_files import declare_model, declare_model_output, settings_role
     from ampconfig.settings.resolve import require_model
 
-    settings = resolved_settings(ctx, opens_model=False)
+    settings = start.settings
     source = str(settings.config) if settings.config is not None else None
     if settings.example is not None:
         raise AmpconfigError("no model given", file=source, hint="pass MODEL or set `model` in the config")
     if settings.output is None:
         raise AmpconfigError("no output path given", file=source, hint="pass -o OUT.onnx or set `output`")
     require_model(settings)
-    return settings, settings.output
+    output_role = settings_role(settings, "output model", "--output", "output")
+    start.guard.output(output_role, settings.output)  # refused before the model is even read
+    model = open_model(settings.model_path, map_weights=True)
+    declare_model(start.guard, model)
+    return model, declare_model_output(start.guard, settings.output, output_role, model)
 
 
 def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[str, Any]:
@@ -134,34 +112,20 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 @command("rewrite", help=_HELP)
-def rewrite(
-    ctx: typer.Context,
-    model: Annotated[Path | None, typer.Argument(help="Input ONNX model (default: the config's model).")] = None,
-    output: ModelOutputOpt = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
-    clamp_values: ClampValuesOpt = None,
-    json_output: JsonOpt = False,
-) -> None:
+def rewrite(options: SharedOptions) -> None:
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import save_model_atomic
     from ampconfig.report.explain import activations_note
 
-    settings, output_path = _rewrite_settings(ctx)
-    with output_guard() as guard:
-        opened, destination = _declare_files(guard, settings, output_path)
-        result = rewrite_with_settings(opened, settings)
-        written = save_model_atomic(result.savable, destination, guard=guard)
+    with opened(options, opens_model=False, progress=False) as start:
+        settings = start.settings
+        model, destination = _declare_files(start)
+        result = rewrite_with_settings(model, settings)
+        written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)
     note = activations_note(result)
     summary["notes"] = [*settings.notes, *([note] if note is not None else [])]
-    if json_output:
+    if options.json_output:
         print_json(summary)
         return
     for line in summary["notes"]:

@@ -3,44 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    CalibrationDataOpt,
-    ClampValuesOpt,
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    DataMaxOpt,
-    DataOpt,
-    DeviceOpt,
-    InputFilesOpt,
-    InputsOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelArg,
-    ModelOutputOpt,
-    ModeOpt,
-    OpNamesOpt,
-    RangeCheckOpt,
-    SeedOpt,
-    ShapesOpt,
-    TargetOpt,
-    ToleranceOpt,
-    count_between,
-    resolved_settings,
-)
-from ampconfig.cli.output import output_guard, print_json, stderr, stdout
-from ampconfig.cli.progress import progress_bar, shown
+from ampconfig.cli.opening import opened
+from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.output import print_json, stderr, stdout
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP
-
-if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
-    pass
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
 Runtime, and report accuracy (relative L2, max abs, cosine, non-finite values, arg-max agreement) and latency.
@@ -99,37 +70,7 @@ usage or input error.
 
 @command("run", help=_HELP)
 def run(
-    ctx: typer.Context,
-    model: ModelArg = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    device: DeviceOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
-    input_files: InputFilesOpt = None,
-    inputs_npz: InputsOpt = None,
-    data: DataOpt = None,
-    calibration_data: CalibrationDataOpt = None,
-    shapes: ShapesOpt = None,
-    output: ModelOutputOpt = None,
-    warmup: Annotated[
-        int | None,
-        typer.Option(
-            "--warmup", help="Untimed runs per model.", show_default="3", callback=count_between(0, MAX_WARMUP)
-        ),
-    ] = None,
-    iterations: Annotated[
-        int | None,
-        typer.Option(
-            "--iterations", help="Timed runs per model.", show_default="20", callback=count_between(1, MAX_ITERATIONS)
-        ),
-    ] = None,
-    seed: SeedOpt = None,
-    tolerance: ToleranceOpt = None,
+    options: SharedOptions,
     lock_out: Annotated[
         Path | None,
         typer.Option(
@@ -139,29 +80,24 @@ def run(
             "see ampconfig lock.",
         ),
     ] = None,
-    range_check: RangeCheckOpt = True,
-    data_max: DataMaxOpt = None,
-    clamp_values: ClampValuesOpt = None,
-    json_output: JsonOpt = False,
 ) -> None:
     from ampconfig.lock.record import lock_of_run
-    from ampconfig.prove.request_files import declare_inputs, settings_role
+    from ampconfig.prove.request_files import settings_role
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
     from ampconfig.report.run import render_run, run_payload
     from ampconfig.settings.lock_file import lock_text
 
-    settings = resolved_settings(ctx)
-    if settings.example is not None:
-        stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
-    output_role = settings_role(settings, "output model", "--output", "output")
-    with output_guard() as guard, progress_bar(shown(json_output)) as progress:
-        declare_inputs(guard, settings)
+    with opened(options) as start:
+        settings, guard = start.settings, start.guard
+        if settings.example is not None:
+            stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
+        output_role = settings_role(settings, "output model", "--output", "output")
         lock_file = guard.output("precision lock (--lock-out)", lock_out) if lock_out is not None else None
-        report = execute(settings, progress, guard, output_role, range_check=range_check)
+        report = execute(settings, start.progress, guard, output_role, range_check=options.range_check)
         if lock_file is not None and lock_out is not None:
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
             report.notes.append(f"wrote the precision lock {written}")
-    if json_output:
+    if options.json_output:
         print_json(run_payload(report))
     else:
         render_run(report, stdout)

@@ -2,47 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ampconfig.cli.app import command
-from ampconfig.cli.options import (
-    CalibrationDataOpt,
-    ClampValuesOpt,
-    ConfigOpt,
-    CustomizeDtypesOpt,
-    DataMaxOpt,
-    DataOpt,
-    DeviceOpt,
-    InputFilesOpt,
-    InputsOpt,
-    JsonOpt,
-    KeepDtypeOpt,
-    KeepIoTypesOpt,
-    MixlistOpt,
-    ModelArg,
-    ModeOpt,
-    OpNamesOpt,
-    RangeCheckOpt,
-    SeedOpt,
-    ShapesOpt,
-    TargetOpt,
-    ToleranceOpt,
-    count_between,
-    positive_finite,
-    resolved_settings,
-)
-from ampconfig.cli.output import output_guard, print_json, stderr, stdout
+from ampconfig.cli.opening import opened
+from ampconfig.cli.options import SharedOptions, count_between, positive_finite
+from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.settings.values import MAX_TUNE_RUNS
-
-if TYPE_CHECKING:
-    from ampconfig.diagnose.tune.trials import ProgressHook
-    from ampconfig.runner.timing import ProgressCallback
 
 DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5
@@ -89,53 +60,12 @@ one of them (exit 2), the file written is removed again (or gets its previous co
 """
 
 
-@contextmanager
-def _progress_display(enabled: bool) -> Iterator[tuple[ProgressHook | None, ProgressCallback | None]]:
-    """A live line on stderr, shown from the start; yields the hook the tune reports to and the callback long data
-    sets report their samples to (None, None when off)."""
-    if not enabled:
-        yield None, None
-        return
-    from ampconfig.report.tune import ProgressState, progress_line
-
-    state = ProgressState()
-    with stderr.status("tune: loading the model", spinner="dots") as status:
-        line = ""
-
-        def update(event: object) -> None:
-            nonlocal line
-            line = progress_line(event, state)  # type: ignore[arg-type]
-            status.update(line)
-
-        def samples(label: str, done: int, total: int) -> None:
-            status.update(f"{line}  ({label}: {done}/{total})")
-
-        yield update, samples
-
-
 # No command-wide GC pause: each of tune's rewrites leaves a discarded onnx-ir graph (cyclic, holding its converted
 # weights) that only the collector frees. Measured on a 68 MB BERT-like model (15 runs): paused, peak RSS 1072 MB
 # instead of 935 MB, and no time gain that stood out of the noise (13-20 s either way).
 @command("tune", help=_HELP, pause_gc=False)
 def tune(
-    ctx: typer.Context,
-    model: ModelArg = None,
-    config: ConfigOpt = None,
-    precision_mode: ModeOpt = None,
-    modify_mixlist: MixlistOpt = None,
-    keep_dtype: KeepDtypeOpt = None,
-    customize_dtypes: CustomizeDtypesOpt = None,
-    op_names: OpNamesOpt = None,
-    target: TargetOpt = None,
-    device: DeviceOpt = None,
-    keep_io_types: KeepIoTypesOpt = None,
-    inputs_npz: InputsOpt = None,
-    data: DataOpt = None,
-    calibration_data: CalibrationDataOpt = None,
-    input_files: InputFilesOpt = None,
-    shapes: ShapesOpt = None,
-    seed: SeedOpt = None,
-    tolerance: ToleranceOpt = None,
+    options: SharedOptions,
     keep_dtype_out: Annotated[
         Path | None, typer.Option("--keep-dtype-out", help="Write the node pins (keep_dtype file) here.")
     ] = None,
@@ -165,9 +95,6 @@ def tune(
             callback=positive_finite("300"),
         ),
     ] = None,
-    range_check: RangeCheckOpt = True,
-    data_max: DataMaxOpt = None,
-    clamp_values: ClampValuesOpt = None,
     calibration_batch: Annotated[
         int | None,
         typer.Option(
@@ -178,13 +105,11 @@ def tune(
             callback=count_between(1, 1 << 20),
         ),
     ] = None,
-    json_output: JsonOpt = False,
 ) -> None:
-    with _progress_display(stderr.is_terminal and not json_output) as (progress, sample_progress):
+    with tune_progress(shown(options.json_output)) as (progress, sample_progress):
         from ampconfig.diagnose.calibrate import prepare
         from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs
         from ampconfig.diagnose.tune.workflow import tune as run_tune
-        from ampconfig.prove.request_files import declare_inputs
 
         settings = TuneSettings(
             mixlist_out=mixlist_out,
@@ -193,13 +118,13 @@ def tune(
             min_low_fraction=min_low_fraction,
             max_runs=max_runs,
             max_seconds=max_seconds,
-            range_check=range_check,
-            data_max=data_max,
+            range_check=options.range_check,
+            data_max=options.data_max,
             calibration_batch=calibration_batch,
         )
-        request = resolved_settings(ctx)  # the settings every command resolves; `settings` are tune's own
-        with output_guard() as guard:
-            declare_inputs(guard, request)
+        # `start.settings` are the settings every command resolves; `settings` are tune's own.
+        with opened(options, progress=False) as start:
+            request, guard = start.settings, start.guard
             # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)
             outputs = declare_outputs(settings, guard)
@@ -212,7 +137,7 @@ def tune(
             *ran_on.notes,
             *prepared.inputs.warnings,
         ]
-    if json_output:
+    if options.json_output:
         from ampconfig.report.tune import tune_payload
 
         print_json(tune_payload(report, str(request.model_path)))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ampconfig.cli.app import command
+from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.report.annotations import format_github
@@ -72,6 +73,7 @@ def _json_report(report: ValidationReport) -> dict[str, Any]:
 
 @command("validate")
 def validate(
+    options: SharedOptions,
     paths: Annotated[
         list[Path],
         typer.Argument(
@@ -97,26 +99,6 @@ def validate(
             help="text, json (one JSON object) or github (workflow annotations).",
         ),
     ] = "text",
-    target: Annotated[
-        str | None,
-        typer.Option(
-            "--target",
-            metavar="cpu|cuda",
-            help="Decision target whose op info op types are checked against (default: the config's target, "
-            "else cuda). Needs no GPU.",
-            show_default=False,
-        ),
-    ] = None,
-    op_names: Annotated[
-        str | None,
-        typer.Option(
-            "--op-names",
-            metavar="tensorflow|ascend|onnx",
-            help="Whose op type names the files use (default: the config's op_names, else each name by the table "
-            "of docs/op-names.md; names that mean different ops, such as Max or Mean, then need this).",
-            show_default=False,
-        ),
-    ] = None,
     touched: Annotated[
         bool,
         typer.Option(
@@ -154,7 +136,7 @@ def validate(
         if not paths and output_format == "text":
             say(f"no precision lock under {Path.cwd()} records any of the {_count(changed, 'changed file')}")
             raise typer.Exit(EXIT_OK)
-    report = _check_locks(validate_paths(paths, kind, target, op_names))
+    report = _check_locks(validate_paths(paths, kind, options.target, options.op_names))
     if output_format == "json":
         print_json(_json_report(report))
     elif output_format == "github":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeGuard
@@ -56,8 +56,8 @@ DEFAULT_SOURCE = "default"
 class Flags:
     """What the command line said; ``None`` (or empty) means "not given": the config or a default decides.
 
-    The field names are the parameter names the commands use for the shared options, so the CLI builds this from
-    a command's parsed parameters (:func:`ampconfig.cli.options.flags_from_params`)."""
+    The command line builds it from the shared options a command was given
+    (:meth:`ampconfig.cli.options.SharedOptions.flags`)."""
 
     model: Path | None = None
     config: Path | None = None
@@ -81,36 +81,6 @@ class Flags:
     calibration_data: Path | None = None
     clamp_values: bool | None = None
     data_max: float | None = None
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Flags:
-        """The flags among a command's parsed parameters (others, such as ``--json``, are not settings)."""
-        values: dict[str, Any] = {}
-        for item in fields(cls):
-            if item.name not in params:
-                continue
-            value = params[item.name]
-            if item.name in ("input_files", "shapes"):
-                value = tuple(value or ())
-            elif item.name in _PATH_FIELDS and value is not None:
-                value = Path(value)  # click hands some typer versions' path options over as strings
-            values[item.name] = value
-        return cls(**values)
-
-
-_PATH_FIELDS = frozenset(
-    {
-        "model",
-        "config",
-        "modify_mixlist",
-        "keep_dtype",
-        "customize_dtypes",
-        "output",
-        "inputs_npz",
-        "data",
-        "calibration_data",
-    }
-)
 
 
 @dataclass(frozen=True)
