@@ -22,10 +22,10 @@ from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
 from ampconfig.opinfo.kernel_claims import AcrossOpsets
 from ampconfig.opinfo.library import Colour, OpInfoEntry, OpsInfoFile, PrecisionReduce
 from ampconfig.opinfo.numerics import target_colour
+from ampconfig.opinfo.targets import TargetName
 
 FloatDtype = Literal["float32", "float16", "bfloat16"]
 #: A target an op info file is for (:data:`ampconfig.opinfo.targets.TARGETS`, as :class:`OpsInfoFile` spells it).
-TargetName = Literal["cpu", "cuda"]
 _FLAGS: dict[Colour, Literal["true", "false"]] = {Colour.WHITE: "true", Colour.BLACK: "false"}
 
 

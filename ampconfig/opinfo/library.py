@@ -29,6 +29,7 @@ from ampconfig.opinfo.targets import CUDA_PROVIDER as CUDA_PROVIDER
 from ampconfig.opinfo.targets import DEFAULT_TARGET as DEFAULT_TARGET
 from ampconfig.opinfo.targets import PROVIDERS as PROVIDERS
 from ampconfig.opinfo.targets import TARGETS as TARGETS
+from ampconfig.opinfo.targets import TargetName
 
 
 class Colour(str, Enum):
@@ -137,7 +138,7 @@ class OpsInfoFile(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
 
     schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
-    target: Literal["cpu", "cuda"] = Field(description="Execution target these kernels belong to.")
+    target: TargetName = Field(description="Execution target these kernels belong to.")
     provider: str = Field(description="ONNX Runtime execution provider name, e.g. CPUExecutionProvider.")
     onnxruntime_version: str = Field(description="ONNX Runtime version the dtypes were measured or read for.")
     generated_by: str = Field(default="", description="Command or process that wrote this file.")

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal, get_args
 
-TARGETS: tuple[str, ...] = ("cpu", "cuda")
+#: A decision target's name, for annotations (settings, op info files, the op info builder).
+TargetName = Literal["cpu", "cuda"]
+TARGETS: tuple[str, ...] = get_args(TargetName)
 #: The decision target wherever none is named (every command, the library API): ampconfig exists to run models in
 #: mixed precision on GPUs, and deciding for CUDA needs no GPU.
 DEFAULT_TARGET = "cuda"

@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.opinfo.targets import TargetName
 from ampconfig.settings.documents import (
     Document,
     DocumentFormat,
@@ -259,7 +260,7 @@ class SessionConfig(BaseModel):
         "cube_fp16in_fp32out (= force_fp32), mixed_float16 (= allow_mix_precision_fp16), mixed_bfloat16 "
         "(= allow_mix_precision_bf16). Give this or precision_mode, not both.",
     )
-    target: Literal["cpu", "cuda"] | None = Field(
+    target: TargetName | None = Field(
         default=None,
         description="Decision target: the execution provider whose op info and kernels decide the dtypes "
         "(`--target` overrides it). Absent: cuda, for every command. Deciding needs no device: a machine "
