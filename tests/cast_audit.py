@@ -9,7 +9,8 @@ inside it. For every plan applied it compares, as sets of (value, dtype):
   (:func:`~ampconfig.decide.passes.islands.island_casts`) with the inserted Casts on the group's edges, both as
   decided and with the group's dtype flipped (float32 <-> low), that second plan rewritten on a copy of the model.
 
-Used by tests/test_needs.py (exporter-shaped and test models) and tests/test_conformance.py (every ONNX node test).
+Used by tests/decide/test_needs.py (exporter-shaped and test models) and tests/models/test_conformance.py (every
+ONNX node test).
 """
 
 from __future__ import annotations

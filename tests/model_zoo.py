@@ -1,7 +1,7 @@
 """Every model the accuracy tests judge, by name: the engine's test graphs, the bundled examples, and models that
 break float16 in known ways. Each builder returns a checked ``onnx.ModelProto`` (IR version set explicitly).
 
-``run``, ``compare`` and ``tune`` must judge each of them the same way (tests/test_judge.py).
+``run``, ``compare`` and ``tune`` must judge each of them the same way (tests/prove/test_judge.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """ONNX's own node test cases as a conformance corpus: rewrite each fp32 case in a mode, check, load, run, compare.
 
-Used by tests/test_conformance.py and by the benchmark that compares ampconfig with its peers.
+Used by tests/models/test_conformance.py and by the benchmark that compares ampconfig with its peers.
 """
 
 from __future__ import annotations

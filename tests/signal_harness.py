@@ -1,5 +1,5 @@
 """The ``ampconfig`` command line with one test-only pause, so a test can send a signal at a known moment of a write
-(``tests/test_cli_signals.py``). ``AMPCONFIG_TEST_PAUSE=MOMENT:MARKER``: at MOMENT the process writes the MARKER file
+(``tests/cli/test_signals.py``). ``AMPCONFIG_TEST_PAUSE=MOMENT:MARKER``: at MOMENT the process writes the MARKER file
 and sleeps until a signal ends it. MOMENT is ``staged`` (an output is complete in its staging folder, not yet moved
 into place) or ``committed`` (the first file was just moved into place). Only the guard's timing is changed: the
 command, the rewrite, onnx and ONNX Runtime run as they always do.

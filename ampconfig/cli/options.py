@@ -333,7 +333,7 @@ RUNNING = ("device", "input_files", "inputs_npz", "shapes", "seed")
 #: What the fp32 values decide (the commands that run the fp32 model before deciding).
 VALUES = ("data", "calibration_data", "range_check", "data_max", "clamp_values")
 
-#: Which shared options each command takes: the one table (tests/test_cli_options.py holds every command to it).
+#: Which shared options each command takes: the one table (tests/cli/test_options.py holds every command to it).
 COMMAND_OPTIONS: dict[str, Uses] = {
     "run": uses(
         "model",

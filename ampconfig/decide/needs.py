@@ -12,8 +12,8 @@
 
 :class:`Needs` answers these questions over a mapping of verdicts. The decision state asks while deciding, the plan
 once decided, the islands pass for an island that might go low, the cost report for its islands, and
-:mod:`ampconfig.rewrite.apply` realises exactly the casts counted here (``tests/test_needs.py`` compares the counts
-with the Cast nodes the rewrite inserts).
+:mod:`ampconfig.rewrite.apply` realises exactly the casts counted here (``tests/decide/test_needs.py`` compares the
+counts with the Cast nodes the rewrite inserts).
 """
 
 from __future__ import annotations

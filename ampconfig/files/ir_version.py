@@ -43,7 +43,7 @@ ORT_MAX_IR_VERSION: tuple[tuple[tuple[int, int], int], ...] = (
     # version: 10"; onnxruntime.ai/docs/reference/compatibility.html listed IR 10 for the releases up to 1.22.
     ((1, 18), 10),
     # Measured on onnxruntime-gpu 1.31.1: IR 13 loads, IR 14 "max supported IR version: 13"
-    # (tests/test_real_exports.py checks this row against the installed ORT).
+    # (tests/models/test_real_exports.py checks this row against the installed ORT).
     ((1, 31), 13),
 )
 

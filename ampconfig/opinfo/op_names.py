@@ -13,7 +13,7 @@ Sources (read, not copied):
   produce, and the names the ``aic-<soc>-ops-info.json`` files carry), as the ATC documentation of
   ``--modify_mixlist`` requires ("the operator type must be OpType of the Ascend IR-defined operator").
 
-Rules the table keeps (tested in tests/test_op_names.py):
+Rules the table keeps (tested in tests/opinfo/test_op_names.py):
 
 - each foreign name means exactly one ONNX op type, or none (``None``: no single ONNX op computes it, e.g.
   ``Xlog1py``; a list naming it moves nothing, and says so). One ONNX op may have several foreign names
@@ -181,7 +181,7 @@ def foreign_ops() -> Mapping[str, ForeignOp]:
     return {row.name: row for row in _TABLE}
 
 
-#: The names the table reads as another ONNX op than the ONNX op of the same name (tests/test_op_names.py checks
+#: The names the table reads as another ONNX op than the ONNX op of the same name (tests/opinfo/test_op_names.py checks
 #: this against ONNX's schemas). Kept as data so reading a name loads no onnx (`validate` stays light).
 AMBIGUOUS: frozenset[str] = frozenset({"Max", "Min", "Mean", "Sum", "Where"})
 

@@ -21,7 +21,7 @@ from ampconfig.settings.resolve import Flags, resolve
 from tests.exporter_models import EXPORTER_MODELS
 from tests.lock_trees import Tree, changed_names, cli, cli_json, example_tree, line_of, working_directory
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 BASE_MIXLIST = {"white-list": {"to-add": ["MatMul"]}}  # MatMul is white already: changes nothing
 
 #: Per model, one op type whose move to the black list changes some nodes but not all.

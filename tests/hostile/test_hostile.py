@@ -36,9 +36,9 @@ from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.settings.mixlist import VALID_COMBINATIONS, Edit
+from tests.cli.test_signals import signalled_at
+from tests.files.test_guard import reading
 from tests.graphs import IR_VERSION
-from tests.test_cli_signals import signalled_at
-from tests.test_output_guard import reading
 from tests.unusual_models import PROBABILITY_MAPS
 
 settings.register_profile(
@@ -51,8 +51,8 @@ settings.register_profile(
 )
 
 
-#: By hand, to search further than CI does: ``AMPCONFIG_HOSTILE_SCALE=20 pytest tests/test_hostile.py`` multiplies
-#: every budget and draws new random examples on each run (CI keeps the fixed, derandomized ones).
+#: By hand, to search further than CI does: ``AMPCONFIG_HOSTILE_SCALE=20 pytest tests/hostile/test_hostile.py``
+#: multiplies every budget and draws new random examples on each run (CI keeps the fixed, derandomized ones).
 _SCALE = int(os.environ.get("AMPCONFIG_HOSTILE_SCALE", "1"))
 
 

@@ -5,7 +5,7 @@
 - The old bug of issue 13: the LayerNorm fusion guard flips a producer to float32 after its consumers were decided
   from the old dtype; every reason must agree with its neighbours' final dtypes.
 - "No round trips": a Cast(x -> T) whose output is wanted back in x's dtype is replaced by x, not cast again.
-- The models of the tests (:func:`_test_models`), on which tests/test_needs.py compares the plan's casts and the
+- The models of the tests (:func:`_test_models`), on which tests/decide/test_needs.py compares the plan's casts and the
   island counts with the Cast nodes the rewrite inserts.
 - Cast-aware islands: an island goes low under ``cast_aware_island`` where that saves casts, and not where its
   boundary casts do not outnumber its nodes.
@@ -501,9 +501,9 @@ def test_a_mixlist_that_names_the_op_keeps_the_users_colour(
 
 def _test_models() -> Iterator[tuple[str, Callable[[], onnx.ModelProto]]]:
     from tests.model_zoo import ZOO
-    from tests.test_real_exports import DEFECTS
-    from tests.test_rewrite import _if_model
-    from tests.test_runner import mlp, token_model
+    from tests.models.test_real_exports import DEFECTS
+    from tests.rewrite.test_apply import _if_model
+    from tests.runner.test_sessions import mlp, token_model
     from tests.transformer_stacks import StackSize, bert_stack, fused_models, gpt2_stack
 
     size = StackSize()
@@ -526,7 +526,7 @@ def _test_models() -> Iterator[tuple[str, Callable[[], onnx.ModelProto]]]:
     "the CPU has no bfloat16 MatMul, so a rewrite for cuda is refused as 'worse than the input' on any machine",
 )
 def test_checker_rejected_input_for_cuda_in_bfloat16_is_refused_on_the_cpu() -> None:
-    from tests.test_real_exports import DEFECTS
+    from tests.models.test_real_exports import DEFECTS
 
     model = DEFECTS["stale_output_shape"]()  # ORT loads it; the checker rejects its declared output shape
     result = rewrite_model_detailed(model, "allow_mix_precision_bf16", target="cuda")

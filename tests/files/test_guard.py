@@ -3,7 +3,7 @@
 device is written as a stream, never replaced by a regular file; a failure leaves nothing behind.
 
 Everything here uses real models, real files and the real CLI (typer's CliRunner). The hypothesis budget is fixed
-and derandomized, as in ``tests/test_hostile.py``.
+and derandomized, as in ``tests/hostile/test_hostile.py``.
 """
 
 from __future__ import annotations

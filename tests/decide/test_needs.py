@@ -7,7 +7,7 @@ rewrite puts on that island's edges:
 - on the exporter-shaped models (tests/exporter_models.py) in every mode, both targets, with and without
   keep_io_types;
 - on every model of the tests in every mode, for both targets;
-- on ONNX's node tests: every case in every mode in tests/test_conformance.py (as decided), and every tenth case
+- on ONNX's node tests: every case in every mode in tests/models/test_conformance.py (as decided), and every tenth case
   with the islands flipped here.
 """
 
@@ -59,7 +59,7 @@ def test_casts_and_island_counts_equal_the_rewrite_on_exporter_models(mode: str)
 @pytest.mark.parametrize("target", ["cuda", "cpu"])
 @pytest.mark.parametrize("mode", MODES)
 def test_casts_and_island_counts_equal_the_rewrite_on_every_test_model(mode: str, target: str) -> None:
-    from tests.test_decide_passes import _test_models
+    from tests.decide.test_passes import _test_models
 
     names, refused = [], []
     with audit_casts() as audit:

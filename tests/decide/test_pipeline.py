@@ -36,8 +36,8 @@ from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import PrecisionMode
+from tests.decide.test_passes import chain, decided, guarded_layer_norm, island
 from tests.graphs import DESIGN_COLOURS, FLOAT, MODES, library, make_model, tensor
-from tests.test_decide_passes import chain, decided, guarded_layer_norm, island
 
 
 class Probe(DecisionPass):

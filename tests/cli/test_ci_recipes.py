@@ -14,7 +14,7 @@ import yaml
 
 from tests.lock_trees import Tree, cli, example_tree, line_of, working_directory
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / "examples" / "ci" / "precision-check.yml"
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 _VARIABLE = re.compile(r"\$\{?(\w+)\}?")

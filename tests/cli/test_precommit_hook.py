@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-HOOKS = Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml"
+HOOKS = Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml"
 
 
 def checked(path: str) -> bool:

@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 from ampconfig.prove.accuracy import compare_output
 from tests.graphs import MODES
-from tests.test_hostile_inputs import assert_refused, invoke
+from tests.hostile.test_inputs import assert_refused, invoke
 from tests.unusual_models import (
     SPARSE_AND_MAP_MODELS,
     bfloat16_io_model,

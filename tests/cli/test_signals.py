@@ -28,7 +28,7 @@ from onnx import numpy_helper
 from tests.graphs import FLOAT, make_model, tensor
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
-HARNESS = Path(__file__).with_name("signal_harness.py")
+HARNESS = Path(__file__).parents[1] / "signal_harness.py"
 
 
 def small_model(features: int = 64) -> onnx.ModelProto:

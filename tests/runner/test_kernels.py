@@ -42,7 +42,7 @@ from ampconfig.runner.kernels import (
 from tests.graphs import IR_VERSION
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CPU_DUMP = ROOT / "tests" / "data" / "ort-1.31.1-cpu-kernels-subset.json"
 MS = "com.microsoft"
 
