@@ -12,42 +12,17 @@ from pathlib import Path
 import onnx
 import pytest
 
+from tests.fresh_process import command_in_fresh_process
 from tests.graphs import transformer_block
 
-# Runs one command line in a fresh interpreter and reports its exit code and which modules were really imported
-# (a deferred stand-in does not count).
-_PROBE = """
-import json, sys
-from ampconfig.cli import app
-try:
-    app(sys.argv[2:], prog_name="ampconfig")
-    code = 0
-except SystemExit as exc:
-    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-from ampconfig.deferred_imports import _StandIn
-loaded = sorted(name for name, module in sys.modules.items() if not isinstance(module, _StandIn))
-with open(sys.argv[1], "w") as report:
-    json.dump({"exit_code": code, "modules": loaded}, report)
-"""
-
 HEAVY = ("onnx", "onnx_ir", "onnxruntime", "numpy", "sympy")
-
-
-def _command(tmp_path: Path, *args: str | Path) -> dict:
-    report = tmp_path / "probe.json"
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(report), *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-    assert report.is_file(), done.stderr
-    outcome = json.loads(report.read_text())
-    return {**outcome, "modules": set(outcome["modules"]), "stdout": done.stdout, "stderr": done.stderr}
 
 
 @pytest.mark.parametrize(
     "args", [["--help"], ["rewrite", "--help"], ["run", "--help"], ["ops-info", "show", "--help"]], ids=" ".join
 )
 def test_help_loads_no_model_machinery(tmp_path: Path, args: list[str]) -> None:
-    outcome = _command(tmp_path, *args)
+    outcome = command_in_fresh_process(tmp_path, *args)
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert "Usage" in outcome["stdout"]
     assert not outcome["modules"] & set(HEAVY)  # (typer itself imports pydantic for a subcommand's help)
@@ -56,7 +31,7 @@ def test_help_loads_no_model_machinery(tmp_path: Path, args: list[str]) -> None:
 def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
     mixlist = tmp_path / "mixlist.json"
     mixlist.write_text(json.dumps({"black-list": {"to-add": ["Erf"]}, "white-list": {"to-remove": ["Conv"]}}))
-    outcome = _command(tmp_path, "validate", mixlist, "--format", "json")
+    outcome = command_in_fresh_process(tmp_path, "validate", mixlist, "--format", "json")
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert json.loads(outcome["stdout"])["ok"] is True
     assert not outcome["modules"] & set(HEAVY)
@@ -66,7 +41,7 @@ def test_validate_still_knows_onnx_ops_the_op_info_does_not_list(tmp_path: Path)
     """The ONNX schemas are read when an op is not in the target's op info: a real ONNX op passes, a typo warns."""
     mixlist = tmp_path / "mixlist.json"
     mixlist.write_text(json.dumps({"black-list": {"to-add": ["GridSample", "Softmaxx"]}}))
-    outcome = _command(tmp_path, "validate", mixlist, "--format", "json")
+    outcome = command_in_fresh_process(tmp_path, "validate", mixlist, "--format", "json")
     messages = [problem["message"] for problem in json.loads(outcome["stdout"])["problems"]]
     assert [m for m in messages if "Softmaxx" in m] and not [m for m in messages if "GridSample" in m], messages
     assert "onnx" in outcome["modules"]
@@ -76,7 +51,9 @@ def test_rewrite_loads_onnx_ir_without_sympy_and_writes_a_valid_model(tmp_path: 
     model = tmp_path / "block.onnx"
     onnx.save(transformer_block(), model)
     out = tmp_path / "out.onnx"
-    outcome = _command(tmp_path, "rewrite", model, "-o", out, "-m", "force_fp16", "--target", "cuda", "--json")
+    outcome = command_in_fresh_process(
+        tmp_path, "rewrite", model, "-o", out, "-m", "force_fp16", "--target", "cuda", "--json"
+    )
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert "onnx_ir" in outcome["modules"] and "sympy" not in outcome["modules"]
     onnx.checker.check_model(onnx.load(out), full_check=True)

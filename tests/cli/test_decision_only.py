@@ -4,37 +4,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
 
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS
+from tests.fresh_process import command_in_fresh_process
 from tests.graphs import transformer_block
-
-# Runs one command line in a fresh interpreter and reports its exit code and whether onnxruntime was imported.
-_PROBE = """
-import json, sys
-from ampconfig.cli import app
-try:
-    app(sys.argv[2:], prog_name="ampconfig")
-    code = 0
-except SystemExit as exc:
-    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-with open(sys.argv[1], "w") as report:
-    json.dump({"exit_code": code, "onnxruntime": "onnxruntime" in sys.modules}, report)
-"""
-
-
-def _in_fresh_process(tmp_path: Path, *args: str | Path) -> dict:
-    report = tmp_path / "probe.json"
-    completed = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(report), *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-    assert report.is_file(), completed.stderr
-    return {**json.loads(report.read_text()), "stdout": completed.stdout, "stderr": completed.stderr}
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +47,9 @@ DECISION_ONLY = {
 def test_decision_only_commands_do_not_import_onnxruntime(small_model: Path, tmp_path: Path, command: str) -> None:
     config = _config(tmp_path, small_model)
     args = [part.format(model=small_model, folder=tmp_path, config=config) for part in DECISION_ONLY[command]]
-    outcome = _in_fresh_process(tmp_path, *args)
+    outcome = command_in_fresh_process(tmp_path, *args)
     assert outcome["exit_code"] == 0, outcome["stderr"]
-    assert outcome["onnxruntime"] is False
+    assert "onnxruntime" not in outcome["modules"]
     payload = json.loads(outcome["stdout"])  # one JSON object, decided for cuda without a GPU
     if command in ("rewrite", "explain", "explain --config"):
         assert payload["target"] == "cuda"
@@ -82,21 +59,21 @@ def test_decision_only_commands_do_not_import_onnxruntime(small_model: Path, tmp
 
 def test_the_probe_sees_onnxruntime_when_a_command_runs_models(small_model: Path, tmp_path: Path) -> None:
     """The check above can fail: `run` does import onnxruntime, and the probe says so."""
-    outcome = _in_fresh_process(
+    outcome = command_in_fresh_process(
         tmp_path, "run", small_model, "--target", "cpu", "--device", "cpu", "--warmup", "0", "--iterations", "1"
     )
     assert outcome["exit_code"] in (0, 1), outcome["stderr"]
-    assert outcome["onnxruntime"] is True
+    assert "onnxruntime" in outcome["modules"]
 
 
 def test_explain_decides_for_cuda_and_runs_on_the_device_asked_for(small_model: Path, tmp_path: Path) -> None:
     """explain --range-check runs the fp32 model on --device; the decisions stay cuda's."""
-    outcome = _in_fresh_process(
+    outcome = command_in_fresh_process(
         tmp_path, "explain", small_model, "--target", "cuda", "--device", "cpu", "--range-check", "--json"
     )
     assert outcome["exit_code"] == 0, outcome["stderr"]
     payload = json.loads(outcome["stdout"])
-    assert payload["target"] == "cuda" and "range_analysis" in payload and outcome["onnxruntime"] is True
+    assert payload["target"] == "cuda" and "range_analysis" in payload and "onnxruntime" in outcome["modules"]
 
 
 def test_device_cuda_without_cuda_is_exit_2_and_target_cuda_is_not(small_model: Path, tmp_path: Path) -> None:
@@ -104,9 +81,9 @@ def test_device_cuda_without_cuda_is_exit_2_and_target_cuda_is_not(small_model: 
 
     if cuda_unavailable_reason() is None:
         pytest.skip("CUDA works on this machine")
-    asked = _in_fresh_process(tmp_path, "explain", small_model, "--compare", "--device", "cuda", "--json")
+    asked = command_in_fresh_process(tmp_path, "explain", small_model, "--compare", "--device", "cuda", "--json")
     assert asked["exit_code"] == 2
     error = json.loads(asked["stdout"])["error"]
     assert "device cuda was asked for but CUDA cannot be used" in error["message"] and "--device cpu" in error["hint"]
-    decided = _in_fresh_process(tmp_path, "explain", small_model, "--compare", "--target", "cuda", "--json")
+    decided = command_in_fresh_process(tmp_path, "explain", small_model, "--compare", "--target", "cuda", "--json")
     assert decided["exit_code"] == 0, decided["stderr"]

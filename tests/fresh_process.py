@@ -1,0 +1,36 @@
+"""One ``ampconfig`` command line in a fresh interpreter: its exit code, output, and the modules it really imported
+(a deferred stand-in, ``ampconfig/deferred_imports.py``, does not count). Used by the start-up and decision-only
+tests, which must see what a command imports on its own, not what the test process already holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+_PROBE = """
+import json, sys
+from ampconfig.cli import app
+try:
+    app(sys.argv[2:], prog_name="ampconfig")
+    code = 0
+except SystemExit as exc:
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+from ampconfig.deferred_imports import _StandIn
+loaded = sorted(name for name, module in sys.modules.items() if not isinstance(module, _StandIn))
+with open(sys.argv[1], "w") as report:
+    json.dump({"exit_code": code, "modules": loaded}, report)
+"""
+
+
+def command_in_fresh_process(tmp_path: Path, *args: str | Path) -> dict[str, Any]:
+    """``exit_code``, ``modules`` (a set), ``stdout`` and ``stderr`` of ``ampconfig ARGS`` run in a new interpreter."""
+    report = tmp_path / "probe.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(report), *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+    assert report.is_file(), done.stderr
+    outcome = json.loads(report.read_text())
+    return {**outcome, "modules": set(outcome["modules"]), "stdout": done.stdout, "stderr": done.stderr}
