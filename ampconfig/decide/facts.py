@@ -9,7 +9,7 @@ variables (LayerNormalization's Mean/InvStdDev, Resize's roi/scales, Dropout's r
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +18,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
-from ampconfig.files.ir_bridge import StandIn, stand_in_kind
+from ampconfig.files.ir_bridge import StandIn, stand_in_nodes
 from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
@@ -53,13 +53,13 @@ class NodeFacts:
         return self.dtype is not None and self.blocker is None
 
 
-def _is_absent(value: ir.Value | None) -> bool:
-    """An optional input or output the node leaves out (ONNX writes ""; onnx-ir keeps an unnamed output)."""
-    return value is None or not value.name
-
-
-def _slot_dtypes(values: Sequence[ir.Value | None], dtypes: Sequence[Dtype | None]) -> list[Dtype | str | None]:
-    return [ABSENT if _is_absent(v) else d for v, d in zip(values, dtypes)]
+#: How one input or output of a node looks to its schema (a :data:`_Code`): its movable float dtype, else one of
+#: these; ``(NAMELESS, code)`` for a value onnx-ir holds without a name (an output the node leaves out).
+NOT_FLOAT = "not float"  # a tensor of another element type (int64, float64, bool...)
+UNTYPED = "untyped"  # no type at all
+NON_TENSOR = "non-tensor"  # a sequence, optional or map value
+NAMELESS = "nameless"
+_Code = Dtype | str | None | tuple[str, Dtype | str]  # None: an input the node leaves out
 
 
 def _movable(data_type: ir.DataType) -> Dtype | None:
@@ -67,28 +67,88 @@ def _movable(data_type: ir.DataType) -> Dtype | None:
     return dtype if dtype in MOVABLE_DTYPES else None
 
 
-@dataclass
-class _ValueKinds:
-    """What a node's values are, collected in one pass (this runs for every node of the model)."""
+def _code(value: ir.Value | None) -> _Code:
+    if value is None:
+        return None
+    value_type = value.type
+    if value_type is None:
+        code: Dtype | str = UNTYPED
+    elif isinstance(value_type, ir.TensorType):
+        code = _movable(value_type.dtype) or NOT_FLOAT
+    else:
+        code = NON_TENSOR
+    return code if value.name else (NAMELESS, code)
 
-    dtypes: list[Dtype | None]
-    untyped: bool = False  # a present value with no type at all
-    non_tensor: bool = False  # a sequence/optional/map value
 
-    @classmethod
-    def of(cls, values: Sequence[ir.Value | None]) -> _ValueKinds:
-        kinds = cls([])
-        for value in values:
-            value_type = None if value is None else value.type
-            if value_type is None:
-                kinds.dtypes.append(None)
-                kinds.untyped = kinds.untyped or not _is_absent(value)
-            elif isinstance(value_type, ir.TensorType):
-                kinds.dtypes.append(_movable(value_type.dtype))
-            else:
-                kinds.dtypes.append(None)
-                kinds.non_tensor = True
-        return kinds
+def _named(code: _Code) -> tuple[bool, Dtype | str | None]:
+    """Whether the value is there with a name, and its code without the name mark."""
+    if type(code) is tuple:
+        return False, code[1]
+    return code is not None, code  # type: ignore[return-value]
+
+
+def _float(code: Dtype | str | None) -> Dtype | None:
+    return code if type(code) is Dtype else None
+
+
+@dataclass(frozen=True)
+class _Kinds:
+    """What a node's values are, by their codes: the first float dtype among them, and whether a named value has
+    no type or any value is no tensor."""
+
+    first_float: Dtype | None
+    untyped: bool
+    non_tensor: bool
+
+
+@functools.lru_cache(maxsize=4096)
+def _kinds(codes: tuple[_Code, ...]) -> _Kinds:
+    """(Cached: nodes share a handful of code tuples.)"""
+    first_float, untyped, non_tensor = None, False, False
+    for code in codes:
+        named, bare = _named(code)
+        if first_float is None:
+            first_float = _float(bare)
+        untyped = untyped or (named and bare == UNTYPED)
+        non_tensor = non_tensor or bare == NON_TENSOR
+    return _Kinds(first_float, untyped, non_tensor)
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """What a node's schema typing makes of its values' codes (the part of :class:`NodeFacts` they decide)."""
+
+    var: str
+    input_slots: tuple[int, ...]
+    output_slots: tuple[int, ...]
+    dtype: Dtype | None  # the one dtype of the slots' tensors, None when they differ or none is float
+    untyped: bool  # a slot's value has no type
+    schema_allows: frozenset[Dtype]
+
+
+@functools.lru_cache(maxsize=4096)
+def _typed(
+    typing: NodeTyping, inputs: tuple[_Code, ...], outputs: tuple[_Code, ...], low_dtype: Dtype
+) -> _Typed | None:
+    """The compute variable and its slots, from the schema and the codes alone (cached: a node's facts depend on
+    nothing else here, and a model has few distinct node typings)."""
+    ins, outs = [_named(code) for code in inputs], [_named(code) for code in outputs]
+    slot_dtypes = [[_float(bare) if named else ABSENT for named, bare in codes] for codes in (ins, outs)]
+    found = compute_variables(typing, slot_dtypes[0], slot_dtypes[1], low_dtype)
+    if found is None:
+        return None
+    var, variables = found
+    input_slots = tuple(
+        i for i, (code, s) in enumerate(zip(inputs, typing.inputs)) if code is not None and s.type_var in variables
+    )
+    output_slots = tuple(
+        i for i, ((named, _), s) in enumerate(zip(outs, typing.outputs)) if named and s.type_var in variables
+    )
+    bares = [ins[i][1] for i in input_slots] + [outs[i][1] for i in output_slots]
+    dtypes = {_float(bare) for bare in bares}
+    dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
+    untyped = any(bare == UNTYPED for bare in bares)
+    return _Typed(var, input_slots, output_slots, dtype, untyped, _schema_allows(typing, variables))
 
 
 def _fixed(node: ir.Node, key: str, scope: str, blocker: Rule | None, dtype: Dtype | None = None) -> NodeFacts:
@@ -112,22 +172,27 @@ def node_facts(
     scope: str,
     low_dtype: Dtype = Dtype.FLOAT16,
     typing_source: TypingSource = ONNX_TYPING,
+    stand_ins: Mapping[ir.Node, StandIn] | None = None,
 ) -> NodeFacts:
+    """``stand_ins``: the model's stand-in nodes (:func:`~ampconfig.files.ir_bridge.stand_in_nodes`), looked up
+    here when not given; a caller asking for many nodes looks them up once."""
+    if stand_ins is None:
+        stand_ins = stand_in_nodes(model)
     key = op_key(node.domain, node.op_type)
     inputs, outputs = node.inputs, node.outputs
-    ins, outs = _ValueKinds.of(inputs), _ValueKinds.of(outputs)
-    in_dtypes, out_dtypes = ins.dtypes, outs.dtypes
-    first_float = next((d for d in (*in_dtypes, *out_dtypes) if d is not None), None)
+    in_codes, out_codes = tuple(map(_code, inputs)), tuple(map(_code, outputs))
+    kinds = _kinds(in_codes + out_codes)
+    first_float = kinds.first_float
 
-    if _touches_sparse(node, model):
+    if stand_ins and _touches_sparse(node, stand_ins):
         # Sparse tensors stay exactly as they came: their nodes, and the nodes reading them, keep their dtype.
         return _fixed(node, key, scope, Rule.SPARSE_TENSOR, first_float)
     if first_float is None:
         # Unknown types also land here when nothing around the node is typed.
-        return _fixed(node, key, scope, Rule.UNTYPED if ins.untyped or outs.untyped else Rule.NOT_FLOAT)
+        return _fixed(node, key, scope, Rule.UNTYPED if kinds.untyped else Rule.NOT_FLOAT)
     if is_onnx_op(node, CONTROL_FLOW_OPS):
         return _fixed(node, key, scope, Rule.CONTROL_FLOW)
-    if ins.non_tensor or outs.non_tensor or stand_in_kind(model, node) is StandIn.MAP:
+    if kinds.non_tensor or (stand_ins and stand_ins.get(node) is StandIn.MAP):
         # A tensor put into (or taken from) a sequence must keep the sequence's element type.
         return _fixed(node, key, scope, Rule.NON_TENSOR, first_float)
     opset = default_opset(model.opset_imports, node.domain)
@@ -136,23 +201,12 @@ def node_facts(
     )
     if typing is None:
         return _fixed(node, key, scope, Rule.NO_SCHEMA)
-    found = compute_variables(typing, _slot_dtypes(inputs, in_dtypes), _slot_dtypes(outputs, out_dtypes), low_dtype)
-    if found is None:
+    typed = _typed(typing, in_codes, out_codes, low_dtype)
+    if typed is None:
         return _fixed(node, key, scope, Rule.NOT_FLOAT)
-    var, variables = found
-    input_slots = tuple(
-        i for i, (v, s) in enumerate(zip(inputs, typing.inputs)) if v is not None and s.type_var in variables
-    )
-    output_slots = tuple(
-        i for i, (v, s) in enumerate(zip(outputs, typing.outputs)) if not _is_absent(v) and s.type_var in variables
-    )
-    dtypes = {in_dtypes[i] for i in input_slots} | {out_dtypes[i] for i in output_slots}
-    allows = _schema_allows(typing, variables)
-    dtype = next(iter(dtypes)) if len(dtypes) == 1 else None
-    untyped = any((v := inputs[i]) is not None and v.type is None for i in input_slots) or any(
-        outputs[i].type is None for i in output_slots
-    )
-    if untyped or dtype is None:
+    var, input_slots, output_slots, dtype = typed.var, typed.input_slots, typed.output_slots, typed.dtype
+    allows = typed.schema_allows
+    if typed.untyped or dtype is None:
         return NodeFacts(node, key, scope, var, input_slots, output_slots, None, Rule.UNTYPED, allows, typing)
     if not input_slots and output_slots and node.op_type not in ("Cast", *CONSTANT_OPS):
         # The output type is chosen by an attribute (RandomNormal's dtype, EyeLike...): not ours to change.
@@ -160,12 +214,12 @@ def node_facts(
     return NodeFacts(node, key, scope, var, input_slots, output_slots, dtype, None, allows, typing)
 
 
-def _touches_sparse(node: ir.Node, model: ir.Model) -> bool:
+def _touches_sparse(node: ir.Node, stand_ins: Mapping[ir.Node, StandIn]) -> bool:
     """Whether ``node`` stands in for a sparse tensor (files/ir_bridge.py) or reads the value of one."""
-    if stand_in_kind(model, node) is StandIn.SPARSE:
+    if stand_ins.get(node) is StandIn.SPARSE:
         return True
     producers = (value.producer() for value in node.inputs if value is not None)
-    return any(producer is not None and stand_in_kind(model, producer) is StandIn.SPARSE for producer in producers)
+    return any(producer is not None and stand_ins.get(producer) is StandIn.SPARSE for producer in producers)
 
 
 _GRAPHS_KEY = "ampconfig.graphs"
@@ -195,9 +249,10 @@ def iter_scopes(
 ) -> Iterator[Scope]:
     """The main graph first, then every subgraph, outer before inner."""
     pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
+    stand_ins = stand_in_nodes(model)
     while pending:
         graph, path = pending.pop(0)
-        facts = tuple(node_facts(node, model, path, low_dtype, typing_source) for node in graph)
+        facts = tuple(node_facts(node, model, path, low_dtype, typing_source, stand_ins) for node in graph)
         yield Scope(graph, path, facts)
         for node in graph:
             for attr in node.attributes.values():

@@ -9,6 +9,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import ONNX_TYPING, graphs_of, node_facts
 from ampconfig.dtypes import LOW_DTYPES, Dtype
+from ampconfig.files.ir_bridge import stand_in_nodes
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.rewrite.casts import insert_cast, new_cast, new_value
 from ampconfig.rewrite.names import NameAllocator
@@ -30,9 +31,10 @@ def round_like_low_precision(
     names = NameAllocator(model)
     widened: dict[ir.Value, ir.Value] = {}
     wrapped = 0
+    stand_ins = stand_in_nodes(model)
     for graph in graphs_of(model):
         for node in list(graph):
-            facts = node_facts(node, model, "", typing_source=typing_source)
+            facts = node_facts(node, model, "", typing_source=typing_source, stand_ins=stand_ins)
             if facts.dtype not in LOW_DTYPES or facts.blocker is not None or not emulated(facts.key, facts.dtype):
                 continue
             for index in facts.input_slots:
