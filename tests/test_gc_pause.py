@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -111,3 +113,37 @@ def test_tune_keeps_the_collector_running(tmp_path: Path) -> None:
         result = runner.invoke(app, [*args, "--keep-dtype-out", str(tmp_path / "keep.cfg"), "--json"])
     assert result.exit_code in (0, 1), result.output
     assert collections, "no collection ran during tune"
+
+
+def test_a_block_before_the_process_ends_leaves_nothing_to_collect() -> None:
+    """freeze_after (the ampconfig script, whose process ends with its command): what the block leaves, cyclic
+    garbage included, is out of the collector's reach, and the collector is back on."""
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    try:
+        with ampconfig.gc_paused(freeze_after=True):
+            cycle: list[object] = []
+            cycle.append(cycle)
+            del cycle
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+        assert gc.collect() == 0  # the cycle is frozen, not collected
+    finally:
+        gc.unfreeze()
+    assert gc.collect() >= 1  # unfrozen, the cycle is garbage again
+
+
+def test_the_script_freezes_what_its_command_leaves(tmp_path: Path) -> None:
+    """`ampconfig` run as a script: its command's graph is frozen at the end rather than collected on the way out."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    probe = (
+        "import gc, sys\n"
+        "from ampconfig.cli import main\n"
+        "sys.argv = ['ampconfig', 'explain', sys.argv[1], '-m', 'force_fp16', '--json']\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+        "print('frozen', gc.get_freeze_count(), 'enabled', gc.isenabled(), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(model)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    frozen = int(done.stderr.split("frozen ")[1].split()[0])
+    assert frozen > 1000 and "enabled True" in done.stderr

@@ -14,7 +14,7 @@ from ampconfig.deferred_imports import defer_unused_imports
 
 defer_unused_imports()  # before anything imports onnx-ir: sympy only if something does arithmetic on dimensions
 
-from ampconfig.cli.app import app  # noqa: E402
+from ampconfig.cli.app import app, end_process_after_command  # noqa: E402
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error  # noqa: E402
 from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal  # noqa: E402
 
@@ -44,6 +44,7 @@ def main() -> None:
     """The ``ampconfig`` script: the app, with SIGTERM and SIGHUP ending it as Ctrl-C does (every output taken
     back, every staging and temporary folder removed) before the process ends by the signal."""
     end_on_signals()
+    end_process_after_command()
     try:
         app()
     except KeyboardInterrupt:

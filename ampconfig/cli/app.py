@@ -134,6 +134,17 @@ def _global_options(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: Set by the ``ampconfig`` script, whose process ends once its one command has run; in-process callers (tests)
+#: run many commands in one process and get the collector back after each.
+_process_ends_after_command = False
+
+
+def end_process_after_command() -> None:
+    """The process ends when the command returns: what the command leaves behind need not be collected."""
+    global _process_ends_after_command
+    _process_ends_after_command = True
+
+
 def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
     """Turn AmpconfigError into messages + exit 2, and any other exception into an 'internal error' line + exit 3;
     with JSON output asked for, also print the error object (:func:`~ampconfig.cli.output.error_payload`). A
@@ -142,7 +153,9 @@ def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
 
     With ``pause_gc`` the cyclic garbage collector is paused while the command runs and restored afterwards
     (:mod:`ampconfig.gc_pause`: about a fifth of the time of graph work on many-node graphs; the process is ours,
-    the library never switches it)."""
+    the library never switches it). Run as the ``ampconfig`` script (:func:`end_process_after_command`), what the
+    command leaves in memory is then frozen out of the collector's reach: collecting it would free only what the
+    exit frees."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -165,7 +178,7 @@ def _exit_code_of(
 ) -> int:
     """Run the command; its exit code, its errors reported."""
     try:
-        with gc_paused() if pause_gc else contextlib.nullcontext():
+        with gc_paused(freeze_after=_process_ends_after_command) if pause_gc else contextlib.nullcontext():
             func(*args, **kwargs)
         return EXIT_OK
     except typer.Exit as exc:
