@@ -78,6 +78,9 @@ def _out_of_range(array: np.ndarray, dtype: Dtype) -> np.ndarray | None:
     return over if over.any() else None
 
 
+#: Up to this many elements, an array is checked for inf and NaN with ``isfinite``; beyond, through its bits.
+_SMALL_ELEMENTS = 4096
+
 #: Bits of a low-precision value's exponent field: all set means inf or NaN.
 _EXPONENT_BITS = {"float16": 0x7C00, "bfloat16": 0x7F80}
 
@@ -88,6 +91,8 @@ def _has_inf_or_nan(low: np.ndarray, dtype: str) -> bool:
     >= sign | exponent bits."""
     if low.size == 0:
         return False
+    if low.size <= _SMALL_ELEMENTS:  # the two reductions below cost more than one isfinite where arrays are small
+        return not np.isfinite(low).all()
     bits, exponent = low.view(np.uint16), _EXPONENT_BITS[dtype]
     return bool(bits.view(np.int16).max() >= exponent or bits.max() >= 0x8000 | exponent)
 
@@ -127,21 +132,30 @@ class TensorConverter:
 
     def convert(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.TensorProtocol:
         name = name or tensor.name or ""
-        if isinstance(tensor, ir.ExternalTensor) or tensor.nbytes >= LAZY_CONVERSION_BYTES:
+        if isinstance(tensor, ir.ExternalTensor):
             return self._converted_when_written(tensor, dtype, name)
-        array, clamped = self.convert_array(tensor.numpy(), dtype)
+        # Graphs with thousands of small weights pay this per tensor: the array is read once (its size decides
+        # the path; ``tensor.nbytes`` would build the shape again) and the shape is built once.
+        source = tensor.numpy()
+        if source.nbytes >= LAZY_CONVERSION_BYTES:
+            return self._converted_when_written(tensor, dtype, name, source)
+        array, clamped = self.convert_array(source, dtype)
         self._record(name, dtype, clamped)
         # ir.Tensor, not the ir.tensor() convenience: that one runs Protocol isinstance checks costing ~0.1 ms a
         # tensor, which dominates on graphs with thousands of small weights. The source's (frozen) shape is
         # reused rather than rebuilt from the array, for the same reason.
         return ir.Tensor(array, dtype=dtype.data_type, shape=ir_shape(tensor.shape), name=name)
 
-    def _converted_when_written(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.LazyTensor:
+    def _converted_when_written(
+        self, tensor: ir.TensorProtocol, dtype: Dtype, name: str, source: np.ndarray | None = None
+    ) -> ir.LazyTensor:
         """A large tensor is converted when the output is written (or the API's proto built), one tensor at a
         time, so the converted copy lives only until it is written, and a model larger than memory can be
         rewritten. Its out-of-range values are recorded now, in one pass over the source (memory-mapped for a
-        tensor on disk), so the statistics and warnings are complete when the rewrite returns."""
-        self._record(name, dtype, count_out_of_range(tensor.numpy(), dtype))
+        tensor on disk; ``source`` where it was read already), so the statistics and warnings are complete when
+        the rewrite returns."""
+        self._record(name, dtype, count_out_of_range(tensor.numpy() if source is None else source, dtype))
+        del source  # not kept for the conversion: the converted copy is made when written
         _release(tensor)
 
         def convert() -> ir.TensorProtocol:
