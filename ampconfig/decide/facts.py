@@ -30,9 +30,11 @@ CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
 
 def is_onnx_op(node: ir.Node, op_types: str | frozenset[str] | tuple[str, ...]) -> bool:
     """``node`` is one of ONNX's own ``op_types`` (default domain), not a custom op of the same name."""
-    if node.domain not in DEFAULT_DOMAINS:
+    # The op type first: it rules out most nodes (this runs several times per node), the domain only the rest.
+    op_type = node.op_type
+    if op_type != op_types if type(op_types) is str else op_type not in op_types:
         return False
-    return node.op_type == op_types if type(op_types) is str else node.op_type in op_types
+    return node.domain in DEFAULT_DOMAINS
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ latency objective and its report), not a prediction of a model's latency on anot
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Sequence
 
 #: (elements, microseconds) per dtype; see the module docstring for where each number comes from.
@@ -78,6 +79,7 @@ def _table_dtype(dtype: str | None) -> str:
     return "float16" if dtype in ("float16", "bfloat16") else "float32"
 
 
+@functools.lru_cache(maxsize=4096)  # asked twice per node: a graph has few distinct (op, dtype, size) triples
 def kernel_us(op_type: str, dtype: str | None, elements: int, flops: float | None = None) -> float:
     """Estimated microseconds of one node of ``op_type`` computing in ``dtype`` on ``elements`` output elements
     (``flops``: its multiply-adds x 2, for the matrix ops; without it a matrix op is costed as elementwise)."""

@@ -219,8 +219,12 @@ class OpInfoLibrary:
         return entry.colour_note if entry is not None else None
 
     def has_kernel(self, key: str, dtype: str) -> bool | None:
-        dtypes = self.kernel_dtypes(key)
-        return None if dtypes is None else dtype in dtypes
+        """Whether the target has a ``dtype`` kernel for the op; None when unknown (as :meth:`kernel_dtypes`).
+        Asked for every node, several times: it reads the entry without building :meth:`kernel_dtypes`' set."""
+        entry = self.entries.get(key)
+        if entry is None or (entry.dtype_source == "not-probed" and not entry.dtypes):
+            return None
+        return dtype in entry.dtypes
 
 
 def ops_info_path(target: str) -> Path:
