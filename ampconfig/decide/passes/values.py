@@ -42,9 +42,12 @@ class KeepValuesInRange(DecisionPass):
         for facts in scope.facts:
             if facts.dtype is not Dtype.FLOAT32 or facts.node in state.verdicts or is_flexible(facts):
                 continue
+            constants = [] if ctx.clamp_values else _constant_inputs(facts)
+            if not constants and ctx.value_ranges is None:
+                continue  # neither rule can keep it: the mode is not asked (most nodes of most models)
             if not _could_go_low(facts, state):
                 continue
-            verdict = _constant_verdict(facts, state, beyond) or _range_verdict(facts, state, paths)
+            verdict = _constant_verdict(constants, state, beyond) or _range_verdict(facts, state, paths)
             if verdict is not None:
                 changed |= state.decide(facts.node, verdict)
         return changed
@@ -68,17 +71,19 @@ def _could_go_low(facts: NodeFacts, state: DecisionState) -> bool:
     return verdict.dtype is not None and verdict.dtype.is_low
 
 
+def _constant_inputs(facts: NodeFacts) -> list[ir.Value]:
+    """The node's compute-dtype inputs that are constants, in slot order."""
+    inputs = facts.node.inputs
+    return [value for slot in facts.input_slots if (value := inputs[slot]) is not None and is_constant(value)]
+
+
 def _constant_verdict(
-    facts: NodeFacts, state: DecisionState, beyond: dict[ir.Value, OutOfRange | None]
+    constants: list[ir.Value], state: DecisionState, beyond: dict[ir.Value, OutOfRange | None]
 ) -> Verdict | None:
+    """``constants``: the node's compute-dtype constant inputs (none when the user asked for clamping)."""
     ctx = state.ctx
-    if ctx.clamp_values:
-        return None
     found: list[tuple[ir.Value, OutOfRange]] = []
-    for slot in facts.input_slots:
-        value = facts.node.inputs[slot]
-        if value is None or not is_constant(value):
-            continue
+    for value in constants:
         if value not in beyond:
             array = constant_array(value)
             beyond[value] = out_of_range(array, ctx.low) if array is not None else None
