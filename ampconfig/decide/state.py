@@ -144,7 +144,9 @@ def is_constant(value: ir.Value) -> bool:
 def is_flexible(facts: NodeFacts) -> bool:
     """Casts and constants: their dtype follows their consumers and is settled last, not painted (unless nothing
     may retype them: a sparse constant, an untyped Cast)."""
-    return is_onnx_op(facts.node, FLEXIBLE_OPS) and facts.blocker is None
+    # The op key is the bare op type only in ONNX's own domain (``domain::Op`` elsewhere): is_onnx_op, read from
+    # the facts (this is asked several times per node).
+    return facts.blocker is None and facts.key in FLEXIBLE_OPS
 
 
 #: Casts and constants: their dtype follows their readers.
