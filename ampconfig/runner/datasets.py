@@ -23,7 +23,7 @@ import binascii
 import io
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +57,13 @@ class SampleSet:
     inputs: list[PreparedInput]
     source: str
     generated: InputSet | None = None
+    conversions: list[str] = field(default_factory=list)  # a data set's values changed by type conversion
 
     @property
     def warnings(self) -> list[str]:
-        """Values of ``--inputs``/``--input`` that changed on their way to the input's type (a data set's samples
-        are converted as they are read, without a warning)."""
-        return self.generated.warnings if self.generated is not None else []
+        """Values that changed on their way to the input's type: of ``--inputs``/``--input``, or of a data set
+        (one warning per input, naming the first sample and how many others)."""
+        return (self.generated.warnings if self.generated is not None else []) + self.conversions
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -81,7 +82,11 @@ class SampleSet:
         if count >= len(self.samples):
             return self
         return SampleSet(
-            self.samples[:count], self.inputs, f"{self.source} (its first {count} samples)", self.generated
+            self.samples[:count],
+            self.inputs,
+            f"{self.source} (its first {count} samples)",
+            self.generated,
+            self.conversions,
         )
 
 
@@ -96,17 +101,18 @@ def single_sample(inputs: InputSet) -> SampleSet:
 def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
     """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs."""
     specs = model_input_specs(model)
+    changed: Changed = {}
     if path.is_dir():
         files = sorted(item for item in path.iterdir() if item.suffix == ".npz" and item.is_file())
         if not files:
             raise AmpconfigError(f"{label}: the folder holds no .npz file", file=str(path), hint=f"give {_LAYOUTS}")
         check_input_memory(sum(item.stat().st_size for item in files), f"{label}: the samples in {path}", _SMALLER)
         raw = [(load_npz(item, label), item.name) for item in files]
-        samples = [_checked(specs, arrays, f"{label} {path}: {name}") for arrays, name in raw]
+        samples = [_checked(specs, arrays, f"{label} {path}: {name}", changed) for arrays, name in raw]
     elif path.suffix == ".npz":
-        samples = _split_npz(specs, load_npz(path, label), f"{label} {path}")
+        samples = _split_npz(specs, load_npz(path, label), f"{label} {path}", changed)
     elif path.suffix == ".json":
-        samples = _read_json(specs, path, label)
+        samples = _read_json(specs, path, label, changed)
     else:
         require_file(path, f"{label} data set", hint=f"give {_LAYOUTS}")
         raise AmpconfigError(f"{label}: not a data set: {path.name}", file=str(path), hint=f"give {_LAYOUTS}")
@@ -119,7 +125,19 @@ def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
         )
         for spec in specs
     ]
-    return SampleSet(samples, described, f"{label} {path}")
+    return SampleSet(samples, described, f"{label} {path}", conversions=_conversion_warnings(changed))
+
+
+#: Per input name, the conversion warning of each sample whose values changed.
+Changed = dict[str, list[str]]
+
+
+def _conversion_warnings(changed: Changed) -> list[str]:
+    """One warning per input: its first changed sample's, with how many other samples changed too."""
+    return [
+        warnings[0] + (f" (and in {len(warnings) - 1} more sample(s))" if len(warnings) > 1 else "")
+        for warnings in changed.values()
+    ]
 
 
 _SMALLER = "give fewer samples, or smaller ones"
@@ -142,10 +160,16 @@ def _check_names(specs: Sequence[InputSpec], given: Sequence[str], where: str) -
         )
 
 
-def _checked(specs: Sequence[InputSpec], arrays: Mapping[str, Any], where: str) -> Sample:
-    """One sample: exactly the model's inputs, each coerced to its declared rank, fixed dims and dtype."""
+def _checked(specs: Sequence[InputSpec], arrays: Mapping[str, Any], where: str, changed: Changed) -> Sample:
+    """One sample: exactly the model's inputs, each coerced to its declared rank, fixed dims and dtype; a
+    conversion that changed values is added to ``changed``."""
     _check_names(specs, list(arrays), where)
-    return {spec.name: coerce_input(spec, _as_array(arrays[spec.name], spec, where), where)[0] for spec in specs}
+    sample: Sample = {}
+    for spec in specs:
+        sample[spec.name], warning = coerce_input(spec, _as_array(arrays[spec.name], spec, where), where)
+        if warning is not None:
+            changed.setdefault(spec.name, []).append(warning)
+    return sample
 
 
 def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:
@@ -157,7 +181,9 @@ def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:
         raise AmpconfigError(f"{where}: input {spec.name!r} is not an array of numbers ({exc})") from None
 
 
-def _split_npz(specs: Sequence[InputSpec], arrays: Mapping[str, np.ndarray], where: str) -> list[Sample]:
+def _split_npz(
+    specs: Sequence[InputSpec], arrays: Mapping[str, np.ndarray], where: str, changed: Changed
+) -> list[Sample]:
     """Samples along the leading axis every array shares (see the module docstring)."""
     _check_names(specs, list(arrays), where)
     counts: dict[str, int] = {}
@@ -185,12 +211,13 @@ def _split_npz(specs: Sequence[InputSpec], arrays: Mapping[str, np.ndarray], whe
             specs,
             {spec.name: arrays[spec.name][i : i + 1] if sliced[spec.name] else arrays[spec.name][i] for spec in specs},
             f"{where}, sample {i}",
+            changed,
         )
         for i in range(count)
     ]
 
 
-def _read_json(specs: Sequence[InputSpec], path: Path, label: str) -> list[Sample]:
+def _read_json(specs: Sequence[InputSpec], path: Path, label: str, changed: Changed) -> list[Sample]:
     require_file(path, f"{label} data set (.json)", hint=_JSON_HINT)
     # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
     check_input_memory(path.stat().st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
@@ -208,7 +235,7 @@ def _read_json(specs: Sequence[InputSpec], path: Path, label: str) -> list[Sampl
     for index, feed in enumerate(document):
         where = f"{label} {path}, sample {index}"
         arrays = {name: _decode(value, f"{where}, input {name!r}") for name, value in feed.items()}
-        samples.append(_checked(specs, arrays, where))
+        samples.append(_checked(specs, arrays, where, changed))
     return samples
 
 

@@ -243,3 +243,25 @@ def test_a_generated_dimension_the_model_cannot_take_is_named(tmp_path: Path) ->
         assert "input 'x' dimension 1 ('n') took 16" in result.output and "--shape" in result.output
     result = runner.invoke(app, ["run", str(path), "--shape", "x=1x32", *FAST])
     assert result.exit_code == 0, result.output
+
+
+def test_a_data_set_in_another_float_type_is_converted_with_one_warning_per_input(
+    if_case: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """float64 samples (numpy's default) are narrowed to the model's float32, as --input files are: values that
+    change are a warning, once per input, naming the first sample and how many others changed."""
+    path, _ = if_case
+    folder = tmp_path / "float64"
+    folder.mkdir()
+    for index, sample in enumerate(_if_samples()):
+        exact = {"x": sample["x"].astype(np.float64), "flag": sample["flag"]}
+        if index > 0:
+            exact["x"] = exact["x"] + 1e-9  # not representable in float32: these samples change
+        np.savez(folder / f"sample_{index:03d}.npz", **exact)
+    data = load_data(folder, onnx.load(str(path)))
+    assert all(sample["x"].dtype == np.float32 for sample in data.samples)
+    (warning,) = data.warnings
+    assert "sample_001.npz" in warning and "'x'" in warning and "(and in 2 more sample(s))" in warning
+    result = runner.invoke(app, ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    assert any("(and in 2 more sample(s))" in line for line in json.loads(result.stdout)["warnings"])
