@@ -84,6 +84,7 @@ class AmpconfigGroup(SubcommandGroup):
             if as_json:
                 usage_ctx = getattr(exc, "ctx", None)
                 hint = f"see `{usage_ctx.command_path} --help`" if usage_ctx is not None else None
+                # typer vendors click privately: its UsageError is typed apart from format_message's class.
                 print_json(_usage_payload(exc.format_message(), hint))  # type: ignore[attr-defined]
             raise
 
@@ -170,7 +171,7 @@ def reporting_errors(func: F, *, pause_gc: bool = True) -> F:
         if exit_code != EXIT_OK:
             raise typer.Exit(exit_code)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # the same call signature as func, which mypy cannot see
 
 
 def _exit_code_of(

@@ -418,9 +418,10 @@ def with_shared_options(func: F, used: Uses) -> F:
         options = SharedOptions(**{name: given.pop(name) for name in used.names})
         return func(options, **given)
 
+    # typer reads a function's __signature__, which typeshed does not declare on functions.
     command.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     command.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
-    return command  # type: ignore[return-value]
+    return command  # type: ignore[return-value]  # F as typer calls it: the signature set above
 
 
 def _parameter(name: str, default: object, used: Uses) -> inspect.Parameter:

@@ -112,6 +112,7 @@ def _write_whole(stream: TextIO, text: str) -> None:
 
 #: The results stream of the running command.
 reports = ReportStream()
+# A text stream to rich by what it calls (write, flush, isatty, encoding), not an IO[str] subclass.
 stdout = Console(file=reports, highlight=False, soft_wrap=True)  # type: ignore[arg-type]
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 

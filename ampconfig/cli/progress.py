@@ -13,7 +13,7 @@ from ampconfig.cli.output import stderr
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
     from rich.progress import TaskID
 
-    from ampconfig.diagnose.tune.trials import ProgressHook
+    from ampconfig.diagnose.tune.trials import ProgressEvent, ProgressHook
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -63,9 +63,9 @@ def tune_progress(enabled: bool) -> Iterator[tuple[ProgressHook | None, Progress
     with stderr.status("tune: loading the model", spinner="dots") as status:
         line = ""
 
-        def update(event: object) -> None:
+        def update(event: ProgressEvent) -> None:
             nonlocal line
-            line = progress_line(event, state)  # type: ignore[arg-type]
+            line = progress_line(event, state)
             status.update(line)
 
         def samples(label: str, done: int, total: int) -> None:

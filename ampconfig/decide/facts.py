@@ -84,9 +84,9 @@ def _code(value: ir.Value | None) -> _Code:
 
 def _named(code: _Code) -> tuple[bool, Dtype | str | None]:
     """Whether the value is there with a name, and its code without the name mark."""
-    if type(code) is tuple:
+    if isinstance(code, tuple):
         return False, code[1]
-    return code is not None, code  # type: ignore[return-value]
+    return code is not None, code
 
 
 def _float(code: Dtype | str | None) -> Dtype | None:

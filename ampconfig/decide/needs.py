@@ -73,6 +73,7 @@ class Needs:
 
     def assuming(self, verdicts: Mapping[ir.Node, Verdict]) -> Needs:
         """The same rules with ``verdicts`` in place of the current verdicts of those nodes (nothing is copied)."""
+        # ChainMap's stubs ask for mutable maps; it is only read here.
         return replace(self, verdicts=ChainMap(dict(verdicts), self.verdicts))  # type: ignore[arg-type]
 
     # -- what readers need -------------------------------------------------------------------------------------
@@ -101,9 +102,7 @@ class Needs:
 
     def readers_need(self, value: ir.Value) -> set[Dtype]:
         """The dtypes ``value``'s readers need (Casts need none)."""
-        wanted = {self.required(use.node, use.idx) for use in value.uses()}
-        wanted.discard(None)
-        return wanted  # type: ignore[return-value]
+        return {dtype for use in value.uses() if (dtype := self.required(use.node, use.idx)) is not None}
 
     def wanted(self, value: ir.Value) -> set[Dtype]:
         """The dtypes ``value``'s readers need, plus its own where it is a graph output that keeps its dtype."""

@@ -373,7 +373,7 @@ def _put_back(graph: onnx.GraphProto, stash: _Stash) -> None:
 
 def save_ir(model: ir.Model, path: str | os.PathLike[str], **options: object) -> None:
     """:func:`onnx_ir.save` (``options`` are its own), with every stand-in put back in the file written."""
-    ir.save(model, path, **options)  # type: ignore[arg-type]
+    ir.save(model, path, **options)  # type: ignore[arg-type]  # onnx-ir's own keyword arguments, passed through
     if model.meta.get(_STASH_KEY):
         proto = onnx.load(os.fspath(path), load_external_data=False)
         put_back(proto, model)

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import onnx
 
@@ -306,6 +306,10 @@ def lock_of_run(settings: Settings, report: RunReport, lock_path: Path) -> Preci
 
 
 # ---------------------------------------------------------------------------------------------------- again
+#: A recorded setting's value, handed back only where the command line gave it.
+Given = TypeVar("Given")
+
+
 def flags_from_lock(lock: PrecisionLock, lock_path: Path) -> Flags:
     """The command line that decides as the lock's maker did, on today's files: what came from the command line
     is given again; what came from the config is left to the config (it may have changed); what was a default
@@ -313,7 +317,7 @@ def flags_from_lock(lock: PrecisionLock, lock_path: Path) -> Flags:
     recorded = lock.settings
     model = lock.model
 
-    def given(value: object, source: str) -> object:
+    def given(value: Given, source: str) -> Given | None:
         return value if source == "command line" else None
 
     def given_file(record: SettingsFile | None) -> Path | None:
@@ -324,11 +328,11 @@ def flags_from_lock(lock: PrecisionLock, lock_path: Path) -> Flags:
     return Flags(
         model=lock_relative(lock_path, model.path) if model.path is not None and model.source != "config" else None,
         config=lock_relative(lock_path, recorded.config.path) if recorded.config is not None else None,
-        precision_mode=given(recorded.precision_mode.value, recorded.precision_mode.source),  # type: ignore[arg-type]
+        precision_mode=given(recorded.precision_mode.value, recorded.precision_mode.source),
         modify_mixlist=given_file(recorded.modify_mixlist),
         keep_dtype=given_file(recorded.keep_dtype),
         customize_dtypes=given_file(recorded.customize_dtypes),
-        target=given(recorded.target.value, recorded.target.source),  # type: ignore[arg-type]
-        keep_io_types=given(recorded.keep_io_types.value, recorded.keep_io_types.source),  # type: ignore[arg-type]
-        op_names=given(recorded.op_names.value, recorded.op_names.source),  # type: ignore[arg-type]
+        target=given(recorded.target.value, recorded.target.source),
+        keep_io_types=given(recorded.keep_io_types.value, recorded.keep_io_types.source),
+        op_names=given(recorded.op_names.value, recorded.op_names.source),
     )

@@ -149,8 +149,13 @@ def _same_keys(maps: list[dict[object, object]]) -> bool:
     return all(item.keys() == maps[0].keys() for item in maps)
 
 
+def _map_key(key: object) -> tuple[str, object]:
+    """A ZipMap's keys are all int64 or all strings: sorted within their type."""
+    return (type(key).__name__, key)
+
+
 def _map_rows(maps: list[dict[object, object]]) -> np.ndarray:
-    keys = sorted(maps[0])  # type: ignore[type-var]
+    keys = sorted(maps[0], key=_map_key)
     return np.array([[item[key] for key in keys] for item in maps])
 
 

@@ -88,7 +88,9 @@ def _dtype_text(change: NodeChange) -> str:
 
 def _rule_text(change: NodeChange) -> str:
     if change.old is None or change.new is None:
-        return (change.new or change.old).rule  # type: ignore[union-attr]
+        side = change.new or change.old
+        assert side is not None  # a change has a side
+        return side.rule
     return _arrow(change.old.rule, change.new.rule)
 
 

@@ -101,8 +101,8 @@ def injection_model(
                 where = (key, loop.path if loop is not None and _inside(key, loop) else "")
                 if where not in injected:
                     feed = _inject(graph, result, front, key, elem_type, reference_values[key], taken)
-                    if where[1]:
-                        feed = _slice(loop, feed, body_front, taken)  # type: ignore[arg-type]
+                    if where[1] and loop is not None:
+                        feed = _slice(loop, feed, body_front, taken)
                     injected[where] = feed
                 node.input[slot] = injected[where]
             replayed[node.name] = [scope.key(name) for name in node.output if name]

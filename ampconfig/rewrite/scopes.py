@@ -53,11 +53,12 @@ class ProtoScope:
 
     def loops_above(self) -> list[ProtoScope]:
         """The Loop and Scan bodies this scope is (or sits) in, innermost first."""
-        found, scope = [], self
+        found: list[ProtoScope] = []
+        scope: ProtoScope | None = self
         while scope is not None and scope.owner is not None:
             if scope.owner.op_type in ("Loop", "Scan"):
                 found.append(scope)
-            scope = scope.parent  # type: ignore[assignment]
+            scope = scope.parent
         return found
 
 

@@ -147,8 +147,9 @@ def _known_first_dims(model: onnx.ModelProto) -> dict[str, list[int]]:
                     shapes[node.output[0]] = list(attr.t.dims)
     for value in list(model.graph.input) + list(model.graph.value_info):
         dims = _dims_of(value)
-        if dims is not None and value.name not in shapes and all(isinstance(d, int) for d in dims):
-            shapes[value.name] = [int(d) for d in dims]  # type: ignore[arg-type]
+        fixed = [d for d in dims if isinstance(d, int)] if dims is not None else []
+        if dims is not None and value.name not in shapes and len(fixed) == len(dims):
+            shapes[value.name] = fixed
     return shapes
 
 

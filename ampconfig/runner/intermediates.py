@@ -100,13 +100,13 @@ def run_samples_with_intermediates(
 ) -> IntermediateRun:
     """:func:`run_with_intermediates` once per sample, pooled (see :func:`pooled`)."""
     runs = []
-    shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
+    shown = progress if len(samples) >= PROGRESS_SAMPLES else None
     for index, feeds in enumerate(samples):
-        if shown:
-            progress(f"{label}: samples", index, len(samples))  # type: ignore[misc]
+        if shown is not None:
+            shown(f"{label}: samples", index, len(samples))
         runs.append(run_with_intermediates(model, feeds, device, names))
-    if shown:
-        progress(f"{label}: samples", len(samples), len(samples))  # type: ignore[misc]
+    if shown is not None:
+        shown(f"{label}: samples", len(samples), len(samples))
     return pooled(runs)
 
 
@@ -149,10 +149,10 @@ def run_value_peaks(
     session = create_session(exposed.model if folder is None else ModelInFolder(exposed.model, folder), device)
     output_names = {value.name for value in model.graph.output}
     peaks: dict[str, float] = {}
-    shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
+    shown = progress if len(samples) >= PROGRESS_SAMPLES else None
     for index, feeds in enumerate(samples):
-        if shown:
-            progress(f"{label}: samples", index, len(samples))  # type: ignore[misc]
+        if shown is not None:
+            shown(f"{label}: samples", index, len(samples))
         adapted = adapt_feeds(feeds, model)
         results = run_once(session, adapted)
         found = {name: peak(array) for name, array in adapted.items()}
@@ -162,8 +162,8 @@ def run_value_peaks(
             found[key] = float(values.max()) if values.size else 0.0
         for key, value in found.items():
             peaks[key] = max(peaks.get(key, 0.0), value)
-    if shown:
-        progress(f"{label}: samples", len(samples), len(samples))  # type: ignore[misc]
+    if shown is not None:
+        shown(f"{label}: samples", len(samples), len(samples))
     return peaks
 
 

@@ -143,11 +143,11 @@ def sample_outputs(
     ``_run_failure``); with several samples the message names the sample."""
     proto = model_proto(model)
     outputs = []
-    shown = progress is not None and len(samples) >= PROGRESS_SAMPLES
+    shown = progress if len(samples) >= PROGRESS_SAMPLES else None
     what = f"{label}: samples"
     for index, feeds in enumerate(samples):
-        if shown:
-            progress(what, index, len(samples))  # type: ignore[misc]
+        if shown is not None:
+            shown(what, index, len(samples))
         try:
             outputs.append(session.bind(adapt_feeds(feeds, proto)).outputs())
         except Exception as exc:  # ORT's own exception types
@@ -155,8 +155,8 @@ def sample_outputs(
             if len(samples) > 1:
                 failure = replace(failure, message=f"sample {index}: {failure.message}")
             raise failure from None
-    if shown:
-        progress(what, len(samples), len(samples))  # type: ignore[misc]
+    if shown is not None:
+        shown(what, len(samples), len(samples))
     return outputs
 
 
