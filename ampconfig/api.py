@@ -26,7 +26,7 @@ from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.values import ValueRanges
-from ampconfig.domains import is_default_domain
+from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_bridge import to_ir, to_proto
 from ampconfig.files.ir_version import output_ir_version
@@ -163,7 +163,7 @@ def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
 
 
 def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
-    opset = next((o.version for o in proto.opset_import if is_default_domain(o.domain)), None)
+    opset = onnx_opset(proto.opset_import)
     if opset is None or opset >= BF16_MIN_OPSET:
         return proto, None
     try:

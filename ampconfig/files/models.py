@@ -110,6 +110,12 @@ class OpenedModel:
         """Whether some weights are read from disk when used (external data files, or the mapped model file)."""
         return bool(self.external_files) or self.mapped
 
+    @property
+    def folder(self) -> Path | None:
+        """The folder its tensors on disk are read from: the model file's, as the path names it (ONNX Runtime
+        resolves external data next to the path it is given)."""
+        return Path(os.path.abspath(self.path)).parent if self.path is not None else None
+
     def stored_bytes(self) -> int:
         """The model's size on disk: its proto plus its external data files (an upper bound on the tensors). The
         size of the file when there is one: upb's ``ByteSize`` serialises the whole proto to count it."""
@@ -124,8 +130,8 @@ class OpenedModel:
     def to_ir(self) -> ir.Model:
         """A fresh IR of the model; external tensors are memory-mapped lazily, never read here."""
         model = to_ir(self.proto, source=self.path)
-        if self.tensors_on_disk and self.path is not None:
-            attach_external_data(model, os.path.dirname(os.path.abspath(self.path)))
+        if self.tensors_on_disk and self.folder is not None:
+            attach_external_data(model, str(self.folder))
         if self.mapped and self.path is not None:
             name = os.path.basename(self.path)
             for value in model.graph.initializers.values():

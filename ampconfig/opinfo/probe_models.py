@@ -35,7 +35,7 @@ import onnx
 import onnx.defs
 from onnx import helper, numpy_helper
 
-from ampconfig.domains import is_default_domain
+from ampconfig.domains import is_default_domain, onnx_opset
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.opinfo.schema import ABSENT, compute_variables, node_typing
 
@@ -142,7 +142,7 @@ def _value_elems(graph: onnx.GraphProto) -> dict[str, int]:
 
 def _clamped_opset(model: onnx.ModelProto, op_type: str) -> int | None:
     """The default-domain opset to stamp: the model's, lowered to MAX_PROBE_OPSET when the op exists there."""
-    opset = next((o.version for o in model.opset_import if is_default_domain(o.domain)), MAX_PROBE_OPSET)
+    opset = onnx_opset(model.opset_import) or MAX_PROBE_OPSET
     if opset <= MAX_PROBE_OPSET:
         return opset
     return MAX_PROBE_OPSET if _schema_at(op_type, MAX_PROBE_OPSET) is not None else None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +24,7 @@ import onnx
 from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges, peak
+from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -34,7 +34,7 @@ from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
-from ampconfig.runner.intermediates import PEAK_MIN_OPSET, IntermediateRun, onnx_opset, run_value_peaks
+from ampconfig.runner.intermediates import PEAK_MIN_OPSET, IntermediateRun, run_value_peaks
 from ampconfig.runner.proof import REFERENCE_FAILED, input_refusal
 from ampconfig.runner.sessions import DeviceChoice, ModelInFolder, choose_device
 from ampconfig.runner.timing import ProgressCallback
@@ -160,8 +160,9 @@ def calibration_ranges(prepared: Prepared, progress: ProgressCallback | None = N
     size; None for one below opset 9 too large to copy in memory: its activations are not checked, and a note in
     ``prepared.notes`` says so."""
     model: onnx.ModelProto | ModelInFolder
-    if prepared.opened.tensors_on_disk and onnx_opset(prepared.graph) >= PEAK_MIN_OPSET:
-        model = ModelInFolder(_runnable(prepared.graph, prepared), Path(prepared.request.model_path).resolve().parent)
+    folder = prepared.opened.folder if prepared.opened.tensors_on_disk else None
+    if folder is not None and (onnx_opset(prepared.graph.opset_import) or 0) >= PEAK_MIN_OPSET:
+        model = ModelInFolder(_runnable(prepared.graph, prepared), folder)
     elif prepared.fits_in_memory:
         model = prepared.model
     else:

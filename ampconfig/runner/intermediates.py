@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from ampconfig.decide.values import SENTINEL, peak
-from ampconfig.domains import is_default_domain
+from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.expose import FLAT, STACKED, ExposedModel, expose_keys, expose_peaks, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
@@ -140,7 +140,7 @@ def run_value_peaks(
     run with every intermediate exposed, which needs every tensor in memory."""
     folder = model.folder if isinstance(model, ModelInFolder) else None
     model = model_proto(model)
-    if onnx_opset(model) < PEAK_MIN_OPSET:
+    if (onnx_opset(model.opset_import) or 0) < PEAK_MIN_OPSET:
         if folder is not None:
             raise ValueError("models below opset 9 need every tensor in memory for their value peaks")
         run = run_samples_with_intermediates(model, samples, device, progress=progress, label=label)
@@ -169,11 +169,6 @@ def run_value_peaks(
 
 #: Where (the peak computation's select) needs opset 9.
 PEAK_MIN_OPSET = 9
-
-
-def onnx_opset(model: onnx.ModelProto) -> int:
-    """The model's opset of ONNX's default domain (0 when it imports none)."""
-    return next((entry.version for entry in model.opset_import if is_default_domain(entry.domain)), 0)
 
 
 def _run(
