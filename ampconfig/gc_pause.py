@@ -6,7 +6,7 @@ Each generation-2 collection walks all of them, and allocation-heavy passes trig
 with it, 5.5-6.0 s paused, 2-core machine). Nothing of ours produces cyclic garbage worth collecting mid-rewrite.
 
 The collector is process-wide state, so no library function switches it: the command line pauses it around each
-command but ``tune`` (the ``ampconfig`` process is ours; see :func:`ampconfig.cli.app.command`), and library users
+command but ``tune`` (the ``ampconfig`` process is ours; see :func:`ampconfig.cli.typer_app.command`), and library users
 opt in with ``with ampconfig.gc_paused(): ...``. The cycles left over (a discarded graph's node <-> value links)
 are collected after the block as usual.
 """

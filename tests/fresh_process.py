@@ -12,9 +12,9 @@ from typing import Any
 
 _PROBE = """
 import json, sys
-from ampconfig.cli import app
+from ampconfig.cli import load_commands
 try:
-    app(sys.argv[2:], prog_name="ampconfig")
+    load_commands(sys.argv[2:])(sys.argv[2:], prog_name="ampconfig")
     code = 0
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
@@ -26,7 +26,8 @@ with open(sys.argv[1], "w") as report:
 
 
 def command_in_fresh_process(tmp_path: Path, *args: str | Path) -> dict[str, Any]:
-    """``exit_code``, ``modules`` (a set), ``stdout`` and ``stderr`` of ``ampconfig ARGS`` run in a new interpreter."""
+    """``exit_code``, ``modules`` (a set), ``stdout`` and ``stderr`` of ``ampconfig ARGS`` run in a new interpreter,
+with the commands the ``ampconfig`` script registers for ARGS."""
     report = tmp_path / "probe.json"
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(report), *map(str, args)], capture_output=True, text=True, timeout=300

@@ -35,6 +35,47 @@ def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert json.loads(outcome["stdout"])["ok"] is True
     assert not outcome["modules"] & set(HEAVY)
+    # Only the validate command is built, and none of the session config's or the lock's models.
+    commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
+    assert commands == {"validate_cmd"}
+    assert not outcome["modules"] & {"ampconfig.settings.config", "ampconfig.settings.lock_file"}
+
+
+def test_each_command_name_registers_that_command() -> None:
+    """COMMAND_MODULES, which the script reads to import one command's modules, names every command the app has
+    and only its own modules."""
+    from ampconfig.cli import COMMAND_MODULES, app
+
+    registered = {info.name: info.callback for info in app.registered_commands}
+    registered.update({info.name: info.typer_instance for info in app.registered_groups})
+    assert set(registered) == set(COMMAND_MODULES)
+    for name, info in registered.items():
+        callbacks = [c.callback for c in info.registered_commands] if name == "ops-info" else [info]
+        modules = {callback.__module__.rpartition(".")[2] for callback in callbacks}
+        assert modules <= set(COMMAND_MODULES[name]), name
+
+
+@pytest.mark.parametrize(
+    ("args", "command"), [(["-v", "lists", "--target", "cpu"], "lists"), (["ops-info", "show", "Relu"], "ops-info")]
+)
+def test_a_command_line_builds_only_the_command_it_names(tmp_path: Path, args: list[str], command: str) -> None:
+    """Global options before the command are skipped."""
+    from ampconfig.cli import COMMAND_MODULES
+
+    outcome = command_in_fresh_process(tmp_path, *args)
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
+    assert commands == set(COMMAND_MODULES[command])
+
+
+def test_a_misspelt_command_builds_every_command(tmp_path: Path) -> None:
+    """An unknown command is a usage error, with every command built, so click can suggest the closest."""
+    from ampconfig.cli import COMMAND_MODULES
+
+    outcome = command_in_fresh_process(tmp_path, "valdate")
+    assert outcome["exit_code"] == 2
+    commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
+    assert commands == {module for modules in COMMAND_MODULES.values() for module in modules}
 
 
 def test_validate_still_knows_onnx_ops_the_op_info_does_not_list(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """The ``ampconfig`` command line: a thin typer app; each verb lives in its own module in this package.
 
-Errors never reach the user as tracebacks: every command is wrapped by :func:`ampconfig.cli.app.command`, which
+Errors never reach the user as tracebacks: every command is wrapped by :func:`ampconfig.cli.typer_app.command`, which
 turns :class:`~ampconfig.errors.AmpconfigError` into located messages and exit code 2.
 """
 
@@ -9,35 +9,60 @@ from __future__ import annotations
 import importlib
 import signal
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from ampconfig.deferred_imports import defer_unused_imports
 
 defer_unused_imports()  # before anything imports onnx-ir: sympy only if something does arithmetic on dimensions
 
-from ampconfig.cli.app import app, end_process_after_command  # noqa: E402
+import typer  # noqa: E402
+
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error  # noqa: E402
+from ampconfig.cli.typer_app import app as _app  # noqa: E402
+from ampconfig.cli.typer_app import end_process_after_command  # noqa: E402
 from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal  # noqa: E402
 
-# Each module registers its command(s) on `app` when imported.
-_COMMAND_MODULES: tuple[str, ...] = (
-    "run_cmd",
-    "rewrite_cmd",
-    "ops_info_cmd",
-    "ops_info_probe_cmd",
-    "ops_info_import_cmd",
-    "ops_info_show_cmd",
-    "validate_cmd",
-    "lists_cmd",
-    "schema_cmd",
-    "explain_cmd",
-    "compare_cmd",
-    "tune_cmd",
-    "lock_cmd",
-    "diff_cmd",
-)
+#: The modules that register each command on the app when imported, by the name the user types. A process that
+#: runs one command imports only its modules: typer builds every registered command's parameters before parsing,
+#: a sixth of ``ampconfig validate``'s start-up with all of them.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "run": ("run_cmd",),
+    "rewrite": ("rewrite_cmd",),
+    "ops-info": ("ops_info_cmd", "ops_info_probe_cmd", "ops_info_import_cmd", "ops_info_show_cmd"),
+    "validate": ("validate_cmd",),
+    "lists": ("lists_cmd",),
+    "schema": ("schema_cmd",),
+    "explain": ("explain_cmd",),
+    "compare": ("compare_cmd",),
+    "tune": ("tune_cmd",),
+    "lock": ("lock_cmd",),
+    "diff": ("diff_cmd",),
+}
 
-for _module in _COMMAND_MODULES:
-    importlib.import_module(f"ampconfig.cli.{_module}")
+
+def command_named(args: Sequence[str]) -> str | None:
+    """The command a command line runs: its first word that is not an option (the app's own options, -v and
+    --help, take no value)."""
+    return next((word for word in args if not word.startswith("-")), None)
+
+
+def load_commands(args: Sequence[str] | None = None) -> typer.Typer:
+    """The app with the commands ``args`` needs registered: the one it names, or every command (no command, an
+    unknown word or ``None``: --help lists them all, and a misspelt name gets click's suggestions)."""
+    name = command_named(args) if args is not None else None
+    modules = (
+        COMMAND_MODULES[name] if name in COMMAND_MODULES else tuple(m for ms in COMMAND_MODULES.values() for m in ms)
+    )
+    for module in modules:
+        importlib.import_module(f"ampconfig.cli.{module}")
+    return _app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole app, for in-process callers (tests, typer.testing.CliRunner)
+        return load_commands()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -46,7 +71,7 @@ def main() -> None:
     end_on_signals()
     end_process_after_command()
     try:
-        app()
+        load_commands(sys.argv[1:])()
     except KeyboardInterrupt:
         print_error("interrupted")
         sys.exit(130)

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ampconfig.cli.app import command
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.cli.app import command
 from ampconfig.cli.lock_cmd import print_comparison
 from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the lock machinery

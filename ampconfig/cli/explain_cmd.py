@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ampconfig.cli.app import command
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.typer_app import command
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ampconfig.cli.app import command
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_json, print_warning, say, stderr
+from ampconfig.cli.typer_app import command
 
 
 @command("lists")

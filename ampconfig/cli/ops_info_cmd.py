@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from ampconfig.cli.app import SubcommandGroup, app, register_command
 from ampconfig.cli.output import stderr
+from ampconfig.cli.typer_app import SubcommandGroup, app, register_command
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.targets import TARGETS
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampconfig.cli.app import command
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.typer_app import command
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import shown_path
 from ampconfig.report.tables import print_table

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ampconfig.cli.app import command
 from ampconfig.cli.output import print_json, say
+from ampconfig.cli.typer_app import command
 from ampconfig.errors import AmpconfigError
 
 

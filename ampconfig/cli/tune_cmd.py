@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from ampconfig.cli.app import command
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, count_between, positive_finite
 from ampconfig.cli.output import print_json, stdout
 from ampconfig.cli.progress import shown, tune_progress
+from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.settings.values import MAX_TUNE_RUNS
 

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ampconfig.cli.app import command
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import error_fields, print_json, say
+from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.report.annotations import format_github
 from ampconfig.settings.values import FILE_KINDS

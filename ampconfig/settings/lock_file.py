@@ -32,9 +32,9 @@ from ampconfig.settings.documents import (
     validation_problems,
 )
 from ampconfig.settings.modes import V1Name
+from ampconfig.settings.values import LOCK_FORMAT as LOCK_FORMAT
 
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
-LOCK_FORMAT = "ampconfig-precision-lock"
 #: The version of the format this ampconfig writes and reads. A lock of a newer version is refused (exit 2).
 LOCK_FORMAT_VERSION = 1
 #: ``$id`` of the lock's schema (``ampconfig schema lock``), written as each lock's ``$schema``.

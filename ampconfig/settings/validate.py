@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +28,6 @@ from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
 from ampconfig.files.paths import resolve_path
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
-from ampconfig.settings.config import CONFIG_FORMATS, SessionConfig, mode_mixlist_problem, session_config_from_document
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
 from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
 from ampconfig.settings.keep_dtype import (
@@ -36,7 +36,6 @@ from ampconfig.settings.keep_dtype import (
     read_keep_dtype_names,
     unknown_op_type_warnings,
 )
-from ampconfig.settings.lock_file import LOCK_FORMAT, parse_lock
 from ampconfig.settings.mixlist import (
     OP_KEY_PATTERN,
     Mixlist,
@@ -47,9 +46,8 @@ from ampconfig.settings.mixlist import (
     mixlist_problems,
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
-from ampconfig.settings.resolve import DEFAULT_MODE, Flags, resolve_with_problems
 from ampconfig.settings.tf_lists import is_tf_lists_text
-from ampconfig.settings.values import FILE_KINDS
+from ampconfig.settings.values import FILE_KINDS, LOCK_FORMAT
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock"]
 #: How a precision lock's name ends (``precision.lock.json``).
@@ -57,7 +55,15 @@ LOCK_SUFFIX = ".lock.json"
 
 _KEEP_DTYPE_SUFFIXES = (".cfg", ".txt")
 _MIXLIST_KEYS = frozenset({"black-list", "white-list", "gray-list"})
-_CONFIG_KEYS = frozenset(info.alias or name for name, info in SessionConfig.model_fields.items()) - {"$schema"}
+
+
+@cache
+def _config_keys() -> frozenset[str]:
+    """The keys a session config may have (the config model is imported only when a file needs it: validating
+    a mixlist loads none of the config's or the lock's models, a tenth of the command's start-up)."""
+    from ampconfig.settings.config import SessionConfig
+
+    return frozenset(info.alias or name for name, info in SessionConfig.model_fields.items()) - {"$schema"}
 
 
 @dataclass
@@ -204,6 +210,8 @@ def _validate_file(
         if report.kind is None:
             report.kind = _kind_from_content(path, document)
         if report.kind == "lock":  # any flaw makes a lock unusable: nothing can be compared with it
+            from ampconfig.settings.lock_file import parse_lock
+
             parse_lock(text, str(path))
             return [report]
     except AmpconfigError as exc:
@@ -219,8 +227,11 @@ def _validate_file(
 
 def _parse(path: Path, text: str, kind: str | None) -> Document:
     # Mixlists and op info are JSON whatever their suffix; a config's format follows its suffix.
-    fmt = "json" if kind in (None, "mixlist", "ops-info") else CONFIG_FORMATS.get(path.suffix.lower(), "yaml")
-    return parse_document(text, str(path), fmt)
+    if kind in (None, "mixlist", "ops-info"):
+        return parse_document(text, str(path), "json")
+    from ampconfig.settings.config import CONFIG_FORMATS
+
+    return parse_document(text, str(path), CONFIG_FORMATS.get(path.suffix.lower(), "yaml"))
 
 
 def _kind_from_suffix(path: Path) -> str | None:
@@ -248,7 +259,7 @@ def _kind_from_content(path: Path, document: Document | None) -> str:
         return "mixlist"
     if {"ops", "provider"} <= keys:
         return "ops-info"
-    if keys & _CONFIG_KEYS:
+    if keys & _config_keys():
         return "config"
     by_name = _kind_from_name(path)
     if by_name is not None:
@@ -355,6 +366,9 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
     The parts (mode pairing, mixlist, keep_dtype, model path) are checked from the parsed data, each on its
     own, so a wrong type in one key does not hide the problems of the others.
     """
+    from ampconfig.settings.config import session_config_from_document
+    from ampconfig.settings.resolve import Flags, resolve_with_problems
+
     config, problems = session_config_from_document(document, path.parent)
     data: Mapping[str, Any] = document.data if isinstance(document.data, Mapping) else {}
     origin = document.source
@@ -430,6 +444,8 @@ def _mode_of(data: Mapping[str, Any]) -> PrecisionMode | None:
 def _no_mode_warning(data: Mapping[str, Any], origin: SourceMap) -> list[Problem]:
     if data.get("precision_mode") is not None or data.get("precision_mode_v2") is not None:
         return []
+    from ampconfig.settings.resolve import DEFAULT_MODE
+
     return [
         origin.problem(
             "no precision mode: neither precision_mode nor precision_mode_v2 is set; --precision-mode "
@@ -445,6 +461,8 @@ def _raw_mode_problems(data: Mapping[str, Any], origin: SourceMap) -> list[Probl
     mode = _mode_of(data)
     if mode is None:
         return []
+    from ampconfig.settings.config import mode_mixlist_problem
+
     problem = mode_mixlist_problem(
         mode,
         data.get("modify_mixlist") is not None,

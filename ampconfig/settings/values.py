@@ -23,6 +23,8 @@ MAX_SEED = 2**32 - 1
 DEFAULT_THRESHOLD = 1e-2
 #: The kinds of file `validate` checks (--kind).
 FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "customize-dtypes", "ops-info", "lock")
+#: The ``format`` of a precision lock file, which tells a lock from other JSON.
+LOCK_FORMAT = "ampconfig-precision-lock"
 
 
 def is_positive_finite(value: float) -> bool:

@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.cli.app import json_in_arguments, reporting_errors
+from ampconfig.cli.typer_app import json_in_arguments, reporting_errors
 from tests.graphs import make_model, tensor, weight
 
 runner = CliRunner()
