@@ -1,0 +1,101 @@
+"""Start-up as a user meets it: fresh processes, wall time of the whole process, rounds interleaved.
+
+Issue 21 asks ``ampconfig --help`` and ``ampconfig validate`` of a small file to start in <= 0.3 s. The same run
+times what nothing in ampconfig can go below: the interpreter alone, and the imports of the libraries a ``rewrite``
+must load (onnx, onnx-ir without sympy, numpy, typer with the pydantic adapters it builds every parameter with,
+ONNX Runtime for the float16 Cast kernel, rich) and the imports of a peer's process (onnx and the converter). On a
+small model, those fixed costs bound how far ahead of a peer's own process a ``rewrite`` can be.
+
+Run by hand (from a folder outside the source tree, or ``python -m ampconfig`` would import the current folder):
+
+    python benchmarks/startup.py --rounds 7 [--json startup.json]
+
+It prints a Markdown table (best and median of the rounds per command) and, with ``--json``, every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from large_model import ampconfig_command
+
+#: What ``ampconfig rewrite`` loads that is not ampconfig (sympy deferred as the ``ampconfig`` script defers it).
+REWRITE_DEPENDENCIES = """
+from ampconfig.deferred_imports import defer_unused_imports
+defer_unused_imports()
+import numpy, onnx, onnx_ir, onnxruntime, pydantic, rich.console, typer, typer._adapters
+"""
+#: What a peer's own process loads before it converts (onnxconverter-common; ORT's converter is in onnxruntime).
+PEER_IMPORTS = "import onnx, onnxconverter_common.float16"
+
+
+def commands(mixlist: Path) -> dict[str, list[str]]:
+    ampconfig = ampconfig_command()
+    return {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "rewrite's dependencies, imported": [sys.executable, "-c", REWRITE_DEPENDENCIES],
+        "occ's process, imports only": [sys.executable, "-c", PEER_IMPORTS],
+        "ampconfig --help": [*ampconfig, "--help"],
+        "ampconfig validate (one-line mixlist)": [*ampconfig, "validate", str(mixlist)],
+        "ampconfig rewrite --help": [*ampconfig, "rewrite", "--help"],
+    }
+
+
+def _user_environment() -> dict[str, str]:
+    """Bytecode caches written and read, as after a pip install (a development shell may turn them off)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _wall(command: list[str], env: dict[str, str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, env=env, timeout=120)
+    return time.perf_counter() - start, done.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (one run of each per round)")
+    parser.add_argument("--json", type=Path, help="write every run here")
+    args = parser.parse_args()
+    env = _user_environment()
+    with tempfile.TemporaryDirectory() as folder:
+        mixlist = Path(folder) / "mixlist.json"
+        mixlist.write_text(json.dumps({"black-list": {"to-add": ["Softmax"]}}))
+        table = commands(mixlist)
+        for command in table.values():  # untimed: bytecode caches written, files in the page cache
+            _wall(command, env)
+        runs: dict[str, list[float]] = {name: [] for name in table}
+        failed: dict[str, int] = {}
+        loads = []
+        for _ in range(args.rounds):
+            loads.append(os.getloadavg()[0])
+            for name, command in table.items():
+                seconds, code = _wall(command, env)
+                runs[name].append(seconds)
+                if code != 0:
+                    failed[name] = code
+    print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, load {min(loads):.1f}-"
+          f"{max(loads):.1f}, {args.rounds} interleaved rounds")
+    print("| command | best s | median s |")
+    print("|---|---|---|")
+    for name, seconds in runs.items():
+        note = f" (exit {failed[name]})" if name in failed else ""
+        print(f"| {name}{note} | {min(seconds):.3f} | {statistics.median(seconds):.3f} |")
+    if args.json:
+        args.json.write_text(json.dumps({"loads": loads, "runs": runs, "failed": failed}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
