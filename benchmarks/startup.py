@@ -86,8 +86,10 @@ def main() -> None:
                 runs[name].append(seconds)
                 if code != 0:
                     failed[name] = code
-    print(f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, load {min(loads):.1f}-"
-          f"{max(loads):.1f}, {args.rounds} interleaved rounds")
+    print(
+        f"{platform.node()}: {os.cpu_count()} cores, Python {platform.python_version()}, load {min(loads):.1f}-"
+        f"{max(loads):.1f}, {args.rounds} interleaved rounds"
+    )
     print("| command | best s | median s |")
     print("|---|---|---|")
     for name, seconds in runs.items():

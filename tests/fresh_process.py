@@ -27,7 +27,7 @@ with open(sys.argv[1], "w") as report:
 
 def command_in_fresh_process(tmp_path: Path, *args: str | Path) -> dict[str, Any]:
     """``exit_code``, ``modules`` (a set), ``stdout`` and ``stderr`` of ``ampconfig ARGS`` run in a new interpreter,
-with the commands the ``ampconfig`` script registers for ARGS."""
+    with the commands the ``ampconfig`` script registers for ARGS."""
     report = tmp_path / "probe.json"
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, str(report), *map(str, args)], capture_output=True, text=True, timeout=300
