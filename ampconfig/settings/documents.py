@@ -18,9 +18,8 @@ import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
@@ -29,12 +28,14 @@ from ampconfig.files.bounded import (
     MAX_DOCUMENT_VALUES,
     LineIndex,
     check_data_depth,
-    compose_yaml,
     read_bounded,
     scan_json,
     scan_toml,
 )
 from ampconfig.files.paths import require_file
+
+if TYPE_CHECKING:
+    from yaml.nodes import Node
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -224,6 +225,10 @@ def json_source_map(text: str, source: str | None) -> SourceMap:
 
 
 def _parse_yaml(text: str, source: str | None) -> Document:
+    import yaml  # imported where used: only a command that reads YAML loads PyYAML
+
+    from ampconfig.files.bounded_yaml import compose_yaml
+
     try:
         node, loader = compose_yaml(text, source)  # refuses deep nesting, alias bombs and too many values
         try:
@@ -292,11 +297,11 @@ def _toml_lines(text: str) -> dict[JsonPath, int]:
     return lines
 
 
-def _walk_yaml(
-    node: yaml.Node, path: JsonPath, lines: dict[JsonPath, int], duplicates: list[tuple[JsonPath, int]]
-) -> None:
+def _walk_yaml(node: Node, path: JsonPath, lines: dict[JsonPath, int], duplicates: list[tuple[JsonPath, int]]) -> None:
+    from yaml.nodes import MappingNode, SequenceNode
+
     lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
             key = str(key_node.value)
@@ -307,7 +312,7 @@ def _walk_yaml(
             seen.add(key)
             lines[key_path] = key_node.start_mark.line + 1
             _walk_yaml(value_node, key_path, lines, duplicates)
-    elif isinstance(node, yaml.SequenceNode):
+    elif isinstance(node, SequenceNode):
         for index, item in enumerate(node.value):
             _walk_yaml(item, (*path, index), lines, duplicates)
 
