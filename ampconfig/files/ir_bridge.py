@@ -216,12 +216,11 @@ def _root_cause(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_ir(path: str | os.PathLike[str]) -> ir.Model:
-    """A saved model as IR, its external tensors left on disk (read when used), as :func:`onnx_ir.load` does."""
-    proto = onnx.load(os.fspath(path), load_external_data=False)
-    model = to_ir(proto, source=os.fspath(path))
-    attach_external_data(model, os.path.dirname(os.path.abspath(path)))
-    return model
+def release_mapped(tensor: ir.TensorProtocol | None) -> None:
+    """Unmap a tensor read from a file once its values were used: its pages leave the process's memory (the page
+    cache keeps them, and the tensor maps the file again if it is read again)."""
+    if isinstance(tensor, ir.ExternalTensor):
+        tensor.release()
 
 
 class _FolderExternalTensor(ir.ExternalTensor):

@@ -24,7 +24,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.files import wire
-from ampconfig.files.ir_bridge import ir_shape, to_proto
+from ampconfig.files.ir_bridge import ir_shape, release_mapped, to_proto
 
 #: Initializers of more bytes than this are kept out of the skeleton (the size light_proto lifts from).
 STREAM_BYTES = 1024
@@ -66,7 +66,7 @@ class ModelSkeleton:
         initializers = full.graph.initializer
         for index, tensor in self.streamed.items():
             initializers[index].raw_data = tensor.tobytes()
-            _release(tensor)
+            release_mapped(tensor)
         return full
 
     def write(self, file: BinaryIO) -> int:
@@ -103,7 +103,7 @@ class _Weight:
         # has tofile (onnx-ir 0.1.11); TensorProtocol does not declare it.
         self.tensor.tofile(file)  # type: ignore[attr-defined]
         written = file.tell() - before
-        _release(self.tensor)
+        release_mapped(self.tensor)
         if written != self.tensor.nbytes:
             name = self.tensor.name
             raise AssertionError(f"initializer {name!r}: {written} bytes written, {self.tensor.nbytes} expected")
@@ -150,12 +150,6 @@ def _split_at_raw_data(tensor_bytes: memoryview) -> tuple[memoryview, memoryview
                 raise AssertionError("a streamed initializer's skeleton holds data")
             return tensor_bytes[:field_start], tensor_bytes[field_end:]
     raise AssertionError("a streamed initializer's skeleton has no raw_data field")
-
-
-def _release(tensor: ir.TensorProtocol) -> None:
-    """Unmap a tensor read from a file once it is written: its pages leave the process's memory."""
-    if isinstance(tensor, ir.ExternalTensor):
-        tensor.release()
 
 
 def skeleton_of(model: ir.Model) -> ModelSkeleton:

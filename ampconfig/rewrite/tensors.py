@@ -23,7 +23,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import ClampedTensor, RewriteStats
 from ampconfig.decide.values import SENTINEL
 from ampconfig.dtypes import LOW_DTYPES, Dtype
-from ampconfig.files.ir_bridge import ir_shape
+from ampconfig.files.ir_bridge import ir_shape, release_mapped
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
@@ -156,11 +156,11 @@ class TensorConverter:
         the rewrite returns."""
         self._record(name, dtype, count_out_of_range(tensor.numpy() if source is None else source, dtype))
         del source  # not kept for the conversion: the converted copy is made when written
-        _release(tensor)
+        release_mapped(tensor)
 
         def convert() -> ir.TensorProtocol:
             converted = ir.Tensor(self.convert_array(tensor.numpy(), dtype)[0], dtype=dtype.data_type)
-            _release(tensor)
+            release_mapped(tensor)
             return converted
 
         return ir.LazyTensor(convert, dtype.data_type, ir_shape(tensor.shape), name=name)
@@ -189,12 +189,6 @@ def _merged(parts: Iterable[Clamped]) -> Clamped:
     if not found:
         return NOTHING_CLAMPED
     return Clamped(sum(p.count for p in found), max(p.largest for p in found), all(p.sentinel for p in found))
-
-
-def _release(tensor: ir.TensorProtocol) -> None:
-    """Unmap a tensor read from a file: its pages leave the process's memory (the page cache keeps them)."""
-    if isinstance(tensor, ir.ExternalTensor):
-        tensor.release()
 
 
 #: Elements per chunk when values are counted against the low type's range: small enough to stay in cache, so

@@ -19,6 +19,7 @@ from ampconfig.decide.passes.modes import mode_verdict
 from ampconfig.decide.state import DecisionState, is_constant, is_flexible
 from ampconfig.decide.values import OutOfRange, low_max, out_of_range, value_key
 from ampconfig.dtypes import Dtype
+from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
 from ampconfig.settings.modes import PrecisionMode
 
@@ -87,6 +88,10 @@ def _constant_verdict(
         if value not in beyond:
             array = constant_array(value)
             beyond[value] = out_of_range(array, ctx.low) if array is not None else None
+            del array
+            # A weight left in the model file was mapped to be read: unmapped again, or every weight of the
+            # model would sit in the process until the rewrite converts it (twice a ResNet50's peak memory).
+            release_mapped(value.const_value)
         out = beyond[value]
         if out is not None and not out.sentinel:
             found.append((value, out))
