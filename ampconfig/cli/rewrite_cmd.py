@@ -120,7 +120,7 @@ def rewrite(options: SharedOptions) -> None:
     with opened(options, opens_model=False, progress=False) as start:
         settings = start.settings
         model, destination = _declare_files(start)
-        result = rewrite_with_settings(model, settings)
+        result = rewrite_with_settings(model, settings, with_cost=False)  # the summary shows no cost
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)
     note = activations_note(result)

@@ -98,6 +98,17 @@ def test_every_mode_is_valid_and_idempotent(mode: str) -> None:
     assert twice.SerializeToString() == once.SerializeToString()
 
 
+@pytest.mark.parametrize("mode", ["force_fp16", "allow_mix_precision"])
+def test_a_rewrite_without_its_cost_writes_the_same_model(mode: str) -> None:
+    model = transformer_block()
+    costed = rewrite_model_detailed(model, mode, target=TARGET)
+    uncosted = rewrite_model_detailed(model, mode, target=TARGET, with_cost=False)
+    assert costed.cost is not None and costed.cost.casts > 0
+    assert uncosted.cost is None
+    assert uncosted.model.SerializeToString() == costed.model.SerializeToString()
+    assert uncosted.decisions == costed.decisions and uncosted.stats == costed.stats
+
+
 def test_input_model_is_not_modified() -> None:
     model = transformer_block()
     before = model.SerializeToString()
