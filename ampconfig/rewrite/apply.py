@@ -226,6 +226,7 @@ def apply_plan(
     rewriter.retype_io()
     rewriter.fix_graph_outputs()
     rewriter.fix_inputs()
+    rewriter.tensors.finish()  # the small weights converted above, in one cast
     rewriter.drop_casts_made_no_ops()
     # No sort: the input passed the full checker, so its nodes are in topological order, and every node added
     # here goes right after its input's producer (or first in the graph): the order stays topological, as the

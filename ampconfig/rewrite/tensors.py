@@ -97,12 +97,36 @@ def _has_inf_or_nan(low: np.ndarray, dtype: str) -> bool:
     return bool(bits.view(np.int16).max() >= exponent or bits.max() >= 0x8000 | exponent)
 
 
+#: Elements per encoder call when the deferred small tensors are converted together: under
+#: :data:`LARGE_ARRAY_ELEMENTS`, like each of them.
+_BATCH_ELEMENTS = LARGE_ARRAY_ELEMENTS // 2
+
+
+@dataclass
+class _Deferred:
+    """A small float32 tensor whose float16 bits are written into ``out`` (the array its converted tensor already
+    holds) when the converter finishes, in one cast with every other such tensor."""
+
+    source: np.ndarray
+    out: np.ndarray
+    name: str
+
+
 @dataclass
 class TensorConverter:
-    """Converts tensors for one rewrite and counts what it clamped into ``stats``."""
+    """Converts tensors for one rewrite and counts what it clamped into ``stats``.
+
+    Small in-memory float32 -> float16 conversions are batched: :meth:`convert` returns their tensor at once, over
+    an array filled by :meth:`finish`, which casts all of them in one call (a graph's thousands of tiny weights
+    cost one cast and one inf/NaN check, not thousands). The bits are those of the tensor-by-tensor conversion:
+    a batch holding an inf or NaN after the cast is converted tensor by tensor instead. Until :meth:`finish` the
+    statistics are incomplete and those tensors' values unset; what was clamped is recorded in conversion order.
+    Tensors of :data:`LARGE_ARRAY_ELEMENTS` or more are converted at once, each by the encoder, as before."""
 
     stats: RewriteStats
     encode_float16: Float16Encoder = field(default=numpy_float16)
+    #: conversions awaiting :meth:`finish`, with the clamping records of the others in between (their order)
+    _pending: list[_Deferred | tuple[str, Dtype, Clamped]] = field(default_factory=list)
 
     def cast(self, array: np.ndarray, dtype: Dtype) -> np.ndarray:
         with np.errstate(over="ignore"):  # overflow is expected here: the caller finds the infs and clamps
@@ -124,6 +148,9 @@ class TensorConverter:
         return self.cast(clamped, dtype), _clamped(array, over)
 
     def _record(self, name: str, dtype: Dtype, clamped: Clamped) -> None:
+        if self._pending:  # after the deferred conversions before it, as if each had been converted at once
+            self._pending.append((name, dtype, clamped))
+            return
         if clamped.count:
             self.stats.values_clamped += clamped.count
             self.stats.clamped.append(
@@ -139,12 +166,46 @@ class TensorConverter:
         source = tensor.numpy()
         if source.nbytes >= LAZY_CONVERSION_BYTES:
             return self._converted_when_written(tensor, dtype, name, source)
-        array, clamped = self.convert_array(source, dtype)
-        self._record(name, dtype, clamped)
+        if dtype is Dtype.FLOAT16 and source.dtype == np.float32 and source.size < LARGE_ARRAY_ELEMENTS:
+            array = np.empty(source.shape, np.float16)
+            self._pending.append(_Deferred(source, array, name))
+        else:
+            array, clamped = self.convert_array(source, dtype)
+            self._record(name, dtype, clamped)
         # ir.Tensor, not the ir.tensor() convenience: that one runs Protocol isinstance checks costing ~0.1 ms a
         # tensor, which dominates on graphs with thousands of small weights. The source's (frozen) shape is
         # reused rather than rebuilt from the array, for the same reason.
         return ir.Tensor(array, dtype=dtype.data_type, shape=ir_shape(tensor.shape), name=name)
+
+    def finish(self) -> None:
+        """Convert the deferred tensors, in one cast where none of them holds an inf or NaN once converted, and
+        record what was clamped, in conversion order."""
+        pending, self._pending = self._pending, []
+        deferred = [entry for entry in pending if isinstance(entry, _Deferred)]
+        batched = None
+        if deferred:
+            joined = np.concatenate([entry.source.reshape(-1) for entry in deferred])
+            converted = np.empty(joined.shape, np.float16)
+            # The encoder sees small arrays, as it did tensor by tensor (a larger one would be worth starting
+            # ONNX Runtime for, where an encoder uses it); its contract makes the bits the same.
+            for begin in range(0, joined.size, _BATCH_ELEMENTS):
+                converted[begin : begin + _BATCH_ELEMENTS] = self.cast(
+                    joined[begin : begin + _BATCH_ELEMENTS], Dtype.FLOAT16
+                )
+            batched = None if _has_inf_or_nan(converted, Dtype.FLOAT16) else converted
+        start = 0
+        for entry in pending:
+            if not isinstance(entry, _Deferred):
+                self._record(*entry)
+                continue
+            if batched is not None:
+                size = entry.source.size
+                entry.out[...] = batched[start : start + size].reshape(entry.out.shape)
+                start += size
+                continue
+            converted, clamped = self.convert_array(entry.source, Dtype.FLOAT16)
+            entry.out[...] = converted
+            self._record(entry.name, Dtype.FLOAT16, clamped)
 
     def _converted_when_written(
         self, tensor: ir.TensorProtocol, dtype: Dtype, name: str, source: np.ndarray | None = None

@@ -1,0 +1,106 @@
+"""Small float32 weights converted to float16 together (``TensorConverter.finish``) get the bits, clamping records
+and order that converting each tensor at once gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from ampconfig.decide.decisions import ClampedTensor, RewriteStats
+from ampconfig.dtypes import Dtype
+from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS, LAZY_CONVERSION_BYTES, TensorConverter
+from ampconfig.runner.float_cast import float32_to_float16
+
+#: Zeros, signs, the float16 limits and just beyond (overflow: clamped), subnormal float16 results, float32's own
+#: subnormals (flushed to zero in float16), NaN and the infinities.
+EDGES = np.array(
+    [
+        *(0.0, -0.0, 1.0, -1.0, 65504.0, 65519.99, 65520.0, -65520.0, 1e30, -3.4e38),
+        *(5.96e-8, 2.98e-8, 2.9802322e-08, 2.9802326e-08, 6.1e-5, 6.103515625e-05, 1e-45, -1e-45),
+    ],
+    dtype=np.float32,
+)
+
+
+def _tensors(arrays: list[np.ndarray]) -> list[ir.Tensor]:
+    return [ir.Tensor(array, name=f"w{index}") for index, array in enumerate(arrays)]
+
+
+def _one_at_a_time(tensors: list[ir.Tensor], dtype: Dtype) -> tuple[list[np.ndarray], RewriteStats]:
+    """Each tensor's own conversion (``convert_array``, what ``convert`` did per tensor before batching) and the
+    records it makes."""
+    stats = RewriteStats()
+    converter = TensorConverter(stats, float32_to_float16)
+    arrays = []
+    for tensor in tensors:
+        array, clamped = converter.convert_array(tensor.numpy(), dtype)
+        if clamped.count:
+            stats.values_clamped += clamped.count
+            stats.clamped.append(
+                ClampedTensor(tensor.name or "", dtype.value, clamped.count, clamped.largest, clamped.sentinel)
+            )
+        arrays.append(array)
+    return arrays, stats
+
+
+def _together(tensors: list[ir.Tensor], dtype: Dtype) -> tuple[list[np.ndarray], RewriteStats]:
+    stats = RewriteStats()
+    converter = TensorConverter(stats, float32_to_float16)
+    converted = [converter.convert(tensor, dtype, tensor.name or "") for tensor in tensors]
+    converter.finish()
+    return [tensor.numpy() for tensor in converted], stats
+
+
+def _assert_same(
+    got: tuple[list[np.ndarray], RewriteStats], want: tuple[list[np.ndarray], RewriteStats], dtype: Dtype
+) -> None:
+    for got_array, want_array in zip(got[0], want[0], strict=True):
+        assert got_array.dtype == want_array.dtype == dtype.numpy and got_array.shape == want_array.shape
+        assert got_array.tobytes() == want_array.tobytes()  # bit for bit, NaN payloads included
+    assert got[1].values_clamped == want[1].values_clamped
+    assert got[1].clamped == want[1].clamped  # the same tensors, counts, largest values, in the same order
+
+
+def _small_arrays(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shapes = [(16, 16), (3,), (), (0,), (2, 0, 5), (7, 1, 3), (LARGE_ARRAY_ELEMENTS - 1,)]
+    return [(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 5)).astype(np.float32) for shape in shapes]
+
+
+def test_finite_in_range_values_are_converted_in_one_batch_with_the_same_bits() -> None:
+    arrays = [*_small_arrays(0), np.resize(EDGES[np.abs(EDGES) <= 65504.0], (4, 3))]
+    tensors = _tensors(arrays)
+    together = _together(tensors, Dtype.FLOAT16)
+    _assert_same(together, _one_at_a_time(tensors, Dtype.FLOAT16), Dtype.FLOAT16)
+    assert together[1].values_clamped == 0
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf, 65520.0, -1e30])
+def test_a_batch_with_an_inf_nan_or_overflow_gets_each_tensors_own_conversion(special: float) -> None:
+    arrays = _small_arrays(1)
+    arrays.insert(2, np.array([1.0, special, 2.5e-8, -3.0], dtype=np.float32))
+    arrays.append(EDGES.reshape(2, -1).copy())  # overflowing values after the special tensor: a second record
+    tensors = _tensors(arrays)
+    together = _together(tensors, Dtype.FLOAT16)
+    _assert_same(together, _one_at_a_time(tensors, Dtype.FLOAT16), Dtype.FLOAT16)
+    assert [clamped.tensor for clamped in together[1].clamped][-1] == f"w{len(arrays) - 1}"
+
+
+def test_records_keep_their_order_around_tensors_converted_at_once() -> None:
+    """A bfloat16 conversion and a large (lazily converted) tensor are recorded when converted; the deferred
+    float16 ones in between are recorded where they were converted, not after them."""
+    large = np.full(LAZY_CONVERSION_BYTES // 4, 7e4, dtype=np.float32)  # clamped: every value beyond float16
+    first, middle, last = (np.array([1e5, 1.0], dtype=np.float32) * scale for scale in (1.0, 2.0, 3.0))
+    stats = RewriteStats()
+    converter = TensorConverter(stats, float32_to_float16)
+    converter.convert(ir.Tensor(first, name="first"), Dtype.FLOAT16, "first")
+    converter.convert(ir.Tensor(np.array([1e38, 1.0], dtype=np.float32), name="bf"), Dtype.BFLOAT16, "bf")
+    converter.convert(ir.Tensor(middle, name="middle"), Dtype.FLOAT16, "middle")
+    lazy = converter.convert(ir.Tensor(large, name="large"), Dtype.FLOAT16, "large")
+    converter.convert(ir.Tensor(last, name="last"), Dtype.FLOAT16, "last")
+    assert stats.clamped == []  # nothing recorded before finish: the order is kept for it
+    converter.finish()
+    assert [clamped.tensor for clamped in stats.clamped] == ["first", "middle", "large", "last"]
+    assert stats.values_clamped == 3 + large.size
+    assert np.all(lazy.numpy() == np.float16(65504.0))
