@@ -34,8 +34,10 @@ class LowerCastBoundIslands(DecisionPass):
         movable = {facts.node: facts for facts in scope.facts if _movable(state, facts)}
         for island in _islands(state, movable):
             before = island_casts(state.needs, island, Dtype.FLOAT32)
+            if before <= len(island):
+                continue  # its casts cost less than its nodes would save: no need to count them low
             after = island_casts(state.needs, island, state.ctx.low)
-            if before > len(island) and after < before:
+            if after < before:
                 _lower(state, island, before, after)
         return len(state.lowered_islands) > lowered
 
