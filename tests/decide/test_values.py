@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli import app
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.values import ValueRanges, out_of_range, out_of_range_each
 from ampconfig.files import mapped
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.value_models import (
@@ -275,3 +275,25 @@ def test_weights_on_disk_are_checked_without_being_held(tmp_path: Path) -> None:
     assert decisions["first"].dtype == "float16"
     assert decisions["second"].dtype == "float32" and decisions["second"].rule == "value_out_of_range"
     assert all(weight.raw is None for weight in weights)  # read, and unmapped again
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, 7e4, -3.4e38, 1e39])
+def test_constants_looked_at_together_are_judged_as_each_alone(dtype: str, special: float | None) -> None:
+    """Small constants are checked against the low type's range in one look (``out_of_range_each``); what it finds
+    is what each constant's own look finds: fits, NaN and inf (ignored), beyond the range, sentinels."""
+    rng = np.random.default_rng(3)
+    arrays = [
+        rng.standard_normal((16, 16)).astype(np.float32),
+        np.array([], dtype=np.float32),
+        np.array(2.5, dtype=np.float32),
+        rng.standard_normal(7).astype(np.float16),
+        (rng.standard_normal(5) * 1e5).astype(np.float64),
+        np.arange(6, dtype=np.int64) * 10**6,  # not float: never judged
+        np.full(1 << 15, 3.0, dtype=np.float32),  # looked at alone (not copied into the joined look)
+    ]
+    if special is not None:
+        arrays.insert(3, np.array([1.0, special, -2.0], dtype=np.float64 if abs(special) > 3.5e38 else np.float32))
+    with np.errstate(over="ignore"):  # bfloat16's limit compared with a float16 array: inf in float16
+        assert out_of_range_each(arrays, dtype) == [out_of_range(array, dtype) for array in arrays]
+    assert out_of_range_each([], dtype) == []

@@ -9,6 +9,9 @@ CUDA kernel binds both of those type variables to the input's (``cuda/nn/batch_n
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
+import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
@@ -17,7 +20,7 @@ from ampconfig.decide.facts import NodeFacts, Scope, constant_array
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.modes import mode_verdict
 from ampconfig.decide.state import DecisionState, is_constant, is_flexible
-from ampconfig.decide.values import OutOfRange, low_max, out_of_range, value_key
+from ampconfig.decide.values import OutOfRange, low_max, out_of_range, out_of_range_each, value_key
 from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
@@ -37,17 +40,19 @@ class KeepValuesInRange(DecisionPass):
         ctx = state.ctx
         if ctx.mode in _KEEPING_MODES:
             return False
-        beyond: dict[ir.Value, OutOfRange | None] = {}  # one look per constant, however many read it
         paths = {id(each.graph): each.path for each in state.scopes}
-        changed = False
+        asked: list[tuple[NodeFacts, list[ir.Value]]] = []
         for facts in scope.facts:
             if facts.dtype is not Dtype.FLOAT32 or facts.node in state.verdicts or is_flexible(facts):
                 continue
             constants = [] if ctx.clamp_values else _constant_inputs(facts)
             if not constants and ctx.value_ranges is None:
                 continue  # neither rule can keep it: the mode is not asked (most nodes of most models)
-            if not _could_go_low(facts, state):
-                continue
+            if _could_go_low(facts, state):
+                asked.append((facts, constants))
+        beyond = _beyond(dict.fromkeys(value for _, constants in asked for value in constants), ctx.low)
+        changed = False
+        for facts, constants in asked:
             verdict = _constant_verdict(constants, state, beyond) or _range_verdict(facts, state, paths)
             if verdict is not None:
                 changed |= state.decide(facts.node, verdict)
@@ -78,23 +83,33 @@ def _constant_inputs(facts: NodeFacts) -> list[ir.Value]:
     return [value for slot in facts.input_slots if (value := inputs[slot]) is not None and is_constant(value)]
 
 
+def _beyond(constants: Iterable[ir.Value], low: Dtype) -> dict[ir.Value, OutOfRange | None]:
+    """What of each constant lies beyond the low type's range: one look per constant, however many read it, and
+    one look at all those in memory where all fit (a graph's thousands of small weights)."""
+    found: dict[ir.Value, OutOfRange | None] = {}
+    in_memory: list[tuple[ir.Value, np.ndarray]] = []
+    for value in constants:
+        array = constant_array(value)
+        if array is None:
+            found[value] = None
+        elif isinstance(value.const_value, ir.ExternalTensor):
+            found[value] = out_of_range(array, low)
+            del array
+            # A weight left in the model file was mapped to be read: unmapped again at once, or every weight of
+            # the model would sit in the process until the rewrite converts it (twice a ResNet50's peak memory).
+            release_mapped(value.const_value)
+        else:
+            in_memory.append((value, array))
+    found.update(zip([value for value, _ in in_memory], out_of_range_each([a for _, a in in_memory], low)))
+    return found
+
+
 def _constant_verdict(
-    constants: list[ir.Value], state: DecisionState, beyond: dict[ir.Value, OutOfRange | None]
+    constants: list[ir.Value], state: DecisionState, beyond: Mapping[ir.Value, OutOfRange | None]
 ) -> Verdict | None:
     """``constants``: the node's compute-dtype constant inputs (none when the user asked for clamping)."""
     ctx = state.ctx
-    found: list[tuple[ir.Value, OutOfRange]] = []
-    for value in constants:
-        if value not in beyond:
-            array = constant_array(value)
-            beyond[value] = out_of_range(array, ctx.low) if array is not None else None
-            del array
-            # A weight left in the model file was mapped to be read: unmapped again, or every weight of the
-            # model would sit in the process until the rewrite converts it (twice a ResNet50's peak memory).
-            release_mapped(value.const_value)
-        out = beyond[value]
-        if out is not None and not out.sentinel:
-            found.append((value, out))
+    found = [(value, out) for value in constants if (out := beyond[value]) is not None and not out.sentinel]
     if not found:
         return None
     value, out = max(found, key=lambda item: item[1].largest)
