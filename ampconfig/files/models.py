@@ -9,7 +9,9 @@ after the checker found no complaint the input did not have.
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import os
 import re
 import warnings
@@ -403,24 +405,28 @@ def light_proto(proto: onnx.ModelProto) -> onnx.ModelProto:
     graph.value_info.extend(source.value_info)
     _sparse_initializers_as_inputs(source, graph)
     declared = {value.name for value in source.input}
+    kept = []  # copied in one call: graphs of thousands of small weights pay per call from Python
     for tensor in source.initializer:
-        if _tensor_nbytes(tensor) <= _LIFT_BYTES and not external_data_helper.uses_external_data(tensor):
-            graph.initializer.append(tensor)
+        # external_data_helper.uses_external_data, inlined: a field left unset reads as DEFAULT
+        if _tensor_nbytes(tensor) <= _LIFT_BYTES and tensor.data_location != onnx.TensorProto.EXTERNAL:
+            kept.append(tensor)
         elif tensor.name not in declared:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
+    graph.initializer.extend(kept)
     return light
 
 
 def _tensor_nbytes(tensor: onnx.TensorProto) -> int:
     """Bytes of a tensor from its dims and type: reading ``raw_data`` from Python would copy the whole payload."""
+    return math.prod(tensor.dims) * _itemsize(tensor.data_type)
+
+
+@functools.cache
+def _itemsize(data_type: int) -> int:
     try:
-        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        return int(onnx.helper.tensor_dtype_to_np_dtype(data_type).itemsize)
     except (KeyError, ValueError):
-        itemsize = 8
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return count * itemsize
+        return 8
 
 
 def checker_problem(proto: onnx.ModelProto) -> str | None:
