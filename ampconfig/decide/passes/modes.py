@@ -36,6 +36,23 @@ def mode_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict:
     raise AssertionError(f"{mode} is a painted mode")
 
 
+class ModeVerdicts:
+    """:func:`mode_verdict` of one context, made once per kind of node: a verdict reads only the node's op key,
+    dtype, compute variable and what its schema allows, and a model has few distinct ones (verdicts are frozen,
+    so nodes share them)."""
+
+    def __init__(self, ctx: DecisionContext) -> None:
+        self.ctx = ctx
+        self._made: dict[tuple[object, ...], Verdict] = {}
+
+    def __call__(self, facts: NodeFacts) -> Verdict:
+        key = (facts.key, facts.dtype, facts.compute_var, facts.schema_allows)
+        verdict = self._made.get(key)
+        if verdict is None:
+            verdict = self._made[key] = mode_verdict(facts, self.ctx)
+        return verdict
+
+
 def _allow_fp32_to_low(facts: NodeFacts, ctx: DecisionContext) -> Verdict:
     dtype, low = facts.dtype, ctx.low
     if dtype is not Dtype.FLOAT32:
@@ -58,9 +75,10 @@ class ModePolicy(DecisionPass):
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
         changed = False
+        verdict_of = ModeVerdicts(state.ctx)
         for facts in scope.facts:
             if not is_flexible(facts) and facts.node not in state.verdicts:
-                changed |= state.decide(facts.node, mode_verdict(facts, state.ctx))
+                changed |= state.decide(facts.node, verdict_of(facts))
         return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:

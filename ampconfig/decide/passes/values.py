@@ -18,7 +18,7 @@ from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope, constant_array
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.passes.modes import mode_verdict
+from ampconfig.decide.passes.modes import ModeVerdicts
 from ampconfig.decide.state import DecisionState, is_constant, is_flexible
 from ampconfig.decide.values import OutOfRange, low_max, out_of_range, out_of_range_each, value_key
 from ampconfig.dtypes import Dtype
@@ -42,13 +42,14 @@ class KeepValuesInRange(DecisionPass):
             return False
         paths = {id(each.graph): each.path for each in state.scopes}
         asked: list[tuple[NodeFacts, list[ir.Value]]] = []
+        verdict_of = ModeVerdicts(ctx)
         for facts in scope.facts:
             if facts.dtype is not Dtype.FLOAT32 or facts.node in state.verdicts or is_flexible(facts):
                 continue
             constants = [] if ctx.clamp_values else _constant_inputs(facts)
             if not constants and ctx.value_ranges is None:
                 continue  # neither rule can keep it: the mode is not asked (most nodes of most models)
-            if _could_go_low(facts, state):
+            if _could_go_low(facts, state, verdict_of):
                 asked.append((facts, constants))
         beyond = _beyond(dict.fromkeys(value for _, constants in asked for value in constants), ctx.low)
         changed = False
@@ -65,7 +66,7 @@ class KeepValuesInRange(DecisionPass):
                 raise self.fail(f"{facts.node.name} was kept for its values but computes in {verdict.dtype}")
 
 
-def _could_go_low(facts: NodeFacts, state: DecisionState) -> bool:
+def _could_go_low(facts: NodeFacts, state: DecisionState, verdict_of: ModeVerdicts) -> bool:
     """Whether the mode might put the node in the low type (what the values rule guards against): the modes that
     paint nothing say now; in the mixed modes any node but a black one may end low."""
     ctx = state.ctx
@@ -73,7 +74,7 @@ def _could_go_low(facts: NodeFacts, state: DecisionState) -> bool:
         return False
     if ctx.mode.is_mixed:
         return ctx.colour(facts) is not Colour.BLACK
-    verdict = mode_verdict(facts, ctx)
+    verdict = verdict_of(facts)
     return verdict.dtype is not None and verdict.dtype.is_low
 
 
