@@ -84,10 +84,25 @@ class Needs:
         if value is None or is_onnx_op(node, "Cast"):
             return None
         verdict = self.verdicts.get(node)
+        return self._required(value, index, verdict, self.facts_of.get(node) if verdict is not None else None)
+
+    def required_inputs(self, node: ir.Node) -> list[Dtype | None]:
+        """:meth:`required` of each input of ``node``, the node looked up once (the rewrite asks for every input
+        of every node)."""
+        inputs = node.inputs
+        if is_onnx_op(node, "Cast"):
+            return [None] * len(inputs)
+        verdict = self.verdicts.get(node)
+        facts = self.facts_of.get(node) if verdict is not None else None
+        return [
+            None if value is None else self._required(value, index, verdict, facts)
+            for index, value in enumerate(inputs)
+        ]
+
+    def _required(self, value: ir.Value, index: int, verdict: Verdict | None, facts: NodeFacts | None) -> Dtype | None:
         if verdict is not None:
             if verdict.input_dtypes and (pinned := verdict.input_dtype(index)) is not None:
                 return pinned
-            facts = self.facts_of.get(node)
             if facts is not None and verdict.dtype is not None and index in facts.input_slots:
                 return verdict.dtype
         return self.dtype_before(value)

@@ -202,12 +202,14 @@ class Rewriter:
     def fix_inputs(self) -> None:
         for graph in graphs_of(self.model):
             for node in list(graph):
-                for index, value in enumerate(node.inputs):
-                    if value is None:
+                inputs = node.inputs
+                # What each input needs depends on the plan and the dtypes before the rewrite, not on the
+                # conversions made here: asked once per node.
+                for index, (value, wanted) in enumerate(zip(inputs, self.needs.required_inputs(node), strict=True)):
+                    if value is None or wanted is None:
                         continue
-                    wanted = self.needs.required(node, index)
                     have = Dtype.of_value(value)
-                    if wanted is None or have is None or wanted == have:
+                    if have is None or wanted == have:
                         continue
                     node.replace_input_with(index, self.converted(value, wanted))
 
