@@ -64,19 +64,19 @@ NAMELESS = "nameless"
 _Code = Dtype | str | None | tuple[str, Dtype | str]  # None: an input the node leaves out
 
 
-def _movable(data_type: ir.DataType) -> Dtype | None:
-    dtype = Dtype.of_data_type(data_type)
-    return dtype if dtype in MOVABLE_DTYPES else None
+#: The movable dtypes by element type (ir.DataType is an int enum: an element type number finds it too).
+_MOVABLE_BY_ELEM: dict[int, Dtype] = {dtype.data_type: dtype for dtype in MOVABLE_DTYPES}
 
 
 def _code(value: ir.Value | None) -> _Code:
+    # Asked for every input and output of every node: one dictionary lookup for the dtype.
     if value is None:
         return None
     value_type = value.type
     if value_type is None:
         code: Dtype | str = UNTYPED
     elif isinstance(value_type, ir.TensorType):
-        code = _movable(value_type.dtype) or NOT_FLOAT
+        code = _MOVABLE_BY_ELEM.get(value_type.dtype, NOT_FLOAT)
     else:
         code = NON_TENSOR
     return code if value.name else (NAMELESS, code)
@@ -252,10 +252,13 @@ def iter_scopes(
     """The main graph first, then every subgraph, outer before inner."""
     pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
     stand_ins = stand_in_nodes(model)
+    has_subgraphs = len(graphs_of(model)) > 1
     while pending:
         graph, path = pending.pop(0)
         facts = tuple(node_facts(node, model, path, low_dtype, typing_source, stand_ins) for node in graph)
         yield Scope(graph, path, facts)
+        if not has_subgraphs:
+            continue  # no node to look into for them (most models)
         for node in graph:
             for attr in node.attributes.values():
                 if attr.type == ir.AttributeType.GRAPH:
