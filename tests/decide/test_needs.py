@@ -20,10 +20,11 @@ import onnx
 import pytest
 
 from ampconfig import rewrite_model_detailed
+from ampconfig.decide.facts import graphs_of
 from ampconfig.errors import AmpconfigError
 from tests import exporter_models
 from tests.cast_audit import audit_casts
-from tests.graphs import MODES
+from tests.graphs import MODES, plan_for
 
 EXPORTER_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "cnn": exporter_models.cnn,
@@ -90,3 +91,17 @@ def test_island_counts_flipped_equal_the_rewrite_on_onnx_node_tests(mode: str) -
             _rewrite(case.model, mode, "cuda")
     assert audit.mismatches == []
     assert audit.plans >= len(sample) > 100 and audit.groups > 100
+
+
+@pytest.mark.parametrize("mode", LOWERING)
+def test_a_nodes_inputs_asked_together_need_what_each_asked_alone_needs(mode: str) -> None:
+    """``Needs.required_inputs`` (the rewrite asks it once per node) answers ``required`` for every input."""
+    asked = 0
+    for build in EXPORTER_MODELS.values():
+        ir_model, plan = plan_for(build(), mode)
+        for graph in graphs_of(ir_model):
+            for node in graph:
+                together = plan.needs.required_inputs(node)
+                assert together == [plan.needs.required(node, index) for index in range(len(node.inputs))]
+                asked += sum(dtype is not None for dtype in together)
+    assert asked > 0
