@@ -110,6 +110,8 @@ def match_keep_dtype(
     A node name that matches nothing is an error (a typo would otherwise silently pin nothing); an ``OpType::``
     entry that matches nothing only warns, since one keep_dtype file often serves several models.
     """
+    if not entries:
+        return set(), []  # no keep_dtype file (most runs): no walk over the nodes
     nodes = [(node, node.name or "", op_key(node.domain, node.op_type)) for graph in graphs_of(model) for node in graph]
     pinned: set[ir.Node] = set()
     unmatched, warnings = [], []
