@@ -65,15 +65,18 @@ class Dtype(str, Enum):
     @classmethod
     def of_value(cls, value: ir.Value | None) -> Dtype | None:
         """float32/float16/bfloat16 for a tensor value of that type; None for anything else, or unknown."""
-        if value is None or not isinstance(value.type, _tensor_type()):
+        if value is None:
             return None
-        dtype = _BY_ELEM.get(int(value.type.dtype))
-        return dtype if dtype in MOVABLE_DTYPES else None
+        value_type = value.type  # asked for most values of a model, several times: one read, one lookup
+        if not isinstance(value_type, _tensor_type()):
+            return None
+        return _MOVABLE_BY_ELEM.get(value_type.dtype)  # ir.DataType is an int enum: it finds the int keys
 
 
 #: ``onnx.TensorProto.DataType`` numbers (fixed by the ONNX standard).
 _ELEM_TYPE = {Dtype.FLOAT32: 1, Dtype.FLOAT16: 10, Dtype.BFLOAT16: 16, Dtype.FLOAT64: 11}
 _BY_ELEM = {elem_type: dtype for dtype, elem_type in _ELEM_TYPE.items()}
+_MOVABLE_BY_ELEM = {elem_type: dtype for elem_type, dtype in _BY_ELEM.items() if dtype is not Dtype.FLOAT64}
 _TYPE_STR = {
     Dtype.FLOAT32: "tensor(float)",
     Dtype.FLOAT16: "tensor(float16)",

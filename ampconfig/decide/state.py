@@ -15,9 +15,10 @@ from typing import NamedTuple
 import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
-from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, is_onnx_op
+from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
 from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
+from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 
@@ -96,14 +97,19 @@ class DecisionState:
     # -- neighbours --------------------------------------------------------------------------------------------
     def arrival(self, value: ir.Value) -> tuple[Arrival, str]:
         """How the float input ``value`` arrives, and the name of what decides that."""
-        if is_constant(value):
-            producer = value.producer()
-            return Arrival.CONSTANT, (producer.name if producer is not None else value.name) or ""
+        # Asked for every float input of every painted node, twice (the painting and its check): the producer
+        # is read once and its op type tested once for constants and Casts (is_constant's two tests, inlined).
         producer = value.producer()
+        if value.const_value is not None and not value.is_graph_input():
+            return Arrival.CONSTANT, (producer.name if producer is not None else value.name) or ""
         if producer is None:
             kind = Arrival.LOW if Dtype.of_value(value) in (Dtype.FLOAT16, Dtype.BFLOAT16) else Arrival.FLOAT32
             return kind, f"input {value.name}"
-        if is_onnx_op(producer, "Cast"):
+        op_type = producer.op_type
+        onnx_op = op_type in _CONSTANT_OR_CAST and producer.domain in DEFAULT_DOMAINS
+        if onnx_op and op_type != "Cast":
+            return Arrival.CONSTANT, producer.name or ""
+        if onnx_op:
             source = producer.inputs[0]
             if source is None or Dtype.of_value(source) is None:
                 return Arrival.CONSTANT, producer.name or ""  # a Cast from a non-float source can be retargeted
@@ -133,12 +139,16 @@ class DecisionState:
         return [value for value in values if value is not None and not is_constant(value)]
 
 
+_CONSTANT_OR_CAST = CONSTANT_OPS | {"Cast"}
+
+
 def is_constant(value: ir.Value) -> bool:
     """An initializer (not also a graph input) or the output of a Constant/ConstantOfShape node."""
     if value.const_value is not None and not value.is_graph_input():
         return True
     producer = value.producer()
-    return producer is not None and is_onnx_op(producer, CONSTANT_OPS)
+    # is_onnx_op, inlined: this is asked for most inputs of most nodes, by several passes
+    return producer is not None and producer.op_type in CONSTANT_OPS and producer.domain in DEFAULT_DOMAINS
 
 
 def is_flexible(facts: NodeFacts) -> bool:
