@@ -253,9 +253,10 @@ def iter_scopes(
     pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
     stand_ins = stand_in_nodes(model)
     has_subgraphs = len(graphs_of(model)) > 1
+    made: dict[tuple[object, ...], NodeFacts] = {}
     while pending:
         graph, path = pending.pop(0)
-        facts = tuple(node_facts(node, model, path, low_dtype, typing_source, stand_ins) for node in graph)
+        facts = tuple(_facts_by_kind(node, model, path, low_dtype, typing_source, stand_ins, made) for node in graph)
         yield Scope(graph, path, facts)
         if not has_subgraphs:
             continue  # no node to look into for them (most models)
@@ -266,6 +267,38 @@ def iter_scopes(
                 elif attr.type == ir.AttributeType.GRAPHS:
                     for i, sub in enumerate(attr.value):
                         pending.append((sub, _join(path, f"{node.name}.{attr.name}[{i}]")))
+
+
+def _facts_by_kind(
+    node: ir.Node,
+    model: ir.Model,
+    scope: str,
+    low_dtype: Dtype,
+    typing_source: TypingSource,
+    stand_ins: Mapping[ir.Node, StandIn],
+    made: dict[tuple[object, ...], NodeFacts],
+) -> NodeFacts:
+    """:func:`node_facts`, worked out once per kind of node: without stand-ins a node's facts follow from its op
+    type, domain and its values' codes alone, and a model has few distinct ones (25k nodes: a dozen)."""
+    if stand_ins:
+        return node_facts(node, model, scope, low_dtype, typing_source, stand_ins)
+    kind = (node.op_type, node.domain, tuple(map(_code, node.inputs)), tuple(map(_code, node.outputs)))
+    like = made.get(kind)
+    if like is None:
+        like = made[kind] = node_facts(node, model, scope, low_dtype, typing_source, stand_ins)
+        return like
+    return NodeFacts(
+        node,
+        like.key,
+        scope,
+        like.compute_var,
+        like.input_slots,
+        like.output_slots,
+        like.dtype,
+        like.blocker,
+        like.schema_allows,
+        like.typing,
+    )
 
 
 def _join(path: str, part: str) -> str:
