@@ -20,10 +20,10 @@ class NameAllocator:
             for value in (*graph.inputs, *graph.outputs, *graph.initializers.values()):
                 if value.name:
                     self.value_names.add(value.name)
-            for node in graph:
-                if node.name:
-                    self.node_names.add(node.name)
-                self.value_names.update(v.name for v in node.outputs if v.name)
+            # One flat list per graph, not a generator per node: graphs have tens of thousands of nodes.
+            nodes = list(graph)
+            self.node_names.update([node.name for node in nodes if node.name])
+            self.value_names.update([value.name for node in nodes for value in node.outputs if value.name])
 
     def node(self, base: str) -> str:
         return fresh_name(base, self.node_names)
