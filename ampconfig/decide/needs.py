@@ -18,10 +18,10 @@ counts with the Cast nodes the rewrite inserts).
 
 from __future__ import annotations
 
-from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import TypeVar, overload
 
 import onnx_ir as ir
 
@@ -29,8 +29,45 @@ from ampconfig.decide.context import Verdict, verdict_dtype
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, constant_tensor, is_onnx_op
 from ampconfig.dtypes import Dtype
 
+_T = TypeVar("_T")
+
 #: A cast the rewrite inserts: the value and the dtype it is cast to.
 Cast = tuple[ir.Value, Dtype]
+
+
+class _Overlay(Mapping[ir.Node, Verdict]):
+    """``top`` over ``base``, read only: what ChainMap does for two maps, with a ``get`` of two dictionary lookups
+    (ChainMap's walks its maps through a generator, and an island's count asks it for every reader of every
+    member)."""
+
+    __slots__ = ("base", "top")
+
+    def __init__(self, top: Mapping[ir.Node, Verdict], base: Mapping[ir.Node, Verdict]) -> None:
+        self.top, self.base = top, base
+
+    @overload
+    def get(self, key: ir.Node, /) -> Verdict | None: ...
+    @overload
+    def get(self, key: ir.Node, default: Verdict, /) -> Verdict: ...
+    @overload
+    def get(self, key: ir.Node, default: _T, /) -> Verdict | _T: ...
+    def get(self, key: ir.Node, default: object = None, /) -> object:
+        found = self.top.get(key)
+        return found if found is not None else self.base.get(key, default)
+
+    def __getitem__(self, key: ir.Node) -> Verdict:
+        found = self.top.get(key)
+        return found if found is not None else self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.top or key in self.base
+
+    def __iter__(self) -> Iterator[ir.Node]:
+        yield from self.top
+        yield from (key for key in self.base if key not in self.top)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class Conversion(Enum):
@@ -73,8 +110,7 @@ class Needs:
 
     def assuming(self, verdicts: Mapping[ir.Node, Verdict]) -> Needs:
         """The same rules with ``verdicts`` in place of the current verdicts of those nodes (nothing is copied)."""
-        # ChainMap's stubs ask for mutable maps; it is only read here.
-        return replace(self, verdicts=ChainMap(dict(verdicts), self.verdicts))  # type: ignore[arg-type]
+        return replace(self, verdicts=_Overlay(dict(verdicts), self.verdicts))
 
     # -- what readers need -------------------------------------------------------------------------------------
     def required(self, node: ir.Node, index: int) -> Dtype | None:
