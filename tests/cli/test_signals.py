@@ -31,6 +31,24 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX sig
 HARNESS = Path(__file__).parents[1] / "signal_harness.py"
 
 
+def _default_dispositions() -> None:
+    """In the command's process before it starts: the signals as an interactive shell leaves them. A suite run
+    under ``nohup`` or as a background job would otherwise hand them down ignored, and ampconfig rightly keeps an
+    inherited ignored signal ignored (``files/interrupts.end_on_signals``)."""
+    for each in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(each, signal.SIG_DFL if each != signal.SIGINT else signal.default_int_handler)
+
+
+def _ended(process: subprocess.Popen[bytes]) -> bytes:
+    """The process's stderr once it ended; killed if it outlives the wait, so a failing test leaves no process."""
+    try:
+        return process.communicate(timeout=120)[1]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+
+
 def small_model(features: int = 64) -> onnx.ModelProto:
     weights = numpy_helper.from_array(np.random.default_rng(0).standard_normal((features, features), np.float32), "w")
     nodes = [oh.make_node("MatMul", ["x", "w"], ["h"], name="mm"), oh.make_node("Relu", ["h"], ["y"], name="relu")]
@@ -61,7 +79,11 @@ def signalled_at(
     marker = folder / "paused.marker"
     env = {**os.environ, "TMPDIR": str(folder / "tmp"), "AMPCONFIG_TEST_PAUSE": f"{pause}:{marker}"}
     process = subprocess.Popen(
-        [sys.executable, str(HARNESS), *args], cwd=folder / "work", env=env, stderr=subprocess.PIPE
+        [sys.executable, str(HARNESS), *args],
+        cwd=folder / "work",
+        env=env,
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_dispositions,
     )
     deadline = time.monotonic() + 120
     while not marker.exists():
@@ -71,7 +93,7 @@ def signalled_at(
         time.sleep(0.05)
     marker.unlink()
     process.send_signal(signum)
-    _, errors = process.communicate(timeout=120)
+    errors = _ended(process)
     return True, subprocess.CompletedProcess(process.args, process.returncode, b"", errors)
 
 
@@ -130,6 +152,7 @@ def test_a_signal_while_a_stream_waits_for_its_reader_removes_the_staged_copy(fo
         cwd=folder / "work",
         env={**os.environ, "TMPDIR": str(folder / "tmp")},
         stderr=subprocess.PIPE,
+        preexec_fn=_default_dispositions,
     )
     deadline = time.monotonic() + 120
     while not any(staged.is_file() for staged in (folder / "tmp").rglob("*")):
@@ -137,6 +160,6 @@ def test_a_signal_while_a_stream_waits_for_its_reader_removes_the_staged_copy(fo
         assert time.monotonic() < deadline
         time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
-    _, errors = process.communicate(timeout=120)
+    errors = _ended(process)
     assert process.returncode == -signal.SIGTERM, errors.decode()
     assert list((folder / "tmp").iterdir()) == []
