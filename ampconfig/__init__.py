@@ -25,17 +25,23 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use: ``import ampconfig.cli`` (and ``ampconfig --help``) must not pay for
-    onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports."""
+    onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports. onnx-ir's sympy import is deferred
+    while they are imported (:func:`~ampconfig.deferred_imports.unused_imports_deferred`)."""
+    from ampconfig.deferred_imports import unused_imports_deferred
+
     if name in ("rewrite_model", "rewrite_model_detailed"):
-        from ampconfig import api
+        with unused_imports_deferred():
+            from ampconfig import api
 
         return getattr(api, name)
     if name in ("MixedPrecisionPass", "MixedPrecisionResult"):
-        from ampconfig import ir_pass
+        with unused_imports_deferred():
+            from ampconfig import ir_pass
 
         return getattr(ir_pass, name)
     if name == "Judgement":
-        from ampconfig.decide.judgements import Judgement
+        with unused_imports_deferred():
+            from ampconfig.decide.judgements import Judgement
 
         return Judgement
     if name == "gc_paused":

@@ -1,10 +1,17 @@
 """Modules onnx-ir imports but ampconfig never uses, imported on their first use instead of at start-up.
 
 onnx-ir imports sympy when it is imported (0.4-0.7 s on a 2-core machine, a third of ``ampconfig rewrite``'s
-start-up) for arithmetic on symbolic dimensions, which ampconfig never does. The command line (the process is
-ours) puts stand-ins for sympy and for onnx-ir's dimension-expression parser into ``sys.modules`` before onnx-ir
-is imported (:func:`defer_unused_imports`). A stand-in imports the real module on its first attribute access and
-from then on holds the real module's attributes, so code that does use sympy gets all of it, only later.
+start-up) for arithmetic on symbolic dimensions, which ampconfig never does. Stand-ins for sympy and for onnx-ir's
+dimension-expression parser go into ``sys.modules`` before onnx-ir is imported. A stand-in imports the real module
+on its first attribute access and from then on holds the real module's attributes, so code that does use sympy
+gets all of it, only later.
+
+A stand-in is a package that has not run its ``__init__``: ``import sympy.printing`` while it is in
+``sys.modules`` would run sympy's submodules against an uninitialised package. The command line (the process is
+ours, and imports no sympy submodule) installs the stand-ins for the whole process (:func:`defer_unused_imports`);
+the library's entry points only while they import onnx-ir (:func:`unused_imports_deferred`), after which
+``sys.modules`` forgets them: onnx-ir keeps its references, and any later ``import sympy`` in the user's process
+imports the real package as usual.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 #: Imported by onnx-ir at start-up, used only for symbolic dimension arithmetic (onnx-ir 0.1.12 to 1.x).
@@ -65,17 +74,38 @@ def _spec(name: str) -> importlib.machinery.ModuleSpec | None:
 
 
 def defer_unused_imports() -> None:
-    """Install the stand-ins, unless onnx-ir (or a deferred module) is already imported: then there is nothing
-    left to save, and the real modules stay as they are."""
+    """Install the stand-ins for the rest of the process, unless onnx-ir (or a deferred module) is already
+    imported: then there is nothing left to save, and the real modules stay as they are."""
+    _install()
+
+
+@contextmanager
+def unused_imports_deferred() -> Iterator[None]:
+    """The stand-ins while the block runs (it imports onnx-ir), taken out of ``sys.modules`` after it: what the
+    block imported keeps its references to them, and nothing imported later meets one."""
+    installed = _install()
+    try:
+        yield
+    finally:
+        with _LOCK:
+            for name in installed:
+                if isinstance(sys.modules.get(name), _StandIn):
+                    del sys.modules[name]
+
+
+def _install() -> list[str]:
+    """The names given a stand-in (none when onnx-ir or a deferred module is imported already, or onnx-ir's
+    layout is not the one known here)."""
     with _LOCK:
         if "onnx_ir" in sys.modules or any(name in sys.modules for name in _DEFERRED):
-            return
+            return []
         try:
             specs = [_spec(name) for name in _DEFERRED]
         except (ImportError, ValueError):
-            return
+            return []
         if any(spec is None or spec.loader is None for spec in specs):
-            return  # a different onnx-ir layout: import everything as usual
+            return []  # a different onnx-ir layout: import everything as usual
         for spec in specs:
             assert spec is not None
             sys.modules[spec.name] = _stand_in(spec)
+        return [spec.name for spec in specs if spec is not None]

@@ -117,3 +117,27 @@ print(type(sympy.Symbol("x")).__name__, isinstance(sys.modules["sympy"], _StandI
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["2*n", "+", "1", "Symbol", "False"]
+
+
+def test_the_api_defers_sympy_only_while_it_imports_onnx_ir(tmp_path: Path) -> None:
+    """``ampconfig.rewrite_model`` imports onnx-ir without sympy, and leaves no stand-in behind: a sympy submodule
+    imported first afterwards (as torch imports them) gets the real, initialised package, and onnx-ir's symbolic
+    dimension arithmetic still works."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    script = f"""
+import sys
+import ampconfig
+rewritten = ampconfig.rewrite_model({str(model)!r}, "force_fp16")
+assert "onnx_ir" in sys.modules and "sympy" not in sys.modules and "onnx_ir._symbolic_shapes" not in sys.modules
+import sympy.printing.str
+import sympy
+import onnx_ir as ir
+from ampconfig.deferred_imports import _StandIn
+assert not isinstance(sys.modules["sympy"], _StandIn)
+print(ir.SymbolicDim("n") * 2 + 1, "|", sympy.Symbol("x") + 1, "|", len(rewritten.graph.node))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    dims, symbol, nodes = done.stdout.strip().split(" | ")
+    assert (dims, symbol) == ("2*n + 1", "x + 1") and int(nodes) > 0
