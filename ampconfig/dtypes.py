@@ -70,13 +70,12 @@ class Dtype(str, Enum):
         value_type = value.type  # asked for most values of a model, several times: one read, one lookup
         if not isinstance(value_type, _tensor_type()):
             return None
-        return _MOVABLE_BY_ELEM.get(value_type.dtype)  # ir.DataType is an int enum: it finds the int keys
+        return MOVABLE_BY_ELEM_TYPE.get(value_type.dtype)
 
 
 #: ``onnx.TensorProto.DataType`` numbers (fixed by the ONNX standard).
 _ELEM_TYPE = {Dtype.FLOAT32: 1, Dtype.FLOAT16: 10, Dtype.BFLOAT16: 16, Dtype.FLOAT64: 11}
 _BY_ELEM = {elem_type: dtype for dtype, elem_type in _ELEM_TYPE.items()}
-_MOVABLE_BY_ELEM = {elem_type: dtype for elem_type, dtype in _BY_ELEM.items() if dtype is not Dtype.FLOAT64}
 _TYPE_STR = {
     Dtype.FLOAT32: "tensor(float)",
     Dtype.FLOAT16: "tensor(float16)",
@@ -118,5 +117,8 @@ _SHORT = {Dtype.FLOAT32: "fp32", Dtype.FLOAT16: "fp16", Dtype.BFLOAT16: "bf16", 
 LOW_DTYPES = frozenset({Dtype.FLOAT16, Dtype.BFLOAT16})
 #: Float types ampconfig moves between. float64 is left alone: nobody asks for double -> half.
 MOVABLE_DTYPES = frozenset({Dtype.FLOAT32, Dtype.FLOAT16, Dtype.BFLOAT16})
+#: The movable dtype of each ONNX element type number; ``ir.DataType`` is an int enum, so its members find these
+#: keys too (one lookup for the question asked of most values of a model).
+MOVABLE_BY_ELEM_TYPE: dict[int, Dtype] = {_ELEM_TYPE[dtype]: dtype for dtype in MOVABLE_DTYPES}
 #: The order dtypes are listed in (op info files, reports).
 FLOAT_DTYPES: tuple[Dtype, ...] = (Dtype.FLOAT32, Dtype.FLOAT16, Dtype.BFLOAT16)

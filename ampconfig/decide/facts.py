@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.domains import DEFAULT_DOMAINS
-from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
+from ampconfig.dtypes import MOVABLE_BY_ELEM_TYPE, MOVABLE_DTYPES, Dtype
 from ampconfig.files.ir_bridge import StandIn, stand_in_nodes
 from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
@@ -64,10 +64,6 @@ NAMELESS = "nameless"
 _Code = Dtype | str | None | tuple[str, Dtype | str]  # None: an input the node leaves out
 
 
-#: The movable dtypes by element type (ir.DataType is an int enum: an element type number finds it too).
-_MOVABLE_BY_ELEM: dict[int, Dtype] = {dtype.data_type: dtype for dtype in MOVABLE_DTYPES}
-
-
 def _code(value: ir.Value | None) -> _Code:
     # Asked for every input and output of every node: one dictionary lookup for the dtype.
     if value is None:
@@ -76,7 +72,7 @@ def _code(value: ir.Value | None) -> _Code:
     if value_type is None:
         code: Dtype | str = UNTYPED
     elif isinstance(value_type, ir.TensorType):
-        code = _MOVABLE_BY_ELEM.get(value_type.dtype, NOT_FLOAT)
+        code = MOVABLE_BY_ELEM_TYPE.get(value_type.dtype, NOT_FLOAT)
     else:
         code = NON_TENSOR
     return code if value.name else (NAMELESS, code)
