@@ -23,29 +23,28 @@ if TYPE_CHECKING:
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
 
 
+#: Where each public name is defined.
+_PUBLIC_MODULES = {
+    "rewrite_model": "ampconfig.api",
+    "rewrite_model_detailed": "ampconfig.api",
+    "MixedPrecisionPass": "ampconfig.ir_pass",
+    "MixedPrecisionResult": "ampconfig.ir_pass",
+    "Judgement": "ampconfig.decide.judgements",
+    "gc_paused": "ampconfig.gc_pause",
+}
+
+
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use: ``import ampconfig.cli`` (and ``ampconfig --help``) must not pay for
     onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports. onnx-ir's sympy import is deferred
     while they are imported (:func:`~ampconfig.deferred_imports.unused_imports_deferred`)."""
+    module_name = _PUBLIC_MODULES.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'ampconfig' has no attribute {name!r}")
+    import importlib
+
     from ampconfig.deferred_imports import unused_imports_deferred
 
-    if name in ("rewrite_model", "rewrite_model_detailed"):
-        with unused_imports_deferred():
-            from ampconfig import api
-
-        return getattr(api, name)
-    if name in ("MixedPrecisionPass", "MixedPrecisionResult"):
-        with unused_imports_deferred():
-            from ampconfig import ir_pass
-
-        return getattr(ir_pass, name)
-    if name == "Judgement":
-        with unused_imports_deferred():
-            from ampconfig.decide.judgements import Judgement
-
-        return Judgement
-    if name == "gc_paused":
-        from ampconfig.gc_pause import gc_paused
-
-        return gc_paused
-    raise AttributeError(f"module 'ampconfig' has no attribute {name!r}")
+    with unused_imports_deferred():
+        module = importlib.import_module(module_name)
+    return getattr(module, name)
