@@ -367,6 +367,7 @@ def rewrite_model_detailed(
         input_files=opened.external_files,
         cost=cost,
         skeleton=skeleton,
+        value_ranges=value_ranges,
     )
     _log_summary(result)
     return result

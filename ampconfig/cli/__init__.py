@@ -38,6 +38,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "tune": ("tune_cmd",),
     "lock": ("lock_cmd",),
     "diff": ("diff_cmd",),
+    "calibrate": ("calibrate_cmd",),
 }
 
 

@@ -232,6 +232,16 @@ class SharedOptions:
             callback=positive_finite("32752"),
         ),
     ] = None
+    ranges: Annotated[
+        Path | None,
+        typer.Option(
+            "--ranges",
+            metavar="RANGES.json",
+            help="A value ranges file (ampconfig calibrate, run --ranges-out): the float32 model's values on data, "
+            "read instead of running the model. Every deciding command reads it the same way.",
+            show_default="the config's ranges",
+        ),
+    ] = None
     clamp_values: Annotated[
         bool | None,
         typer.Option(
@@ -278,6 +288,7 @@ class SharedOptions:
             calibration_data=_path(self.calibration_data),
             clamp_values=self.clamp_values,
             data_max=self.data_max,
+            ranges=_path(self.ranges),
         )
 
     def given(self) -> list[str]:
@@ -330,8 +341,21 @@ DECIDING = (
 )
 #: Where the models run and on what.
 RUNNING = ("device", "input_files", "inputs_npz", "shapes", "seed")
-#: What the fp32 values decide (the commands that run the fp32 model before deciding).
-VALUES = ("data", "calibration_data", "range_check", "data_max", "clamp_values")
+#: What the fp32 values decide: ranges from a file, or from data the fp32 model runs on.
+VALUES = ("data", "calibration_data", "ranges", "range_check", "data_max", "clamp_values")
+#: The same for the commands that run nothing unless given data (no --range-check: data given is a range check).
+DECIDING_VALUES = (
+    "device",
+    "input_files",
+    "inputs_npz",
+    "shapes",
+    "seed",
+    "data",
+    "calibration_data",
+    "ranges",
+    "data_max",
+    "clamp_values",
+)
 
 #: Which shared options each command takes: the one table (tests/cli/test_options.py holds every command to it).
 COMMAND_OPTIONS: dict[str, Uses] = {
@@ -361,13 +385,16 @@ COMMAND_OPTIONS: dict[str, Uses] = {
     "rewrite": uses(
         "model",
         *DECIDING,
+        *DECIDING_VALUES,
         "output",
-        "clamp_values",
         "json_output",
         model={"help": "Input ONNX model (default: the config's model)."},
     ),
-    "lock": uses("model", *DECIDING, "json_output"),
-    "diff": uses("model", *DECIDING, *RUNNING, "json_output"),
+    "lock": uses("model", *DECIDING, *DECIDING_VALUES, "json_output"),
+    "diff": uses("model", *DECIDING, *DECIDING_VALUES, "json_output"),
+    "calibrate": uses(
+        "model", "config", "target", "precision_mode", *RUNNING, "data", "calibration_data", "json_output"
+    ),
     "lists": uses("config", "precision_mode", "modify_mixlist", "op_names", "target", "json_output"),
     "validate": uses(
         "target",

@@ -115,16 +115,26 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def rewrite(options: SharedOptions) -> None:
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import save_model_atomic
-    from ampconfig.report.explain import activations_note
+    from ampconfig.prove.calibration import decision_values
+    from ampconfig.prove.request import prepare
 
-    with opened(options, opens_model=False, progress=False) as start:
+    with opened(options, opens_model=False) as start:
         settings = start.settings
         model, destination = _declare_files(start)
-        result = rewrite_with_settings(model, settings, with_cost=False)  # the summary shows no cost
+        values = decision_values(
+            settings,
+            model.proto,
+            lambda: prepare(settings, command="rewrite", guard=start.guard),
+            measure=False,
+            progress=start.progress,
+        )
+        # the summary shows no cost
+        result = rewrite_with_settings(model, settings, value_ranges=values.ranges, with_cost=False)
+        result.warnings.extend(values.warnings)
+        result.warnings.extend(values.not_checked_warning(result.low_precision_nodes))
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)
-    note = activations_note(result)
-    summary["notes"] = [*settings.notes, *([note] if note is not None else [])]
+    summary["notes"] = list(settings.notes)
     if options.json_output:
         print_json(summary)
         return

@@ -9,13 +9,16 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
 
 from ampconfig.files.ir_bridge import to_proto
 from ampconfig.files.skeleton import ModelSkeleton
+
+if TYPE_CHECKING:
+    from ampconfig.decide.values import ValueRanges
 
 
 class Rule(str, Enum):
@@ -168,6 +171,7 @@ class RewriteResult:
     input_files: frozenset[Path] = frozenset()  # the input's external data files (never overwritten)
     cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
     skeleton: ModelSkeleton | None = None  # the output as checked, serialised once without its large weights
+    value_ranges: ValueRanges | None = None  # the float32 model's value ranges the decision read (None: none)
 
     @cached_property
     def model(self) -> onnx.ModelProto:

@@ -33,8 +33,8 @@ def settings_role(settings: Settings, what: str, flag: str, name: str, config_ke
 
 def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
     """Every file the settings read: the config, the model, a mixlist, keep_dtype and customize_dtypes file (when
-    given as paths), the ``.npz`` inputs and each ``.npy`` input. The model's external data comes later
-    (:func:`declare_model`)."""
+    given as paths), the value ranges file, the ``.npz`` inputs and each ``.npy`` input. The model's external data
+    comes later (:func:`declare_model`)."""
     guard.read("session config (--config)", settings.config)
     guard.read(settings_role(settings, "input model", "MODEL", "model"), settings.model_path)
     if isinstance(settings.modify_mixlist, Path):
@@ -46,6 +46,7 @@ def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
     if customize_path is not None:
         what = settings_role(settings, "customize_dtypes file", "--customize-dtypes", "customize_dtypes")
         guard.read(what, customize_path)
+    guard.read(settings_role(settings, "value ranges file", "--ranges", "ranges"), settings.ranges)
     guard.read(settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs"), settings.inputs.npz)
     for name, path in sorted(settings.inputs.arrays.items()):
         guard.read(f".npy input {name} (--input)", path)

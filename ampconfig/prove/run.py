@@ -20,9 +20,10 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.prove.calibration import decision_values
 from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
-from ampconfig.prove.request import calibration_ranges, explain_reference_failure, prepare
+from ampconfig.prove.request import explain_reference_failure, prepare
 from ampconfig.prove.request_files import declare_model_output
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
@@ -64,8 +65,10 @@ def execute(
     opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)
-    ranges = calibration_ranges(prepared, progress) if range_check else None
-    result = prepared.rewrite(ranges)
+    values = decision_values(settings, opened.proto, lambda: prepared, measure=range_check, progress=progress)
+    result = prepared.rewrite(values.ranges)
+    result.warnings.extend(values.warnings)
+    result.warnings.extend(values.not_checked_warning(result.low_precision_nodes))
     with _models_to_run(settings, opened, result, prepared.from_files) as (reference, rewritten, accuracy_copy):
         try:
             proof = prove(
@@ -97,7 +100,9 @@ def execute(
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None
     proof.notes.extend(prepared.notes)
-    return build_report(settings, prepared.data, result, proof, judgement, written)
+    report = build_report(settings, prepared.data, result, proof, judgement, written)
+    report.calibration = values.calibration
+    return report
 
 
 RunnableModel = onnx.ModelProto | ModelFile

@@ -167,6 +167,44 @@ def run_value_peaks(
     return peaks
 
 
+@dataclass(frozen=True)
+class ValueStats:
+    """One float value's range over every sample: the smallest and largest finite value (None when it had none),
+    the largest finite |value| below :data:`~ampconfig.decide.values.SENTINEL` (what the range rule reads), and
+    how many values were inf or NaN."""
+
+    min: float | None
+    max: float | None
+    max_abs: float
+    nonfinite: int
+
+
+def stats_of(array: np.ndarray) -> ValueStats:
+    values = np.asarray(array)
+    finite = values[np.isfinite(values)] if values.size else values
+    return ValueStats(
+        float(finite.min()) if finite.size else None,
+        float(finite.max()) if finite.size else None,
+        peak(values),
+        int(values.size - finite.size),
+    )
+
+
+def run_value_stats(
+    model: onnx.ModelProto | ModelInFolder,
+    samples: Sequence[Mapping[str, np.ndarray]],
+    device: str = "cpu",
+    progress: ProgressCallback | None = None,
+    label: str = "ranges",
+) -> dict[str, ValueStats]:
+    """:class:`ValueStats` of every float value (by key) over every sample."""
+    if isinstance(model, ModelInFolder):
+        peaks = run_value_peaks(model, samples, device, progress, label)
+        return {key: ValueStats(None, None, value, 0) for key, value in peaks.items()}
+    run = run_samples_with_intermediates(model, samples, device, progress=progress, label=label)
+    return {key: stats_of(array) for key, array in run.values.items() if np.asarray(array).dtype.kind == "f"}
+
+
 #: Where (the peak computation's select) needs opset 9.
 PEAK_MIN_OPSET = 9
 

@@ -72,6 +72,11 @@ class OpNamesSetting(_Record):
     source: SettingSource = Field(description="Where it came from when the lock was made.")
 
 
+class MarginSetting(_Record):
+    value: float | None = Field(gt=0, description="The range rule's margin (data_max); null: the low type's default.")
+    source: SettingSource = Field(description="Where it came from when the lock was made.")
+
+
 class ConfigFile(_Record):
     """The session config the settings were read from."""
 
@@ -101,6 +106,10 @@ class LockSettings(_Record):
     modify_mixlist: SettingsFile | None = Field(description="The modify_mixlist, when one was given.")
     keep_dtype: SettingsFile | None = Field(description="The keep_dtype pins, when given.")
     customize_dtypes: SettingsFile | None = Field(description="The customize_dtypes file, when given.")
+    clamp_values: FlagSetting | None = Field(
+        default=None, description="Whether constants beyond the low type's range were clamped (absent: off)."
+    )
+    data_max: MarginSetting | None = Field(default=None, description="The range rule's margin (absent: default).")
 
 
 class OpInfoVersion(_Record):
@@ -134,6 +143,22 @@ class ModelIdentity(_Record):
     weights_sha256: Sha256 = Field(description="The values of every tensor: initializers and constants.")
     nodes: int = Field(ge=0, description="Nodes in the model, subgraphs included.")
     opsets: dict[str, int] = Field(description='Opset imports; the default domain is ``""``.')
+
+
+class LockValues(_Record):
+    """The float32 model's value ranges the decisions read (docs/design.md §5): where they came from, and every value
+    whose largest magnitude passed the margin, which is all the range rule reads. ``lock --check`` decides again
+    with the ranges file when one was given, else with these values: it never runs the model."""
+
+    checked: bool = Field(
+        strict=True, description="false: activations were not checked (no ranges and no data; constants were)."
+    )
+    source: str | None = Field(description="The data the values were measured on, in words.")
+    ranges: SettingsFile | None = Field(description="The value ranges file, when one was given (--ranges, config).")
+    data_sha256: Sha256 | None = Field(description="Digest of the samples the values were measured on.")
+    beyond_margin: dict[str, float] = Field(
+        description="By value key, each largest |value| beyond the margin: the values that kept nodes float32."
+    )
 
 
 class LockSummary(_Record):
@@ -205,6 +230,7 @@ class PrecisionLock(_Record):
     settings: LockSettings
     versions: LockVersions
     model: ModelIdentity
+    values: LockValues | None = Field(default=None, description="The value ranges the decisions read.")
     summary: LockSummary
     nodes: list[LockedNode]
     proof: LockProof | None = Field(default=None, description="Present when `run --lock-out` wrote the lock.")

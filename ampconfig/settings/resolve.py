@@ -81,6 +81,7 @@ class Flags:
     calibration_data: Path | None = None
     clamp_values: bool | None = None
     data_max: float | None = None
+    ranges: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ class Settings:
     notes: tuple[str, ...] = ()
     clamp_values: bool = False  # constants beyond the low type's range clamped (warned) instead of kept float32
     data_max: float | None = None  # the range rule's margin; None: half the low type's largest value
+    ranges: Path | None = None  # a value ranges file: what the float32 model's values were on data
 
     @property
     def mode_source(self) -> str:
@@ -168,6 +170,7 @@ class Settings:
             "tolerance": self.tolerance.to_dict(),
             "clamp_values": self.clamp_values,
             "data_max": self.data_max,
+            "ranges": _text(self.ranges),
             "config": _text(self.config),
             "sources": dict(self.sources),
         }
@@ -240,6 +243,7 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         notes=tuple(_notes(precision_mode, merged, example)),
         clamp_values=merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False),
         data_max=_data_max(flags, config, merged, precision_mode),
+        ranges=merged.pick("ranges", flags.ranges, config.ranges if config else None),
     )
     _log(settings)
     return settings, problems

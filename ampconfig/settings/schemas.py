@@ -21,6 +21,7 @@ from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
 from ampconfig.settings.lock_file import LOCK_SCHEMA_URL, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.ranges_file import RANGES_SCHEMA_FILE, RangesFile
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_BASE_URL = "https://ampconfig.dev/schemas/"
@@ -78,6 +79,15 @@ SCHEMA_KINDS: dict[str, SchemaKind] = {
             "settings, versions and model identity it was made from. Written by `ampconfig lock`, checked by "
             "`ampconfig lock --check`; paths are relative to the lock's folder.",
         ),
+        SchemaKind(
+            "ranges",
+            RANGES_SCHEMA_FILE,
+            RangesFile,
+            "ampconfig value ranges",
+            "Every float value's range (min, max, largest magnitude, non-finite count) measured on the float32 "
+            "model on data, with the model structure and the data digest. Written by `ampconfig calibrate` or "
+            "`ampconfig run --ranges-out`, read by every deciding command through `--ranges` (config `ranges:`).",
+        ),
     )
 }
 
@@ -87,6 +97,7 @@ KIND_ALIASES: dict[str, str] = {
     "ops_info": "ops-info",
     "opsinfo": "ops-info",
     "precision-lock": "lock",
+    "value-ranges": "ranges",
 }
 
 
@@ -95,6 +106,11 @@ def schema_kind(name: str) -> SchemaKind:
     if key not in SCHEMA_KINDS:
         raise AmpconfigError(f"unknown schema kind {name!r}", hint="kinds: " + ", ".join(SCHEMA_KINDS))
     return SCHEMA_KINDS[key]
+
+
+def schema_reference(kind: str) -> str:
+    """What a file ampconfig writes carries as its ``$schema``: its schema's ``$id``."""
+    return schema_kind(kind).schema_id
 
 
 def generate_schema(kind: str | SchemaKind) -> dict[str, Any]:

@@ -66,11 +66,12 @@ def _tensor_shape_text(tensor: onnx.TensorProto) -> str:
 class _Walker:
     """Feeds the structure and weights digests in one walk of the model."""
 
-    def __init__(self, base_dir: Path | None) -> None:
+    def __init__(self, base_dir: Path | None, weights: bool = True) -> None:
         self.structure = hashlib.sha256()
         self.weights = hashlib.sha256()
         self.base_dir = base_dir
         self.nodes = 0
+        self.with_weights = weights
 
     def say(self, *parts: object) -> None:
         text = " ".join(str(part) for part in parts) + "\n"
@@ -78,6 +79,8 @@ class _Walker:
 
     def tensor(self, where: str, tensor: onnx.TensorProto) -> None:
         self.say(where, repr(tensor.name), _tensor_shape_text(tensor))
+        if not self.with_weights:
+            return
         header = f"{where} {tensor.name!r} {_tensor_shape_text(tensor)}\n".encode()
         self.weights.update(header)
         for chunk in self._tensor_bytes(tensor):
@@ -161,10 +164,13 @@ class _Walker:
             self.say("attr", name, kind, repr(value))
 
 
-def model_fingerprint(proto: onnx.ModelProto, model_path: str | Path | None = None) -> ModelFingerprint:
+def model_fingerprint(
+    proto: onnx.ModelProto, model_path: str | Path | None = None, *, weights: bool = True
+) -> ModelFingerprint:
     """The structural fingerprint and the weights hash of ``proto`` (external tensors are read from the folder of
-    ``model_path``, one chunk at a time)."""
-    walker = _Walker(Path(model_path).resolve().parent if model_path is not None else None)
+    ``model_path``, one chunk at a time). ``weights=False`` reads no tensor (``weights_sha256`` is then that of
+    nothing): the structure alone, what a value ranges file is checked against."""
+    walker = _Walker(Path(model_path).resolve().parent if model_path is not None else None, weights)
     opsets = {canonical_domain(entry.domain): int(entry.version) for entry in proto.opset_import}
     for domain in sorted(opsets):
         walker.say("opset", repr(domain), opsets[domain])
