@@ -25,6 +25,7 @@ from ampconfig.decide.customized import customized_names, match_customized
 from ampconfig.decide.decisions import NodeDecision, RewriteResult
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.plan import build_plan, match_keep_dtype
+from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError, Problem, Severity
@@ -241,6 +242,8 @@ def rewrite_model_detailed(
     value_ranges: ValueRanges | None = None,
     clamp_values: bool = False,
     *,
+    ranges: str | Path | None = None,
+    data_max: float | None = None,
     with_cost: bool = True,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
@@ -254,7 +257,10 @@ def rewrite_model_detailed(
     ``value_ranges`` (:class:`~ampconfig.decide.values.ValueRanges`) are the float32 model's value ranges on data:
     a node whose values passed the margin keeps float32 (rule ``range_exceeds``). A node reading a constant beyond
     the low type's range keeps float32 (rule ``value_out_of_range``) unless ``clamp_values``, when the constant is
-    clamped instead; every clamped tensor is a warning.
+    clamped instead; every clamped tensor is a warning. ``ranges`` is the path of a value ranges file
+    (``ampconfig calibrate``, ``run --ranges-out``), read as every command reads ``--ranges`` (a file measured on
+    another model structure raises); ``data_max`` is the range rule's margin (None: half the low type's largest
+    value).
     ``float16_encoder`` converts float32 weights to float16; the default, the one every command uses too, is
     :func:`ampconfig.runner.float_cast.float32_to_float16`: ONNX Runtime's Cast kernel for large weights (10-20x
     numpy's cast; onnxruntime is imported only once such a weight is converted), numpy's cast for small ones or
@@ -286,6 +292,10 @@ def rewrite_model_detailed(
     warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
     notes.extend(p.format() for p in keep_names if p.severity is Severity.NOTE)
     opened = open_model(model, map_weights=True)
+    if ranges is not None:
+        value_ranges = read_ranges(Path(ranges), opened.proto, data_max)
+    elif value_ranges is not None and data_max is not None:
+        value_ranges = replace(value_ranges, margin=data_max)
     ir_version = output_ir_version(opened.proto, opened.path)
     admitted = admit_input_model(opened)
     opened, types = admitted.opened, admitted.types
@@ -462,6 +472,8 @@ def rewrite_model(
     keep_io_types: bool = True,
     *,
     clamp_values: bool = False,
+    ranges: str | Path | None = None,
+    data_max: float | None = None,
 ) -> onnx.ModelProto:
     """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""
     return rewrite_model_detailed(
@@ -472,5 +484,7 @@ def rewrite_model(
         target,
         keep_io_types,
         clamp_values=clamp_values,
+        ranges=ranges,
+        data_max=data_max,
         with_cost=False,  # only the model is returned
     ).model

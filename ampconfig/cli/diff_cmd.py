@@ -109,6 +109,12 @@ def _sides(
             hint="give --base-config, --base-mixlist, --base-keep-dtype, --base-customize-dtypes or "
             "--base-precision-mode (or --base-lock and --lock)",
         )
+    from ampconfig.files.models import open_model
+    from ampconfig.prove.calibration import decision_values, prepared_samples, with_margin
+
     new = options.settings()
     base = options.settings(replaced=base_given)
-    return diff_settings(base, new), str(new.model_path)
+    # One measurement for both sides (the same model and data), each with its own margin.
+    values = decision_values(new, open_model(new.model_path).proto, lambda: prepared_samples(new, command="diff"))
+    ranges = (with_margin(values.ranges, base), values.ranges)
+    return diff_settings(base, new, value_ranges=ranges), str(new.model_path)

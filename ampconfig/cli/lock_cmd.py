@@ -95,8 +95,7 @@ def lock(
 def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) -> None:
     from ampconfig.files.models import open_model
     from ampconfig.lock.record import decide_lock
-    from ampconfig.prove.calibration import decision_values
-    from ampconfig.prove.request import prepare
+    from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
     from ampconfig.prove.request_files import declare_model
     from ampconfig.report.lock import lock_payload, lock_summary_text, shown_path
     from ampconfig.settings.lock_file import lock_text
@@ -111,13 +110,11 @@ def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) ->
         values = decision_values(
             settings,
             model.proto,
-            lambda: prepare(settings, command="lock", guard=start.guard),
-            measure=False,
+            lambda: prepared_samples(settings, command="lock", guard=start.guard),
             progress=start.progress,
         )
         decided = decide_lock(settings, lock_out, opened=model, value_ranges=values.ranges)
-        decided.result.warnings.extend(values.warnings)
-        decided.result.warnings.extend(values.not_checked_warning(decided.result.low_precision_nodes))
+        decided.result.warnings.extend([*values.warnings, *not_checked(decided.result)])
         start.guard.write_text(destination, lock_text(decided.lock))
     where = shown_path(lock_out) or str(lock_out)
     if as_json:

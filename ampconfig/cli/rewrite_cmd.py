@@ -115,8 +115,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def rewrite(options: SharedOptions) -> None:
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import save_model_atomic
-    from ampconfig.prove.calibration import decision_values
-    from ampconfig.prove.request import prepare
+    from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
 
     with opened(options, opens_model=False) as start:
         settings = start.settings
@@ -124,14 +123,12 @@ def rewrite(options: SharedOptions) -> None:
         values = decision_values(
             settings,
             model.proto,
-            lambda: prepare(settings, command="rewrite", guard=start.guard),
-            measure=False,
+            lambda: prepared_samples(settings, command="rewrite", guard=start.guard),
             progress=start.progress,
         )
         # the summary shows no cost
         result = rewrite_with_settings(model, settings, value_ranges=values.ranges, with_cost=False)
-        result.warnings.extend(values.warnings)
-        result.warnings.extend(values.not_checked_warning(result.low_precision_nodes))
+        result.warnings.extend([*values.warnings, *not_checked(result)])
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)
     summary["notes"] = list(settings.notes)

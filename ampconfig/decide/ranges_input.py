@@ -15,6 +15,12 @@ from ampconfig.files.hashing import file_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.settings.ranges_file import load_ranges
 
+#: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
+NOT_CHECKED = (
+    "activations were not checked against the low type's range (no ranges and no data: constants were): a node "
+    "whose values overflow it on real inputs is lowered anyway; give --ranges FILE (ampconfig calibrate) or --data"
+)
+
 
 def structure_sha256(model: onnx.ModelProto) -> str:
     """The model's structure hash, as a precision lock records it (no weight is read)."""

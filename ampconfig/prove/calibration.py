@@ -7,8 +7,8 @@ Observed value ranges are an input of the decision, like the mixlist. They come 
    named), never re-measured;
 2. **data** (``--data``/``--calibration-data``/``--inputs``/``--input``/``--shape``, or the config's ``run``
    section): the float32 model runs once per calibration sample (:func:`calibrate`), as ``run`` always did;
-3. **nothing**: activations are not checked (constants still are), which every deciding command says as a warning
-   naming ``--data`` and ``--ranges`` (:data:`NOT_CHECKED`).
+3. **nothing**: activations are not checked (constants still are), which the rewrite says as a warning naming
+   ``--data`` and ``--ranges`` (:data:`~ampconfig.decide.ranges_input.NOT_CHECKED`).
 
 :func:`calibrate` is the one measurement: ``run``, ``calibrate``, ``rewrite``, ``lock``, ``diff``, ``explain``,
 ``compare`` and ``tune`` all decide with what it returns (or with a file it wrote), so the same model, settings and
@@ -22,24 +22,17 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from ampconfig import __version__
-from ampconfig.decide.ranges_input import read_ranges, structure_sha256
+from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sha256
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
-from ampconfig.prove.request import (
-    Prepared,
-    explain_reference_failure,
-    runnable_graph,
-)
-from ampconfig.runner.intermediates import PEAK_MIN_OPSET, ValueStats, run_value_stats
-from ampconfig.runner.proof import input_refusal
-from ampconfig.runner.sessions import ModelInFolder
-from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.ranges_file import (
     RANGES_FORMAT,
     RANGES_FORMAT_VERSION,
@@ -50,11 +43,15 @@ from ampconfig.settings.ranges_file import (
 )
 from ampconfig.settings.resolve import Settings
 
-#: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
-NOT_CHECKED = (
-    "activations were not checked against the low type's range (no ranges and no data: constants were): a node "
-    "whose values overflow it on real inputs is lowered anyway; give --ranges FILE (ampconfig calibrate) or --data"
-)
+if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
+    from ampconfig.prove.request import Prepared
+    from ampconfig.runner.intermediates import ValueStats
+    from ampconfig.runner.timing import ProgressCallback
+
+
+def not_checked(result: RewriteResult) -> list[str]:
+    """The warning of a decision that lowered nodes without value ranges (none where nothing was lowered)."""
+    return [NOT_CHECKED] if result.value_ranges is None and result.low_precision_nodes else []
 
 
 def has_value_inputs(settings: Settings) -> bool:
@@ -124,6 +121,11 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     deciding. A model whose weights are on disk runs as its graph with the weights read from its folder (never
     copied into memory), whatever its size; None for one below opset 9 too large to copy in memory: its activations
     are not checked, and a note in ``prepared.notes`` says so."""
+    from ampconfig.prove.request import explain_reference_failure, runnable_graph
+    from ampconfig.runner.intermediates import PEAK_MIN_OPSET, run_value_stats
+    from ampconfig.runner.proof import input_refusal
+    from ampconfig.runner.sessions import ModelInFolder
+
     model: onnx.ModelProto | ModelInFolder
     folder = prepared.opened.folder if prepared.opened.tensors_on_disk else None
     if folder is not None and (onnx_opset(prepared.graph.opset_import) or 0) >= PEAK_MIN_OPSET:
@@ -168,26 +170,23 @@ class DecisionValues:
     prepared: Prepared | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def not_checked_warning(self, lowered: int) -> list[str]:
-        """The warning of a decision that lowered nodes without ranges (none where nothing was lowered)."""
-        return [NOT_CHECKED] if self.ranges is None and lowered else []
-
 
 def decision_values(
     settings: Settings,
     model: onnx.ModelProto,
     prepare_samples: Callable[[], Prepared],
     *,
-    measure: bool,
+    measure: bool | None = None,
     progress: ProgressCallback | None = None,
 ) -> DecisionValues:
     """The value ranges of one decision, the same way in every command: the ranges file when one is given (nothing
-    runs), else a calibration run when ``measure`` (the command runs the model anyway) or the settings name data
-    (``prepare_samples`` prepares the samples then), else none. ``model`` is the input model as opened."""
+    runs), else a calibration run (``prepare_samples`` prepares the samples) when ``measure`` is True (the command
+    runs the model anyway) or None and the settings name data, else none (``measure`` False: ``--no-range-check``).
+    ``model`` is the input model as opened."""
     if settings.ranges is not None:
         ranges = read_ranges(settings.ranges, model, settings.data_max)
         return DecisionValues(ranges, warnings=_unchecked(ranges, model))
-    if not (measure or has_value_inputs(settings)):
+    if not (measure if measure is not None else has_value_inputs(settings)):
         return DecisionValues(None)
     prepared = prepare_samples()
     calibration = calibrate(prepared, progress)
@@ -217,3 +216,10 @@ def _relative(path: Path | None, written_to: Path | None) -> str | None:
         return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(written_to.parent))).as_posix()
     except ValueError:  # another drive (Windows)
         return Path(os.path.abspath(path)).as_posix()
+
+
+def prepared_samples(settings: Settings, **options: Any) -> Prepared:
+    """:func:`ampconfig.prove.request.prepare`, imported only when samples are needed (it loads ONNX Runtime)."""
+    from ampconfig.prove.request import prepare
+
+    return prepare(settings, **options)

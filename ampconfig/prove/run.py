@@ -20,7 +20,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.calibration import decision_values
+from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import explain_reference_failure, prepare
@@ -67,8 +67,7 @@ def execute(
         destination = declare_model_output(guard, settings.output, output_role, opened)
     values = decision_values(settings, opened.proto, lambda: prepared, measure=range_check, progress=progress)
     result = prepared.rewrite(values.ranges)
-    result.warnings.extend(values.warnings)
-    result.warnings.extend(values.not_checked_warning(result.low_precision_nodes))
+    result.warnings.extend([*values.warnings, *not_checked(result)])
     with _models_to_run(settings, opened, result, prepared.from_files) as (reference, rewritten, accuracy_copy):
         try:
             proof = prove(

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.report.tables import number_column, print_table
 from ampconfig.settings.write_op_names import written_names
 
@@ -58,19 +59,9 @@ def explain_payload(
         payload["op_names"] = foreign
     if range_report is not None:
         payload["range_analysis"] = dict(range_report)
-    elif (note := activations_note(result)) is not None:
-        payload["notes"].append(note)
+    elif result.value_ranges is None and result.low_precision_nodes and NOT_CHECKED not in payload["warnings"]:
+        payload["warnings"].append(NOT_CHECKED)  # decided without values: say so as every deciding command does
     return payload
-
-
-def activations_note(result: RewriteResult) -> str | None:
-    """What a decision made without data could not check (None when nothing was lowered)."""
-    if not result.low_precision_nodes:
-        return None
-    return (
-        f"values: constants were checked against {result.low_dtype}'s range; activations were not (no data ran): "
-        "run, tune, compare and explain --range-check/--data check them on the float32 model's values"
-    )
 
 
 def explain_summary(result: RewriteResult) -> dict[str, Any]:

@@ -24,9 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES
 from ampconfig.settings.documents import describe_value, parse_document, read_text, validation_problems
+from ampconfig.settings.values import RANGES_FORMAT as RANGES_FORMAT
 
-#: The value of every ranges file's ``format`` key.
-RANGES_FORMAT = "ampconfig-value-ranges"
 RANGES_FORMAT_VERSION: Literal[1] = 1
 #: The schema's file name (``ampconfig schema ranges``).
 RANGES_SCHEMA_FILE = "value-ranges.schema.json"

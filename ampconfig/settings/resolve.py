@@ -219,6 +219,10 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     device = merged.pick("device", flags.device, run.device if run else None, AUTO_DEVICE)
     warmup = merged.pick("warmup", flags.warmup, _set(run, "warmup"), DEFAULT_WARMUP)
     iterations = merged.pick("iterations", flags.iterations, _set(run, "iterations"), DEFAULT_ITERATIONS)
+    # Picked before `sources` is copied below, so that each says where it came from.
+    clamp_values = merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False)
+    data_max = _data_max(flags, config, merged, precision_mode)
+    ranges = merged.pick("ranges", flags.ranges, config.ranges if config else None)
     settings = Settings(
         precision_mode=precision_mode,
         target=_choice(target, TARGETS, "target"),
@@ -241,9 +245,9 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         config=flags.config,
         sources=MappingProxyType(dict(merged.sources)),
         notes=tuple(_notes(precision_mode, merged, example)),
-        clamp_values=merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False),
-        data_max=_data_max(flags, config, merged, precision_mode),
-        ranges=merged.pick("ranges", flags.ranges, config.ranges if config else None),
+        clamp_values=clamp_values,
+        data_max=data_max,
+        ranges=ranges,
     )
     _log(settings)
     return settings, problems

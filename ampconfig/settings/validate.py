@@ -47,9 +47,9 @@ from ampconfig.settings.mixlist import (
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 from ampconfig.settings.tf_lists import is_tf_lists_text
-from ampconfig.settings.values import FILE_KINDS, LOCK_FORMAT
+from ampconfig.settings.values import FILE_KINDS, LOCK_FORMAT, RANGES_FORMAT
 
-FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock"]
+FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock", "ranges"]
 #: How a precision lock's name ends (``precision.lock.json``).
 LOCK_SUFFIX = ".lock.json"
 
@@ -177,6 +177,7 @@ _WHAT = {
     "keep-dtype": "keep_dtype file",
     "customize-dtypes": "customize_dtypes file",
     "lock": "precision lock",
+    "ranges": "value ranges file",
 }
 _LINE_FILES = ("keep-dtype", "customize-dtypes", "lock")
 
@@ -197,7 +198,7 @@ def _validate_file(
     if report.kind is None and path.name.lower().endswith(LOCK_SUFFIX):
         report.kind = "lock"
     try:
-        limit = MAX_LOCK_BYTES if report.kind == "lock" else MAX_DOCUMENT_BYTES
+        limit = MAX_LOCK_BYTES if report.kind in ("lock", "ranges") else MAX_DOCUMENT_BYTES
         text = read_text(path, _WHAT.get(report.kind or "", "file"), max_bytes=limit)
         tf_lists = report.kind in (None, "mixlist") and is_tf_lists_text(text)
         if tf_lists:
@@ -213,6 +214,11 @@ def _validate_file(
             from ampconfig.settings.lock_file import parse_lock
 
             parse_lock(text, str(path))
+            return [report]
+        if report.kind == "ranges":  # as a lock: a flawed ranges file decides nothing
+            from ampconfig.settings.ranges_file import parse_ranges
+
+            parse_ranges(text, str(path))
             return [report]
     except AmpconfigError as exc:
         report.unusable = True
@@ -255,6 +261,8 @@ def _kind_from_content(path: Path, document: Document | None) -> str:
     keys = set(data) if isinstance(data, Mapping) else set()
     if isinstance(data, Mapping) and data.get("format") == LOCK_FORMAT:
         return "lock"
+    if isinstance(data, Mapping) and data.get("format") == RANGES_FORMAT:
+        return "ranges"
     if keys & _MIXLIST_KEYS:
         return "mixlist"
     if {"ops", "provider"} <= keys:
