@@ -122,9 +122,12 @@ def test_the_int32_sums_of_a_quantized_model_are_judged_by_range(quantized: tupl
         assert node["cause"].endswith("_cast_output") and "x.npz" in node["reason"] and "margin 32752" in node["reason"]
         cast = nodes[node["cause"].removesuffix("_output")]
         assert cast["op_type"] == "Cast" and cast["dtype"] == "float32"  # the int32 -> float Cast stays float32
-    assert runner.invoke(app, ["run", *args, "--no-range-check", *FAST]).exit_code == 1  # inf without the rule
     code, ran = _json(["run", *args, "--json", *FAST])
     assert code == 0 and ran["low_precision_nodes"] > 0, ran["failures"]
+    # Without the range run the sums that feed a quantizer still stay float32 (rule quantizer_input), but the last
+    # one, 43551 within float16's range and past the margin, goes low with its Mul.
+    code, unchecked = _json(["run", *args, "--no-range-check", "--json", *FAST])
+    assert unchecked["low_precision_nodes"] > ran["low_precision_nodes"]
 
 
 def test_the_margin_is_a_setting(quantized: tuple[Path, Path]) -> None:
@@ -210,7 +213,8 @@ def test_run_checks_the_ranges_of_a_model_whose_weights_stay_on_disk(
     code, from_disk = _json(["run", str(moved), *args])
     assert code == 0, from_disk["failures"]
     assert from_disk["low_precision_nodes"] == in_memory["low_precision_nodes"] > 0
-    assert runner.invoke(app, ["run", str(moved), *args, "--no-range-check"]).exit_code == 1
+    _, unchecked = _json(["run", str(moved), *args, "--no-range-check"])
+    assert unchecked["low_precision_nodes"] > from_disk["low_precision_nodes"]  # the range run kept a Mul float32
 
 
 def test_a_clamped_constant_node_is_named_by_its_value() -> None:

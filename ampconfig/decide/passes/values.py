@@ -49,7 +49,7 @@ class KeepValuesInRange(DecisionPass):
             constants = [] if ctx.clamp_values else _constant_inputs(facts)
             if not constants and ctx.value_ranges is None:
                 continue  # neither rule can keep it: the mode is not asked (most nodes of most models)
-            if _could_go_low(facts, state, verdict_of):
+            if could_go_low(facts, state, verdict_of):
                 asked.append((facts, constants))
         beyond = _beyond(dict.fromkeys(value for _, constants in asked for value in constants), ctx.low)
         changed = False
@@ -66,7 +66,7 @@ class KeepValuesInRange(DecisionPass):
                 raise self.fail(f"{facts.node.name} was kept for its values but computes in {verdict.dtype}")
 
 
-def _could_go_low(facts: NodeFacts, state: DecisionState, verdict_of: ModeVerdicts) -> bool:
+def could_go_low(facts: NodeFacts, state: DecisionState, verdict_of: ModeVerdicts) -> bool:
     """Whether the mode might put the node in the low type (what the values rule guards against): the modes that
     paint nothing say now; in the mixed modes any node but a black one may end low."""
     ctx = state.ctx
