@@ -16,7 +16,7 @@ import onnx
 
 from ampconfig.api import save_low_precision_rounding_copy
 from ampconfig.decide.decisions import RewriteResult, Rule
-from ampconfig.decide.quantized import quantized_model
+from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
@@ -79,6 +79,7 @@ def execute(
                 iterations=settings.iterations,
                 progress=progress,
                 cpu_accuracy_model=accuracy_copy,
+                float_qdq=_has_qdq(result),
             )
         except AmpconfigError as exc:
             if exc.file is None and exc.message.startswith(INPUT_REFUSED):
@@ -181,6 +182,11 @@ def _value_notes(result: RewriteResult) -> list[str]:
         f"{sum(counts.values())} node(s) kept float32 because {result.low_dtype} cannot hold their values ({parts}; "
         "ampconfig explain names each value)"
     ]
+
+
+def _has_qdq(result: RewriteResult) -> bool:
+    quantized = quantized_model(result.decisions)
+    return quantized is not None and QuantizationKind.QDQ in quantized.kinds
 
 
 def _quantized_notes(result: RewriteResult, judgement: Judgement) -> list[str]:

@@ -98,6 +98,9 @@ def test_run_passes_a_quantized_block_and_says_it_is_quantized(blocks: dict[str,
     assert code == 0, report["failures"]
     note = next(note for note in report["notes"] if "the model is quantized" in note)
     assert f"({kind}," in note and f"{report['low_precision_nodes']} of {report['nodes']} node(s)" in note
+    # On the CPU a QDQ model's Q/DQ pairs run as float ops in both models, as on CUDA (tests/runner/test_proof.py).
+    float_qdq = any("QuantizeLinear/DequantizeLinear pairs" in note for note in report["notes"])
+    assert float_qdq is (kind == "QDQ")
 
 
 def test_without_the_rule_the_qdq_block_fails_and_run_says_why(
