@@ -51,6 +51,7 @@ class Rule(str, Enum):
     CHECKER_REJECTS = "checker_rejects"  # the ONNX checker rejected the op in low precision: kept
     VALUE_OUT_OF_RANGE = "value_out_of_range"  # reads a constant with values beyond the low type's range
     RANGE_EXCEEDS = "range_exceeds"  # the float32 model's values on data passed the margin below the low type's limit
+    QUANTIZER_INPUT = "quantizer_input"  # computes a value a quantizer rounds to integers: kept as the original
 
 
 @dataclass(frozen=True)

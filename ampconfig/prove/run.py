@@ -16,6 +16,7 @@ import onnx
 
 from ampconfig.api import save_low_precision_rounding_copy
 from ampconfig.decide.decisions import RewriteResult, Rule
+from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
@@ -80,6 +81,7 @@ def execute(
                 iterations=settings.iterations,
                 progress=progress,
                 cpu_accuracy_model=accuracy_copy,
+                float_qdq=_has_qdq(result),
             )
         except AmpconfigError as exc:
             if exc.file is None and exc.message.startswith(INPUT_REFUSED):
@@ -152,8 +154,9 @@ def _input_notes(inputs: SampleSet) -> list[str]:
 
 
 def _lowering_notes(result: RewriteResult) -> list[str]:
-    """Say why nothing was lowered when a mode that lowers lowered nothing (typical on the CPU target)."""
-    if result.low_precision_nodes or result.precision_mode in _MODES_THAT_KEEP:
+    """Say why nothing was lowered when a mode that lowers lowered nothing (typical on the CPU target); a quantized
+    model says it in :func:`_quantized_notes`."""
+    if result.low_precision_nodes or result.precision_mode in _MODES_THAT_KEEP or quantized_model(result.decisions):
         return []
     no_kernel = sum(1 for decision in result.decisions if decision.rule is Rule.NO_LOW_KERNEL)
     if not no_kernel:
@@ -183,6 +186,27 @@ def _value_notes(result: RewriteResult) -> list[str]:
         f"{sum(counts.values())} node(s) kept float32 because {result.low_dtype} cannot hold their values ({parts}; "
         "ampconfig explain names each value)"
     ]
+
+
+def _has_qdq(result: RewriteResult) -> bool:
+    quantized = quantized_model(result.decisions)
+    return quantized is not None and QuantizationKind.QDQ in quantized.kinds
+
+
+def _quantized_notes(result: RewriteResult, judgement: Judgement) -> list[str]:
+    """That the model is quantized, which kind, and what the mode still lowered; on a failure, why quantized models
+    are fragile."""
+    quantized = quantized_model(result.decisions)
+    if quantized is None:
+        return []
+    note = quantized.describe(result.low_dtype)
+    if judgement.failures:
+        note += (
+            ": each quantizer rounds what it reads to integer steps, so a low-precision value before one moves "
+            "whole steps and the next quantizers re-round values that already moved; ampconfig explain names the "
+            f"nodes feeding quantizers (rule {Rule.QUANTIZER_INPUT.value})"
+        )
+    return [note]
 
 
 def build_report(
@@ -227,6 +251,7 @@ def build_report(
             *_input_notes(inputs),
             *_lowering_notes(result),
             *_value_notes(result),
+            *_quantized_notes(result, judgement),
         ],
         warnings=[*result.warnings, *inputs.warnings],
         rewrite=result,

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.quantized import quantized_model
 from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.report.tables import number_column, print_table
 from ampconfig.settings.write_op_names import written_names
@@ -83,6 +84,8 @@ def explain_summary(result: RewriteResult) -> dict[str, Any]:
         "values_clamped": stats.values_clamped,
         "opset_raised_to": stats.opset_raised_to,
         "cost": result.cost.to_dict() if result.cost is not None else None,
+        "quantized": quantized.to_dict() if (quantized := quantized_model(decisions)) is not None else None,
+        "quantized_note": quantized.describe(result.low_dtype) if quantized is not None else None,
     }
 
 
@@ -147,6 +150,8 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
                 f" ... ({len(island['nodes'])} nodes)" if len(island["nodes"]) > 6 else ""
             )
             grid.add_row("", f"{island['casts']} casts (~{island['cast_us']:.0f} us) around {nodes}; {rules}")
+    if summary.get("quantized_note"):
+        grid.add_row("quantized", summary["quantized_note"])
     ranges = payload.get("range_analysis")
     if ranges is not None:
         kept = ranges["overflow_nodes"]
