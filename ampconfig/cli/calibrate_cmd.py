@@ -39,7 +39,7 @@ for real ones: a model's values on noise say little about its values on data.
 @command("calibrate", help=_HELP)
 def calibrate(
     options: SharedOptions,
-    output: Annotated[
+    ranges_path: Annotated[
         Path,
         typer.Option("--output", "-o", metavar="RANGES.json", help="Where to write the ranges: atomically."),
     ],
@@ -50,7 +50,7 @@ def calibrate(
 
     with opened(options) as start:
         settings = start.settings
-        destination = start.guard.output("value ranges (--output)", output)
+        destination = start.guard.output("value ranges (--output)", ranges_path)
         prepared = prepare(settings, command="calibrate", guard=start.guard)
         calibration = measure(prepared, start.progress)
         if calibration is None:
@@ -58,7 +58,7 @@ def calibrate(
                 "the model's activations cannot be measured: " + "; ".join(prepared.notes),
                 file=str(settings.model_path),
             )
-        ranges = calibration.file(settings.model_path, output)
+        ranges = calibration.file(settings.model_path, ranges_path)
         written = start.guard.write_text(destination, ranges_text(ranges))
     nonfinite = sorted(key for key, value in ranges.values.items() if value.nonfinite)
     largest = sorted(((key, value.max_abs) for key, value in ranges.values.items()), key=lambda item: -item[1])[:3]

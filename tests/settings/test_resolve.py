@@ -110,8 +110,8 @@ def test_every_command_resolves_the_same_settings(session_config: Path, command:
     assert expected["tolerance"] == {"rel_l2": 0.5, "max_abs": 100.0, "min_cosine": None}
     assert expected["inputs"]["seed"] == 7 and expected["inputs"]["shapes"] == {"x": [2, 8, 32]}
     from_config = {name for name, source in expected["sources"].items() if source == f"config {session_config}"}
-    # The config names no .npz and no data set.
-    assert set(expected["sources"]) - from_config == {"inputs", "data", "calibration_data"}
+    # The config names no .npz, no data set and no ranges file.
+    assert set(expected["sources"]) - from_config == {"inputs", "data", "calibration_data", "ranges"}
 
 
 def test_flags_win_over_the_config_and_say_so(session_config: Path) -> None:
