@@ -29,8 +29,6 @@ from ampconfig.runner.inputs import adapt_feeds
 
 #: At most this many nodes are kept by the net: more means the cause is not a few nodes' dtypes.
 MAX_KEPT = 16
-#: At most this many probes (a rewrite and a child's load and run each) in one search.
-MAX_PROBES = 64
 
 _LOW_DTYPES = frozenset({"float16", "bfloat16"})
 _WHILE = {Phase.LOAD: "loading", Phase.RUN: "running"}
@@ -85,15 +83,11 @@ def find_kept(
 ) -> dict[str, str]:
     """The nodes to keep, with why, so that ``fails_keeping(kept)`` is None (the model runs); ``failure`` is how
     the model with none kept failed. Raises :class:`AmpconfigError` when keeping every candidate does not help,
-    or when the search takes more than :data:`MAX_PROBES` probes or :data:`MAX_KEPT` nodes."""
+    or when more than :data:`MAX_KEPT` nodes would have to be kept (the search then stops: each node costs
+    ``2 + log2(len(candidates))`` probes at most)."""
     kept: dict[str, str] = {}
-    probes = 0
 
     def probe(names: Sequence[str]) -> Failure | None:
-        nonlocal probes
-        probes += 1
-        if probes > MAX_PROBES:
-            raise _gave_up(failure, f"no culprit found in {MAX_PROBES} probes")
         return fails_keeping({**kept, **dict.fromkeys(names, reason(failure))})
 
     while True:

@@ -96,6 +96,9 @@ def check_in_child(models: Sequence[GuardedModel], device: str) -> list[ModelChe
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             check=False,
+            # What the child leaves in its temporary folder goes with this one (importing onnxruntime-gpu writes
+            # a .ses file there).
+            env={**os.environ, "TMPDIR": folder},
         )
         lines = status.read_text(encoding="utf-8").splitlines() if status.is_file() else []
     return _read_status(lines, models, done.returncode, done.stderr.decode("utf-8", "replace"))
