@@ -245,6 +245,7 @@ def rewrite_model_detailed(
     ranges: str | Path | None = None,
     data_max: float | None = None,
     with_cost: bool = True,
+    runtime_refused: Mapping[str, str] | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -280,6 +281,8 @@ def rewrite_model_detailed(
     the output. Its IR version is one the installed ONNX Runtime loads, where the model allows it.
     ``with_cost=False`` leaves ``cost`` None: the casts, estimated time and float32 islands are a report, and a
     caller that shows none of it saves their walk over the graph (a quarter of a second on 25k nodes).
+    ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
+    net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
     """
     mode = parse_mode(precision_mode)
     library = op_info if op_info is not None else load_ops_info(target)
@@ -339,6 +342,7 @@ def rewrite_model_detailed(
             judges=dict(judges or {}),
             value_ranges=value_ranges,
             clamp_values=clamp_values,
+            runtime_refused=dict(runtime_refused or {}),
         )
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
@@ -408,6 +412,7 @@ def rewrite_with_settings(
     op_info: OpInfoLibrary | None = None,
     value_ranges: ValueRanges | None = None,
     with_cost: bool = True,
+    runtime_refused: Mapping[str, str] | None = None,
 ) -> RewriteResult:
     """:func:`rewrite_model_detailed` with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their
     precision mode, decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the
@@ -427,6 +432,7 @@ def rewrite_with_settings(
         value_ranges=value_ranges,
         clamp_values=settings.clamp_values,
         with_cost=with_cost,
+        runtime_refused=runtime_refused,
     )
 
 

@@ -49,6 +49,7 @@ class Rule(str, Enum):
     CAST_AWARE_ISLAND = "cast_aware_island"  # a float32 island whose boundary casts outnumbered its nodes: lowered
     CAST_RETARGETED = "cast_retargeted"  # an existing Cast now produces the dtype its consumers need
     CHECKER_REJECTS = "checker_rejects"  # the ONNX checker rejected the op in low precision: kept
+    RUNTIME_REFUSES = "runtime_refuses"  # ONNX Runtime refused or crashed on the rewrite with the node lowered: kept
     VALUE_OUT_OF_RANGE = "value_out_of_range"  # reads a constant with values beyond the low type's range
     RANGE_EXCEEDS = "range_exceeds"  # the float32 model's values on data passed the margin below the low type's limit
     QUANTIZER_INPUT = "quantizer_input"  # computes a value a quantizer rounds to integers: kept as the original

@@ -14,6 +14,7 @@ else generated). Calibration samples (value ranges, tune's ranking): ``--calibra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -104,11 +105,13 @@ class Prepared:
         *,
         use_request_lists: bool = True,
         op_names: str | None = None,
+        runtime_refused: Mapping[str, str] | None = None,
     ) -> RewriteResult:
         """The rewrite for this request, decided with ``value_ranges`` (the float32 model's values on data) where
         given; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as given instead of the
         request's. A model with external data is rewritten from its path (its tensors are converted while they
-        are written), any other from the named proto."""
+        are written), any other from the named proto. ``runtime_refused``: nodes that keep their dtype because
+        ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.prove.safety_net`)."""
         settings = self.request
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.
@@ -123,7 +126,7 @@ class Prepared:
                 customize_dtypes=customize,
             )
         source = self.request.model_path if self.from_files else self.graph
-        return rewrite_with_settings(source, settings, value_ranges=value_ranges)
+        return rewrite_with_settings(source, settings, value_ranges=value_ranges, runtime_refused=runtime_refused)
 
     def calibration_source(self) -> str:
         """Where the calibration values come from, in words."""

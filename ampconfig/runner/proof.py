@@ -65,6 +65,21 @@ class Proof:
     notes: list[str] = field(default_factory=list)
 
 
+class RewrittenRefused(AmpconfigError):
+    """ONNX Runtime refused the rewritten model (``phase`` "load" or "run", on sample ``sample``) while the fp32 model
+    ran: not the user's input and not a bug, but an op ONNX Runtime does not take in the dtype the rewrite gave it.
+    ``ampconfig run`` hands it to its safety net (:mod:`ampconfig.prove.safety_net`)."""
+
+    def __init__(self, message: str, phase: str, sample: int = 0) -> None:
+        super().__init__(
+            f"ONNX Runtime refused to {phase} the rewritten model (the fp32 model ran): {message}",
+            hint="keep the node ONNX Runtime names in its original dtype (keep_dtype), or use another precision mode",
+        )
+        self.reason = message
+        self.phase = phase
+        self.sample = sample
+
+
 #: How a refusal of the fp32 reference (the user's model) starts; callers that know its file add it.
 INPUT_REFUSED = "ONNX Runtime cannot load the input model: "
 
@@ -74,7 +89,7 @@ def input_refusal(error: AmpconfigError, model: onnx.ModelProto, path: str | Non
     refused to load is located at the node it names (:data:`INPUT_REFUSED`); one it could not run on the inputs
     is the inputs' fault (:data:`REFERENCE_FAILED`); any other error as it is."""
     if error.message.startswith(RUN_FAILED):
-        return _run_failure(REFERENCE_LABEL, RuntimeError(error.message.removeprefix(RUN_FAILED)))
+        return _reference_run_failure(RuntimeError(error.message.removeprefix(RUN_FAILED)))
     if not error.message.startswith(LOAD_FAILED):
         return error
     reason = locate_refusal(error.message.removeprefix(LOAD_FAILED), model)
@@ -140,8 +155,8 @@ def sample_outputs(
     label: str = "rewritten",
 ) -> list[dict[str, np.ndarray]]:
     """One run of ``session`` per sample for the outputs that are judged (feeds converted to ``model``'s input
-    dtypes). A failure on the fp32 reference is the inputs' fault; on a rewritten model it is a bug (see
-    ``_run_failure``); with several samples the message names the sample."""
+    dtypes). A failure on the fp32 reference is the inputs' fault; on a rewritten model it is
+    :class:`RewrittenRefused` (which carries the sample); with several samples the message names the sample."""
     proto = model_proto(model)
     outputs = []
     shown = progress if len(samples) >= PROGRESS_SAMPLES else None
@@ -152,7 +167,9 @@ def sample_outputs(
         try:
             outputs.append(session.bind(adapt_feeds(feeds, proto)).outputs())
         except Exception as exc:  # ORT's own exception types
-            failure = _run_failure(REFERENCE_LABEL if reference else "rewritten", exc)
+            if not reference:
+                raise RewrittenRefused(_first_line(exc), "run", index) from None
+            failure = _reference_run_failure(exc)
             if len(samples) > 1:
                 failure = replace(failure, message=f"sample {index}: {failure.message}")
             raise failure from None
@@ -161,18 +178,17 @@ def sample_outputs(
     return outputs
 
 
-def _run_failure(label: str, exc: Exception) -> AmpconfigError:
-    """A model that loads but fails to run: on the fp32 reference it is the inputs (shapes that disagree with
-    the model, e.g. one dim_param bound to two sizes); on the rewritten model, with the reference fine, a bug."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if label == REFERENCE_LABEL:
-        return AmpconfigError(
-            f"{REFERENCE_FAILED} on these inputs: {message}",
-            hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
-        )
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _reference_run_failure(exc: Exception) -> AmpconfigError:
+    """The fp32 model loads but fails to run: the inputs' fault (shapes that disagree with the model, e.g. one
+    dim_param bound to two sizes). On the rewritten model, with the reference fine, the same is ONNX Runtime
+    refusing an op in the dtype it was given (:class:`RewrittenRefused`)."""
     return AmpconfigError(
-        f"ONNX Runtime failed to run the rewritten model (the fp32 model ran): {message}",
-        hint="this is a bug in ampconfig; please report it with the model and the command",
+        f"{REFERENCE_FAILED} on these inputs: {_first_line(exc)}",
+        hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
     )
 
 
@@ -276,9 +292,11 @@ def _copy_the_cpu_can_run(
 ) -> tuple[onnx.ModelProto | ModelFile, int]:
     """The CPU accuracy copy, when the CPU provider refused the rewritten model itself (the fp32 reference loaded:
     its refusal reads differently) and the copy wraps what it could not run; else the refusal stands."""
-    if choice.device != "cpu" or cpu_accuracy_model is None or not refusal.message.startswith(LOAD_FAILED):
+    if not refusal.message.startswith(LOAD_FAILED):
         raise refusal
+    if choice.device != "cpu" or cpu_accuracy_model is None:
+        raise RewrittenRefused(refusal.message.removeprefix(LOAD_FAILED), "load") from None
     copy, wrapped = cpu_accuracy_model()
     if not wrapped:
-        raise refusal
+        raise RewrittenRefused(refusal.message.removeprefix(LOAD_FAILED), "load") from None
     return copy, wrapped
