@@ -3,6 +3,7 @@ file (missing, a symbolic link loop, a directory, a device or pipe where a regul
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -15,7 +16,7 @@ def resolve_path(path: str | Path) -> Path:
     reports with RuntimeError on some Python versions, yields the absolute path unresolved."""
     try:
         return Path(path).resolve()
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the path
         return Path(os.path.abspath(path))
 
 
@@ -29,6 +30,12 @@ def require_file(path: Path, what: str, *, hint: str | None = None, regular: boo
         raise _missing(path, what, hint, exc) from None
     except RuntimeError:  # a symbolic link loop on Python versions whose stat raises it
         raise _link_loop(source, what) from None
+    except ValueError:  # the OS takes no NUL in a path; os.stat says so with ValueError
+        raise AmpconfigError(
+            f"{what}: the path holds a NUL character, which no file name can",
+            file=source,
+            hint=hint or "check the path",
+        ) from None
     if stat.S_ISDIR(mode):
         raise AmpconfigError(f"{what} is a directory, not a file", file=source, hint=hint)
     if regular and not stat.S_ISREG(mode):
@@ -41,6 +48,12 @@ def require_file(path: Path, what: str, *, hint: str | None = None, regular: boo
 
 def _missing(path: Path, what: str, hint: str | None, exc: OSError) -> AmpconfigError:
     source = str(path)
+    if exc.errno == errno.ENAMETOOLONG:  # before is_symlink, which raises it again
+        return AmpconfigError(
+            f"{what} not found: a name in its path is longer than the file system allows",
+            file=source,
+            hint=hint or "check the path",
+        )
     if path.is_symlink():
         return _link_loop(source, what)
     if isinstance(exc, PermissionError):
