@@ -10,7 +10,9 @@ that never finish (--warmup 10**20), and option values that were silently accept
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
 import os
 import zipfile
@@ -425,11 +427,11 @@ def _npz(path: Path, members: dict[str, bytes]) -> Path:
 @pytest.mark.parametrize(
     ("case", "fragment"),
     [
-        ("empty", "cannot read the inputs file as a .npz archive"),
+        ("empty", "as a .npz archive"),
         ("member_not_npy", "member 'x.npy': not a .npy array"),
         ("member_truncated", "member 'x.npy': the header declares a 100000000000x64 float32 array"),
         ("member_objects", "holds Python objects"),
-        ("truncated_archive", "cannot read the inputs file as a .npz archive"),
+        ("truncated_archive", "as a .npz archive"),
     ],
 )
 def test_bad_npz_inputs(folder: Path, model: Path, case: str, fragment: str) -> None:
@@ -446,6 +448,42 @@ def test_bad_npz_inputs(folder: Path, model: Path, case: str, fragment: str) -> 
         np.savez(path, x=np.zeros((2, 64), np.float32))
         path.write_bytes(path.read_bytes()[:-40])
     args = ["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--inputs", path]
+    assert_refused(invoke(args), str(path), fragment)
+
+
+def _npz_bytes(**arrays: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+#: A Polygraphy data set (.json) whose input ``x`` holds these bytes as ``{"array": base64}``.
+POLYGRAPHY_CASES = {
+    "zip_magic_only": (b"PK\x03\x04 and then no archive", "not a .npy array"),  # was BadZipFile
+    "empty_npz": (_npz_bytes(), "a .npz archive of 0 arrays"),  # was StopIteration
+    "two_array_npz": (_npz_bytes(a=np.zeros((1, 64), np.float32), b=np.ones((1, 64), np.float32)), "of 2 arrays"),
+    "huge_header": (_npy_header_only((100_000_000_000, 64)), "the file is truncated or damaged"),  # was MemoryError
+    "npz_huge_member": (None, "member 'x.npy': the header declares"),
+}
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "explain", "tune"])
+@pytest.mark.parametrize("case", [*POLYGRAPHY_CASES, "deep"])
+def test_bad_polygraphy_data_sets(folder: Path, model: Path, command: str, case: str) -> None:
+    path = folder / f"polygraphy_{case}.json"
+    if case == "deep":  # was RecursionError in json.loads
+        path.write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
+        fragment = "nesting too deep"
+    else:
+        content, fragment = POLYGRAPHY_CASES[case]
+        if content is None:
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w") as archive:
+                archive.writestr("x.npy", _npy_header_only((100_000_000_000, 64)))
+            content = buffer.getvalue()
+        feed = {"x": {"array": base64.b64encode(content).decode("ascii")}}
+        path.write_text(json.dumps([feed]), encoding="utf-8")
+    args = [*command_args(command, model, folder / f"{case}.{command}.out"), "--data", path]
     assert_refused(invoke(args), str(path), fragment)
 
 

@@ -117,7 +117,7 @@ def test_a_json_that_is_no_list_of_feeds_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AmpconfigError, match="list of feeds"):
         load_data(path, if_overflow())
     path.write_text('[{"x": {"array": "not base64 !"}, "flag": true}]')
-    with pytest.raises(AmpconfigError, match=r"not a numpy array|neither base64"):
+    with pytest.raises(AmpconfigError, match=r"not a \.npy array|neither base64"):
         load_data(path, if_overflow())
 
 
