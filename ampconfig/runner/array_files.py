@@ -84,7 +84,10 @@ _SMALLER = "feed a smaller batch or shorter sequences"
 def load_npz(path: Path, label: str = "--inputs") -> dict[str, np.ndarray]:
     """The arrays of a .npz archive by name (the member name without ``.npy``), every header checked first."""
     source = str(path)
-    require_file(path, "inputs file (.npz)", hint="check --inputs / run.inputs")
+    if label == "--inputs":
+        require_file(path, "inputs file (.npz)", hint="check --inputs / run.inputs")
+    else:  # a data set (--data, --calibration-data)
+        require_file(path, f"{label} data set (.npz)", hint="check the path")
     return _read_npz(path, label, source, path.name)
 
 

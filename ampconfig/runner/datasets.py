@@ -30,7 +30,7 @@ import numpy as np
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import scan_json
-from ampconfig.files.paths import require_file
+from ampconfig.files.paths import path_kind, require_file
 from ampconfig.runner.array_files import load_array_bytes, load_npz
 from ampconfig.runner.inputs import InputSet, InputSpec, PreparedInput, coerce_input, model_input_specs
 from ampconfig.runner.memory import check_input_memory
@@ -102,7 +102,7 @@ def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
     """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs."""
     specs = model_input_specs(model)
     changed: Changed = {}
-    if path.is_dir():
+    if path_kind(path) == "folder":
         files = sorted(item for item in path.iterdir() if item.suffix == ".npz" and item.is_file())
         if not files:
             raise AmpconfigError(f"{label}: the folder holds no .npz file", file=str(path), hint=f"give {_LAYOUTS}")

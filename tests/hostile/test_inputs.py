@@ -277,6 +277,57 @@ def test_validate_and_import_table_on_symlink_loops(folder: Path) -> None:
     assert_refused(invoke(["ops-info", "import-table", table, "-o", folder / "oi.json"]), str(table), "symbolic")
 
 
+#: Every path a session config holds, and what a name no file can have is reported as in each.
+CONFIG_PATHS = (
+    "model",
+    "output",
+    "modify_mixlist",
+    "keep_dtype",
+    "customize_dtypes",
+    "run.inputs",
+    "run.data",
+    "run.calibration_data",
+)
+#: The config paths each command opens (or writes).
+READ_BY = {
+    "validate": {"model", "output", "modify_mixlist", "keep_dtype", "run.inputs", "run.data", "run.calibration_data"},
+    "rewrite": {"model", "output", "modify_mixlist", "keep_dtype"},
+    "run": {"model", "output", "modify_mixlist", "keep_dtype", "run.inputs", "run.data", "run.calibration_data"},
+    "lock": {"model", "modify_mixlist", "keep_dtype"},
+}
+UNNAMEABLE_PATHS = {"nul": ("x\0y.npz", "NUL character"), "too_long": ("a" * 300 + ".npz", "longer than the file")}
+
+
+@pytest.mark.parametrize("command", ["validate", "rewrite", "run", "lock"])
+@pytest.mark.parametrize("kind", list(UNNAMEABLE_PATHS))
+@pytest.mark.parametrize("field", CONFIG_PATHS)
+def test_config_paths_no_file_can_have(folder: Path, model: Path, command: str, kind: str, field: str) -> None:
+    """A NUL (os.stat's ValueError) or a name over 255 bytes (ENAMETOOLONG, which Path.is_dir raises) in any path
+    of a config ended in "internal error" in validate, rewrite, run, lock, explain and compare (issue 31)."""
+    name, fragment = UNNAMEABLE_PATHS[kind]
+    data: dict = {"model": str(model), "precision_mode": "allow_mix_precision", "run": {}}
+    section, _, key = field.rpartition(".")
+    (data["run"] if section else data)[key] = name
+    config = folder / f"paths_{kind}_{field}.json"
+    config.write_text(json.dumps(data), encoding="utf-8")
+    out = folder / f"paths_{kind}_{field}.{command}.out"
+    args: list[str | Path] = {
+        "validate": ["validate", config],
+        "rewrite": ["rewrite", "--config", config, *FAST] + ([] if field == "output" else ["-o", out]),
+        "run": ["run", "--config", config, *FAST, *RUN_FAST],
+        "lock": ["lock", "--config", config, "-o", out],
+    }[command]
+    result = invoke(args)
+    message = result.stdout + _stderr(result)
+    if field == "customize_dtypes":  # a value that is no file is read as the lines themselves
+        assert result.exit_code in (1, 2) and "customize_dtypes" in message, message
+    elif field in READ_BY[command]:
+        assert result.exit_code in (1, 2), message
+        assert fragment in message or "File name too long" in message, message  # the output guard: the OS's words
+    else:  # a path this command does not use
+        assert result.exit_code == 0, message
+
+
 @pytest.mark.parametrize("command", ["rewrite", "run"])
 def test_model_that_is_a_directory_or_a_device(folder: Path, command: str) -> None:
     directory = folder / "a_directory.onnx"
