@@ -216,11 +216,11 @@ def read_customize_names(
         if name.mapped and name.onnx is not None:
             problems.append(Problem(f"{OP_TYPE_PREFIX}{name.describe()}", source, entry.line, severity=Severity.NOTE))
             entry = replace(entry, op_type=name.onnx, written_op_type=entry.op_type)
-        first = by_op.get(entry.op_type)
-        if first is not None:  # two spellings of one ONNX op (MatMul, BatchMatMulV2): a repeat, as a repeated line
-            problems.append(_same_op_twice(entry, first, source))
+        op_type = entry.op_type or ""  # (never empty here: node entries were taken above)
+        if op_type in by_op:  # two spellings of one ONNX op (MatMul, BatchMatMulV2): a repeat, as a repeated line
+            problems.append(_same_op_twice(entry, by_op[op_type], source))
             continue
-        by_op[entry.op_type] = entry
+        by_op[op_type] = entry
         read.append(entry)
     return read, problems
 
