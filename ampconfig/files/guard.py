@@ -128,11 +128,11 @@ def same_file(first: str | Path, second: str | Path) -> bool:
     """Whether two spellings name one file: the same path once symlinks and ``..`` are resolved, or the same
     device and inode (hard links). ``-`` is standard output."""
     first, second = _spelled(first), _spelled(second)
-    if os.path.realpath(first) == os.path.realpath(second):
-        return True
     try:
+        if os.path.realpath(first) == os.path.realpath(second):
+            return True
         return os.path.samefile(first, second)
-    except (OSError, ValueError):  # either one missing (a new output), unreadable or not a valid path
+    except (OSError, ValueError):  # either one missing (a new output), unreadable or not a valid path (a NUL)
         return False
 
 
@@ -170,6 +170,12 @@ def classify(role: str, path: Path) -> Destination:
     except OSError as exc:  # a symlink loop, a file used as a folder, no permission to look
         raise AmpconfigError(
             f"cannot use this path for the {role}: {_reason(exc)}", file=str(path), hint="choose another path"
+        ) from None
+    except ValueError:  # a NUL in the path (from a config: the command line cannot hold one)
+        raise AmpconfigError(
+            f"cannot use this path for the {role}: it holds a NUL character, which no file name can",
+            file=str(path),
+            hint="choose another path",
         ) from None
     mode = info.st_mode
     if _is_stdout(info) and not stat.S_ISDIR(mode):

@@ -77,7 +77,25 @@ def prepare_check(path: Path) -> PreparedCheck:
         require_model(settings)
     except AmpconfigError as exc:
         raise _with_lock_line(exc, path, lock, document) from None
+    _require_the_locked_model(lock, document, settings)
     return PreparedCheck(path, lock, document, settings)
+
+
+def _require_the_locked_model(lock: PrecisionLock, document: LockDocument, settings: Settings) -> None:
+    """A lock of a named model is never checked against the bundled example: when today's config no longer names
+    a model, the resolver falls back to the example, and the check would report (and ``--update`` record) a
+    different model. Exit 2: the lock cannot be checked until its model is named again."""
+    recorded = lock.model.path
+    if recorded is None or settings.example is None:
+        return
+    config = f" {settings.config}" if settings.config is not None else ""
+    problem = document.source.problem(
+        f"the lock was made for the model {recorded!r} (from the {lock.model.source}), but today's config{config} "
+        f"names no model: the check would judge the bundled example {settings.example!r} instead",
+        ("model", "path"),
+        hint="name the model in the config again, or write a new lock: ampconfig lock MODEL [settings] -o FILE",
+    )
+    raise AmpconfigError(problem.message, file=document.file, line=problem.line, hint=problem.hint, problems=[problem])
 
 
 def _with_lock_line(

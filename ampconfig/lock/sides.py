@@ -16,6 +16,7 @@ from ampconfig.decide.values import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.hashing import file_sha256
 from ampconfig.files.models import open_model
+from ampconfig.files.paths import path_kind
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.check import prepare_check
 from ampconfig.lock.drift import LockDiff, compare_locks
@@ -64,7 +65,10 @@ def _side_of(lock: PrecisionLock, path: Path) -> SettingsSide | None:
         if record is None or record.path is None:
             continue
         file = lock_relative(path, record.path)
-        if not file.is_file() or file_sha256(file) != record.sha256:
+        try:
+            if path_kind(file) != "file" or file_sha256(file) != record.sha256:
+                return None
+        except OSError:  # unreadable: its lines cannot be named either
             return None
     try:
         return SettingsSide.read(prepare_check(path).settings)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.models import OpenedModel, external_data_name, stream_refused, writes_external_data
+from ampconfig.files.paths import path_kind
 
 if TYPE_CHECKING:
     from ampconfig.settings.resolve import Settings
@@ -55,7 +56,7 @@ def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
         ("--calibration-data", "calibration_data", settings.inputs.calibration_data),
     ):
         what = settings_role(settings, "data set", flag, name, f"run.{name}")
-        if data_path is not None and data_path.is_dir():
+        if data_path is not None and path_kind(data_path) == "folder":
             guard.read_all(what, [item for item in data_path.iterdir() if item.suffix == ".npz"])
         else:
             guard.read(what, data_path)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import require_file
-from ampconfig.runner.array_files import load_npz
+from ampconfig.files.bounded import scan_json
+from ampconfig.files.paths import path_kind, require_file
+from ampconfig.runner.array_files import load_array_bytes, load_npz
 from ampconfig.runner.inputs import InputSet, InputSpec, PreparedInput, coerce_input, model_input_specs
 from ampconfig.runner.memory import check_input_memory
 
@@ -102,7 +102,7 @@ def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
     """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs."""
     specs = model_input_specs(model)
     changed: Changed = {}
-    if path.is_dir():
+    if path_kind(path) == "folder":
         files = sorted(item for item in path.iterdir() if item.suffix == ".npz" and item.is_file())
         if not files:
             raise AmpconfigError(f"{label}: the folder holds no .npz file", file=str(path), hint=f"give {_LAYOUTS}")
@@ -222,8 +222,15 @@ def _read_json(specs: Sequence[InputSpec], path: Path, label: str, changed: Chan
     # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
     check_input_memory(path.stat().st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
+    # Nesting is bounded before json.loads recurses; values are not (a plain list of numbers may hold millions:
+    # the memory check above bounds them).
+    scan_json(text, str(path), max_values=len(text) + 1)
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
         raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
     if isinstance(document, dict):
         document = [document]  # one feed written alone
@@ -253,11 +260,4 @@ def _decode(value: Any, where: str) -> Any:
             data = encoded.encode("latin-1")  # Polygraphy's older files stored the bytes as latin-1
         except UnicodeEncodeError:
             raise AmpconfigError(f"{where}: 'array' is neither base64 nor latin-1 bytes", hint=_JSON_HINT) from None
-    try:
-        loaded = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise AmpconfigError(f"{where}: not a numpy array: {exc}", hint=_JSON_HINT) from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):  # an older encoding: an archive of one array
-        with loaded:
-            return next(iter(loaded.values()))
-    return loaded
+    return load_array_bytes(data, where)

@@ -196,6 +196,7 @@ def read_customize_names(
     read: list[CustomizeEntry] = []
     problems: list[Problem] = []
     vocabulary = file_vocabulary((entry.op_type for entry in entries if entry.op_type is not None), op_names)
+    by_op: dict[str, CustomizeEntry] = {}  # the first entry of each ONNX op type
     for entry in entries:
         if entry.op_type is None:
             read.append(entry)
@@ -215,8 +216,26 @@ def read_customize_names(
         if name.mapped and name.onnx is not None:
             problems.append(Problem(f"{OP_TYPE_PREFIX}{name.describe()}", source, entry.line, severity=Severity.NOTE))
             entry = replace(entry, op_type=name.onnx, written_op_type=entry.op_type)
+        op_type = entry.op_type or ""  # (never empty here: node entries were taken above)
+        if op_type in by_op:  # two spellings of one ONNX op (MatMul, BatchMatMulV2): a repeat, as a repeated line
+            problems.append(_same_op_twice(entry, by_op[op_type], source))
+            continue
+        by_op[op_type] = entry
         read.append(entry)
     return read, problems
+
+
+def _same_op_twice(entry: CustomizeEntry, first: CustomizeEntry, source: str | None) -> Problem:
+    differs = (entry.inputs, entry.outputs) != (first.inputs, first.outputs)
+    return Problem(
+        f"{entry.target} customises ONNX {entry.op_type}, as {first.target} on line {first.line} does"
+        + (" with other dtypes" if differs else "")
+        + ": the first wins",
+        source,
+        entry.line,
+        hint="keep one line per op type",
+        severity=Severity.WARNING,
+    )
 
 
 @dataclass(frozen=True)

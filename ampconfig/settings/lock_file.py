@@ -336,7 +336,7 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
         )
         raise AmpconfigError(problem.message, file=source, problems=[problem])
     version = data.get("format_version")
-    if version != LOCK_FORMAT_VERSION:
+    if version != LOCK_FORMAT_VERSION or isinstance(version, bool):  # true == 1 in Python
         newer = isinstance(version, int) and not isinstance(version, bool) and version > LOCK_FORMAT_VERSION
         problem = document.source.problem(
             f"lock format version {json.dumps(version)} is not one this ampconfig reads ({LOCK_FORMAT_VERSION})",
@@ -345,7 +345,8 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
         )
         raise AmpconfigError(problem.message, file=source, problems=[problem])
     try:
-        lock = PrecisionLock.model_validate(data)
+        # strict, as JSON: a boolean or a string is no count (true == 1 in Python); an integer is still a number
+        lock = PrecisionLock.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         problems = validation_problems(exc, document.source, PrecisionLock)
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None

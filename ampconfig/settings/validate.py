@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
-from ampconfig.files.paths import resolve_path
+from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
@@ -499,17 +499,28 @@ def _keep_dtype_list_findings(
 
 
 def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: SourceMap) -> list[Problem]:
+    """The config's paths (against its folder, as the commands read them) that name nothing usable: the model and
+    run.inputs must be files, a data set a file or a folder."""
     run = data.get("run")
+    run = run if isinstance(run, Mapping) else {}
     candidates = {
-        ("model",): data.get("model"),
-        ("run", "inputs"): run.get("inputs") if isinstance(run, Mapping) else None,
+        ("model",): (data.get("model"), "model file"),
+        ("run", "inputs"): (run.get("inputs"), "inputs file"),
+        ("run", "data"): (run.get("data"), "data set"),
+        ("run", "calibration_data"): (run.get("calibration_data"), "calibration data set"),
+        ("output",): (data.get("output"), "output"),  # need not exist: only a name no file can have is wrong
     }
     problems = []
-    for key, value in candidates.items():
+    for key, (value, what) in candidates.items():
         if not isinstance(value, str) or not value.strip():
             continue
         file = _resolve(folder, value)
-        if not file.is_file():
-            what = "is a directory, not a file" if file.is_dir() else "does not exist"
-            problems.append(origin.problem(f"{key[-1]} file {str(file)!r} {what}", key))
+        kind = path_kind(file)
+        if kind == "file" or (kind == "folder" and what.endswith("data set")):
+            continue
+        if what == "output" and kind not in UNNAMEABLE:
+            continue
+        wrong = {"folder": "is a directory, not a file", "other": "is not a regular file (a device, pipe or socket)"}
+        why = UNNAMEABLE.get(kind) or wrong.get(kind, "does not exist")
+        problems.append(origin.problem(f"{what} {str(file)!r} {why}", key))
     return problems

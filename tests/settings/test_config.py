@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.settings.config import (
+    RunOptions,
     SessionConfig,
     check_mode_accepts_mixlist,
     load_session_config,
@@ -137,6 +139,26 @@ def test_keep_dtype_path_is_resolved_and_read(tmp_path: Path) -> None:
     config = load_session_config(write(folder, "s.yaml", "precision_mode: force_fp16\nkeep_dtype: keep.cfg\n"))
     assert config.keep_dtype == folder / "keep.cfg"
     assert config.keep_dtype_entries() == [KeepDtypeEntry(None, "Erf", 1)]
+
+
+def _path_fields(model: type[BaseModel]) -> list[str]:
+    """The fields of ``model`` that can hold a path (found from their types, so a new one is not forgotten)."""
+    return [name for name, info in model.model_fields.items() if "Path" in str(info.annotation)]
+
+
+def test_every_path_of_the_config_is_relative_to_its_folder(tmp_path: Path) -> None:
+    """run.data and run.calibration_data were resolved against the working folder (issue 31)."""
+    folder = tmp_path / "configs"
+    top, run = _path_fields(SessionConfig), _path_fields(RunOptions)
+    assert {"model", "output", "modify_mixlist", "keep_dtype", "customize_dtypes"} <= set(top)
+    assert {"inputs", "data", "calibration_data"} <= set(run)
+    lines = [f"{name}: {name}.file" for name in top]
+    lines += ["run:"] + [f"  {name}: {name}.npz" for name in run]
+    config = load_session_config(write(folder, "s.yaml", "precision_mode: force_fp16\n" + "\n".join(lines) + "\n"))
+    for name in top:
+        assert getattr(config, name) == folder / f"{name}.file", name
+    for name in run:
+        assert getattr(config.run, name) == folder / f"{name}.npz", name
 
 
 def test_inline_mixlist_and_mixlist_file(tmp_path: Path) -> None:

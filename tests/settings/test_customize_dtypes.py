@@ -148,6 +148,36 @@ def test_repeats_and_ambiguous_op_types(tmp_path: Path) -> None:
     assert is_customize_text("# c\nx::InputDtype:float16,OutputDtype:float16") and not is_customize_text("node\n")
 
 
+@pytest.mark.parametrize("first", ["MatMul", "BatchMatMulV2"])
+def test_two_spellings_of_one_op_type_are_a_repeat(tmp_path: Path, first: str) -> None:
+    """OpType::MatMul and OpType::BatchMatMulV2 (TensorFlow's name for it) with other dtypes: the second was
+    dropped without a word (issue 31). A warning on its line, as a repeated node line, and the first wins."""
+    second = "MatMul" if first == "BatchMatMulV2" else "BatchMatMulV2"
+    custom = _write(
+        tmp_path,
+        "c.cfg",
+        f"OpType::{first}:InputDtype:float16,float16,OutputDtype:float16\n"
+        f"OpType::{second}:InputDtype:float32,float32,OutputDtype:float32\n",
+    )
+    result = runner.invoke(app, ["validate", str(custom), "--format", "json"])
+    warnings = [p for p in json.loads(result.stdout)["problems"] if p["severity"] == "warning"]
+    assert [(p["line"], p["file"]) for p in warnings] == [(2, str(custom))], warnings
+    assert f"OpType::{second} customises ONNX MatMul, as OpType::{first} on line 1" in warnings[0]["message"]
+    assert "with other dtypes: the first wins" in warnings[0]["message"]
+    model = tmp_path / "m.onnx"
+    nodes = [oh.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    onnx.save(make_model(nodes, [tensor("x", shape=[4, 4])], [tensor("y", shape=[4, 4])], [weight("w", 4, 4)]), model)
+    explained = runner.invoke(
+        app, ["explain", str(model), "-m", "allow_mix_precision", "--customize-dtypes", str(custom)]
+    )
+    assert explained.exit_code == 0 and "the first wins" in explained.output, explained.output
+    payload = runner.invoke(
+        app, ["explain", str(model), "-m", "allow_mix_precision", "--customize-dtypes", str(custom), "--json"]
+    )
+    (node,) = json.loads(payload.stdout)["nodes"]
+    assert node["dtype"] == "float16" and "line 1" in node["reason"]
+
+
 # ------------------------------------------------------------------------------------- errors on the model
 def _erf_model(opset: int) -> onnx.ModelProto:
     nodes = [
