@@ -96,9 +96,9 @@ class SharedOptions:
         typer.Option(
             "--customize-dtypes",
             metavar="FILE",
-            help="Ascend customize_dtypes file: per node (Name::InputDtype:float16,float16,OutputDtype:float16) or "
-            "op type (OpType::MatMul:InputDtype:...,OutputDtype:...), the dtype of each input and output. Wins over "
-            "--keep-dtype, which wins over the mode and mixlist.",
+            help="Ascend customize_dtypes file: per node (Name::InputDtype:...,OutputDtype:...) or op type "
+            "(OpType::MatMul:InputDtype:...), the dtype of each input and output. Wins over --keep-dtype, which "
+            "wins over the mode and mixlist.",
         ),
     ] = None
     op_names: Annotated[
