@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.output import print_result, print_warning, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import shown_path
@@ -126,7 +126,7 @@ def rewrite(options: SharedOptions) -> None:
     note = activations_note(result)
     summary["notes"] = [*settings.notes, *([note] if note is not None else [])]
     if options.json_output:
-        print_json(summary)
+        print_result(summary)
         return
     for line in summary["notes"]:
         stderr.print("note: " + line, markup=False)
