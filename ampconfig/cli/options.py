@@ -289,10 +289,11 @@ class SharedOptions:
         """The settings of this invocation: these flags over the session config over the defaults. ``replaced``
         gives some flags other values (``diff`` resolves its base side so). With ``opens_model``, the model must
         be an existing file (checked before any work)."""
-        from ampconfig.settings.resolve import require_model, resolve
+        from ampconfig.settings.resolve import require_config_files, require_model, resolve
 
         changes: dict[str, Any] = dict(replaced or {})
         settings = resolve(replace(self.flags(), **changes))
+        require_config_files(settings)
         if opens_model:
             require_model(settings)
         return settings

@@ -382,7 +382,8 @@ class SessionConfig(BaseModel):
             path = path.expanduser()
             return path if path.is_absolute() else folder / path
 
-        run = self.run.model_copy(update={"inputs": resolve(self.run.inputs)})
+        run_paths = ("inputs", "data", "calibration_data")
+        run = self.run.model_copy(update={name: resolve(getattr(self.run, name)) for name in run_paths})
         names = ("model", "output", "modify_mixlist", "keep_dtype", "customize_dtypes")
         updates = {name: resolve(getattr(self, name)) for name in names}
         copy = self.model_copy(update={**updates, "run": run})

@@ -131,7 +131,11 @@ class Document:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-_PATH_HINT = "check the path (relative paths in a config are resolved against the config file's folder)"
+#: A config's own files are checked before they are read (resolve.require_config_files says how a config's
+#: relative path was resolved); a path that reaches this hint was given on the command line or in code.
+_PATH_HINT = "check the path"
+#: How a path in a session config is read: said where a file the config names is missing.
+RELATIVE_TO_CONFIG = "relative paths in a config are resolved against the config file's folder"
 
 
 def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:

@@ -29,7 +29,14 @@ from ampconfig.files.paths import resolve_path
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
-from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
+from ampconfig.settings.documents import (
+    RELATIVE_TO_CONFIG,
+    Document,
+    SourceMap,
+    parse_document,
+    read_text,
+    validation_problems,
+)
 from ampconfig.settings.keep_dtype import (
     keep_dtype_list_problems,
     keep_dtype_problems,
@@ -408,6 +415,7 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
         origin.problem(
             f"{report.referenced_key[0]} names a file that cannot be used: {report.problems[0].message}",
             report.referenced_key,
+            hint=RELATIVE_TO_CONFIG,
         )
         for report in referenced
         if report.unusable
@@ -491,17 +499,22 @@ def _keep_dtype_list_findings(
 
 
 def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: SourceMap) -> list[Problem]:
-    run = data.get("run")
+    section = data.get("run")
+    run: Mapping[str, Any] = section if isinstance(section, Mapping) else {}
     candidates = {
         ("model",): data.get("model"),
-        ("run", "inputs"): run.get("inputs") if isinstance(run, Mapping) else None,
+        ("run", "inputs"): run.get("inputs"),
+        ("run", "data"): run.get("data"),  # a data set may be a folder
+        ("run", "calibration_data"): run.get("calibration_data"),
     }
     problems = []
     for key, value in candidates.items():
         if not isinstance(value, str) or not value.strip():
             continue
         file = _resolve(folder, value)
-        if not file.is_file():
+        folder_allowed = key[-1] in ("data", "calibration_data")
+        if not file.exists() or not (file.is_file() or folder_allowed):
             what = "is a directory, not a file" if file.is_dir() else "does not exist"
-            problems.append(origin.problem(f"{key[-1]} file {str(file)!r} {what}", key))
+            name = {"data": "data set", "calibration_data": "calibration data set"}.get(key[-1], f"{key[-1]} file")
+            problems.append(origin.problem(f"{name} {str(file)!r} {what}", key, hint=RELATIVE_TO_CONFIG))
     return problems
