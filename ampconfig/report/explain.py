@@ -16,6 +16,7 @@ from rich.text import Text
 
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.report.tables import fits, number_column, print_table
+from ampconfig.report.words import counted
 from ampconfig.settings.write_op_names import written_names
 
 #: How a node without a list colour (not a float node) is counted in the summary.
@@ -163,8 +164,9 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
         f"{summary['casts_inserted']} inserted, {summary['casts_retargeted']} retargeted"
         + (f", {summary['casts_removed']} removed (no-ops)" if summary.get("casts_removed") else "")
         + "; "
-        f"{summary['initializers_converted']} initializers and {summary['constants_converted']} constants "
-        f"converted, {summary['values_clamped']} values clamped",
+        f"{counted(summary['initializers_converted'], 'initializer')} and "
+        f"{counted(summary['constants_converted'], 'constant')} converted, "
+        f"{counted(summary['values_clamped'], 'value')} clamped",
     )
     cost = summary.get("cost")
     if cost is not None:
@@ -183,7 +185,8 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             nodes = ", ".join(island["nodes"][:6]) + (
                 f" ... ({len(island['nodes'])} nodes)" if len(island["nodes"]) > 6 else ""
             )
-            grid.add_row("", f"{island['casts']} casts (~{island['cast_us']:.0f} us) around {nodes}; {rules}")
+            casts = counted(island["casts"], "cast")
+            grid.add_row("", f"{casts} (~{island['cast_us']:.0f} us) around {nodes}; {rules}")
     ranges = payload.get("range_analysis")
     if ranges is not None:
         kept = ranges["overflow_nodes"]

@@ -39,6 +39,8 @@ Sample = dict[str, np.ndarray]
 
 #: How a data set's path says what it is, for messages.
 _LAYOUTS = "a folder of .npz files (one sample each), one .npz with a leading sample axis, or a Polygraphy .json"
+#: How every .npy array starts (numpy.lib.format's magic string).
+_NPY_MAGIC = b"\x93NUMPY"
 _JSON_HINT = (
     "write it with polygraphy.json.save_json([{input_name: array}, ...], path) or polygraphy run --save-inputs; "
     "or give a folder of .npz files"
@@ -256,7 +258,13 @@ def _decode(value: Any, where: str) -> Any:
     try:
         loaded = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
-        raise AmpconfigError(f"{where}: not a numpy array: {exc}", hint=_JSON_HINT) from None
+        if "allow_pickle" not in str(exc):
+            raise AmpconfigError(f"{where}: not a numpy array: {exc}", hint=_JSON_HINT) from None
+        # numpy's advice names a switch ampconfig does not have (and will not: pickles run code): say what it met.
+        if data.startswith(_NPY_MAGIC):
+            what = "the array holds Python objects, which ampconfig does not load (pickles run code)"
+            raise AmpconfigError(f"{where}: {what}", hint="save numeric arrays") from None
+        raise AmpconfigError(f"{where}: not a numpy array (no .npy header)", hint=_JSON_HINT) from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # an older encoding: an archive of one array
         with loaded:
             return next(iter(loaded.values()))

@@ -42,7 +42,7 @@ def test_v_logs_each_stage_on_stderr_and_json_stays_one_object(model: Path, tmp_
         "resolved settings: {",
         f"opened model {model}: 20 nodes in the main graph, opset ai.onnx 17, IR version 10, no external data",
         "decided 20 nodes for force_fp16 on target cpu:",  # the decision summary: nodes per dtype, casts
-        "casts inserted",
+        "; casts: ",  # how many inserted and retargeted
         "device: cpu (asked for cpu)",
         "ONNX Runtime session on cpu: providers CPUExecutionProvider",
         f"wrote the output model (--output): {out}",
