@@ -39,13 +39,15 @@ def help_console() -> Console:
 
 
 def print_command_help(command: Any, ctx: Any, console: Console | None = None) -> None:
-    """The whole ``--help`` page of one (click) command."""
+    """The whole ``--help`` page of one (click) command or group (a group lists its commands last)."""
     console = console or help_console()
     console.print(Padding(Text(command.get_usage(ctx), style="bold"), 1))
     if command.help:
         console.print(Padding(Group(*_prose(command.help, console.width - 2)), (0, 1, 1, 1)))
     for title, records in _panels(command, ctx):
         console.print(_panel(title, records, console.width))
+    if hasattr(command, "list_commands"):
+        console.print(_commands_panel(command, ctx))
     if command.epilog:
         console.print(Padding(Group(*_prose(command.epilog, console.width - 2)), 1))
 
@@ -90,6 +92,20 @@ def _panel(title: str, records: list[tuple[str, str]], width: int) -> Panel:
             if help_text:
                 rows.append(Padding(help_cell, (0, 0, 0, name_width + _GAP)))
     return Panel(Group(*rows), title=title, title_align="left", border_style="dim")
+
+
+def _commands_panel(group: Any, ctx: Any) -> Panel:
+    """A group's commands, each with the first paragraph of its help."""
+    commands = [group.get_command(ctx, name) for name in group.list_commands(ctx)]
+    shown = [command for command in commands if command is not None and not command.hidden]
+    width = max((len(command.name or "") for command in shown), default=0)
+    table = Table.grid(padding=(0, _GAP), expand=True)
+    table.add_column(width=width, no_wrap=True, style="bold cyan")
+    table.add_column(ratio=1, overflow="fold")
+    for command in shown:
+        first = inspect.cleandoc(command.short_help or command.help or "").split("\n\n", 1)[0]
+        table.add_row(command.name or "", Text.from_markup(first.replace("\n", " ")))
+    return Panel(table, title="Commands", title_align="left", border_style="dim")
 
 
 def _names(names: str) -> Text:

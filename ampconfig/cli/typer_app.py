@@ -64,10 +64,16 @@ class AmpconfigCommand(TyperCommand):
 
 
 class SubcommandGroup(TyperGroup):
-    """A group of subcommands (``ops-info``): its flags show no value type in --help."""
+    """A group of subcommands (``ops-info``): its flags show no value type in --help, and its --help is laid out
+    as a command's."""
 
     def get_params(self, ctx: _ClickContext) -> list[Any]:
         return _flags_without_value_type(super().get_params(ctx))
+
+    def format_help(self, ctx: _ClickContext, formatter: Any) -> None:
+        from ampconfig.cli.help_format import print_command_help
+
+        print_command_help(self, ctx)
 
 
 class AmpconfigGroup(SubcommandGroup):
