@@ -393,7 +393,7 @@ def _log_summary(result: RewriteResult) -> None:
     by_dtype = ", ".join(f"{count} {dtype}" for dtype, count in sorted(result.count_by_dtype().items()))
     stats = result.stats
     log.info(
-        "decided %d nodes for %s on target %s: %s; %d casts inserted, %d retargeted",
+        "decided %d nodes for %s on target %s: %s; casts: %d inserted, %d retargeted",
         len(result.decisions),
         result.precision_mode,
         result.target,

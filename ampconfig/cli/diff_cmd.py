@@ -79,10 +79,11 @@ def diff(
     base = {name: value for name, value in base_options.items() if value is not None}
     sides, subject = _sides(options, base, base_lock, lock, run)
     from ampconfig.lock.sides import run_both
-    from ampconfig.report.lock import Comparison
+    from ampconfig.report.lock import DIFF_TITLE, LOCKS_TITLE, Comparison
 
     runs = run_both(sides.base, sides.new, SIDES) if run and sides.base and sides.new else None
-    comparison = Comparison(sides.diff, subject, *SIDES, runs=runs)
+    title = LOCKS_TITLE if base_lock is not None else DIFF_TITLE  # settings compared on a model: no lock involved
+    comparison = Comparison(sides.diff, subject, *SIDES, runs=runs, title=title)
     code = EXIT_CHECK_FAILED if exit_code and sides.diff.decisions_changed else EXIT_OK
     print_comparison(comparison, output_format, code)
     raise typer.Exit(code)

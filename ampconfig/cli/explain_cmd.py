@@ -8,7 +8,7 @@ import typer
 
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
@@ -63,7 +63,7 @@ def explain(
             payload, compare_data = _explain_decisions(start), None
         start.write_html(lambda: render_html(payload, compare_data))
     if options.json_output:
-        print_json(payload)
+        print_result(payload)
     else:
         render_explain(payload, stdout)
 

@@ -96,9 +96,9 @@ class SharedOptions:
         typer.Option(
             "--customize-dtypes",
             metavar="FILE",
-            help="Ascend customize_dtypes file: per node (Name::InputDtype:float16,float16,OutputDtype:float16) or "
-            "op type (OpType::MatMul:InputDtype:...,OutputDtype:...), the dtype of each input and output. Wins over "
-            "--keep-dtype, which wins over the mode and mixlist.",
+            help="Ascend customize_dtypes file: per node (Name::InputDtype:...,OutputDtype:...) or op type "
+            "(OpType::MatMul:InputDtype:...), the dtype of each input and output. Wins over --keep-dtype, which "
+            "wins over the mode and mixlist.",
         ),
     ] = None
     op_names: Annotated[
@@ -300,10 +300,11 @@ class SharedOptions:
         """The settings of this invocation: these flags over the session config over the defaults. ``replaced``
         gives some flags other values (``diff`` resolves its base side so). With ``opens_model``, the model must
         be an existing file (checked before any work)."""
-        from ampconfig.settings.resolve import require_model, resolve
+        from ampconfig.settings.resolve import require_config_files, require_model, resolve
 
         changes: dict[str, Any] = dict(replaced or {})
         settings = resolve(replace(self.flags(), **changes))
+        require_config_files(settings)
         if opens_model:
             require_model(settings)
         return settings

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.output import print_result, print_warning, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import shown_path
@@ -133,7 +133,7 @@ def rewrite(options: SharedOptions) -> None:
     summary = rewrite_summary(result, settings.model_path, written)
     summary["notes"] = list(settings.notes)
     if options.json_output:
-        print_json(summary)
+        print_result(summary)
         return
     for line in summary["notes"]:
         stderr.print("note: " + line, markup=False)

@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
@@ -133,8 +133,9 @@ def run(
         if lock_file is not None and lock_out is not None:
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
             report.notes.append(f"wrote the precision lock {written}")
+    exit_code = EXIT_OK if report.passed else EXIT_CHECK_FAILED
     if options.json_output:
-        print_json(run_payload(report))
+        print_result(run_payload(report), exit_code)
     else:
         render_run(report, stdout)
-    raise typer.Exit(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
+    raise typer.Exit(exit_code)

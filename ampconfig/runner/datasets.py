@@ -39,6 +39,8 @@ Sample = dict[str, np.ndarray]
 
 #: How a data set's path says what it is, for messages.
 _LAYOUTS = "a folder of .npz files (one sample each), one .npz with a leading sample axis, or a Polygraphy .json"
+#: How every .npy array starts (numpy.lib.format's magic string).
+_NPY_MAGIC = b"\x93NUMPY"
 _JSON_HINT = (
     "write it with polygraphy.json.save_json([{input_name: array}, ...], path) or polygraphy run --save-inputs; "
     "or give a folder of .npz files"

@@ -29,7 +29,14 @@ from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
-from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
+from ampconfig.settings.documents import (
+    RELATIVE_TO_CONFIG,
+    Document,
+    SourceMap,
+    parse_document,
+    read_text,
+    validation_problems,
+)
 from ampconfig.settings.keep_dtype import (
     keep_dtype_list_problems,
     keep_dtype_problems,
@@ -416,6 +423,7 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
         origin.problem(
             f"{report.referenced_key[0]} names a file that cannot be used: {report.problems[0].message}",
             report.referenced_key,
+            hint=RELATIVE_TO_CONFIG,
         )
         for report in referenced
         if report.unusable

@@ -121,6 +121,22 @@ def test_a_json_that_is_no_list_of_feeds_is_refused(tmp_path: Path) -> None:
         load_data(path, if_overflow())
 
 
+def test_a_json_array_of_python_objects_is_refused_without_numpy_s_pickle_advice(tmp_path: Path) -> None:
+    """numpy says "allow_pickle=False"; ampconfig has no such switch and loads no pickles (issue 31)."""
+    stream = io.BytesIO()
+    np.save(stream, np.array([[1.0, "x"]], dtype=object), allow_pickle=True)
+    path = tmp_path / "feeds.json"
+    feed = {"x": {"array": base64.b64encode(stream.getvalue()).decode()}, "flag": True}
+    path.write_text(json.dumps([feed]))
+    with pytest.raises(AmpconfigError, match="holds Python objects") as caught:
+        load_data(path, if_overflow())
+    assert "allow_pickle" not in caught.value.message and "allow_pickle" not in (caught.value.hint or "")
+    path.write_text('[{"x": {"array": "no npy header"}, "flag": true}]')  # bytes numpy would take for a pickle
+    with pytest.raises(AmpconfigError, match=r"not a numpy array \(no \.npy header\)") as caught:
+        load_data(path, if_overflow())
+    assert "allow_pickle" not in caught.value.message
+
+
 # ------------------------------------------------------------------------------------------------- the judge
 
 

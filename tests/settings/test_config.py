@@ -277,6 +277,7 @@ def test_pairing_is_checked_after_the_override(tmp_path: Path) -> None:
         ("s.yaml", "precision_mode: force_fp16\nkeep_io_types: 'yes'\n", 2, "$.keep_io_types", "valid boolean"),
         ("s.yaml", "precision_mode: force_fp16\ntarget: gpu\n", 2, "$.target", "'cpu' or 'cuda', got string"),
         ("s.yaml", "precision_mode: force_fp16\nrun: {iterations: 0}\n", 2, "$.run.iterations", "greater than"),
+        ("s.yaml", "precision_mode: force_fp16\nrun:\n  warmup: null\n", 3, "$.run.warmup", "integer, got null"),
         ("s.yaml", "precision_mode: force_fp16\nrun:\n  inputs: x.npy\n", 3, "$.run.inputs", "must be a .npz"),
         ("s.yaml", "precision_mode: force_fp16\nrun:\n  int_low: 5\n  int_high: 5\n", 4, "$.run.int_high", "greater"),
         ("s.yaml", "precision_mode: force_fp16\ntolerance:\n  rel_l2: -1\n", 3, "$.tolerance.rel_l2", "greater"),
@@ -303,6 +304,11 @@ def test_invalid_configs_are_located(
     assert matching, [p.format() for p in error.problems]
     assert matching[0].line == line and matching[0].file == str(path)
     assert fragment in matching[0].message
+
+
+def test_a_null_is_named_once(tmp_path: Path) -> None:
+    (problem,) = load_error(write(tmp_path, "s.yaml", "precision_mode: force_fp16\nrun:\n  seed: null\n")).problems
+    assert problem.message.endswith("got null")  # not "got null null" (issue 31)
 
 
 def test_unknown_key_hint_lists_valid_keys(tmp_path: Path) -> None:

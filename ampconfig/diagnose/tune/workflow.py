@@ -572,7 +572,8 @@ def _no_useful_answer(settings: TuneSettings, runs: TuneRuns, report: TuneReport
         )
     report.outcome = "no_useful_answer"
     report.reason = (
-        f"no useful answer: the best candidate meeting the tolerance keeps {cost.low_nodes} of the mode's "
+        # The outcome (no_useful_answer) names the verdict; the reason says why, without repeating it.
+        f"the best candidate meeting the tolerance keeps {cost.low_nodes} of the mode's "
         f"{cost.low_nodes_all_low} low-precision nodes ({cost.low_fraction:.0%}), below --min-low-fraction "
         f"{settings.min_low_fraction:g}{form}. Tried {len(report.steps)} candidate(s) in {runs.budget.runs} runs "
         f"(all-low error {_fmt(report.all_low_error)}); raise --tolerance or lower --min-low-fraction. Nothing written"
