@@ -6,11 +6,12 @@ turns :class:`~ampconfig.errors.AmpconfigError` into located messages and exit c
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ampconfig.deferred_imports import defer_unused_imports
 
@@ -18,10 +19,18 @@ defer_unused_imports()  # before anything imports onnx-ir: sympy only if somethi
 
 import typer  # noqa: E402
 
-from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error  # noqa: E402
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error, stderr  # noqa: E402
 from ampconfig.cli.typer_app import app as _app  # noqa: E402
 from ampconfig.cli.typer_app import end_process_after_command  # noqa: E402
-from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal  # noqa: E402
+from ampconfig.files.guard import hold_outputs, settle_outputs, take_back_outputs  # noqa: E402
+from ampconfig.files.interrupts import (  # noqa: E402
+    Terminated,
+    die_by,
+    end_on_signals,
+    received_signal,
+    stop_ending_on_signals,
+    uninterrupted,
+)
 
 #: The modules that register each command on the app when imported, by the name the user types. A process that
 #: runs one command imports only its modules: typer builds every registered command's parameters before parsing
@@ -67,28 +76,58 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    """The ``ampconfig`` script: the app, with SIGTERM and SIGHUP ending it as Ctrl-C does (every output taken
-    back, every staging and temporary folder removed) before the process ends by the signal."""
+    """The ``ampconfig`` script: the app, with Ctrl-C, SIGTERM and SIGHUP ending it the same way (every output taken
+    back, every staging and temporary folder removed, what was taken back said on stderr) before the process ends by
+    the signal. An output is final only once the command has ended successfully: a signal while it still prints its
+    results takes the outputs back too (:func:`~ampconfig.files.guard.hold_outputs`)."""
     end_on_signals()
     end_process_after_command()
+    hold_outputs()
     try:
-        load_commands(sys.argv[1:])()
-    except KeyboardInterrupt:
-        print_error("interrupted")
-        sys.exit(130)
+        code = _run_command(sys.argv[1:])
+        with uninterrupted():  # nothing raises between the last check for a signal and the outputs made final
+            late = stop_ending_on_signals()  # from here on a signal changes nothing: the process is ending
+            if late is None:
+                settle_outputs()
+        if late is not None:
+            _end_interrupted(late)
+    except KeyboardInterrupt:  # Python's own handler: Ctrl-C before the handlers were installed
+        _end_interrupted(signal.SIGINT)
     except Terminated as exc:
-        print_error(f"stopped by {exc.name}")
-        die_by(exc.signum)
+        _end_interrupted(exc.signum)
+    if code == EXIT_BROKEN_PIPE and hasattr(signal, "SIGPIPE"):
+        # The reader of the results went away (`ampconfig explain m.onnx | head`): end as cat or grep end,
+        # by SIGPIPE (the shell reports 141), now that every output was finished or taken back. SIGPIPE stays
+        # ignored while the command runs, so a model streamed into a closed pipe is an error, not a silent end.
+        die_by(signal.SIGPIPE)
+    sys.exit(code)
+
+
+def _run_command(args: list[str]) -> int | str | None:
+    """Run the command ``args`` names; its exit code. A signal whose exception never reached here (held back by a
+    block that then left with an exception of its own, or swallowed) ends it as if it had."""
+    try:
+        load_commands(args)()
     except SystemExit as exc:
-        held = pending_signal()
-        if held is not None:
-            die_by(held)
-        if exc.code == EXIT_BROKEN_PIPE and hasattr(signal, "SIGPIPE"):
-            # The reader of the results went away (`ampconfig explain m.onnx | head`): end as cat or grep end,
-            # by SIGPIPE (the shell reports 141), now that every output was finished or taken back. SIGPIPE stays
-            # ignored while the command runs, so a model streamed into a closed pipe is an error, not a silent end.
-            die_by(signal.SIGPIPE)
-        raise
+        arrived = received_signal()  # held back by a block that then failed, or swallowed by what caught it
+        if arrived is not None:
+            raise Terminated(arrived) from None
+        return exc.code
+    return None
+
+
+def _end_interrupted(signum: int) -> NoReturn:
+    """Take every output back, say so, and end by ``signum`` (Ctrl-C: exit 130, as typer would)."""
+    with uninterrupted():
+        stop_ending_on_signals()  # a second signal does not cut the cleanup short
+        taken_back = take_back_outputs()
+    with contextlib.suppress(OSError):  # a closed stderr does not stop the process from ending by the signal
+        print_error("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}")
+        for line in taken_back:
+            stderr.print("note: " + line, markup=False)
+    if signum == signal.SIGINT:
+        sys.exit(130)
+    die_by(signum)
 
 
 __all__ = ["app", "main"]

@@ -16,6 +16,7 @@ from ampconfig.cli.logs import configure_logging, restore_logging
 from ampconfig.cli.options import COMMAND_OPTIONS, with_shared_options
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports, write_anything
 from ampconfig.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
+from ampconfig.files.interrupts import Terminated, received_signal
 from ampconfig.gc_pause import gc_paused
 
 #: Where the command line's arguments are kept in click's context (``ctx.meta`` is shared by every subcommand).
@@ -197,6 +198,7 @@ def _exit_code_of(
     except typer.Exit as exc:
         return int(exc.exit_code)
     except AmpconfigError as exc:
+        _raise_interruption_behind(exc)
         report_error(exc.as_problems(), as_json=as_json)
         return EXIT_USAGE
     except (typer.Abort, KeyboardInterrupt):
@@ -206,6 +208,7 @@ def _exit_code_of(
         # went away, and nothing is wrong with the command.
         return EXIT_BROKEN_PIPE
     except Exception as exc:
+        _raise_interruption_behind(exc)
         if type(exc).__module__.endswith("exceptions") and hasattr(exc, "exit_code"):
             raise  # click/typer usage errors keep their own handling
         if os.environ.get("AMPCONFIG_DEBUG"):
@@ -216,6 +219,22 @@ def _exit_code_of(
         )
         report_error([internal], as_json=as_json, exit_code=EXIT_INTERNAL)
         return EXIT_INTERNAL
+
+
+def _raise_interruption_behind(exc: BaseException) -> None:
+    """Raise the signal an error came from: one raised while the signal's exception unwound (a memory map that
+    cannot close while the interrupted frame still holds a view of it), or after something swallowed that
+    exception. The command was interrupted; it did not fail."""
+    seen: set[int] = set()
+    cause = exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (Terminated, KeyboardInterrupt)):
+            raise cause
+        seen.add(id(cause))
+        cause = cause.__context__
+    signum = received_signal()
+    if signum is not None:
+        raise Terminated(signum) from exc
 
 
 def reflow_help(text: str) -> str:

@@ -21,11 +21,17 @@ What the guard promises:
   output it already committed is undone: a new file is removed, a replaced file gets its previous content back.
   A stream cannot be taken back. Ctrl-C, SIGTERM and SIGHUP are failures like any other
   (:mod:`ampconfig.files.interrupts`).
+- **An interrupted command takes its outputs back, however late.** The command line holds every guard's outputs
+  (:func:`hold_outputs`) until the process is about to end successfully (:func:`settle_outputs`): a signal after a
+  guarded block succeeded, while the command still prints its results, takes them back as well
+  (:func:`take_back_outputs`), so at every moment the previous content is intact or the command reports success.
+- **Declaring many files costs what declaring one does.** Every declared path is indexed by what makes two
+  spellings one file (its resolved path, its device and inode), so the check against earlier declarations is a
+  lookup, not a comparison with each: a ``--data`` folder of 10,000 samples is declared in a fraction of a second.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import errno
 import logging
@@ -36,9 +42,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Generic, TypeVar
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.interrupts import uninterrupted
@@ -98,6 +105,49 @@ class Destination:
     def shown(self) -> str:
         """The path as messages show it (``<stdout>`` for standard output)."""
         return STDOUT_NAME if self.is_stdout else str(self.path)  # /dev/stdout too: it is the stream
+
+
+@dataclass(frozen=True)
+class _Identity:
+    """What makes two spellings one file, as :func:`same_file` compares them: the path with symlinks and ``..``
+    resolved, and the device and inode of a file that exists."""
+
+    resolved: str
+    inode: tuple[int, int] | None
+
+    @classmethod
+    def of(cls, path: str | Path) -> _Identity:
+        spelled = _spelled(path)
+        try:
+            info = os.stat(spelled)
+        except (OSError, ValueError):  # missing (a new output), unreadable or not a valid path
+            return cls(os.path.realpath(spelled), None)
+        return cls(os.path.realpath(spelled), (info.st_dev, info.st_ino))
+
+    def lookup_keys(self) -> tuple[tuple[object, ...], ...]:
+        by_path: tuple[object, ...] = ("path", self.resolved)
+        return (by_path,) if self.inode is None else (by_path, ("inode", *self.inode))
+
+
+T = TypeVar("T")
+
+
+class _Declared(Generic[T]):
+    """Declared files in declaration order, found by identity in constant time."""
+
+    def __init__(self) -> None:
+        self.items: list[T] = []
+        self._positions: dict[tuple[object, ...], list[int]] = {}
+
+    def add(self, item: T, identity: _Identity) -> None:
+        for key in identity.lookup_keys():
+            self._positions.setdefault(key, []).append(len(self.items))
+        self.items.append(item)
+
+    def matching(self, identity: _Identity) -> list[T]:
+        """The declared items that are the same file as ``identity``, first declared first."""
+        positions = sorted({position for key in identity.lookup_keys() for position in self._positions.get(key, ())})
+        return [self.items[position] for position in positions]
 
 
 @dataclass
@@ -232,8 +282,8 @@ class OutputGuard:
         """``on_stdout`` is called when an output that is standard output is declared (before any work), so the
         caller can send everything else it prints to stderr."""
         self._on_stdout = on_stdout
-        self._inputs: list[FileRole] = []
-        self._outputs: list[Destination] = []
+        self._inputs: _Declared[FileRole] = _Declared()
+        self._outputs: _Declared[Destination] = _Declared()
         self._staging: list[Path] = []
         self._committed: list[_Committed] = []
 
@@ -243,11 +293,11 @@ class OutputGuard:
         if path is None:
             return
         declared = FileRole(role, Path(path))
-        for output in self._outputs:
-            if same_file(output.path, declared.path):
-                raise _collision(output.declared, declared)
-        if not any(known.role == role and same_file(known.path, declared.path) for known in self._inputs):
-            self._inputs.append(declared)
+        identity = _Identity.of(declared.path)
+        for output in self._outputs.matching(identity):
+            raise _collision(output.declared, declared)
+        if not any(known.role == role for known in self._inputs.matching(identity)):
+            self._inputs.add(declared, identity)
 
     def read_all(self, role: str, paths: Iterable[str | Path]) -> None:
         for path in sorted(Path(p) for p in paths):
@@ -257,27 +307,26 @@ class OutputGuard:
         """Declare an output and check it: not an input, not another output, a writable kind of path in a folder
         that exists. Declaring the same role and file again returns the first declaration."""
         given = Path(path)
-        for known in self._outputs:
-            if same_file(known.path, given):
-                if known.role == role:
-                    return known
-                raise _collision(FileRole(role, given), known.declared)
-        for known_input in self._inputs:
-            if same_file(known_input.path, given):
-                raise _collision(FileRole(role, given), known_input)
+        identity = _Identity.of(given)
+        for known in self._outputs.matching(identity):
+            if known.role == role:
+                return known
+            raise _collision(FileRole(role, given), known.declared)
+        for known_input in self._inputs.matching(identity):
+            raise _collision(FileRole(role, given), known_input)
         destination = classify(role, given)
-        self._outputs.append(destination)
+        self._outputs.add(destination, identity)
         if destination.is_stdout and self._on_stdout is not None:
             self._on_stdout(destination)
         return destination
 
     @property
     def inputs(self) -> tuple[FileRole, ...]:
-        return tuple(self._inputs)
+        return tuple(self._inputs.items)
 
     @property
     def outputs(self) -> tuple[Destination, ...]:
-        return tuple(self._outputs)
+        return tuple(self._outputs.items)
 
     # ------------------------------------------------------------------------------------------------ write
     @contextmanager
@@ -341,7 +390,7 @@ class OutputGuard:
     def _companion(self, destination: Destination, name: str) -> Destination:
         """The declared output a companion file lands on; one nobody declared is declared (and checked) now."""
         path = destination.target.parent / name
-        known = next((output for output in self._outputs if same_file(output.path, path)), None)
+        known = next(iter(self._outputs.matching(_Identity.of(path))), None)
         return known if known is not None else self.output(f"{name} written with the {destination.role}", path)
 
     def _move(self, destination: Destination, staged: Path, folder: Path) -> None:
@@ -373,8 +422,8 @@ class OutputGuard:
         """Take away a file an output just made stale (the ``OUT.onnx.data`` of the model that ``OUT.onnx`` was),
         unless it is an input or output of this invocation; a failure later in the block puts it back. Returns
         whether it was taken away."""
-        known_paths = [known.path for known in self._inputs] + [known.path for known in self._outputs]
-        if any(same_file(known, path) for known in known_paths):
+        identity = _Identity.of(path)
+        if self._inputs.matching(identity) or self._outputs.matching(identity):
             return False
         destination = classify(role, path)
         if destination.kind is not DestinationKind.REPLACE:
@@ -412,35 +461,105 @@ class OutputGuard:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         with uninterrupted():  # a SIGTERM now waits until the cleanup is done
+            if error is None and _held is not None and (self._committed or self._staging):
+                _held.guards.append(self)  # final when the command line settles its outputs
+                return
             try:
                 if error is not None:
-                    self._undo()
+                    taken_back = self._undo()
+                    if _held is not None:
+                        _held.taken_back.extend(taken_back)
             finally:
                 self._remove_staging()
 
-    def _undo(self) -> None:
-        """Take back every committed output, newest first: restore what was replaced, remove what is new."""
+    def _undo(self) -> list[str]:
+        """Take back every committed output, newest first: restore what was replaced, remove what is new. Returns
+        what was done to each, for the user."""
+        said = []
         for done in reversed(self._committed):
-            target = done.destination.target
-            if done.removed and done.backup is not None and not os.path.lexists(target):
-                with contextlib.suppress(OSError):  # best effort, as below
-                    os.replace(done.backup, target)
-                continue
-            if done.destination.is_stream or not _is_inode(target, done.inode):
-                continue  # a stream cannot be taken back; a file someone replaced since is not ours to touch
-            try:
-                if done.backup is not None:
-                    os.replace(done.backup, target)
-                elif done.destination.kind is DestinationKind.NEW:
-                    target.unlink()
-            except OSError:
-                continue  # best effort while another error is already on its way to the user
+            said.append(_undo_one(done))
         self._committed.clear()
+        return said
 
     def _remove_staging(self) -> None:
         for folder in self._staging:
             shutil.rmtree(folder, ignore_errors=True)
         self._staging.clear()
+
+
+def _undo_one(done: _Committed) -> str:
+    """Take back one committed output (best effort: another error is already on its way to the user); what
+    became of it."""
+    destination = done.destination
+    target, named = destination.target, f"the {destination.role} {destination.shown}"
+    if done.removed:
+        if done.backup is None or os.path.lexists(target):
+            return f"{named} was taken away and someone has put a file there since: left as it is"
+        try:
+            os.replace(done.backup, target)
+        except OSError as exc:
+            return f"{named} could not be put back: {_reason(exc)}"
+        return f"{named} is back"
+    if destination.is_stream:
+        return f"{named} was already written: a stream cannot be taken back"
+    if not _is_inode(target, done.inode):
+        return f"{named} was replaced by someone else meanwhile: left as it is"
+    try:
+        if done.backup is not None:
+            os.replace(done.backup, target)
+            return f"{named} has its previous content again"
+        if destination.kind is DestinationKind.NEW:
+            target.unlink()
+            return f"{named} was removed again"
+    except OSError as exc:
+        return f"{named} could not be taken back: {_reason(exc)}"
+    return f"{named} keeps the new content: its previous content could not be kept (no hard links here)"
+
+
+# ------------------------------------------------------------------------------------------ held outputs
+@dataclass
+class _HeldOutputs:
+    """What the command line holds until it settles: guards whose block succeeded, and what failed guards took
+    back (to say so when the command ends by a signal)."""
+
+    guards: list[OutputGuard] = field(default_factory=list)
+    taken_back: list[str] = field(default_factory=list)
+
+
+_held: _HeldOutputs | None = None
+
+
+def hold_outputs() -> None:
+    """From now on, for the rest of the process, a guard whose block succeeds keeps what taking its outputs back
+    needs (the previous contents, its staging folders) until :func:`settle_outputs`. The command line calls this
+    before a command runs; the library never does, so its guards finish when their block does."""
+    global _held
+    _held = _HeldOutputs()
+
+
+def settle_outputs() -> None:
+    """The held outputs are final: their staging folders (with the previous contents) are removed."""
+    if _held is None:
+        return
+    with uninterrupted():
+        for guard in _held.guards:
+            guard._remove_staging()
+        _held.guards.clear()
+
+
+def take_back_outputs() -> list[str]:
+    """Take back every held output, newest first (an interruption before the command ended successfully); what
+    became of each output taken back, failed guards' outputs included, in the order it happened."""
+    if _held is None:
+        return []
+    with uninterrupted():
+        for guard in reversed(_held.guards):
+            try:
+                _held.taken_back.extend(guard._undo())
+            finally:
+                guard._remove_staging()
+        _held.guards.clear()
+    return list(_held.taken_back)
 
 
 def _check_still_replaceable(destination: Destination) -> None:

@@ -3,10 +3,16 @@ hidden staging folder (``.OUT.onnx.XXXX.tmp/``) and no partial file, and an outp
 its previous content back (or is removed when it is new); the process then ends by the signal (exit 143 / 129 in a
 shell; 130 for Ctrl-C).
 
+Issue 31, something lost: a signal that arrived after the output was in place, while the command still printed its
+summary, ended it (130, nothing on stderr) with the new content in place of the previous one. Now an output is
+final only when the command ends successfully: at every moment the previous content is intact, or the new content
+is complete and the command reports success; an interrupted command says so, and what it took back.
+
 Each case is a real ``ampconfig`` process killed by a real signal. To kill it at a known moment, the process runs
-the real command line with one test-only pause wrapped around the output guard (``tests/signal_harness.py``):
-after the output is complete in its staging folder, or after the first file was moved into place. Nothing in
-onnx, ONNX Runtime or the rewrite is replaced.
+the real command line with one test-only pause (``tests/signal_harness.py``): after the output is complete in its
+staging folder, after the first file was moved into place, after the guarded block ended, after the command
+returned, once the outputs are final, or at the N-th line of the writing and ending code. Nothing in onnx, ONNX
+Runtime or the rewrite is replaced.
 """
 
 from __future__ import annotations
@@ -49,6 +55,15 @@ def _ended(process: subprocess.Popen[bytes]) -> bytes:
         raise
 
 
+def _ended_with_output(process: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    try:
+        return process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
+
+
 def small_model(features: int = 64) -> onnx.ModelProto:
     weights = numpy_helper.from_array(np.random.default_rng(0).standard_normal((features, features), np.float32), "w")
     nodes = [oh.make_node("MatMul", ["x", "w"], ["h"], name="mm"), oh.make_node("Relu", ["h"], ["y"], name="relu")]
@@ -82,19 +97,21 @@ def signalled_at(
         [sys.executable, str(HARNESS), *args],
         cwd=folder / "work",
         env=env,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=_default_dispositions,
     )
     deadline = time.monotonic() + 120
     while not marker.exists():
         if process.poll() is not None:
-            return False, subprocess.CompletedProcess(process.args, process.returncode, b"", process.communicate()[1])
+            output, errors = process.communicate()
+            return False, subprocess.CompletedProcess(process.args, process.returncode, output, errors)
         assert time.monotonic() < deadline, "the command never reached the pause"
         time.sleep(0.05)
     marker.unlink()
     process.send_signal(signum)
-    errors = _ended(process)
-    return True, subprocess.CompletedProcess(process.args, process.returncode, b"", errors)
+    output, errors = _ended_with_output(process)
+    return True, subprocess.CompletedProcess(process.args, process.returncode, output, errors)
 
 
 def expected_code(signum: int) -> int:
@@ -163,3 +180,90 @@ def test_a_signal_while_a_stream_waits_for_its_reader_removes_the_staged_copy(fo
     errors = _ended(process)
     assert process.returncode == -signal.SIGTERM, errors.decode()
     assert list((folder / "tmp").iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------- issue 31: late signals
+REWRITE = ["rewrite", "m.onnx", "-m", "force_fp16", "-o", "prev.onnx"]
+PREVIOUS = b"the previous output"
+
+
+@pytest.fixture(scope="module")
+def rewritten(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int]:
+    """The output of the uninterrupted rewrite, and how many lines of the writing and ending code it runs (the
+    points ``line:N`` can pause at)."""
+    base = tmp_path_factory.mktemp("uninterrupted")
+    (base / "tmp").mkdir()
+    (base / "work").mkdir()
+    onnx.save(small_model(), base / "work" / "m.onnx")
+    (base / "work" / "prev.onnx").write_bytes(PREVIOUS)
+    count = base / "count.txt"
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), *REWRITE],
+        cwd=base / "work",
+        env={**os.environ, "TMPDIR": str(base / "tmp"), "AMPCONFIG_TEST_PAUSE": f"count:{count}"},
+        capture_output=True,
+        preexec_fn=_default_dispositions,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return (base / "work" / "prev.onnx").read_bytes(), int(count.read_text())
+
+
+def assert_whole(folder: Path, done: subprocess.CompletedProcess[bytes], new: bytes, signum: int) -> bool:
+    """What issue 31 asks at every moment: the new content complete and the command reporting success, or the
+    previous content intact and the command saying it was interrupted. Nothing else is left in the folder either
+    way. Returns whether the command was interrupted."""
+    work = folder / "work"
+    assert sorted(path.name for path in work.iterdir()) == ["m.onnx", "prev.onnx"]  # no staging folder left
+    assert list((folder / "tmp").iterdir()) == []
+    errors = done.stderr.decode()
+    assert "Traceback" not in errors
+    content = (work / "prev.onnx").read_bytes()
+    if done.returncode == 0:
+        assert content == new
+        assert "wrote prev.onnx" in done.stdout.decode()
+        return False
+    assert done.returncode == expected_code(signum), errors
+    assert content == PREVIOUS, "interrupted, yet the previous content is gone"
+    said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    assert f"error: {said}" in errors
+    return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("pause", ["kept", "returned"])
+def test_a_signal_after_the_output_is_in_place_gives_the_previous_content_back(
+    folder: Path, rewritten: tuple[bytes, int], pause: str, signum: int
+) -> None:
+    """The issue's case: the new model is in place and the command still prints (``kept``) or has returned
+    (``returned``): the signal takes it back, and stderr says so."""
+    (folder / "work" / "prev.onnx").write_bytes(PREVIOUS)
+    done = killed_at(folder, REWRITE, pause, signum)
+    assert assert_whole(folder, done, rewritten[0], signum)
+    assert "note: the output model (--output) prev.onnx has its previous content again" in done.stderr.decode()
+
+
+def test_a_signal_once_the_outputs_are_final_changes_nothing(folder: Path, rewritten: tuple[bytes, int]) -> None:
+    (folder / "work" / "prev.onnx").write_bytes(PREVIOUS)
+    done = killed_at(folder, REWRITE, "ending", signal.SIGTERM)
+    assert done.returncode == 0, done.stderr.decode()
+    assert not assert_whole(folder, done, rewritten[0], signal.SIGTERM)
+
+
+#: Where along the writing and ending code the sweep pauses: fractions of its lines (the last one included).
+SWEEP_POINTS = (0.02, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.97, 1.0)
+SWEEP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@pytest.mark.parametrize("point", SWEEP_POINTS)
+def test_a_signal_at_any_line_of_the_write_keeps_one_whole_content(
+    folder: Path, rewritten: tuple[bytes, int], point: float
+) -> None:
+    """The signal arrives at one line of the output guard, the signal handling and the command line, from the
+    output's staging to the process's end (each point another line, each signal in turn)."""
+    new, lines = rewritten
+    line = max(1, round(point * lines))
+    signum = SWEEP_SIGNALS[SWEEP_POINTS.index(point) % len(SWEEP_SIGNALS)]
+    (folder / "work" / "prev.onnx").write_bytes(PREVIOUS)
+    _, done = signalled_at(folder, REWRITE, f"line:{line}", signum)
+    assert_whole(folder, done, new, signum)
