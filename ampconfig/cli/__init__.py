@@ -12,16 +12,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ampconfig.deferred_imports import defer_unused_imports
+import typer
 
-defer_unused_imports()  # before anything imports onnx-ir: sympy only if something does arithmetic on dimensions
-
-import typer  # noqa: E402
-
-from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error  # noqa: E402
-from ampconfig.cli.typer_app import app as _app  # noqa: E402
-from ampconfig.cli.typer_app import end_process_after_command  # noqa: E402
-from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal  # noqa: E402
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error
+from ampconfig.cli.typer_app import app as _app
+from ampconfig.cli.typer_app import end_process_after_command
+from ampconfig.files.interrupts import Terminated, die_by, end_on_signals, pending_signal
 
 #: The modules that register each command on the app when imported, by the name the user types. A process that
 #: runs one command imports only its modules: typer builds every registered command's parameters before parsing
