@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -33,23 +32,21 @@ from ampconfig.files.ir_bridge import to_ir, to_proto
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
-    checker_errors,
-    checker_problem,
     inferred_types,
     light_proto,
-    new_checker_errors,
     open_model,
     refuse_invalid_output,
     save_model_sharing_data,
 )
-from ampconfig.files.repair import admit_input_model
+from ampconfig.files.node_checks import NodePieces, OutputCheck, check_output
+from ampconfig.files.repair import AdmittedModel, admit_input_model
 from ampconfig.files.skeleton import ModelSkeleton, skeleton_of
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.fold import fold_layer_norms
-from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes
+from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes, named_for_the_rewrite
 from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
@@ -67,9 +64,9 @@ log = logging.getLogger(__name__)
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
 KeepDtypeInput = str | Path | Sequence[str] | None
 
-#: How many nodes the checker may veto before the rewrite gives up with an error.
-MAX_CHECKER_REPAIRS = 32
-_CHECKER_NODE = re.compile(r"node name: ([^)]+)\)")
+#: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
+#: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
+MAX_CHECKER_REPAIRS = 2
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13
@@ -142,25 +139,22 @@ def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_name
     return load_customize_dtypes(customize_dtypes, op_names)
 
 
-def _checked_output(ir_model: ir.Model, *, known_errors: tuple[str, ...] = ()) -> tuple[ModelSkeleton, str | None]:
+def _checked_output(
+    ir_model: ir.Model, decisions: list[NodeDecision], opened: OpenedModel, admitted: AdmittedModel
+) -> tuple[ModelSkeleton, OutputCheck]:
     """The output serialised once, without its large weights (what is written and what the API returns are made
-    from it), and the full checker's complaint that the input did not already have (``known_errors``: the
-    repaired input's complaints; none for a clean input). The checker sees the graph with its large weights as
-    inputs of their type and shape: no weight is copied or converted for it."""
+    from it), and the full checker's verdict on it against the (repaired) input, with the changed nodes it
+    rejects. The checker sees the graph with its large weights as inputs of their type and shape: no weight is
+    copied for it. The input's nodes are checked, named as the rewrite names them, only where that is needed."""
     skeleton = skeleton_of(ir_model)
-    checked = light_proto(skeleton.proto)
-    if not known_errors:
-        return skeleton, checker_problem(checked)
-    new = new_checker_errors(checker_errors(checked), known_errors)
-    return skeleton, new[0] if new else None
-
-
-def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
-    match = _CHECKER_NODE.search(problem)
-    if match is None:
-        return None
-    name = match.group(1)
-    return name if any(d.name == name and d.changed for d in decisions) else None
+    changed = [decision.name for decision in decisions if decision.changed]
+    check = check_output(
+        light_proto(skeleton.proto),
+        changed,
+        lambda: NodePieces(named_for_the_rewrite(light_proto(opened.proto))),
+        input_passes=not admitted.checker_errors,
+    )
+    return skeleton, check
 
 
 def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
@@ -317,7 +311,7 @@ def rewrite_model_detailed(
             types = inferred_types(light_proto(proto))
 
     rejected: dict[str, str] = {}
-    while True:
+    for repairs in range(MAX_CHECKER_REPAIRS + 1):
         ir_model = opened.to_ir()
         ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
@@ -348,15 +342,18 @@ def rewrite_model_detailed(
         decisions = plan.decisions()
         cost = decision_cost(plan) if with_cost else None  # before the rewrite: it reads the graph as decided
         stats = apply_plan(ir_model, plan, names, float16_encoder or float32_to_float16)
-        skeleton, problem = _checked_output(ir_model, known_errors=admitted.checker_errors)
-        if problem is None:
+        skeleton, check = _checked_output(ir_model, decisions, opened, admitted)
+        if check.complaint is None:
             break
-        # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
-        culprit = _checker_culprit(problem, decisions)
-        if culprit is None or culprit in rejected or len(rejected) >= MAX_CHECKER_REPAIRS:
-            raise refuse_invalid_output(problem)
-        rejected[culprit] = problem
-        warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
+        # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at
+        # once, and the model is rewritten once more.
+        if not check.located or repairs == MAX_CHECKER_REPAIRS or rejected.keys() & check.rejected.keys():
+            raise refuse_invalid_output(check.complaint)
+        rejected.update(check.rejected)
+        warnings.extend(
+            f"node {name} kept its dtype: the ONNX checker rejected the change ({why})"
+            for name, why in check.rejected.items()
+        )
     if admitted.checker_errors:
         from ampconfig.runner.acceptance import confirm_output_runs
 

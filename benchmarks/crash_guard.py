@@ -36,7 +36,10 @@ def build(hidden: int, layers: int) -> onnx.ModelProto:
     value = "x"
     for index in range(layers):
         w = (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"w{index}"), numpy_helper.from_array(np.full(hidden, 0.01, np.float32), f"b{index}")]
+        inits += [
+            numpy_helper.from_array(w, f"w{index}"),
+            numpy_helper.from_array(np.full(hidden, 0.01, np.float32), f"b{index}"),
+        ]
         inits.append(numpy_helper.from_array(np.array(0.9, np.float32), f"s{index}"))
         nodes += [
             helper.make_node("MatMul", [value, f"w{index}"], [f"m{index}"], name=f"mm{index}"),
@@ -77,7 +80,10 @@ def main() -> None:
             for path, proto in zip(paths, (model, rewritten), strict=True):
                 path.write_bytes(proto.SerializeToString())
             checks = check_in_child(
-                [GuardedModel(p.name, p, adapt_feeds(sample, m)) for p, m in zip(paths, (model, rewritten), strict=True)],
+                [
+                    GuardedModel(p.name, p, adapt_feeds(sample, m))
+                    for p, m in zip(paths, (model, rewritten), strict=True)
+                ],
                 "cpu",
             )
             guard_times.append(time.perf_counter() - started)

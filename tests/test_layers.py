@@ -16,7 +16,6 @@ LEVELS = {
     "domains": 0,
     "errors": 0,
     "gc_pause": 0,
-    "deferred_imports": 0,
     "examples": 1,
     "files": 1,
     "opinfo": 1,
