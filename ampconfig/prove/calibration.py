@@ -93,7 +93,7 @@ class Calibration:
 
     @property
     def ranges(self) -> ValueRanges:
-        peaks = {key: stats.max_abs for key, stats in self.stats.items()}
+        peaks = {key: stats.peak for key, stats in self.stats.items()}
         return ValueRanges(peaks, self.source, self.margin, data_sha256=self.data_sha256)
 
     def file(self, model_path: Path | None, written_to: Path | None = None) -> RangesFile:
@@ -110,7 +110,7 @@ class Calibration:
             model=RangesModel(path=_relative(model_path, written_to), structure_sha256=self.structure_sha256),
             data=RangesData(source=self.source, samples=self.samples, sha256=self.data_sha256),
             values={
-                key: ValueRange(min=stats.min, max=stats.max, max_abs=stats.max_abs, nonfinite=stats.nonfinite)
+                key: ValueRange(min=stats.minimum, max=stats.maximum, max_abs=stats.peak, nonfinite=stats.nonfinite)
                 for key, stats in self.stats.items()
             },
         )

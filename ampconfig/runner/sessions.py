@@ -159,9 +159,13 @@ def choose_device(device: str | None) -> DeviceChoice:
     return choice
 
 
-def _session_options(model: ModelSource | None = None, config: Mapping[str, str] | None = None) -> ort.SessionOptions:
+def _session_options(
+    model: ModelSource | None = None, config: Mapping[str, str] | None = None, in_node_order: bool = False
+) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.log_severity_level = SESSION_LOG_SEVERITY
+    if in_node_order:
+        options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     if isinstance(model, ModelInFolder):
         options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(model.folder))
     for key, value in (config or {}).items():
@@ -247,16 +251,19 @@ def create_session(
     tf32: bool = False,
     conv_algo_search: str | None = None,
     config: Mapping[str, str] | None = None,
+    in_node_order: bool = False,
 ) -> Session:
     """Build a session on ``device`` ("cpu" or "cuda") and check it got that device.
 
     A CUDA session that came back without CUDA raises :class:`AmpconfigError`: ORT would otherwise run it on
     the CPU without saying so. ``conv_algo_search`` (CUDA only) sets cuDNN's convolution algorithm search
     (:data:`TRIAL_CONV_ALGO_SEARCH` for sessions built many times). ``config``: session config entries
-    (:data:`DISABLE_QDQ_FUSION`).
+    (:data:`DISABLE_QDQ_FUSION`). ``in_node_order``: ONNX Runtime runs ready nodes in the order of the graph (its
+    priority-based order) rather than its default, which may run a whole chain before the side branches that read
+    it, keeping every value the branches read alive until then.
     """
     providers = provider_list(device, tf32, conv_algo_search)
-    options = _session_options(model, config)
+    options = _session_options(model, config, in_node_order)
     try:
         with _quiet_ort():
             session = ort.InferenceSession(_model_bytes_or_path(model), options, providers=providers)

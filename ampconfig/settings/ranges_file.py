@@ -58,8 +58,10 @@ class RangesData(_Record):
 class ValueRange(_Record):
     """One float value's range over every sample."""
 
-    min: float | None = Field(description="Smallest finite value; null when it had none.")
-    max: float | None = Field(description="Largest finite value; null when it had none.")
+    min: float | None = Field(
+        description="Smallest finite value (float32's extremes, sentinels, left out); null when it had none."
+    )
+    max: float | None = Field(description="Largest finite value (sentinels left out); null when it had none.")
     max_abs: float = Field(
         ge=0,
         description="Largest finite |value| below 1e38 (float32's extremes are sentinels, a mask's fill): what the "
