@@ -23,8 +23,10 @@ NOT_CHECKED = (
 
 
 def structure_sha256(model: onnx.ModelProto) -> str:
-    """The model's structure hash, as a precision lock records it (no weight is read)."""
-    return model_fingerprint(model, weights=False).structure_sha256
+    """The structure value ranges are keyed by: the lock's structure hash without the declared types of
+    intermediate values (``value_info``), which exporters and tools add or drop without moving any value. No weight
+    is read."""
+    return model_fingerprint(model, weights=False, declared_types=False).structure_sha256
 
 
 def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None) -> ValueRanges:

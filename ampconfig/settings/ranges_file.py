@@ -42,8 +42,9 @@ class RangesModel(_Record):
 
     path: str | None = Field(description="The model's path when the file was written (informative only).")
     structure_sha256: Sha256 = Field(
-        description="The model's structure hash (as a precision lock records it): ranges are refused for a model "
-        "of another structure."
+        description="The model's structure hash: nodes, graph inputs and outputs, initializers by name, type and "
+        "shape, opsets (a precision lock's structure hash without the declared types of intermediate values). "
+        "Ranges are refused for a model of another structure."
     )
 
 

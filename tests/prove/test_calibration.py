@@ -160,3 +160,41 @@ def test_the_api_and_the_pass_read_ranges_as_the_commands_do(spectrum: tuple[Pat
     if not command.exists():
         assert ampconfig("rewrite", model, "--ranges", ranges, "-o", command, cwd=model.parent).returncode == 0
     assert shipped.SerializeToString(deterministic=True) == onnx.load(command).SerializeToString(deterministic=True)
+
+
+def test_a_clamped_lock_passes_its_check_and_records_the_setting(tmp_path: Path) -> None:
+    """A BatchNormalization variance beyond float16: with --clamp-values the lock records the clamp, and its check
+    decides with it (it failed at once with 'mode_lowers -> value_out_of_range' when the setting went unrecorded)."""
+    from tests.value_models import detector_bn, pixels
+
+    onnx.save(detector_bn(), tmp_path / "detector.onnx")
+    np.savez(tmp_path / "image.npz", image=pixels())
+    run = ampconfig(
+        "run", "detector.onnx", "-m", "force_fp16", "--inputs", "image.npz", "--clamp-values", *RUN,
+        "--lock-out", "clamped.lock.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode in (0, 1), run.stderr
+    lock = json.loads((tmp_path / "clamped.lock.json").read_text())
+    assert lock["settings"]["clamp_values"] == {"value": True, "source": "command line"}
+    assert not any(node["rule"] == "value_out_of_range" for node in lock["nodes"])
+    check = ampconfig("lock", "--check", "clamped.lock.json", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # The same lock made by `lock --clamp-values` decides the same nodes.
+    made = ampconfig(
+        "lock", "detector.onnx", "-m", "force_fp16", "--inputs", "image.npz", "--clamp-values",
+        "-o", "made.lock.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert json.loads((tmp_path / "made.lock.json").read_text())["nodes"] == lock["nodes"]
+
+
+def test_the_pass_reads_ranges_as_the_command_does(spectrum: tuple[Path, Path, Path]) -> None:
+    import onnx_ir as ir
+
+    from ampconfig import MixedPrecisionPass
+
+    model, _, ranges = spectrum
+    result = MixedPrecisionPass("allow_mix_precision", ranges=ranges)(ir.load(model))
+    assert result.rewrite is not None
+    decided = {d.name: (d.dtype, d.rule.value) for d in result.rewrite.decisions}
+    assert all(decided[name] == ("float32", "range_exceeds") for name in POWER_NODES)
