@@ -5,7 +5,9 @@ help); in an 80-column terminal the columns together are wider than the panel an
 ellipsis ("--customize-dty…", "allow_mix_precis…"). Here an option is its click help record, two columns: the
 names with the value type, and the help. A name wider than a third of the panel stands on its own line with its
 help below, indented as the others; words too long for their column fold. The rest of the page (usage, prose,
-examples) looks as typer draws it. Only public click and rich API is used, so any supported typer renders alike.
+examples, a group's commands) looks as typer draws it, at the terminal's width as it is now (typer's own group help
+reads TERMINAL_WIDTH once, at import). Only public click and rich API is used, so any supported typer renders
+alike.
 """
 
 from __future__ import annotations
