@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
@@ -19,6 +18,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare, value_ranges_of
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback

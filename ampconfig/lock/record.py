@@ -18,13 +18,13 @@ import onnx
 
 from ampconfig import __version__
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
 from ampconfig.lock.identity import model_fingerprint
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.lock_file import (
     LOCK_FORMAT,

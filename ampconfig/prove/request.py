@@ -22,7 +22,6 @@ import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges, peak
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
@@ -32,6 +31,7 @@ from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.intermediates import PEAK_MIN_OPSET, IntermediateRun, run_value_peaks

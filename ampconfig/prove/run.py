@@ -15,15 +15,16 @@ from pathlib import Path
 import onnx
 
 from ampconfig.api import save_low_precision_rounding_copy
-from ampconfig.decide.decisions import RewriteResult, Rule
+from ampconfig.decide.decisions import Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
+from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import calibration_ranges, explain_reference_failure, prepare
 from ampconfig.prove.request_files import declare_model_output
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
 from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, prove
@@ -186,7 +187,7 @@ def build_report(
     inputs: SampleSet,
     result: RewriteResult,
     proof: Proof,
-    judgement: Judgement,
+    judgement: AccuracyVerdict,
     written: Path | None,
 ) -> RunReport:
     stats = result.stats
