@@ -21,7 +21,7 @@ import onnx_ir as ir
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import customized_names, match_customized
-from ampconfig.decide.decisions import NodeDecision, RewriteResult
+from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.ranges_input import read_ranges
@@ -47,6 +47,7 @@ from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.fold import fold_layer_norms
 from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes, named_for_the_rewrite
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes

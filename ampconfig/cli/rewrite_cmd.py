@@ -16,9 +16,9 @@ from ampconfig.files.guard import shown_path
 from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the rewrite machinery
-    from ampconfig.decide.decisions import RewriteResult
     from ampconfig.files.guard import Destination
     from ampconfig.files.models import OpenedModel
+    from ampconfig.rewrite.results import RewriteResult
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
@@ -23,6 +22,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare, value_ranges_of
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback

@@ -609,9 +609,3 @@ def _write_failed(destination: Destination, exc: OSError) -> AmpconfigError:
         file=destination.shown,
         hint="check the path, the folder's permissions and the free space",
     )
-
-
-def write_text_atomic(destination: str | Path, text: str, *, what: str = "output") -> Path:
-    """One text file written through a guard of its own (for callers outside a command)."""
-    with OutputGuard() as guard:
-        return guard.write_text(guard.output(what, destination), text)

@@ -17,7 +17,6 @@ import onnx
 
 from ampconfig import __version__
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges
 from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint
@@ -26,6 +25,7 @@ from ampconfig.files.models import OpenedModel, open_model
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.lock_file import (
     LOCK_FORMAT,

@@ -28,11 +28,11 @@ import numpy as np
 import onnx
 
 from ampconfig import __version__
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sha256
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.ranges_file import (
     RANGES_FORMAT,
     RANGES_FORMAT_VERSION,

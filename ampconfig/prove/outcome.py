@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, Tolerance
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.inputs import PreparedInput
 from ampconfig.runner.timing import Latency
 

@@ -23,7 +23,6 @@ import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges, peak
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
@@ -32,6 +31,7 @@ from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.intermediates import IntermediateRun

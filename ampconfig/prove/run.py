@@ -15,7 +15,7 @@ from pathlib import Path
 import onnx
 
 from ampconfig.api import save_low_precision_rounding_copy
-from ampconfig.decide.decisions import RewriteResult, Rule
+from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.values import ValueRanges
 from ampconfig.errors import AmpconfigError
@@ -23,11 +23,12 @@ from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.prove.calibration import decision_values, not_checked
-from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
+from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.prove.request_files import declare_model_output
 from ampconfig.prove.safety_net import Failure, crashed_on_input, repair
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.crash_guard import GuardedModel, Outcome, Phase, check_in_child
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM, adapt_feeds
@@ -286,7 +287,7 @@ def _has_qdq(result: RewriteResult) -> bool:
     return quantized is not None and QuantizationKind.QDQ in quantized.kinds
 
 
-def _quantized_notes(result: RewriteResult, judgement: Judgement) -> list[str]:
+def _quantized_notes(result: RewriteResult, judgement: AccuracyVerdict) -> list[str]:
     """That the model is quantized, which kind, and what the mode still lowered; on a failure, why quantized models
     are fragile."""
     quantized = quantized_model(result.decisions)
@@ -307,7 +308,7 @@ def build_report(
     inputs: SampleSet,
     result: RewriteResult,
     proof: Proof,
-    judgement: Judgement,
+    judgement: AccuracyVerdict,
     written: Path | None,
 ) -> RunReport:
     stats = result.stats

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model, save_model_atomic
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.crash_guard import GuardedModel, ModelCheck, Outcome, Phase, check_in_child
 from ampconfig.runner.inputs import adapt_feeds
 

@@ -1,7 +1,7 @@
 """``explain``: every node's decision (op type, name, scope, dtype before/after, list colour, rule, the neighbour
 that caused it) with summary counts, as one JSON-ready dict and as rich tables.
 
-Pure: a :class:`~ampconfig.decide.decisions.RewriteResult` (plus the optional range report) in, data out.
+Pure: a :class:`~ampconfig.rewrite.results.RewriteResult` (plus the optional range report) in, data out.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.quantized import quantized_model
 from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.report.tables import fits, number_column, print_table
 from ampconfig.report.words import counted
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.write_op_names import written_names
 
 #: How a node without a list colour (not a float node) is counted in the summary.

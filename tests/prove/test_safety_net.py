@@ -12,9 +12,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ampconfig.api import rewrite_model_detailed
-from ampconfig.decide.decisions import RewriteResult, Rule
+from ampconfig.decide.decisions import Rule
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.safety_net import MAX_KEPT, Failure, check_rewrite, find_kept, lowered_nodes, repair
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.crash_guard import TEST_CRASH_VARIABLE, Outcome, Phase
 from tests.graphs import library
 

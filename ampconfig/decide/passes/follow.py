@@ -18,7 +18,7 @@ from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import Arrival, DecisionState, is_constant
+from ampconfig.decide.state import Arrival, DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 
@@ -169,8 +169,3 @@ def soft_verdict_problem(state: DecisionState, facts: NodeFacts, graph_outputs: 
         if not wanted or any(dtype is not low for dtype, _ in wanted):
             return "says every consumer computes low, but one does not"
     return None
-
-
-def has_live_float_input(facts: NodeFacts) -> bool:
-    node = facts.node
-    return any((value := node.inputs[i]) is not None and not is_constant(value) for i in facts.input_slots)
