@@ -119,10 +119,14 @@ class _Identity:
     def of(cls, path: str | Path) -> _Identity:
         spelled = _spelled(path)
         try:
+            resolved = os.path.realpath(spelled)
+        except ValueError:  # a NUL: no file can have this name; it is only ever the same as its own spelling
+            return cls(os.path.abspath(spelled), None)
+        try:
             info = os.stat(spelled)
         except (OSError, ValueError):  # missing (a new output), unreadable or not a valid path
-            return cls(os.path.realpath(spelled), None)
-        return cls(os.path.realpath(spelled), (info.st_dev, info.st_ino))
+            return cls(resolved, None)
+        return cls(resolved, (info.st_dev, info.st_ino))
 
     def lookup_keys(self) -> tuple[tuple[object, ...], ...]:
         by_path: tuple[object, ...] = ("path", self.resolved)

@@ -30,7 +30,6 @@ from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.lock_file import (
     LOCK_FORMAT,
     LOCK_FORMAT_VERSION,
-    LOCK_SCHEMA_URL,
     ConfigFile,
     FileDigest,
     FlagSetting,
@@ -54,6 +53,7 @@ from ampconfig.settings.lock_file import (
 )
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Flags, Settings
+from ampconfig.settings.schemas import schema_reference
 
 #: Digits kept of each error a proof records: enough to compare, few enough that a rerun on the same machine
 #: writes the same lock.
@@ -247,7 +247,7 @@ def build_lock(
     ``lock_path`` (the paths it records are relative to that file's folder)."""
     lock_dir = lock_path.parent
     return PrecisionLock(
-        schema_ref=LOCK_SCHEMA_URL,
+        schema_ref=schema_reference("lock", lock_path),
         format=LOCK_FORMAT,
         format_version=LOCK_FORMAT_VERSION,
         settings=lock_settings(settings, lock_dir),

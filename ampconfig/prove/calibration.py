@@ -102,7 +102,7 @@ class Calibration:
         from ampconfig.settings.schemas import schema_reference
 
         return RangesFile(
-            schema_ref=schema_reference("ranges"),
+            schema_ref=schema_reference("ranges", written_to) if written_to is not None else None,
             format=RANGES_FORMAT,
             format_version=RANGES_FORMAT_VERSION,
             ampconfig=__version__,

@@ -37,8 +37,9 @@ from ampconfig.settings.values import LOCK_FORMAT as LOCK_FORMAT
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 #: The version of the format this ampconfig writes and reads. A lock of a newer version is refused (exit 2).
 LOCK_FORMAT_VERSION = 1
-#: ``$id`` of the lock's schema (``ampconfig schema lock``), written as each lock's ``$schema``.
-LOCK_SCHEMA_URL = "https://ampconfig.dev/schemas/precision-lock.schema.json"
+#: The lock's schema file (``ampconfig schema lock``); a lock written into a repository that keeps ampconfig's
+#: schemas refers to it by relative path (:func:`ampconfig.settings.schemas.schema_reference`).
+LOCK_SCHEMA_FILE = "precision-lock.schema.json"
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex.")]
 #: Where a setting came from when the lock was made: a command-line flag, the session config, or the default.
@@ -270,8 +271,11 @@ def _render(value: Any, path: tuple[str, ...], indent: int) -> str:
 
 
 def lock_data(lock: PrecisionLock) -> dict[str, Any]:
-    """The lock as JSON data, keys in the order the file has them."""
-    return lock.model_dump(mode="json", by_alias=True)
+    """The lock as JSON data, keys in the order the file has them (no ``$schema`` key without a schema)."""
+    data = lock.model_dump(mode="json", by_alias=True)
+    if data.get("$schema") is None:
+        data.pop("$schema", None)
+    return data
 
 
 def lock_text(lock: PrecisionLock) -> str:

@@ -92,6 +92,8 @@ class RangesFile(_Record):
 def ranges_text(ranges: RangesFile) -> str:
     """The file's text: the header keys one per line, then one value per line (graph order), a trailing newline."""
     data = ranges.model_dump(mode="json", by_alias=True)
+    if data.get("$schema") is None:
+        data.pop("$schema", None)
     values = data.pop("values")
     lines = [f"  {json.dumps(key)}: {json.dumps(value, separators=(', ', ': '))}" for key, value in data.items()]
     entries = [

@@ -8,6 +8,7 @@ running ampconfig); a test fails when they drift from the models (regenerate fro
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_dat
 from ampconfig.files.guard import OutputGuard
 from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
-from ampconfig.settings.lock_file import LOCK_SCHEMA_URL, PrecisionLock
+from ampconfig.settings.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.ranges_file import RANGES_SCHEMA_FILE, RangesFile
 
@@ -72,7 +73,7 @@ SCHEMA_KINDS: dict[str, SchemaKind] = {
         ),
         SchemaKind(
             "lock",
-            LOCK_SCHEMA_URL.rsplit("/", 1)[1],
+            LOCK_SCHEMA_FILE,
             PrecisionLock,
             "ampconfig precision lock",
             "Every node's precision decision for one model (scope, name, op type, dtype, rule, cause), with the "
@@ -108,9 +109,28 @@ def schema_kind(name: str) -> SchemaKind:
     return SCHEMA_KINDS[key]
 
 
-def schema_reference(kind: str) -> str:
-    """What a file ampconfig writes carries as its ``$schema``: its schema's ``$id``."""
-    return schema_kind(kind).schema_id
+#: Folders (below the written file's folder or one above it) where a repository keeps ampconfig's schemas, written
+#: there by ``ampconfig schema --write DIR``.
+LOCAL_SCHEMA_DIRS = ("schemas", ".ampconfig/schemas")
+
+
+def schema_reference(kind: str, written_to: Path) -> str | None:
+    """What a file ampconfig writes at ``written_to`` carries as its ``$schema``: the relative path of its schema
+    in the repository it is written into, which an editor resolves offline (``schemas/`` or ``.ampconfig/schemas/``
+    in its folder or a folder above it, up to the repository's root; ``ampconfig schema --write DIR`` puts the
+    files there); None (no ``$schema`` key) when the repository keeps none. The schemas' ``$id`` is an identifier,
+    not an address: nothing is published there, so pointing editors at it made them fetch a page that does not
+    exist. The same tree gives the same reference on every machine."""
+    filename = schema_kind(kind).filename
+    folder = Path(os.path.abspath(written_to)).parent
+    for candidate in (folder, *folder.parents):
+        for local in LOCAL_SCHEMA_DIRS:
+            schema = candidate / local / filename
+            if schema.is_file():
+                return Path(os.path.relpath(schema, folder)).as_posix()
+        if (candidate / ".git").exists():
+            break  # the repository's root: a schema above it belongs to another project
+    return None
 
 
 def generate_schema(kind: str | SchemaKind) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_NESTING_DEPTH
-from ampconfig.settings.lock_file import LOCK_FORMAT, LOCK_SCHEMA_URL, load_lock
+from ampconfig.settings.lock_file import LOCK_FORMAT, load_lock
 from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema
 from tests.lock_trees import Tree, cli, cli_json, example_tree, line_of, working_directory
 
@@ -37,7 +37,7 @@ def test_lock_records_settings_versions_identity_nodes_and_summary(tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "wrote" in result.stderr and "casts" in result.stderr
     data = json.loads(tree.lock.read_text(encoding="utf-8"))
-    assert data["$schema"] == LOCK_SCHEMA_URL == SCHEMA_KINDS["lock"].schema_id
+    assert "$schema" not in data  # the tree keeps no schemas: no address an editor would try to fetch
     assert (data["format"], data["format_version"]) == (LOCK_FORMAT, 1)
     settings = data["settings"]
     assert settings["precision_mode"] == {"value": "allow_mix_precision", "source": "config"}
@@ -330,3 +330,20 @@ def test_a_named_model_is_never_checked_against_the_bundled_example(tmp_path: Pa
     assert tree.lock.read_bytes() == before
     result = cli("validate", tree.lock)
     assert result.exit_code == 2 and "names no model" in result.stdout
+
+
+def test_a_lock_refers_to_the_repositorys_schema_by_relative_path(tmp_path: Path) -> None:
+    """With ampconfig's schemas written into the repository (``schema --write``), a lock's ``$schema`` is their
+    relative path, which an editor resolves offline, and the lock is valid against the schema it names."""
+    import jsonschema
+
+    tree = _full_tree(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "schemas").mkdir()
+    assert cli("schema", "--write", str(tmp_path / "schemas")).exit_code == 0
+    result = cli("lock", tree.model, "--config", tree.config, "-o", tree.lock)
+    assert result.exit_code == 0, result.output
+    data = json.loads(tree.lock.read_text(encoding="utf-8"))
+    schema_file = (tree.lock.parent / data["$schema"]).resolve()
+    assert schema_file == (tmp_path / "schemas" / SCHEMA_KINDS["lock"].filename).resolve()
+    jsonschema.validate(data, json.loads(schema_file.read_text(encoding="utf-8")))
