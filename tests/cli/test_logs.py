@@ -44,6 +44,9 @@ def test_v_logs_each_stage_on_stderr_and_json_stays_one_object(model: Path, tmp_
         "decided 20 nodes for force_fp16 on target cpu:",  # the decision summary: nodes per dtype, casts
         "; casts: ",  # how many inserted and retargeted
         "device: cpu (asked for cpu)",
+        "ranges: fp32 values: building its ONNX Runtime session (",  # the range run's steps, each one timed
+        "ranges: fp32 values: running sample 1 of 1",
+        "ranges: fp32 values: done in",
         "ONNX Runtime session on cpu: providers CPUExecutionProvider",
         f"wrote the output model (--output): {out}",
     ]
