@@ -538,3 +538,30 @@ def closest_node_name(name: str, names: Iterable[str]) -> str | None:
     """The model's node name most like ``name``, if it is genuinely close (:data:`NODE_NAME_CUTOFF`)."""
     matches = difflib.get_close_matches(name, list(names), n=1, cutoff=NODE_NAME_CUTOFF)
     return matches[0] if matches else None
+
+
+def require_format(
+    document: Any, source: str | None, *, what: str, versioned: str, fmt: str, version: int, hint: str
+) -> None:
+    """Raise a located AmpconfigError unless the parsed ``document`` (``data`` and its ``source`` map) is an object
+    whose ``format`` is ``fmt`` and whose ``format_version`` is exactly the integer ``version`` (``true`` is no
+    version, though Python counts it as 1): what tells one of ampconfig's files (a lock, a ranges file, named
+    ``what`` and ``versioned`` in messages) from any other JSON."""
+    data = document.data
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        found = describe_value(data.get("format")) if isinstance(data, dict) else describe_value(data)
+        problem = document.source.problem(
+            f'not an ampconfig {what}: expected "format": "{fmt}", got {found}',
+            ("format",) if isinstance(data, dict) else (),
+            hint=hint,
+        )
+        raise AmpconfigError(problem.message, file=source, problems=[problem])
+    found_version = data.get("format_version")
+    if type(found_version) is not int or found_version != version:
+        newer = type(found_version) is int and found_version > version
+        problem = document.source.problem(
+            f"{versioned} format version {json.dumps(found_version)} is not one this ampconfig reads ({version})",
+            ("format_version",),
+            hint="written by a newer ampconfig: upgrade ampconfig" if newer else hint,
+        )
+        raise AmpconfigError(problem.message, file=source, problems=[problem])

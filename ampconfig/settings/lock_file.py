@@ -25,10 +25,10 @@ from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, scan_json
 from ampconfig.settings.config import Tolerance
 from ampconfig.settings.documents import (
     SourceMap,
-    describe_value,
     json_source_map,
     parse_document,
     read_text,
+    require_format,
     validation_problems,
 )
 from ampconfig.settings.modes import V1Name
@@ -330,24 +330,16 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
     """A lock from its text, and the parsed document (its source map gives each node's line). Anything that is
     not a lock of this format version raises a located AmpconfigError (exit 2)."""
     document = _parsed(text, source)
+    require_format(
+        document,
+        source,
+        what="precision lock",
+        versioned="lock",
+        fmt=LOCK_FORMAT,
+        version=LOCK_FORMAT_VERSION,
+        hint=_LOCK_HINT,
+    )
     data = document.data
-    if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
-        found = describe_value(data.get("format")) if isinstance(data, dict) else describe_value(data)
-        problem = document.source.problem(
-            f'not an ampconfig precision lock: expected "format": "{LOCK_FORMAT}", got {found}',
-            ("format",) if isinstance(data, dict) else (),
-            hint=_LOCK_HINT,
-        )
-        raise AmpconfigError(problem.message, file=source, problems=[problem])
-    version = data.get("format_version")
-    if version != LOCK_FORMAT_VERSION or isinstance(version, bool):  # true == 1 in Python
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > LOCK_FORMAT_VERSION
-        problem = document.source.problem(
-            f"lock format version {json.dumps(version)} is not one this ampconfig reads ({LOCK_FORMAT_VERSION})",
-            ("format_version",),
-            hint="written by a newer ampconfig: upgrade ampconfig" if newer else _LOCK_HINT,
-        )
-        raise AmpconfigError(problem.message, file=source, problems=[problem])
     try:
         # strict, as JSON: a boolean or a string is no count (true == 1 in Python); an integer is still a number
         lock = PrecisionLock.model_validate_json(json.dumps(data), strict=True)

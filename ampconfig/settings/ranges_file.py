@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES
-from ampconfig.settings.documents import describe_value, parse_document, read_text, validation_problems
+from ampconfig.settings.documents import parse_document, read_text, require_format, validation_problems
 from ampconfig.settings.values import RANGES_FORMAT as RANGES_FORMAT
 
 RANGES_FORMAT_VERSION: Literal[1] = 1
@@ -113,27 +113,18 @@ def parse_ranges(text: str, source: str | None) -> RangesFile:
     document = parse_document(text, source, "json", max_json_values=MAX_LOCK_VALUES)
     if document.problems:  # repeated keys
         raise AmpconfigError(document.problems[0].message, file=source, problems=list(document.problems))
-    data = document.data
-    if not isinstance(data, dict) or data.get("format") != RANGES_FORMAT:
-        found = describe_value(data.get("format")) if isinstance(data, dict) else describe_value(data)
-        problem = document.source.problem(
-            f'not an ampconfig value ranges file: expected "format": "{RANGES_FORMAT}", got {found}',
-            ("format",) if isinstance(data, dict) else (),
-            hint=_HINT,
-        )
-        raise AmpconfigError(problem.message, file=source, problems=[problem])
-    version = data.get("format_version")
-    if type(version) is not int or version != RANGES_FORMAT_VERSION:
-        newer = type(version) is int and version > RANGES_FORMAT_VERSION
-        problem = document.source.problem(
-            f"value ranges format version {json.dumps(version)} is not one this ampconfig reads "
-            f"({RANGES_FORMAT_VERSION})",
-            ("format_version",),
-            hint="written by a newer ampconfig: upgrade ampconfig" if newer else _HINT,
-        )
-        raise AmpconfigError(problem.message, file=source, problems=[problem])
+    require_format(
+        document,
+        source,
+        what="value ranges file",
+        versioned="value ranges",
+        fmt=RANGES_FORMAT,
+        version=RANGES_FORMAT_VERSION,
+        hint=_HINT,
+    )
     try:
-        return RangesFile.model_validate(data)
+        # strict, as JSON: a boolean is no count and no number
+        return RangesFile.model_validate_json(json.dumps(document.data), strict=True)
     except ValidationError as exc:
         problems = validation_problems(exc, document.source, RangesFile)
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
