@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from ampconfig.domains import is_default_domain
 from ampconfig.files.models import inferred_types, value_types
 
 #: The exceptions the checker and strict inference raise for a model they reject.
@@ -74,7 +75,7 @@ class NodePieces:
             for node in graph.node:
                 if node.name:
                     self._nodes.setdefault(node.name, _Located(graph, node))
-                if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
+                if node.op_type == "Constant" and is_default_domain(node.domain) and len(node.output) == 1:
                     self._constants[node.output[0]] = node
 
     def __contains__(self, name: object) -> bool:

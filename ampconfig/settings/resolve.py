@@ -27,7 +27,7 @@ from typing import Any, TypeGuard
 
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
-from ampconfig.files.paths import require_file
+from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
@@ -212,7 +212,13 @@ def require_config_files(settings: Settings) -> None:
     }
     for name, value in values.items():
         what, key = _CONFIG_FILES[name]
-        if isinstance(value, Path) and settings.sources.get(name, "").startswith("config") and not value.exists():
+        if not isinstance(value, Path) or not settings.sources.get(name, "").startswith("config"):
+            continue
+        kind = path_kind(value)  # never raises: a NUL or an overlong name is a kind of its own
+        if kind in UNNAMEABLE:
+            hint = f"`{key}` in the config {settings.config}"
+            raise AmpconfigError(f"{what}: the path {UNNAMEABLE[kind]}", file=str(value), hint=hint)
+        if kind == "missing":
             hint = f"`{key}` in the config {settings.config}; {RELATIVE_TO_CONFIG}"
             raise AmpconfigError(f"{what} not found", file=str(value), hint=hint)
 

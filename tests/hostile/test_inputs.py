@@ -289,11 +289,13 @@ CONFIG_PATHS = (
     "run.calibration_data",
 )
 #: The config paths each command opens (or writes).
+#: The config's data (run.*) decides in every deciding command: rewrite and lock calibrate on it too.
+_DATA = {"run.inputs", "run.data", "run.calibration_data"}
 READ_BY = {
-    "validate": {"model", "output", "modify_mixlist", "keep_dtype", "run.inputs", "run.data", "run.calibration_data"},
-    "rewrite": {"model", "output", "modify_mixlist", "keep_dtype"},
-    "run": {"model", "output", "modify_mixlist", "keep_dtype", "run.inputs", "run.data", "run.calibration_data"},
-    "lock": {"model", "modify_mixlist", "keep_dtype"},
+    "validate": {"model", "output", "modify_mixlist", "keep_dtype", *_DATA},
+    "rewrite": {"model", "output", "modify_mixlist", "keep_dtype", *_DATA},
+    "run": {"model", "output", "modify_mixlist", "keep_dtype", *_DATA},
+    "lock": {"model", "modify_mixlist", "keep_dtype", *_DATA},
 }
 UNNAMEABLE_PATHS = {"nul": ("x\0y.npz", "NUL character"), "too_long": ("a" * 300 + ".npz", "longer than the file")}
 

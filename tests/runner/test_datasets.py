@@ -132,7 +132,7 @@ def test_a_json_array_of_python_objects_is_refused_without_numpy_s_pickle_advice
         load_data(path, if_overflow())
     assert "allow_pickle" not in caught.value.message and "allow_pickle" not in (caught.value.hint or "")
     path.write_text('[{"x": {"array": "no npy header"}, "flag": true}]')  # bytes numpy would take for a pickle
-    with pytest.raises(AmpconfigError, match=r"not a numpy array \(no \.npy header\)") as caught:
+    with pytest.raises(AmpconfigError, match=r"not a \.npy array") as caught:
         load_data(path, if_overflow())
     assert "allow_pickle" not in caught.value.message
 
