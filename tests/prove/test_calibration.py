@@ -198,3 +198,23 @@ def test_the_pass_reads_ranges_as_the_command_does(spectrum: tuple[Path, Path, P
     assert result.rewrite is not None
     decided = {d.name: (d.dtype, d.rule.value) for d in result.rewrite.decisions}
     assert all(decided[name] == ("float32", "range_exceeds") for name in POWER_NODES)
+
+
+def test_a_film_block_ships_the_model_run_proved_and_its_lock_passes(tmp_path: Path) -> None:
+    """The second property the issue names: a norm-times-scale product that overflows float16 on data."""
+    from tests.value_models import film_block, film_inputs
+
+    onnx.save(film_block(), tmp_path / "film.onnx")
+    np.savez(tmp_path / "film.npz", **film_inputs())
+    steps = {
+        "calibrate": ("calibrate", "film.onnx", "--inputs", "film.npz", "-o", "film.ranges.json"),
+        "run": ("run", "film.onnx", "--inputs", "film.npz", "-o", "run.onnx", *RUN, "--lock-out", "film.lock.json"),
+        "rewrite": ("rewrite", "film.onnx", "--ranges", "film.ranges.json", "-o", "ranged.onnx"),
+        "check": ("lock", "--check", "film.lock.json", "--strict"),
+    }
+    for name, args in steps.items():
+        done = ampconfig(*args, cwd=tmp_path)
+        assert done.returncode == 0, f"{name}: {done.stdout}{done.stderr}"
+    assert (tmp_path / "ranged.onnx").read_bytes() == (tmp_path / "run.onnx").read_bytes()
+    lock = json.loads((tmp_path / "film.lock.json").read_text())
+    assert any(node["rule"] == "range_exceeds" and node["name"] == "film.mul" for node in lock["nodes"])
