@@ -21,6 +21,7 @@ from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.decisions import RewriteResult
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
+from ampconfig.files.paths import open_regular
 from ampconfig.lock.identity import model_fingerprint
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
@@ -60,7 +61,7 @@ PROOF_DIGITS = 4
 # ---------------------------------------------------------------------------------------------------- pieces
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path, "file") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -9,6 +9,7 @@ declares must fit in the file (or the archive member) and in the input memory bu
 from __future__ import annotations
 
 import math
+import os
 import zipfile
 from pathlib import Path
 from typing import IO
@@ -17,7 +18,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import require_file
+from ampconfig.files.paths import open_regular
 from ampconfig.runner.memory import check_input_memory
 
 _SAVE_HINT = "save it with numpy.save(path, array) (numpy.savez for a .npz of several inputs)"
@@ -64,11 +65,10 @@ def _check_extent(shape: tuple[int, ...], dtype: np.dtype, stored: int, label: s
 def load_npy(path: Path, label: str) -> np.ndarray:
     """The array in ``path``; ``label`` names it in messages (``--input x``)."""
     source = str(path)
-    require_file(path, f"{label}: file", hint="check the path")
     try:
-        with path.open("rb") as stream:
+        with open_regular(path, f"{label}: file", hint="check the path") as stream:
             shape, dtype = _read_header(stream, label, source)
-            stored = path.stat().st_size - stream.tell()
+            stored = os.fstat(stream.fileno()).st_size - stream.tell()
             declared = _check_extent(shape, dtype, stored, label, source)
             check_input_memory(declared, f"{label}: the {_describe(shape, dtype)} array in {path.name}", _SMALLER)
             stream.seek(0)
@@ -83,9 +83,11 @@ _SMALLER = "feed a smaller batch or shorter sequences"
 def load_npz(path: Path, label: str = "--inputs") -> dict[str, np.ndarray]:
     """The arrays of a .npz archive by name (the member name without ``.npy``), every header checked first."""
     source = str(path)
-    require_file(path, "inputs file (.npz)", hint="check --inputs / run.inputs")
     try:
-        with zipfile.ZipFile(path) as archive:
+        with (
+            open_regular(path, "inputs file (.npz)", hint="check --inputs / run.inputs") as file,
+            zipfile.ZipFile(file) as archive,
+        ):
             members = [info for info in archive.infolist() if not info.is_dir()]
             total = 0
             for info in members:

@@ -21,6 +21,7 @@ from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import Tolerance
 from ampconfig.prove.judge import judge_samples
+from ampconfig.runner import datasets
 from ampconfig.runner.datasets import load_data
 from ampconfig.runner.proof import PROGRESS_SAMPLES, sample_outputs
 from ampconfig.runner.sessions import create_session
@@ -265,3 +266,21 @@ def test_a_data_set_in_another_float_type_is_converted_with_one_warning_per_inpu
     result = runner.invoke(app, ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--json", *FAST])
     assert result.exit_code == 0, result.output
     assert any("(and in 2 more sample(s))" in line for line in json.loads(result.stdout)["warnings"])
+
+
+# ------------------------------------------------------------------------------- progress while reading (issue 31)
+def test_a_data_folder_slow_to_read_reports_its_progress(
+    if_case: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PROGRESS_AFTER_S, reading a folder reports each file to the progress callback (the command line's
+    bar); a folder read faster reports nothing."""
+    _, folder = if_case
+    seen: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(datasets, "PROGRESS_AFTER_S", 0.0)
+    samples = load_data(folder, if_overflow(), progress=lambda *event: seen.append(event))
+    assert len(samples) == 4
+    assert seen == [(f"--data {folder}: reading samples", done, 4) for done in range(1, 5)]
+    seen.clear()
+    monkeypatch.setattr(datasets, "PROGRESS_AFTER_S", 3600.0)
+    load_data(folder, if_overflow(), progress=lambda *event: seen.append(event))
+    assert seen == []
