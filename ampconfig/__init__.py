@@ -36,15 +36,10 @@ _PUBLIC_MODULES = {
 
 def __getattr__(name: str) -> Any:
     """The public API, imported on first use: ``import ampconfig.cli`` (and ``ampconfig --help``) must not pay for
-    onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports. onnx-ir's sympy import is deferred
-    while they are imported (:func:`~ampconfig.deferred_imports.unused_imports_deferred`)."""
+    onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports."""
     module_name = _PUBLIC_MODULES.get(name)
     if module_name is None:
         raise AttributeError(f"module 'ampconfig' has no attribute {name!r}")
     import importlib
 
-    from ampconfig.deferred_imports import unused_imports_deferred
-
-    with unused_imports_deferred():
-        module = importlib.import_module(module_name)
-    return getattr(module, name)
+    return getattr(importlib.import_module(module_name), name)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -22,9 +21,10 @@ import onnx_ir as ir
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import customized_names, match_customized
-from ampconfig.decide.decisions import NodeDecision, RewriteResult
+from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.plan import build_plan, match_keep_dtype
+from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError, Problem, Severity
@@ -32,23 +32,22 @@ from ampconfig.files.ir_bridge import to_ir, to_proto
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
-    checker_errors,
-    checker_problem,
     inferred_types,
     light_proto,
-    new_checker_errors,
     open_model,
     refuse_invalid_output,
     save_model_sharing_data,
 )
-from ampconfig.files.repair import admit_input_model
+from ampconfig.files.node_checks import NodePieces, OutputCheck, check_output
+from ampconfig.files.repair import AdmittedModel, admit_input_model
 from ampconfig.files.skeleton import ModelSkeleton, skeleton_of
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
 from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.fold import fold_layer_norms
-from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes
+from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes, named_for_the_rewrite
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.rounding import round_like_low_precision
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
@@ -66,9 +65,9 @@ log = logging.getLogger(__name__)
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
 KeepDtypeInput = str | Path | Sequence[str] | None
 
-#: How many nodes the checker may veto before the rewrite gives up with an error.
-MAX_CHECKER_REPAIRS = 32
-_CHECKER_NODE = re.compile(r"node name: ([^)]+)\)")
+#: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
+#: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
+MAX_CHECKER_REPAIRS = 2
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13
@@ -141,25 +140,22 @@ def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_name
     return load_customize_dtypes(customize_dtypes, op_names)
 
 
-def _checked_output(ir_model: ir.Model, *, known_errors: tuple[str, ...] = ()) -> tuple[ModelSkeleton, str | None]:
+def _checked_output(
+    ir_model: ir.Model, decisions: list[NodeDecision], opened: OpenedModel, admitted: AdmittedModel
+) -> tuple[ModelSkeleton, OutputCheck]:
     """The output serialised once, without its large weights (what is written and what the API returns are made
-    from it), and the full checker's complaint that the input did not already have (``known_errors``: the
-    repaired input's complaints; none for a clean input). The checker sees the graph with its large weights as
-    inputs of their type and shape: no weight is copied or converted for it."""
+    from it), and the full checker's verdict on it against the (repaired) input, with the changed nodes it
+    rejects. The checker sees the graph with its large weights as inputs of their type and shape: no weight is
+    copied for it. The input's nodes are checked, named as the rewrite names them, only where that is needed."""
     skeleton = skeleton_of(ir_model)
-    checked = light_proto(skeleton.proto)
-    if not known_errors:
-        return skeleton, checker_problem(checked)
-    new = new_checker_errors(checker_errors(checked), known_errors)
-    return skeleton, new[0] if new else None
-
-
-def _checker_culprit(problem: str, decisions: list[NodeDecision]) -> str | None:
-    match = _CHECKER_NODE.search(problem)
-    if match is None:
-        return None
-    name = match.group(1)
-    return name if any(d.name == name and d.changed for d in decisions) else None
+    changed = [decision.name for decision in decisions if decision.changed]
+    check = check_output(
+        light_proto(skeleton.proto),
+        changed,
+        lambda: NodePieces(named_for_the_rewrite(light_proto(opened.proto))),
+        input_passes=not admitted.checker_errors,
+    )
+    return skeleton, check
 
 
 def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
@@ -241,7 +237,10 @@ def rewrite_model_detailed(
     value_ranges: ValueRanges | None = None,
     clamp_values: bool = False,
     *,
+    ranges: str | Path | None = None,
+    data_max: float | None = None,
     with_cost: bool = True,
+    runtime_refused: Mapping[str, str] | None = None,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -254,7 +253,10 @@ def rewrite_model_detailed(
     ``value_ranges`` (:class:`~ampconfig.decide.values.ValueRanges`) are the float32 model's value ranges on data:
     a node whose values passed the margin keeps float32 (rule ``range_exceeds``). A node reading a constant beyond
     the low type's range keeps float32 (rule ``value_out_of_range``) unless ``clamp_values``, when the constant is
-    clamped instead; every clamped tensor is a warning.
+    clamped instead; every clamped tensor is a warning. ``ranges`` is the path of a value ranges file
+    (``ampconfig calibrate``, ``run --ranges-out``), read as every command reads ``--ranges`` (a file measured on
+    another model structure raises); ``data_max`` is the range rule's margin (None: half the low type's largest
+    value).
     ``float16_encoder`` converts float32 weights to float16; the default, the one every command uses too, is
     :func:`ampconfig.runner.float_cast.float32_to_float16`: ONNX Runtime's Cast kernel for large weights (10-20x
     numpy's cast; onnxruntime is imported only once such a weight is converted), numpy's cast for small ones or
@@ -274,6 +276,8 @@ def rewrite_model_detailed(
     the output. Its IR version is one the installed ONNX Runtime loads, where the model allows it.
     ``with_cost=False`` leaves ``cost`` None: the casts, estimated time and float32 islands are a report, and a
     caller that shows none of it saves their walk over the graph (a quarter of a second on 25k nodes).
+    ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
+    net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
     """
     mode = parse_mode(precision_mode)
     library = op_info if op_info is not None else load_ops_info(target)
@@ -286,6 +290,10 @@ def rewrite_model_detailed(
     warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
     notes.extend(p.format() for p in keep_names if p.severity is Severity.NOTE)
     opened = open_model(model, map_weights=True)
+    if ranges is not None:
+        value_ranges = read_ranges(Path(ranges), opened.proto, data_max)
+    elif value_ranges is not None and data_max is not None:
+        value_ranges = replace(value_ranges, margin=data_max)
     ir_version = output_ir_version(opened.proto, opened.path)
     admitted = admit_input_model(opened)
     opened, types = admitted.opened, admitted.types
@@ -304,7 +312,7 @@ def rewrite_model_detailed(
             types = inferred_types(light_proto(proto))
 
     rejected: dict[str, str] = {}
-    while True:
+    for repairs in range(MAX_CHECKER_REPAIRS + 1):
         ir_model = opened.to_ir()
         ir_model.ir_version = ir_version.version
         names = name_unnamed_nodes(ir_model)
@@ -329,20 +337,24 @@ def rewrite_model_detailed(
             judges=dict(judges or {}),
             value_ranges=value_ranges,
             clamp_values=clamp_values,
+            runtime_refused=dict(runtime_refused or {}),
         )
         plan = build_plan(ir_model, context, keep_io_types)
         decisions = plan.decisions()
         cost = decision_cost(plan) if with_cost else None  # before the rewrite: it reads the graph as decided
         stats = apply_plan(ir_model, plan, names, float16_encoder or float32_to_float16)
-        skeleton, problem = _checked_output(ir_model, known_errors=admitted.checker_errors)
-        if problem is None:
+        skeleton, check = _checked_output(ir_model, decisions, opened, admitted)
+        if check.complaint is None:
             break
-        # Safety net for op info gaps: a node the checker names, whose dtype we changed, keeps its dtype.
-        culprit = _checker_culprit(problem, decisions)
-        if culprit is None or culprit in rejected or len(rejected) >= MAX_CHECKER_REPAIRS:
-            raise refuse_invalid_output(problem)
-        rejected[culprit] = problem
-        warnings.append(f"node {culprit} kept its dtype: the ONNX checker rejected the change ({problem})")
+        # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at
+        # once, and the model is rewritten once more.
+        if not check.located or repairs == MAX_CHECKER_REPAIRS or rejected.keys() & check.rejected.keys():
+            raise refuse_invalid_output(check.complaint)
+        rejected.update(check.rejected)
+        warnings.extend(
+            f"node {name} kept its dtype: the ONNX checker rejected the change ({why})"
+            for name, why in check.rejected.items()
+        )
     if admitted.checker_errors:
         from ampconfig.runner.acceptance import confirm_output_runs
 
@@ -367,6 +379,7 @@ def rewrite_model_detailed(
         input_files=opened.external_files,
         cost=cost,
         skeleton=skeleton,
+        value_ranges=value_ranges,
     )
     _log_summary(result)
     return result
@@ -378,7 +391,7 @@ def _log_summary(result: RewriteResult) -> None:
     by_dtype = ", ".join(f"{count} {dtype}" for dtype, count in sorted(result.count_by_dtype().items()))
     stats = result.stats
     log.info(
-        "decided %d nodes for %s on target %s: %s; %d casts inserted, %d retargeted",
+        "decided %d nodes for %s on target %s: %s; casts: %d inserted, %d retargeted",
         len(result.decisions),
         result.precision_mode,
         result.target,
@@ -397,6 +410,7 @@ def rewrite_with_settings(
     op_info: OpInfoLibrary | None = None,
     value_ranges: ValueRanges | None = None,
     with_cost: bool = True,
+    runtime_refused: Mapping[str, str] | None = None,
 ) -> RewriteResult:
     """:func:`rewrite_model_detailed` with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their
     precision mode, decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the
@@ -416,6 +430,7 @@ def rewrite_with_settings(
         value_ranges=value_ranges,
         clamp_values=settings.clamp_values,
         with_cost=with_cost,
+        runtime_refused=runtime_refused,
     )
 
 
@@ -461,6 +476,8 @@ def rewrite_model(
     keep_io_types: bool = True,
     *,
     clamp_values: bool = False,
+    ranges: str | Path | None = None,
+    data_max: float | None = None,
 ) -> onnx.ModelProto:
     """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""
     return rewrite_model_detailed(
@@ -471,5 +488,7 @@ def rewrite_model(
         target,
         keep_io_types,
         clamp_values=clamp_values,
+        ranges=ranges,
+        data_max=data_max,
         with_cost=False,  # only the model is returned
     ).model

@@ -23,8 +23,8 @@ from typing import Any
 import onnx_ir as ir
 
 from ampconfig.api import rewrite_model_detailed
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.opinfo.targets import DEFAULT_TARGET
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.modes import PrecisionMode
 
 

@@ -577,7 +577,7 @@ def validity_table(reports: Sequence[ValidityCounts]) -> str:
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("admit_input_model (full check + type inference of the input)", "ampconfig/files/repair.py", "admit_input_model"),
     ("light_proto (graph-only copies for the checks)", "ampconfig/files/models.py", "light_proto"),
-    ("checker_problem (full_check of the output)", "ampconfig/files/models.py", "checker_problem"),
+    ("checker_complaint (full_check of the output)", "ampconfig/files/node_checks.py", "checker_complaint"),
     ("onnx-ir deserialize_model", "onnx_ir/serde.py", "deserialize_model"),
     ("name_unnamed_nodes", "ampconfig/rewrite/names.py", "name_unnamed_nodes"),
     ("annotate_dtypes", "ampconfig/rewrite/types.py", "annotate_dtypes"),

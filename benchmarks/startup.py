@@ -2,9 +2,10 @@
 
 Issue 21 asks ``ampconfig --help`` and ``ampconfig validate`` of a small file to start in <= 0.3 s. The same run
 times what nothing in ampconfig can go below: the interpreter alone, and the imports of the libraries a ``rewrite``
-must load (onnx, onnx-ir without sympy, numpy, typer with the pydantic adapters it builds every parameter with,
-ONNX Runtime for the float16 Cast kernel, rich) and the imports of a peer's process (onnx and the converter). On a
-small model, those fixed costs bound how far ahead of a peer's own process a ``rewrite`` can be.
+must load (onnx, onnx-ir with the sympy it imports, numpy, typer with the pydantic adapters it builds every
+parameter with, ONNX Runtime for the float16 Cast kernel, rich) and the imports of a peer's process (onnx and the
+converter). On a small model, those fixed costs bound how far ahead of a peer's own process a ``rewrite`` can be.
+The commands that read a model are timed on the packaged ``small_convnet`` example: the command and the API.
 
 Run by hand (from a folder outside the source tree, or ``python -m ampconfig`` would import the current folder):
 
@@ -29,18 +30,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from large_model import ampconfig_command
 
-#: What ``ampconfig rewrite`` loads that is not ampconfig (sympy deferred as the ``ampconfig`` script defers it).
-REWRITE_DEPENDENCIES = """
-from ampconfig.deferred_imports import defer_unused_imports
-defer_unused_imports()
-import numpy, onnx, onnx_ir, onnxruntime, pydantic, rich.console, typer, typer._adapters
-"""
+from ampconfig.examples import example_path
+
+#: What ``ampconfig rewrite`` loads that is not ampconfig.
+REWRITE_DEPENDENCIES = "import numpy, onnx, onnx_ir, onnxruntime, pydantic, rich.console, typer, typer._adapters"
+#: The API's first rewrite in a process: its imports, then one small model.
+API_REWRITE = "import sys, ampconfig; ampconfig.rewrite_model(sys.argv[1], 'force_fp16')"
 #: What a peer's own process loads before it converts (onnxconverter-common; ORT's converter is in onnxruntime).
 PEER_IMPORTS = "import onnx, onnxconverter_common.float16"
 
 
-def commands(mixlist: Path) -> dict[str, list[str]]:
+def commands(mixlist: Path, output: Path) -> dict[str, list[str]]:
     ampconfig = ampconfig_command()
+    example = str(example_path("small_convnet"))
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
         "rewrite's dependencies, imported": [sys.executable, "-c", REWRITE_DEPENDENCIES],
@@ -48,6 +50,17 @@ def commands(mixlist: Path) -> dict[str, list[str]]:
         "ampconfig --help": [*ampconfig, "--help"],
         "ampconfig validate (one-line mixlist)": [*ampconfig, "validate", str(mixlist)],
         "ampconfig rewrite --help": [*ampconfig, "rewrite", "--help"],
+        "import onnx_ir (and the sympy it imports)": [sys.executable, "-c", "import onnx_ir"],
+        "ampconfig rewrite small_convnet.onnx -m force_fp16": [
+            *ampconfig,
+            "rewrite",
+            example,
+            "-o",
+            str(output),
+            "-m",
+            "force_fp16",
+        ],
+        "python -c 'ampconfig.rewrite_model(small_convnet.onnx)'": [sys.executable, "-c", API_REWRITE, example],
     }
 
 
@@ -73,7 +86,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         mixlist = Path(folder) / "mixlist.json"
         mixlist.write_text(json.dumps({"black-list": {"to-add": ["Softmax"]}}))
-        table = commands(mixlist)
+        table = commands(mixlist, Path(folder) / "rewritten.onnx")
         for command in table.values():  # untimed: bytecode caches written, files in the page cache
             _wall(command, env)
         runs: dict[str, list[float]] = {name: [] for name in table}

@@ -39,13 +39,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed  # noqa: E402
-from ampconfig.decide.decisions import RewriteResult  # noqa: E402
 from ampconfig.decide.values import ValueRanges, peak  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
 from ampconfig.prove.judge import judge_samples  # noqa: E402
 from ampconfig.prove.request import prepare  # noqa: E402
 from ampconfig.rewrite.names import with_node_names  # noqa: E402
+from ampconfig.rewrite.results import RewriteResult  # noqa: E402
 from ampconfig.runner.intermediates import run_samples_with_intermediates  # noqa: E402
 from ampconfig.runner.sessions import create_session, run_once  # noqa: E402
 from ampconfig.settings.resolve import Flags, resolve  # noqa: E402

@@ -1,6 +1,6 @@
-"""One ``ampconfig`` command line in a fresh interpreter: its exit code, output, and the modules it really imported
-(a deferred stand-in, ``ampconfig/deferred_imports.py``, does not count). Used by the start-up and decision-only
-tests, which must see what a command imports on its own, not what the test process already holds."""
+"""One ``ampconfig`` command line (or a Python script) in a fresh interpreter: its exit code, output, and the modules
+it imported. Used by the start-up and decision-only tests, which must see what a command imports on its own, not
+what the test process already holds."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ try:
     code = 0
 except SystemExit as exc:
     code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-from ampconfig.deferred_imports import _StandIn
-loaded = sorted(name for name, module in sys.modules.items() if not isinstance(module, _StandIn))
+loaded = sorted(sys.modules)
 with open(sys.argv[1], "w") as report:
     json.dump({"exit_code": code, "modules": loaded}, report)
 """
@@ -35,3 +34,8 @@ def command_in_fresh_process(tmp_path: Path, *args: str | Path) -> dict[str, Any
     assert report.is_file(), done.stderr
     outcome = json.loads(report.read_text())
     return {**outcome, "modules": set(outcome["modules"]), "stdout": done.stdout, "stderr": done.stderr}
+
+
+def script_in_fresh_process(script: str) -> subprocess.CompletedProcess[str]:
+    """``python -c SCRIPT`` in a new interpreter, its output captured."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

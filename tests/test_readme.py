@@ -5,7 +5,8 @@ as this interpreter's; each must exit 0. The folder is a git repository, everyth
 each block (the README's project is kept under git). The setup lines that a test cannot run (creating and entering
 the venv, ``pip install``, the test suite itself) are listed in :data:`SETUP_LINES` and skipped. A data
 block (JSON, YAML, text) whose paragraph names a file in backticks (`` `mixlist.json` ``) is written to that file
-before any command runs, so the commands read exactly what the README shows. ``python`` blocks run as scripts.
+where the README shows it, so the commands read exactly what the README shows, in the order a reader meets them.
+``python`` blocks run as scripts.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def test_the_readme_has_the_blocks_this_test_relies_on() -> None:
     assert {"bash", "json", "yaml", "python"} <= languages
     written = [name for block in blocks if block.language in ("json", "yaml", "text") for name in block.names[:1]]
     assert {"mixlist.json", "session.yaml", "keep_dtype.cfg", "customize.cfg"} <= set(written)
-    assert len(written) == len(set(written)), "two blocks write one file: the test writes every file before running"
+    assert len(written) == len(set(written)), "two blocks write one file: a reader would overwrite the first"
     runnable = [line for block in blocks if block.language == "bash" for line in command_lines(block)]
     skipped = [shlex.join(shlex.split(line, comments=True)) for line in runnable if is_setup(line)]
     wanted = [shlex.join(shlex.split(setup)) for setup in SETUP_LINES]
@@ -104,12 +105,13 @@ def test_every_readme_command_block_runs_as_written(tmp_path: Path) -> None:
     work.mkdir()
     env = _shims(tmp_path / "bin")
     subprocess.run(["git", "init", "-q"], cwd=work, check=True)
-    blocks = readme_blocks()
-    for block in blocks:  # every file first: a config early on may name a file the README shows further down
+    for block in readme_blocks():
         if block.language in ("json", "yaml", "text") and block.names:
+            # Written where the README shows it, as a reader following it does: a command that reads a file the
+            # README only shows further down fails here as it would for the reader (issue 31: step 4 once ran a
+            # session config naming a customize_dtypes file written two sections later).
             (work / block.names[0]).write_text(block.text, encoding="utf-8")
-    for block in blocks:
-        if block.language == "bash":
+        elif block.language == "bash":
             _commit_all(work)
             for line in command_lines(block):
                 if is_setup(line):

@@ -488,3 +488,53 @@ def page_pixels(seed: int = 0, shape: tuple[int, ...] = DETECTOR_IMAGE, ink: flo
     rng = np.random.default_rng(seed)
     inked = rng.random((shape[0], 1, *shape[2:])) < ink
     return np.where(np.broadcast_to(inked, shape), 0.0, 255.0).astype(np.float32)
+
+
+FILM_SHAPE = (1, 16, 16, 16)
+
+
+def film_block(seed: int = 0, peak: float = 2.3e5, offset: float = 16.0) -> onnx.ModelProto:
+    """A FiLM-conditioned gate as diffusion UNets write it: x [1, 16, 16, 16], cond [1, 16] -> Conv (its outputs
+    offset by ``offset``: a mean well above the deviation) -> InstanceNormalization -> Mul by per-channel scales
+    (cond @ diag, log-spaced 1 .. ``peak``) -> Sigmoid -> gate times the Conv's output -> Conv -> residual Add.
+    With cond all ones the product reaches ~6e5 and the scales pass float16's range."""
+    rng = np.random.default_rng(seed)
+    channels = FILM_SHAPE[1]
+
+    def init(name: str, value: np.ndarray) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+    fan = 1 / np.sqrt(channels * 9)
+    inits = [
+        init("conv0.w", rng.normal(0, fan, (channels, channels, 3, 3))),
+        init("conv0.b", rng.normal(0, 0.1, channels) + offset),
+        init("norm.scale", np.ones(channels)),
+        init("norm.bias", np.zeros(channels)),
+        init("film.w", np.diag(np.logspace(0, np.log10(peak), channels))),
+        numpy_helper.from_array(np.array([1, channels, 1, 1], np.int64), "film.shape"),
+        init("conv1.w", rng.normal(0, fan, (channels, channels, 3, 3))),
+        init("conv1.b", rng.normal(0, 0.1, channels)),
+    ]
+    pads = [1, 1, 1, 1]
+    nodes = [
+        oh.make_node("Conv", ["x", "conv0.w", "conv0.b"], ["h0"], name="conv0", pads=pads),
+        oh.make_node("InstanceNormalization", ["h0", "norm.scale", "norm.bias"], ["n"], name="norm", epsilon=1e-5),
+        oh.make_node("MatMul", ["cond", "film.w"], ["s"], name="film.linear"),
+        oh.make_node("Reshape", ["s", "film.shape"], ["s4"], name="film.reshape"),
+        oh.make_node("Mul", ["n", "s4"], ["m"], name="film.mul"),
+        oh.make_node("Sigmoid", ["m"], ["g"], name="gate"),
+        oh.make_node("Mul", ["g", "h0"], ["gh"], name="gated"),
+        oh.make_node("Conv", ["gh", "conv1.w", "conv1.b"], ["h1"], name="conv1", pads=pads),
+        oh.make_node("Add", ["h1", "h0"], ["y"], name="residual"),
+    ]
+    return make_model(
+        nodes,
+        [tensor("x", TensorProto.FLOAT, list(FILM_SHAPE)), tensor("cond", TensorProto.FLOAT, [1, channels])],
+        [tensor("y", TensorProto.FLOAT, list(FILM_SHAPE))],
+        inits,
+    )
+
+
+def film_inputs(seed: int = 1) -> dict[str, np.ndarray]:
+    x = np.random.default_rng(seed).standard_normal(FILM_SHAPE).astype(np.float32)
+    return {"x": x, "cond": np.ones((1, FILM_SHAPE[1]), np.float32)}

@@ -13,17 +13,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ampconfig.deferred_imports import defer_unused_imports
+import typer
 
-defer_unused_imports()  # before anything imports onnx-ir: sympy only if something does arithmetic on dimensions
-
-import typer  # noqa: E402
-
-from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error, stderr  # noqa: E402
-from ampconfig.cli.typer_app import app as _app  # noqa: E402
-from ampconfig.cli.typer_app import end_process_after_command  # noqa: E402
-from ampconfig.files.guard import hold_outputs, settle_outputs, take_back_outputs  # noqa: E402
-from ampconfig.files.interrupts import (  # noqa: E402
+from ampconfig.cli.output import EXIT_BROKEN_PIPE, print_error, stderr
+from ampconfig.cli.typer_app import app as _app
+from ampconfig.cli.typer_app import end_process_after_command
+from ampconfig.files.guard import hold_outputs, settle_outputs, take_back_outputs
+from ampconfig.files.interrupts import (
     Terminated,
     die_by,
     end_on_signals,
@@ -47,6 +43,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "tune": ("tune_cmd",),
     "lock": ("lock_cmd",),
     "diff": ("diff_cmd",),
+    "calibrate": ("calibrate_cmd",),
 }
 
 

@@ -8,7 +8,7 @@ import typer
 
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -51,11 +51,12 @@ def compare(options: SharedOptions) -> None:
         )
         payload = compare_payload(result, prepared)
         start.write_html(lambda: render_html(_explained(result, prepared), payload, command="compare"))
+    exit_code = EXIT_OK if result.passed else EXIT_CHECK_FAILED
     if options.json_output:
-        print_json(payload)
+        print_result(payload, exit_code)
     else:
         render_compare(result, prepared, stdout)
-    raise typer.Exit(EXIT_OK if result.passed else EXIT_CHECK_FAILED)
+    raise typer.Exit(exit_code)
 
 
 def _explained(result: CompareResult, prepared: Prepared) -> dict[str, Any]:

@@ -79,10 +79,11 @@ def diff(
     base = {name: value for name, value in base_options.items() if value is not None}
     sides, subject = _sides(options, base, base_lock, lock, run)
     from ampconfig.lock.sides import run_both
-    from ampconfig.report.lock import Comparison
+    from ampconfig.report.lock import DIFF_TITLE, LOCKS_TITLE, Comparison
 
     runs = run_both(sides.base, sides.new, SIDES) if run and sides.base and sides.new else None
-    comparison = Comparison(sides.diff, subject, *SIDES, runs=runs)
+    title = LOCKS_TITLE if base_lock is not None else DIFF_TITLE  # settings compared on a model: no lock involved
+    comparison = Comparison(sides.diff, subject, *SIDES, runs=runs, title=title)
     code = EXIT_CHECK_FAILED if exit_code and sides.diff.decisions_changed else EXIT_OK
     print_comparison(comparison, output_format, code)
     raise typer.Exit(code)
@@ -109,6 +110,12 @@ def _sides(
             hint="give --base-config, --base-mixlist, --base-keep-dtype, --base-customize-dtypes or "
             "--base-precision-mode (or --base-lock and --lock)",
         )
+    from ampconfig.files.models import open_model
+    from ampconfig.prove.calibration import decision_values, prepared_samples, with_margin
+
     new = options.settings()
     base = options.settings(replaced=base_given)
-    return diff_settings(base, new), str(new.model_path)
+    # One measurement for both sides (the same model and data), each with its own margin.
+    values = decision_values(new, open_model(new.model_path).proto, lambda: prepared_samples(new, command="diff"))
+    ranges = (with_margin(values.ranges, base), values.ranges)
+    return diff_settings(base, new, value_ranges=ranges), str(new.model_path)

@@ -8,16 +8,17 @@ import typer
 
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
 colour, dtype and rule, and the casts inserted. Nothing is run unless --range-check or --compare asks for it.
 
---range-check runs the fp32 model once on calibration inputs (--inputs/--shape, as for run; --data or
---calibration-data for a data set, which implies --range-check) and keeps in float32 every node whose values
-leave the low type's range (rule range_exceeds). --compare also runs the
+--range-check runs the fp32 model once on calibration inputs (--inputs/--input/--shape, as for run; --data or
+--calibration-data for a data set) and keeps in float32 every node whose values leave the low type's range (rule
+range_exceeds). Values given imply it: any input option, or --ranges FILE (read instead of running the model), so
+explain decides as run does on the same values. --compare also runs the
 rewritten model and adds each node's error to the report (see ampconfig compare). --html FILE writes one
 self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
 the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
@@ -47,20 +48,22 @@ def explain(
     options: SharedOptions,
     compare: Annotated[bool, typer.Option("--compare", help="Also run both models and report per-node error.")] = False,
 ) -> None:
+    from ampconfig.prove.calibration import has_value_inputs
     from ampconfig.report.explain import render_explain
     from ampconfig.report.html import render_html
 
     with opened(options) as start:
-        # Where the fp32 model runs (a data set given, --compare) its values decide, as everywhere it runs.
-        inputs = start.settings.inputs
-        given_data = inputs.data is not None or inputs.calibration_data is not None
-        if options.range_check or given_data or compare:
+        # Values given (a ranges file, data, inputs) decide, as in every deciding command; so they do where the
+        # fp32 model runs anyway (--compare).
+        settings = start.settings
+        given_values = settings.ranges is not None or has_value_inputs(settings)
+        if options.range_check or given_values or compare:
             payload, compare_data = _explain_with_runs(start, options, compare)
         else:
             payload, compare_data = _explain_decisions(start), None
         start.write_html(lambda: render_html(payload, compare_data))
     if options.json_output:
-        print_json(payload)
+        print_result(payload)
     else:
         render_explain(payload, stdout)
 
@@ -99,7 +102,8 @@ def _explain_with_runs(
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
     else:
-        ranges = range_report(prepared, reference_run(prepared, start.progress), options.data_max)
+        reference = reference_run(prepared, start.progress) if start.settings.ranges is None else None
+        ranges = range_report(prepared, reference, options.data_max)
         rewrite = prepared.rewrite(ranges.ranges)
     payload = explain_payload(
         rewrite,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, print_warning, say, stderr
+from ampconfig.cli.output import print_result, print_warning, say, stderr
 from ampconfig.cli.typer_app import command
 
 
@@ -34,7 +34,7 @@ def lists(options: SharedOptions) -> None:
     for warning in warnings:
         print_warning(warning)
     if options.json_output:
-        print_json(effective.as_dict())
+        print_result(effective.as_dict())
         return
     mode = settings.precision_mode
     say(f"precision mode {mode.value}, target {settings.target} (op info: {library.source})")

@@ -95,17 +95,26 @@ def lock(
 def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) -> None:
     from ampconfig.files.models import open_model
     from ampconfig.lock.record import decide_lock
+    from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
     from ampconfig.prove.request_files import declare_model
     from ampconfig.report.lock import lock_payload, lock_summary_text, shown_path
     from ampconfig.settings.lock_file import lock_text
 
-    with opened(options, progress=False) as start:
+    with opened(options) as start:
+        settings = start.settings
         if lock_out is None:
             raise AmpconfigError("no output path given", hint="pass -o precision.lock.json (or --check LOCK)")
         destination = start.guard.output(LOCK_ROLE, lock_out)  # refused before any work
-        model = open_model(start.settings.model_path)
+        model = open_model(settings.model_path)
         declare_model(start.guard, model)
-        decided = decide_lock(start.settings, lock_out, opened=model)
+        values = decision_values(
+            settings,
+            model.proto,
+            lambda: prepared_samples(settings, command="lock", guard=start.guard),
+            progress=start.progress,
+        )
+        decided = decide_lock(settings, lock_out, opened=model, value_ranges=values.ranges)
+        decided.result.warnings.extend([*values.warnings, *not_checked(decided.result)])
         start.guard.write_text(destination, lock_text(decided.lock))
     where = shown_path(lock_out) or str(lock_out)
     if as_json:

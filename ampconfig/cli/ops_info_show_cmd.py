@@ -17,7 +17,7 @@ from ampconfig.cli.ops_info_cmd import (
     subcommand,
     write_ops_info,
 )
-from ampconfig.cli.output import output_guard, print_json, print_warning, stderr, stdout
+from ampconfig.cli.output import output_guard, print_result, print_warning, stderr, stdout
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.targets import DEFAULT_TARGET
 from ampconfig.report.tables import print_table
@@ -98,7 +98,7 @@ def show_command(
     if as_json:
         ops = {key: _json_entry(entry, native_and_emulated(entry)[1]) for key, entry in shown.items()}
         facts = {"provider": library.provider, "onnxruntime_version": library.onnxruntime_version}
-        print_json({"target": library.target, **facts, "ops": ops, "unknown": missing})
+        print_result({"target": library.target, **facts, "ops": ops, "unknown": missing})
         return
     table = Table(title=f"{library.target} op info ({library.provider}, onnxruntime {library.onnxruntime_version})")
     for column in ("op", "colour", "dtypes", "native", "emulated", "source", "reference"):

@@ -96,9 +96,9 @@ class SharedOptions:
         typer.Option(
             "--customize-dtypes",
             metavar="FILE",
-            help="Ascend customize_dtypes file: per node (Name::InputDtype:float16,float16,OutputDtype:float16) or "
-            "op type (OpType::MatMul:InputDtype:...,OutputDtype:...), the dtype of each input and output. Wins over "
-            "--keep-dtype, which wins over the mode and mixlist.",
+            help="Ascend customize_dtypes file: per node (Name::InputDtype:...,OutputDtype:...) or op type "
+            "(OpType::MatMul:InputDtype:...), the dtype of each input and output. Wins over --keep-dtype, which "
+            "wins over the mode and mixlist.",
         ),
     ] = None
     op_names: Annotated[
@@ -232,6 +232,16 @@ class SharedOptions:
             callback=positive_finite("32752"),
         ),
     ] = None
+    ranges: Annotated[
+        Path | None,
+        typer.Option(
+            "--ranges",
+            metavar="RANGES.json",
+            help="A value ranges file (ampconfig calibrate, run --ranges-out): the float32 model's values on data, "
+            "read instead of running the model. Every deciding command reads it the same way.",
+            show_default="the config's ranges",
+        ),
+    ] = None
     clamp_values: Annotated[
         bool | None,
         typer.Option(
@@ -278,6 +288,7 @@ class SharedOptions:
             calibration_data=_path(self.calibration_data),
             clamp_values=self.clamp_values,
             data_max=self.data_max,
+            ranges=_path(self.ranges),
         )
 
     def given(self) -> list[str]:
@@ -289,10 +300,11 @@ class SharedOptions:
         """The settings of this invocation: these flags over the session config over the defaults. ``replaced``
         gives some flags other values (``diff`` resolves its base side so). With ``opens_model``, the model must
         be an existing file (checked before any work)."""
-        from ampconfig.settings.resolve import require_model, resolve
+        from ampconfig.settings.resolve import require_config_files, require_model, resolve
 
         changes: dict[str, Any] = dict(replaced or {})
         settings = resolve(replace(self.flags(), **changes))
+        require_config_files(settings)
         if opens_model:
             require_model(settings)
         return settings
@@ -330,8 +342,21 @@ DECIDING = (
 )
 #: Where the models run and on what.
 RUNNING = ("device", "input_files", "inputs_npz", "shapes", "seed")
-#: What the fp32 values decide (the commands that run the fp32 model before deciding).
-VALUES = ("data", "calibration_data", "range_check", "data_max", "clamp_values")
+#: What the fp32 values decide: ranges from a file, or from data the fp32 model runs on.
+VALUES = ("data", "calibration_data", "ranges", "range_check", "data_max", "clamp_values")
+#: The same for the commands that run nothing unless given data (no --range-check: data given is a range check).
+DECIDING_VALUES = (
+    "device",
+    "input_files",
+    "inputs_npz",
+    "shapes",
+    "seed",
+    "data",
+    "calibration_data",
+    "ranges",
+    "data_max",
+    "clamp_values",
+)
 
 #: Which shared options each command takes: the one table (tests/cli/test_options.py holds every command to it).
 COMMAND_OPTIONS: dict[str, Uses] = {
@@ -361,13 +386,16 @@ COMMAND_OPTIONS: dict[str, Uses] = {
     "rewrite": uses(
         "model",
         *DECIDING,
+        *DECIDING_VALUES,
         "output",
-        "clamp_values",
         "json_output",
         model={"help": "Input ONNX model (default: the config's model)."},
     ),
-    "lock": uses("model", *DECIDING, "json_output"),
-    "diff": uses("model", *DECIDING, *RUNNING, "json_output"),
+    "lock": uses("model", *DECIDING, *DECIDING_VALUES, "json_output"),
+    "diff": uses("model", *DECIDING, *DECIDING_VALUES, "json_output"),
+    "calibrate": uses(
+        "model", "config", "target", "precision_mode", *RUNNING, "data", "calibration_data", "json_output"
+    ),
     "lists": uses("config", "precision_mode", "modify_mixlist", "op_names", "target", "json_output"),
     "validate": uses(
         "target",

@@ -14,12 +14,12 @@ import json
 import os
 import sys
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from rich.console import Console
 
-from ampconfig.errors import EXIT_USAGE, Problem
+from ampconfig.errors import EXIT_OK, EXIT_USAGE, Problem
 from ampconfig.files.guard import STDOUT_FD, STDOUT_NAME, Destination, OutputGuard
 
 #: 128 + SIGPIPE: what a shell reports for a command whose output pipe was closed.
@@ -181,6 +181,13 @@ def print_warning(message: str) -> None:
 def print_json(payload: Any) -> None:
     """Exactly one JSON object on the results stream, nothing else."""
     say(json.dumps(payload, indent=2, sort_keys=False, default=str))
+
+
+def print_result(payload: Mapping[str, Any], exit_code: int = EXIT_OK) -> None:
+    """The JSON object of a command that ran to its end: the envelope every object shares first, ``ok`` (exit 0)
+    and ``exit_code`` (1 when a check failed), as :func:`error_payload` has them for a command that stopped, then
+    the command's own keys."""
+    print_json({"ok": exit_code == EXIT_OK, "exit_code": exit_code, **payload})
 
 
 def error_fields(problem: Problem) -> dict[str, Any]:

@@ -25,7 +25,8 @@ def shown(json_output: bool) -> bool:
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     """A rich progress bar per label on stderr; yields the ``progress(label, done, total)`` callback the runner
-    reports to (None when disabled). A label that names samples is shown as it is, any other as timing."""
+    reports to (None when disabled). A label with a colon (``fp32: samples``, ``ranges: fp32 values``) is shown as
+    it is, any other as timing."""
     if not enabled:
         yield None
         return
@@ -43,7 +44,7 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
 
     def update(label: str, done: int, total: int) -> None:
         if label not in tasks:
-            tasks[label] = bar.add_task(label if "sample" in label else f"timing {label}", total=total)
+            tasks[label] = bar.add_task(label if ": " in label else f"timing {label}", total=total)
         bar.update(tasks[label], completed=done, total=total)
 
     with bar:

@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Any
 
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, print_warning, stderr, stdout
+from ampconfig.cli.output import print_result, print_warning, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import shown_path
 from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the rewrite machinery
-    from ampconfig.decide.decisions import RewriteResult
     from ampconfig.files.guard import Destination
     from ampconfig.files.models import OpenedModel
+    from ampconfig.rewrite.results import RewriteResult
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
@@ -115,18 +115,25 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def rewrite(options: SharedOptions) -> None:
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import save_model_atomic
-    from ampconfig.report.explain import activations_note
+    from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
 
-    with opened(options, opens_model=False, progress=False) as start:
+    with opened(options, opens_model=False) as start:
         settings = start.settings
         model, destination = _declare_files(start)
-        result = rewrite_with_settings(model, settings, with_cost=False)  # the summary shows no cost
+        values = decision_values(
+            settings,
+            model.proto,
+            lambda: prepared_samples(settings, command="rewrite", guard=start.guard),
+            progress=start.progress,
+        )
+        # the summary shows no cost
+        result = rewrite_with_settings(model, settings, value_ranges=values.ranges, with_cost=False)
+        result.warnings.extend([*values.warnings, *not_checked(result)])
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)
-    note = activations_note(result)
-    summary["notes"] = [*settings.notes, *([note] if note is not None else [])]
+    summary["notes"] = list(settings.notes)
     if options.json_output:
-        print_json(summary)
+        print_result(summary)
         return
     for line in summary["notes"]:
         stderr.print("note: " + line, markup=False)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
-from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
+from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
+
+if TYPE_CHECKING:
+    from ampconfig.files.guard import Destination, OutputGuard
+    from ampconfig.prove.outcome import RunReport
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
 Runtime, and report accuracy (relative L2, max abs, cosine, non-finite values, arg-max agreement) and latency.
@@ -68,6 +72,20 @@ usage or input error.
 """
 
 
+def write_ranges(guard: OutputGuard, destination: Destination, report: RunReport, path: Path) -> str:
+    """Write what the run measured as a ranges file (one it could not measure, a model too large for the
+    calibration run, is exit 2)."""
+    from ampconfig.settings.ranges_file import ranges_text
+
+    calibration = report.calibration
+    if calibration is None:
+        raise AmpconfigError(
+            "--ranges-out: the model's activations could not be measured (see the notes), so no ranges were written",
+            file=report.model,
+        )
+    return str(guard.write_text(destination, ranges_text(calibration.file(Path(report.model), path))))
+
+
 @command("run", help=_HELP)
 def run(
     options: SharedOptions,
@@ -78,6 +96,15 @@ def run(
             metavar="FILE",
             help="Also write a precision lock with the proof (tolerance, device, data, each output's error): "
             "see ampconfig lock.",
+        ),
+    ] = None,
+    ranges_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--ranges-out",
+            metavar="RANGES.json",
+            help="Also write the value ranges the float32 model's calibration run measured (as ampconfig calibrate "
+            "does): --ranges FILE then gives every other command the same decisions without running the model.",
         ),
     ] = None,
 ) -> None:
@@ -93,12 +120,22 @@ def run(
             stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
         output_role = settings_role(settings, "output model", "--output", "output")
         lock_file = guard.output("precision lock (--lock-out)", lock_out) if lock_out is not None else None
+        ranges_file = guard.output("value ranges (--ranges-out)", ranges_out) if ranges_out is not None else None
+        if ranges_out is not None and (settings.ranges is not None or not options.range_check):
+            why = "--ranges gives them" if settings.ranges is not None else "--no-range-check skips the run"
+            raise AmpconfigError(
+                f"--ranges-out: no value ranges are measured ({why})",
+                hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
+            )
         report = execute(settings, start.progress, guard, output_role, range_check=options.range_check)
+        if ranges_file is not None and ranges_out is not None:
+            report.notes.append(f"wrote the value ranges {write_ranges(guard, ranges_file, report, ranges_out)}")
         if lock_file is not None and lock_out is not None:
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
             report.notes.append(f"wrote the precision lock {written}")
+    exit_code = EXIT_OK if report.passed else EXIT_CHECK_FAILED
     if options.json_output:
-        print_json(run_payload(report))
+        print_result(run_payload(report), exit_code)
     else:
         render_run(report, stdout)
-    raise typer.Exit(EXIT_OK if report.passed else EXIT_CHECK_FAILED)
+    raise typer.Exit(exit_code)

@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, count_between, positive_finite
-from ampconfig.cli.output import print_json, stdout
+from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -137,12 +137,13 @@ def tune(
             *ran_on.notes,
             *prepared.inputs.warnings,
         ]
+    exit_code = EXIT_OK if report.succeeded else EXIT_CHECK_FAILED
     if options.json_output:
         from ampconfig.report.tune import tune_payload
 
-        print_json(tune_payload(report, str(request.model_path)))
+        print_result(tune_payload(report, str(request.model_path)), exit_code)
     else:
         from ampconfig.report.tune import render_tune
 
         render_tune(report, stdout, request.tolerance.rel_l2)
-    raise typer.Exit(EXIT_OK if report.succeeded else EXIT_CHECK_FAILED)
+    raise typer.Exit(exit_code)

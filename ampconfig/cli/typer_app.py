@@ -52,17 +52,29 @@ def _flags_without_value_type(params: list[Any]) -> list[Any]:
 
 
 class AmpconfigCommand(TyperCommand):
-    """Every command: its flags show no value type in --help."""
+    """Every command: its flags show no value type in --help, and --help fits the terminal, nothing cut
+    (:mod:`ampconfig.cli.help_format`)."""
 
     def get_params(self, ctx: _ClickContext) -> list[Any]:
         return _flags_without_value_type(super().get_params(ctx))
+
+    def format_help(self, ctx: _ClickContext, formatter: Any) -> None:
+        from ampconfig.cli.help_format import print_command_help  # only --help needs it
+
+        print_command_help(self, ctx)
 
 
 class SubcommandGroup(TyperGroup):
-    """A group of subcommands (``ops-info``): its flags show no value type in --help."""
+    """A group of subcommands (``ops-info``): its flags show no value type in --help, and its --help is laid out
+    as a command's."""
 
     def get_params(self, ctx: _ClickContext) -> list[Any]:
         return _flags_without_value_type(super().get_params(ctx))
+
+    def format_help(self, ctx: _ClickContext, formatter: Any) -> None:
+        from ampconfig.cli.help_format import print_command_help
+
+        print_command_help(self, ctx)
 
 
 class AmpconfigGroup(SubcommandGroup):

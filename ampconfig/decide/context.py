@@ -63,6 +63,8 @@ class DecisionContext:
     value_ranges: ValueRanges | None = None
     #: the user asked for constants beyond the low type's range to be clamped (rule value_out_of_range off)
     clamp_values: bool = False
+    #: nodes ONNX Runtime refused or crashed on in another dtype (``run``'s safety net), with what it did
+    runtime_refused: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def low(self) -> Dtype:

@@ -1,21 +1,14 @@
-"""What the engine decided, as plain data: one :class:`NodeDecision` per node, plus rewrite statistics.
+"""What the engine decided, as plain data: one :class:`NodeDecision` per node, and what the decision costs.
 
-``explain`` prints these, ``run`` summarises them, the JSON report serialises them. Nothing here mutates a graph.
+``explain`` prints these, ``run`` summarises them, the JSON report serialises them. Nothing here mutates a graph;
+what the rewrite made of a decision is :mod:`ampconfig.rewrite.results`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from functools import cached_property
-from pathlib import Path
 from typing import Any
-
-import onnx
-import onnx_ir as ir
-
-from ampconfig.files.ir_bridge import to_proto
-from ampconfig.files.skeleton import ModelSkeleton
 
 
 class Rule(str, Enum):
@@ -46,8 +39,10 @@ class Rule(str, Enum):
     CAST_AWARE_ISLAND = "cast_aware_island"  # a float32 island whose boundary casts outnumbered its nodes: lowered
     CAST_RETARGETED = "cast_retargeted"  # an existing Cast now produces the dtype its consumers need
     CHECKER_REJECTS = "checker_rejects"  # the ONNX checker rejected the op in low precision: kept
+    RUNTIME_REFUSES = "runtime_refuses"  # ONNX Runtime refused or crashed on the rewrite with the node lowered: kept
     VALUE_OUT_OF_RANGE = "value_out_of_range"  # reads a constant with values beyond the low type's range
     RANGE_EXCEEDS = "range_exceeds"  # the float32 model's values on data passed the margin below the low type's limit
+    QUANTIZER_INPUT = "quantizer_input"  # computes a value a quantizer rounds to integers: kept as the original
 
 
 @dataclass(frozen=True)
@@ -70,47 +65,6 @@ class NodeDecision:
         data = asdict(self)
         data["rule"] = self.rule.value
         return data
-
-
-@dataclass(frozen=True)
-class ClampedTensor:
-    """A constant converted to a low dtype whose finite values beyond that type's range were set to its largest
-    finite value (with the user's consent, or a mask's sentinel; see ampconfig.decide.values)."""
-
-    tensor: str  # the initializer's name, or the name of the value a Constant or ConstantOfShape produces
-    dtype: str
-    count: int  # elements clamped
-    largest: float  # the largest |value| among them
-
-    sentinel: bool = False  # every clamped value was at float32's own extreme (a stand-in for infinity)
-
-    def warning(self) -> str:
-        name = repr(self.tensor) if self.tensor else "an unnamed constant"
-        if self.sentinel:
-            return (
-                f"{self.count} value(s) of {name} at float32's extreme (|x| = {self.largest:.6g}, a stand-in for "
-                f"infinity such as a mask's fill) saturated to {self.dtype}'s largest finite value"
-            )
-        return (
-            f"{self.count} value(s) of {name} beyond {self.dtype}'s range (largest |x| = {self.largest:.6g}) "
-            f"clamped to {self.dtype}'s largest finite value"
-        )
-
-
-@dataclass
-class RewriteStats:
-    casts_inserted: int = 0
-    casts_retargeted: int = 0
-    casts_removed: int = 0  # existing Casts this rewrite made no-ops (their input already has their dtype)
-    initializers_converted: int = 0
-    constants_converted: int = 0
-    values_clamped: int = 0  # constant elements outside the low type's range, clamped to its max
-    clamped: list[ClampedTensor] = field(default_factory=list)  # which tensors, one entry per converted tensor
-    layer_norms_folded: int = 0  # written-out LayerNorms folded into LayerNormalization (rewrite/fold.py)
-    opset_raised_to: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 #: How many float32 islands a report lists.
@@ -153,45 +107,3 @@ class DecisionCost:
             "costliest_islands": [island.to_dict() for island in self.islands[:TOP_ISLANDS]],
             "basis": "H100 kernel cost table (ORT 1.31.1 CUDA), at the model's stated sizes; symbolic dims as 1",
         }
-
-
-@dataclass
-class RewriteResult:
-    ir_model: ir.Model
-    decisions: list[NodeDecision]
-    stats: RewriteStats
-    precision_mode: str
-    target: str
-    low_dtype: str
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # how the settings were read (op names mapped to ONNX)
-    input_files: frozenset[Path] = frozenset()  # the input's external data files (never overwritten)
-    cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
-    skeleton: ModelSkeleton | None = None  # the output as checked, serialised once without its large weights
-
-    @cached_property
-    def model(self) -> onnx.ModelProto:
-        """The rewritten model as a proto (for models under 2 GiB; larger ones are saved from ``ir_model``)."""
-        if self.skeleton is not None:
-            return self.skeleton.full_proto()
-        return to_proto(self.ir_model)
-
-    @property
-    def savable(self) -> ModelSkeleton | ir.Model:
-        """What to write to disk: ``ir_model`` when the input's weights are in external data files (the output's
-        go to one too, tensor by tensor), else the skeleton the check serialised, written in one pass with each
-        weight converted as it is written."""
-        if self.input_files or self.skeleton is None:
-            return self.ir_model
-        return self.skeleton
-
-    def count_by_dtype(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for decision in self.decisions:
-            if decision.dtype is not None:
-                counts[decision.dtype] = counts.get(decision.dtype, 0) + 1
-        return counts
-
-    @property
-    def low_precision_nodes(self) -> int:
-        return sum(1 for d in self.decisions if d.dtype in ("float16", "bfloat16"))

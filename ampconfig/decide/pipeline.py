@@ -36,6 +36,7 @@ from ampconfig.decide.passes.fusion_guard import GuardLayerNormFusion
 from ampconfig.decide.passes.islands import LowerCastBoundIslands
 from ampconfig.decide.passes.listed import PaintListed
 from ampconfig.decide.passes.modes import ModePolicy, refuse_missing_origin_kernels
+from ampconfig.decide.passes.quantized import KeepQuantizerInputs
 from ampconfig.decide.passes.reasons import CheckReasons
 from ampconfig.decide.passes.values import KeepValuesInRange
 from ampconfig.decide.state import DecisionState
@@ -124,8 +125,9 @@ class Pipeline:
 
 #: Hard verdicts, every mode, first, in precedence order: a node keeps the first hard verdict it gets (a hard pass
 #: skips nodes already decided). customize_dtypes first (Ascend's precedence: over keep_dtype and the mode; its
-#: entries were checked against the nodes' facts, unretypable ones refused), then the rules that keep a dtype.
-HARD: tuple[Step, ...] = (CustomizedDtypes(), FixedVerdicts(), KeepValuesInRange())
+#: entries were checked against the nodes' facts, unretypable ones refused), then the rules that keep a dtype: the
+#: fixed ones, the values, the quantizers' inputs.
+HARD: tuple[Step, ...] = (CustomizedDtypes(), FixedVerdicts(), KeepValuesInRange(), KeepQuantizerInputs())
 
 #: Gray and clear nodes follow their neighbours; the fusion guard then forces producers to float32, whose
 #: consumers follow again.

@@ -67,10 +67,6 @@ class Plan:
         """(value, dtype) for every Cast node the rewrite inserts for this plan (see :mod:`ampconfig.decide.needs`)."""
         return self.needs.casts(value for scope in self.scopes for value in values_of(scope.graph))
 
-    def casts_needed(self) -> int:
-        """How many Cast nodes the rewrite inserts for this plan (see :meth:`casts`)."""
-        return len(self.casts())
-
     def decisions(self) -> list[NodeDecision]:
         result = []
         for scope in self.scopes:

@@ -119,6 +119,11 @@ class ValueRanges:
     peaks: Mapping[str, float]
     source: str
     margin: float | None = None
+    #: where they came from, for a lock to record: the ranges file (path as given) and its SHA-256, or the digest
+    #: of the data a command ran the float32 model on
+    file: str | None = None
+    file_sha256: str | None = None
+    data_sha256: str | None = None
 
     def margin_for(self, dtype: Dtype | str) -> float:
         return self.margin if self.margin is not None else default_margin(str(Dtype(dtype)))
@@ -133,3 +138,9 @@ class ValueRanges:
         """The peak of ``key`` when it is beyond the margin, else None."""
         value = self.peaks.get(key)
         return value if value is not None and value > self.margin_for(dtype) else None
+
+    def beyond_margin(self, dtype: Dtype | str) -> dict[str, float]:
+        """Every value whose peak is beyond the margin, by key: all the range rule reads (a value within the margin
+        decides nothing), so a decision made with only these equals one made with every peak."""
+        margin = self.margin_for(dtype)
+        return {key: value for key, value in self.peaks.items() if value > margin}

@@ -7,10 +7,13 @@ itself is pure (:mod:`ampconfig.diagnose.locate`, :mod:`ampconfig.diagnose.range
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ampconfig.decide.decisions import RewriteResult
+import numpy as np
+
+from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
@@ -19,6 +22,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare, value_ranges_of
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
@@ -88,16 +92,28 @@ def reference_run(prepared: Prepared, progress: ProgressCallback | None = None) 
         raise explain_reference_failure(refusal, prepared) from None
 
 
-def range_report(prepared: Prepared, reference: IntermediateRun, data_max: float | None = None) -> RangeReport:
-    """What the fp32 calibration values say: the value ranges the decision reads, and the findings the reports
-    list (``data_max``: the margin, else the request's, else half the low type's largest value)."""
+def range_report(prepared: Prepared, reference: IntermediateRun | None, data_max: float | None = None) -> RangeReport:
+    """What the fp32 values say: the value ranges the decision reads, and the findings the reports list
+    (``data_max``: the margin, else the request's, else half the low type's largest value). With a ranges file
+    (``--ranges``) both come from the file, as every deciding command reads it, and ``reference`` may be None;
+    else from ``reference``, the fp32 calibration run with every intermediate exposed."""
     explicit = data_max if data_max is not None else prepared.request.data_max
     limit = check_data_max(explicit, prepared.low_dtype)
+    margin = check_margin(explicit, prepared.low_dtype)
+    ranges_path = prepared.request.ranges
+    if ranges_path is not None:
+        ranges = read_ranges(ranges_path, prepared.opened.proto, margin)
+        values: Mapping[str, np.ndarray] = {key: np.array(peak) for key, peak in ranges.peaks.items()}
+        source = ranges.source
+    elif reference is not None:
+        ranges = replace(value_ranges_of(prepared, reference), margin=margin)
+        values, source = reference.values, prepared.calibration_source()
+    else:
+        raise ValueError("range_report needs a ranges file or a reference run")  # a bug in the caller
     findings = range_findings(
-        graph_nodes(prepared.model), reference.values, float_constants(prepared.model), limit, prepared.low_dtype
+        graph_nodes(prepared.model), values, float_constants(prepared.model), limit, prepared.low_dtype
     )
-    ranges = replace(value_ranges_of(prepared, reference), margin=check_margin(explicit, prepared.low_dtype))
-    return RangeReport(findings, limit, prepared.low_dtype, prepared.calibration_source(), ranges)
+    return RangeReport(findings, limit, prepared.low_dtype, source, ranges)
 
 
 def calibration_source(prepared: Prepared) -> str:

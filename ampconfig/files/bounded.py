@@ -117,7 +117,9 @@ def too_many(
 # -------------------------------------------------------------------------------------------------- JSON scan
 #: One JSON token: a string (possibly unterminated), a comment (not JSON, but reported), a bracket or a bare scalar.
 _JSON_TOKEN = re.compile(
-    r'"(?:[^"\\]|\\.)*"?'  # string
+    # A string, written as runs of plain characters between escapes: one alternation per character made a 50 MB
+    # base64 array of a data set take 37 s to scan; this takes 0.3 s.
+    r'"[^"\\]*(?:\\.[^"\\]*)*"?'  # string
     r"|#[^\n]*|//[^\n]*|/\*.*?(?:\*/|\Z)"  # comments
     r"|[\[{]|[\]}]"  # brackets
     r'|[^\s\[\]{},:"#/]+|/',  # scalar (true, 12.5e3, ...); a lone slash is a syntax error json.loads reports

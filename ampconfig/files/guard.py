@@ -119,10 +119,14 @@ class _Identity:
     def of(cls, path: str | Path) -> _Identity:
         spelled = _spelled(path)
         try:
+            resolved = os.path.realpath(spelled)
+        except ValueError:  # a NUL: no file can have this name; it is only ever the same as its own spelling
+            return cls(os.path.abspath(spelled), None)
+        try:
             info = os.stat(spelled)
         except (OSError, ValueError):  # missing (a new output), unreadable or not a valid path
-            return cls(os.path.realpath(spelled), None)
-        return cls(os.path.realpath(spelled), (info.st_dev, info.st_ino))
+            return cls(resolved, None)
+        return cls(resolved, (info.st_dev, info.st_ino))
 
     def lookup_keys(self) -> tuple[tuple[object, ...], ...]:
         by_path: tuple[object, ...] = ("path", self.resolved)
@@ -178,11 +182,11 @@ def same_file(first: str | Path, second: str | Path) -> bool:
     """Whether two spellings name one file: the same path once symlinks and ``..`` are resolved, or the same
     device and inode (hard links). ``-`` is standard output."""
     first, second = _spelled(first), _spelled(second)
-    if os.path.realpath(first) == os.path.realpath(second):
-        return True
     try:
+        if os.path.realpath(first) == os.path.realpath(second):
+            return True
         return os.path.samefile(first, second)
-    except (OSError, ValueError):  # either one missing (a new output), unreadable or not a valid path
+    except (OSError, ValueError):  # either one missing (a new output), unreadable or not a valid path (a NUL)
         return False
 
 
@@ -220,6 +224,12 @@ def classify(role: str, path: Path) -> Destination:
     except OSError as exc:  # a symlink loop, a file used as a folder, no permission to look
         raise AmpconfigError(
             f"cannot use this path for the {role}: {_reason(exc)}", file=str(path), hint="choose another path"
+        ) from None
+    except ValueError:  # a NUL in the path (from a config: the command line cannot hold one)
+        raise AmpconfigError(
+            f"cannot use this path for the {role}: it holds a NUL character, which no file name can",
+            file=str(path),
+            hint="choose another path",
         ) from None
     mode = info.st_mode
     if _is_stdout(info) and not stat.S_ISDIR(mode):
@@ -603,9 +613,3 @@ def _write_failed(destination: Destination, exc: OSError) -> AmpconfigError:
         file=destination.shown,
         hint="check the path, the folder's permissions and the free space",
     )
-
-
-def write_text_atomic(destination: str | Path, text: str, *, what: str = "output") -> Path:
-    """One text file written through a guard of its own (for callers outside a command)."""
-    with OutputGuard() as guard:
-        return guard.write_text(guard.output(what, destination), text)

@@ -294,18 +294,10 @@ def stand_in_type(model: ir.Model, name: str, type_proto: onnx.TypeProto) -> ir.
     return ir.serde.deserialize_type_proto_for_type(_stand_in_type(type_proto))
 
 
-def stand_in_kind(model: ir.Model, node: ir.Node) -> StandIn | None:
-    """What ``node`` stands in for, or None for an ordinary node."""
-    stash = model.meta.get(_STASH_KEY)
-    if not stash or STAND_IN_ATTRIBUTE not in node.attributes:
-        return None
-    return stash.nodes[node.attributes[STAND_IN_ATTRIBUTE].value].kind
-
-
 def stand_in_nodes(model: ir.Model) -> dict[ir.Node, StandIn]:
     """Every stand-in node of ``model`` (every graph) with what it stands in for. Empty, with no walk over the
-    nodes, for a model that has none (almost every model): what a per-node question asks of this instead of
-    :func:`stand_in_kind`. A snapshot: the rewrite adds no stand-ins, but a caller that removes one asks again."""
+    nodes, for a model that has none (almost every model); a per-node question looks its node up here. A
+    snapshot: the rewrite adds no stand-ins, but a caller that removes one asks again."""
     stash = model.meta.get(_STASH_KEY)
     if stash is None or not stash.nodes:
         return {}

@@ -429,69 +429,20 @@ def _itemsize(data_type: int) -> int:
         return 8
 
 
-def checker_problem(proto: onnx.ModelProto) -> str | None:
-    """The full checker's complaint about a (light) proto, or None when it passes."""
-    try:
-        onnx.checker.check_model(proto, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
-        return _first_line(exc)
-    return None
-
-
 def checker_errors(proto: onnx.ModelProto) -> list[str]:
-    """Every complaint of ``check_model(full_check=True)`` about a (light) proto, one per entry, empty when it
-    passes: the structural check's first complaint, or else each node that strict type and shape inference
-    rejects (as the checker does, inference is not run on a structurally broken model)."""
+    """What ``check_model(full_check=True)`` says about a (light) proto, a line per entry, for people to read
+    (nothing parses them): the structural check's complaint, or else strict type and shape inference's, one line
+    per node it rejects (as the checker does, inference is not run on a structurally broken model). Empty when
+    the model passes."""
     try:
         onnx.checker.check_model(proto)
     except (onnx.checker.ValidationError, ValueError) as exc:
-        return [_structural_error(exc)]
+        return [_first_line(exc)]
     try:
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=False)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
-        return _inference_errors(exc)
+        return [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
     return []
-
-
-#: The checker's context line for a node: "==> Context: Bad node spec for node. Name: relu_1 OpType: Relu".
-_NODE_CONTEXT = re.compile(r"Name: (\S*) OpType: (\S+)")
-
-
-def _structural_error(exc: BaseException) -> str:
-    """The structural checker's complaint in one line, with the node its context line names."""
-    context = _NODE_CONTEXT.search(str(exc))
-    first = _first_line(exc)
-    if context is None:
-        return first
-    name, op_type = context.groups()
-    return f"{first} (node {name!r}, {op_type})" if name else f"{first} (an unnamed {op_type} node)"
-
-
-_INFERENCE_PREFIX = re.compile(r"^\[\w+\] Inference error\(s\): ")
-#: Where a strict-inference complaint names its node: "(op_type:Relu, node name: relu_1): ".
-_NODE_PREFIX = re.compile(r"\(op_type:[^)]*\): ")
-#: What :func:`_structural_error` appends: " (node 'relu_1', Relu)" or " (an unnamed Relu node)".
-_NODE_SUFFIX = re.compile(r" \((node '[^']*', \S+|an unnamed \S+ node)\)$")
-
-
-def _inference_errors(exc: BaseException) -> list[str]:
-    text = _INFERENCE_PREFIX.sub("", str(exc).strip())
-    return [line.strip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]
-
-
-def checker_error_key(error: str) -> str:
-    """A checker complaint without the node that raised it (nested function bodies included), so the same
-    complaint about an input node and about the node (or Cast) that produces that value in a rewrite compare
-    equal: "[ShapeInferenceError] Inferred shape and existing shape differ in dimension 1: (3) vs (4)"."""
-    error = _NODE_PREFIX.sub("", _INFERENCE_PREFIX.sub("", error)).replace("Inference error(s): ", "")
-    return _NODE_SUFFIX.sub("", error).strip()
-
-
-def new_checker_errors(errors: list[str], known: tuple[str, ...] | list[str]) -> list[str]:
-    """The complaints in ``errors`` that ``known`` (the input's) does not have, compared by
-    :func:`checker_error_key`."""
-    baseline = {checker_error_key(error) for error in known}
-    return [error for error in errors if checker_error_key(error) not in baseline]
 
 
 def strictly_inferred_types(light: onnx.ModelProto) -> dict[str, onnx.TypeProto] | None:

@@ -8,10 +8,11 @@ or socket has no end or no content. :func:`open_regular` opens without waiting a
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from ampconfig.errors import AmpconfigError
 
@@ -21,8 +22,33 @@ def resolve_path(path: str | Path) -> Path:
     reports with RuntimeError on some Python versions, yields the absolute path unresolved."""
     try:
         return Path(path).resolve()
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL in the path
         return Path(os.path.abspath(path))
+
+
+#: What a path names, as :func:`path_kind` sees it.
+PathKind = Literal["file", "folder", "other", "missing", "nul", "too long"]
+#: Why no file can have the name, for the kinds that say so.
+UNNAMEABLE: dict[PathKind, str] = {
+    "nul": "holds a NUL character, which no file name can",
+    "too long": "has a name longer than the file system allows",
+}
+
+
+def path_kind(path: Path) -> PathKind:
+    """What ``path`` names, for a check that only looks: a regular file, a folder, something else (a device, pipe
+    or socket), nothing, or a name no file can have. Never raises (``Path.is_dir`` raises on a name too long)."""
+    try:
+        mode = path.stat().st_mode
+    except ValueError:  # a NUL in the path
+        return "nul"
+    except OSError as exc:
+        return "too long" if exc.errno == errno.ENAMETOOLONG else "missing"
+    except RuntimeError:  # a symbolic link loop on Python versions whose stat raises it
+        return "missing"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "file" if stat.S_ISREG(mode) else "other"
 
 
 def require_file(path: Path, what: str, *, hint: str | None = None, regular: bool = True) -> None:
@@ -35,6 +61,12 @@ def require_file(path: Path, what: str, *, hint: str | None = None, regular: boo
         raise _missing(path, what, hint, exc) from None
     except RuntimeError:  # a symbolic link loop on Python versions whose stat raises it
         raise _link_loop(source, what) from None
+    except ValueError:  # the OS takes no NUL in a path; os.stat says so with ValueError
+        raise AmpconfigError(
+            f"{what}: the path {UNNAMEABLE['nul']}",
+            file=source,
+            hint=hint or "check the path",
+        ) from None
     if stat.S_ISDIR(mode):
         raise AmpconfigError(f"{what} is a directory, not a file", file=source, hint=hint)
     if regular and not stat.S_ISREG(mode):
@@ -82,6 +114,12 @@ def _unreadable(path: Path, what: str, hint: str | None, exc: OSError) -> Ampcon
 
 def _missing(path: Path, what: str, hint: str | None, exc: OSError) -> AmpconfigError:
     source = str(path)
+    if exc.errno == errno.ENAMETOOLONG:  # before is_symlink, which raises it again
+        return AmpconfigError(
+            f"{what} not found: a name in its path is longer than the file system allows",
+            file=source,
+            hint=hint or "check the path",
+        )
     if path.is_symlink():
         return _link_loop(source, what)
     if isinstance(exc, PermissionError):

@@ -36,11 +36,6 @@ def length_delimited_header(number: int, length: int) -> bytes:
     return varint(number << 3 | LENGTH_DELIMITED) + varint(length)
 
 
-def field_size(length: int) -> int:
-    """The bytes a length-delimited field of number < 16 takes, key and length included."""
-    return 1 + len(varint(length)) + length
-
-
 def read_varint(data: WireData, position: int) -> tuple[int, int]:
     """The varint at ``position`` and the position after it."""
     result = shift = 0

@@ -22,7 +22,7 @@ from ampconfig.settings.keep_dtype import (
     load_keep_dtype,
     read_keep_dtype_names,
 )
-from ampconfig.settings.lock_file import LockedNode, PrecisionLock
+from ampconfig.settings.lock_file import LockedNode, LockValues, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist, MixlistEntry, entries_by_op, load_mixlist
 from ampconfig.settings.resolve import Settings
 
@@ -31,6 +31,8 @@ MAX_CAUSE_STEPS = 64
 #: Rules that read the op info's kernels and schemas: a change of one of them is the op info's, or the graph's.
 _KERNEL_RULES = frozenset({"no_low_kernel", "schema_forbids", "no_origin_kernel", "op_keeps_dtype", "no_schema"})
 #: What can move a node's own colour or kernel besides a settings file.
+#: Rules the value ranges decide.
+_VALUE_RULES = frozenset({"range_exceeds"})
 _UNDERNEATH = ("op_info", "model_structure", "model_weights", "versions")
 
 
@@ -173,6 +175,18 @@ def global_causes(old: PrecisionLock, new: PrecisionLock, side: SettingsSide | N
             if getattr(after, name).source != "config":
                 file, line = None, None
             causes.append(Cause("config", f"{name.replace('_', ' ')} {was} -> {now}", file, line))
+    for name, keys in (("clamp_values", ("clamp_values",)), ("data_max", ("data_max",))):
+        was_setting, now_setting = getattr(before, name), getattr(after, name)
+        was = was_setting.value if was_setting is not None else None
+        now = now_setting.value if now_setting is not None else None
+        if (was or None) != (now or None):
+            file, line = side.key_line(*keys) if side is not None else (None, None)
+            if now_setting is None or now_setting.source != "config":
+                file, line = None, None
+            causes.append(Cause("config", f"{name.replace('_', ' ')} {was} -> {now}", file, line))
+    values = values_cause(old, new, side)
+    if values is not None:
+        causes.append(values)
     was_info, now_info = old.versions.op_info, new.versions.op_info
     if was_info.sha256 != now_info.sha256:
         release = (
@@ -192,6 +206,37 @@ def global_causes(old: PrecisionLock, new: PrecisionLock, side: SettingsSide | N
         if was != now:
             causes.append(Cause("versions", f"{name} {was} -> {now}"))
     return causes
+
+
+def values_cause(old: PrecisionLock, new: PrecisionLock, side: SettingsSide | None) -> Cause | None:
+    """What moved in the value ranges the decisions read: the ranges file's content, where the ranges came from,
+    or the values beyond the margin."""
+    was, now = old.values, new.values
+    if was is None or now is None:
+        return None
+    file = str(side.settings.ranges) if side is not None and side.settings.ranges is not None else None
+    was_file, now_file = was.ranges, now.ranges
+    if was_file is not None and now_file is not None:
+        if was_file.sha256 != now_file.sha256:
+            return Cause(
+                "ranges",
+                f"the value ranges file changed ({_short(was_file.sha256)} -> {_short(now_file.sha256)})",
+                file,
+            )
+        return None
+    if (was_file is None) != (now_file is None) or was.checked != now.checked:
+        return Cause(
+            "ranges", f"the value ranges now come from {_values_origin(now)} (were {_values_origin(was)})", file
+        )
+    if was.beyond_margin != now.beyond_margin or was.data_sha256 != now.data_sha256:
+        return Cause("ranges", "the recorded value ranges changed", file)
+    return None
+
+
+def _values_origin(values: LockValues) -> str:
+    if values.ranges is not None:
+        return f"the ranges file {values.ranges.path}"
+    return f"data ({values.source})" if values.checked else "nothing: activations not checked"
 
 
 def _model_file(lock: PrecisionLock, side: SettingsSide | None) -> str | None:
@@ -233,6 +278,10 @@ class Attributor:
                 return self._pinned(rule, new, removed=False)
             if old.rule == rule and new.rule != rule:
                 return self._pinned(rule, old, removed=True)
+        if {old.rule, new.rule} & _VALUE_RULES:
+            found = next((cause for cause in self.globals_ if cause.kind == "ranges"), None)
+            if found is not None:
+                return found
         colour_moved = old.colour != new.colour
         if colour_moved or {old.rule, new.rule} & {"white_list", "black_list"}:
             found = self._mixlist(new.op, colour_moved)

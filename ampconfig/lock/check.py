@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model
 from ampconfig.files.paths import resolve_path
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.drift import LockDiff, compare_locks
-from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative
+from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative, recorded_ranges
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
@@ -76,7 +77,25 @@ def prepare_check(path: Path) -> PreparedCheck:
         require_model(settings)
     except AmpconfigError as exc:
         raise _with_lock_line(exc, path, lock, document) from None
+    _require_the_locked_model(lock, document, settings)
     return PreparedCheck(path, lock, document, settings)
+
+
+def _require_the_locked_model(lock: PrecisionLock, document: LockDocument, settings: Settings) -> None:
+    """A lock of a named model is never checked against the bundled example: when today's config no longer names
+    a model, the resolver falls back to the example, and the check would report (and ``--update`` record) a
+    different model. Exit 2: the lock cannot be checked until its model is named again."""
+    recorded = lock.model.path
+    if recorded is None or settings.example is None:
+        return
+    config = f" {settings.config}" if settings.config is not None else ""
+    problem = document.source.problem(
+        f"the lock was made for the model {recorded!r} (from the {lock.model.source}), but today's config{config} "
+        f"names no model: the check would judge the bundled example {settings.example!r} instead",
+        ("model", "path"),
+        hint="name the model in the config again, or write a new lock: ampconfig lock MODEL [settings] -o FILE",
+    )
+    raise AmpconfigError(problem.message, file=document.file, line=problem.line, hint=problem.hint, problems=[problem])
 
 
 def _with_lock_line(
@@ -93,6 +112,7 @@ def _with_lock_line(
         ("settings", "modify_mixlist", "path"): settings.modify_mixlist.path if settings.modify_mixlist else None,
         ("settings", "keep_dtype", "path"): settings.keep_dtype.path if settings.keep_dtype else None,
         ("settings", "customize_dtypes", "path"): settings.customize_dtypes.path if settings.customize_dtypes else None,
+        ("values", "ranges", "path"): lock.values.ranges.path if lock.values and lock.values.ranges else None,
     }
     for json_path, recorded_path in recorded.items():
         if recorded_path is not None and resolve_path(lock_relative(lock_path, recorded_path)) == failed:
@@ -109,10 +129,22 @@ def run_check(
     op_info: OpInfoLibrary | None = None,
 ) -> LockCheck:
     """Decide with the prepared settings and compare with the lock."""
+    settings = prepared.settings
     try:
-        opened = open_model(prepared.settings.model_path)
+        opened = open_model(settings.model_path)
+        # The ranges file when one is given today, else the values the lock recorded: the model never runs.
+        ranges = (
+            read_ranges(settings.ranges, opened.proto, settings.data_max)
+            if settings.ranges is not None
+            else recorded_ranges(prepared.lock, settings)
+        )
         decided = decide_lock(
-            prepared.settings, prepared.path, opened=opened, float16_encoder=float16_encoder, op_info=op_info
+            settings,
+            prepared.path,
+            opened=opened,
+            float16_encoder=float16_encoder,
+            op_info=op_info,
+            value_ranges=ranges,
         )
         side = SettingsSide.read(prepared.settings)
     except AmpconfigError as exc:

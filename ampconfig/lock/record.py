@@ -7,7 +7,6 @@ Pure data in and out, except for reading the files it hashes. Paths are written 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -18,19 +17,19 @@ import onnx
 
 from ampconfig import __version__
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.decisions import RewriteResult
+from ampconfig.decide.values import ValueRanges
+from ampconfig.files.hashing import file_sha256, text_sha256
+from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
-from ampconfig.files.paths import open_regular
-from ampconfig.lock.identity import model_fingerprint
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.lock_file import (
     LOCK_FORMAT,
     LOCK_FORMAT_VERSION,
-    LOCK_SCHEMA_URL,
     ConfigFile,
     FileDigest,
     FlagSetting,
@@ -38,7 +37,9 @@ from ampconfig.settings.lock_file import (
     LockProof,
     LockSettings,
     LockSummary,
+    LockValues,
     LockVersions,
+    MarginSetting,
     ModelIdentity,
     ModeSetting,
     OpInfoVersion,
@@ -52,6 +53,7 @@ from ampconfig.settings.lock_file import (
 )
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Flags, Settings
+from ampconfig.settings.schemas import schema_reference
 
 #: Digits kept of each error a proof records: enough to compare, few enough that a rerun on the same machine
 #: writes the same lock.
@@ -59,18 +61,6 @@ PROOF_DIGITS = 4
 
 
 # ---------------------------------------------------------------------------------------------------- pieces
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open_regular(path, "file") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def relative_path(path: Path, folder: Path) -> str:
     """``path`` relative to ``folder`` with ``/`` separators (``..`` where it lies outside), as a lock keeps it:
     the same on every machine for the same tree, whatever the working directory."""
@@ -148,7 +138,42 @@ def lock_settings(settings: Settings, lock_dir: Path) -> LockSettings:
         modify_mixlist=_mixlist_record(settings, lock_dir),
         keep_dtype=_keep_dtype_record(settings, lock_dir),
         customize_dtypes=_customize_record(settings, lock_dir),
+        clamp_values=FlagSetting(value=settings.clamp_values, source=setting_source(settings, "clamp_values")),
+        data_max=MarginSetting(value=settings.data_max, source=setting_source(settings, "data_max")),
     )
+
+
+def lock_values(settings: Settings, result: RewriteResult, lock_dir: Path) -> LockValues:
+    """The value ranges the decisions read: the ranges file or the data, and every value beyond the margin."""
+    ranges = result.value_ranges
+    if ranges is None:
+        return LockValues(checked=False, source=None, ranges=None, data_sha256=None, beyond_margin={})
+    record = None
+    if ranges.file is not None and settings.ranges is not None:
+        source = "config" if setting_source(settings, "ranges") == "config" else "command line"
+        record = SettingsFile(
+            path=relative_path(settings.ranges, lock_dir),
+            sha256=ranges.file_sha256 or file_sha256(settings.ranges),
+            source=source,
+        )
+    return LockValues(
+        checked=True,
+        source=ranges.source if record is None else None,
+        ranges=record,
+        data_sha256=ranges.data_sha256,
+        beyond_margin=ranges.beyond_margin(result.low_dtype),
+    )
+
+
+def recorded_ranges(lock: PrecisionLock, settings: Settings) -> ValueRanges | None:
+    """What ``lock --check`` decides with when no ranges file is given today: the values the lock recorded (those
+    beyond the margin decide; every other was within it), or None when the lock's decisions read none."""
+    values = lock.values
+    if values is None or not values.checked or values.ranges is not None:
+        return None
+    # The source in the lock's own words, so that the lock made again records the same values.
+    source = values.source or "the lock's recorded values"
+    return ValueRanges(dict(values.beyond_margin), source, settings.data_max, data_sha256=values.data_sha256)
 
 
 def lock_versions(library: OpInfoLibrary) -> LockVersions:
@@ -222,12 +247,13 @@ def build_lock(
     ``lock_path`` (the paths it records are relative to that file's folder)."""
     lock_dir = lock_path.parent
     return PrecisionLock(
-        schema_ref=LOCK_SCHEMA_URL,
+        schema_ref=schema_reference("lock", lock_path),
         format=LOCK_FORMAT,
         format_version=LOCK_FORMAT_VERSION,
         settings=lock_settings(settings, lock_dir),
         versions=lock_versions(library),
         model=model_identity(settings, opened, lock_dir),
+        values=lock_values(settings, result, lock_dir),
         summary=lock_summary(result),
         nodes=locked_nodes(result),
     )
@@ -240,12 +266,15 @@ def decide_lock(
     opened: OpenedModel | None = None,
     float16_encoder: Float16Encoder | None = None,
     op_info: OpInfoLibrary | None = None,
+    value_ranges: ValueRanges | None = None,
 ) -> Decided:
-    """Decide the model of ``settings`` (``opened``, if the caller opened it already) and make its lock.
-    ``op_info`` replaces the target's built-in op info."""
+    """Decide the model of ``settings`` (``opened``, if the caller opened it already) with ``value_ranges`` and
+    make its lock. ``op_info`` replaces the target's built-in op info."""
     opened = opened if opened is not None else open_model(settings.model_path)
     library = op_info if op_info is not None else load_ops_info(settings.target)
-    result = rewrite_with_settings(opened, settings, float16_encoder=float16_encoder, op_info=library)
+    result = rewrite_with_settings(
+        opened, settings, float16_encoder=float16_encoder, op_info=library, value_ranges=value_ranges
+    )
     return Decided(build_lock(settings, opened, result, lock_path, library), result, library)
 
 
@@ -336,4 +365,9 @@ def flags_from_lock(lock: PrecisionLock, lock_path: Path) -> Flags:
         target=given(recorded.target.value, recorded.target.source),
         keep_io_types=given(recorded.keep_io_types.value, recorded.keep_io_types.source),
         op_names=given(recorded.op_names.value, recorded.op_names.source),
+        clamp_values=given(recorded.clamp_values.value, recorded.clamp_values.source)
+        if recorded.clamp_values is not None
+        else None,
+        data_max=given(recorded.data_max.value, recorded.data_max.source) if recorded.data_max is not None else None,
+        ranges=given_file(lock.values.ranges if lock.values is not None else None),
     )

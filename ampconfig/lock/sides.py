@@ -12,12 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ampconfig.decide.values import ValueRanges
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.hashing import file_sha256
 from ampconfig.files.models import open_model
+from ampconfig.files.paths import path_kind
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.check import prepare_check
 from ampconfig.lock.drift import LockDiff, compare_locks
-from ampconfig.lock.record import decide_lock, file_sha256, lock_relative
+from ampconfig.lock.record import decide_lock, lock_relative
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.lock_file import PrecisionLock, load_lock
@@ -34,12 +37,22 @@ class SidesDiff:
     new: Settings | None
 
 
-def diff_settings(base: Settings, new: Settings, *, float16_encoder: Float16Encoder | None = None) -> SidesDiff:
-    """Decide the model with both settings and compare; causes name lines of both sides' files."""
+def diff_settings(
+    base: Settings,
+    new: Settings,
+    *,
+    float16_encoder: Float16Encoder | None = None,
+    value_ranges: tuple[ValueRanges | None, ValueRanges | None] = (None, None),
+) -> SidesDiff:
+    """Decide the model with both settings (and each side's value ranges) and compare; causes name lines of both
+    sides' files."""
     opened = open_model(new.model_path)
     base_opened = opened if base.model_path == new.model_path else open_model(base.model_path)
-    old_lock = decide_lock(base, _HERE, opened=base_opened, float16_encoder=float16_encoder).lock
-    new_lock = decide_lock(new, _HERE, opened=opened, float16_encoder=float16_encoder).lock
+    base_ranges, new_ranges = value_ranges
+    old_lock = decide_lock(
+        base, _HERE, opened=base_opened, float16_encoder=float16_encoder, value_ranges=base_ranges
+    ).lock
+    new_lock = decide_lock(new, _HERE, opened=opened, float16_encoder=float16_encoder, value_ranges=new_ranges).lock
     diff = compare_locks(old_lock, new_lock, SettingsSide.read(new), SettingsSide.read(base))
     return SidesDiff(diff, base, new)
 
@@ -52,7 +65,10 @@ def _side_of(lock: PrecisionLock, path: Path) -> SettingsSide | None:
         if record is None or record.path is None:
             continue
         file = lock_relative(path, record.path)
-        if not file.is_file() or file_sha256(file) != record.sha256:
+        try:
+            if path_kind(file) != "file" or file_sha256(file) != record.sha256:
+                return None
+        except OSError:  # unreadable: its lines cannot be named either
             return None
     try:
         return SettingsSide.read(prepare_check(path).settings)

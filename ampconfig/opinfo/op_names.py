@@ -200,12 +200,14 @@ class OpName:
         """The name was translated to another ONNX name (a note says so)."""
         return self.foreign is not None and self.onnx != self.written
 
-    def describe(self) -> str:
-        """``'Conv2D' (TensorFlow/Ascend) is ONNX 'Conv'``: the mapping as the reports show it."""
+    def describe(self, prefix: str = "") -> str:
+        """``'Conv2D' (TensorFlow/Ascend) is ONNX 'Conv'``: the mapping as the reports show it. ``prefix`` is how
+        the file wrote it before the name (``OpType::``), quoted with it: ``'OpType::BatchMatMulV2' ...``."""
         assert self.foreign is not None
+        written = prefix + self.written
         if self.onnx is None:
-            return f"{self.written!r} ({self.foreign.vocabulary_text}) has no ONNX equivalent"
-        return f"{self.written!r} ({self.foreign.vocabulary_text}) is ONNX {self.onnx!r}"
+            return f"{written!r} ({self.foreign.vocabulary_text}) has no ONNX equivalent"
+        return f"{written!r} ({self.foreign.vocabulary_text}) is ONNX {self.onnx!r}"
 
 
 class AmbiguousOpName(ValueError):

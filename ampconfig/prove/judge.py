@@ -46,7 +46,7 @@ from ampconfig.runner.timing import ProgressCallback
 
 
 @dataclass(frozen=True)
-class Judgement:
+class AccuracyVerdict:
     """The verdict on one rewritten model: per-output metrics (of the worst sample) and one line per broken bound;
     over several samples also each output's spread."""
 
@@ -95,14 +95,14 @@ def judge_outputs(
     candidate: Mapping[str, np.ndarray],
     names: Sequence[str] | None,
     tolerance: Tolerance,
-) -> Judgement:
+) -> AccuracyVerdict:
     """The pass/fail decision for the outputs of one rewritten model on one sample."""
     check_reference(reference, names)
     try:
         metrics = compare_outputs(reference, candidate, names)
     except OutputMismatchError as exc:
         raise AmpconfigError(f"the rewritten model's outputs cannot be compared: {exc}") from None
-    return Judgement(metrics, tolerance_failures(metrics, tolerance))
+    return AccuracyVerdict(metrics, tolerance_failures(metrics, tolerance))
 
 
 def judge_samples(
@@ -110,7 +110,7 @@ def judge_samples(
     candidates: Sequence[Mapping[str, np.ndarray]],
     names: Sequence[str] | None,
     tolerance: Tolerance,
-) -> Judgement:
+) -> AccuracyVerdict:
     """THE pass/fail decision of ``run``, ``compare`` and ``tune``: every sample judged, passing only when every
     sample passes (see the module docstring)."""
     if len(references) != len(candidates):
@@ -131,7 +131,7 @@ def judge_samples(
             f"sample {worst} (worst of the {len(failing)} failing of {len(per_sample)}): {line}"
             for line in output_failures(per_sample[worst], tolerance)
         )
-    return Judgement(outputs, failures, spreads, len(judged))
+    return AccuracyVerdict(outputs, failures, spreads, len(judged))
 
 
 def _severity(item: OutputMetrics, fails: bool) -> tuple[bool, float]:
@@ -210,10 +210,10 @@ class Judge:
         )
         return sample_outputs(session, self.samples, model, progress=self.progress, label="rewritten")
 
-    def judge(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> Judgement:
+    def judge(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> AccuracyVerdict:
         return self.judge_outputs(self.outputs_of(rewritten, trial=trial))
 
-    def judge_outputs(self, outputs: Sequence[Mapping[str, np.ndarray]]) -> Judgement:
+    def judge_outputs(self, outputs: Sequence[Mapping[str, np.ndarray]]) -> AccuracyVerdict:
         return judge_samples(self.references, outputs, self.output_names, self.tolerance)
 
 

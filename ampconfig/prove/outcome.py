@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, Tolerance
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.inputs import PreparedInput
 from ampconfig.runner.timing import Latency
+
+if TYPE_CHECKING:
+    from ampconfig.prove.calibration import Calibration
 
 
 @dataclass
@@ -39,6 +43,7 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     device_requested: str = "auto"  # --device / run.device: "auto", "cpu" or "cuda"
     rewrite: RewriteResult | None = field(default=None, repr=False, compare=False)  # what ran (run --lock-out)
+    calibration: Calibration | None = field(default=None, repr=False, compare=False)  # measured now (--ranges-out)
     samples: int = 1  # samples judged (--data), each output's metrics are its worst sample's
     spreads: list[OutputSpread] = field(default_factory=list)  # each output's error over the samples
 

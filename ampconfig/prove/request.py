@@ -14,6 +14,7 @@ else generated). Calibration samples (value ranges, tune's ranking): ``--calibra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -22,9 +23,7 @@ import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges, peak
-from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -32,11 +31,12 @@ from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
-from ampconfig.runner.intermediates import PEAK_MIN_OPSET, IntermediateRun, run_value_peaks
-from ampconfig.runner.proof import REFERENCE_FAILED, input_refusal
-from ampconfig.runner.sessions import DeviceChoice, ModelInFolder, choose_device
+from ampconfig.runner.intermediates import IntermediateRun
+from ampconfig.runner.proof import REFERENCE_FAILED
+from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.resolve import Settings
@@ -106,11 +106,13 @@ class Prepared:
         *,
         use_request_lists: bool = True,
         op_names: str | None = None,
+        runtime_refused: Mapping[str, str] | None = None,
     ) -> RewriteResult:
         """The rewrite for this request, decided with ``value_ranges`` (the float32 model's values on data) where
         given; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as given instead of the
         request's. A model with external data is rewritten from its path (its tensors are converted while they
-        are written), any other from the named proto."""
+        are written), any other from the named proto. ``runtime_refused``: nodes that keep their dtype because
+        ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.prove.safety_net`)."""
         settings = self.request
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.
@@ -125,7 +127,7 @@ class Prepared:
                 customize_dtypes=customize,
             )
         source = self.request.model_path if self.from_files else self.graph
-        return rewrite_with_settings(source, settings, value_ranges=value_ranges)
+        return rewrite_with_settings(source, settings, value_ranges=value_ranges, runtime_refused=runtime_refused)
 
     def calibration_source(self) -> str:
         """Where the calibration values come from, in words."""
@@ -153,30 +155,9 @@ def _is_float(array: np.ndarray) -> bool:
     return np.asarray(array).dtype.kind == "f"
 
 
-def calibration_ranges(prepared: Prepared, progress: ProgressCallback | None = None) -> ValueRanges | None:
-    """``run``'s value ranges: the fp32 model once per calibration sample, each float value's peak computed in the
-    session (:func:`~ampconfig.runner.intermediates.run_value_peaks`), before deciding. A model whose weights are
-    on disk runs as its graph with the weights read from its folder (never copied into memory), whatever its
-    size; None for one below opset 9 too large to copy in memory: its activations are not checked, and a note in
-    ``prepared.notes`` says so."""
-    model: onnx.ModelProto | ModelInFolder
-    folder = prepared.opened.folder if prepared.opened.tensors_on_disk else None
-    if folder is not None and (onnx_opset(prepared.graph.opset_import) or 0) >= PEAK_MIN_OPSET:
-        model = ModelInFolder(_runnable(prepared.graph, prepared), folder)
-    elif prepared.fits_in_memory:
-        model = prepared.model
-    else:
-        prepared.notes.append(
-            "activations were not checked against the low type's range: the model is too large for the run that "
-            "exposes every intermediate (constants were)"
-        )
-        return None
-    try:
-        peaks = run_value_peaks(model, prepared.calibration.samples, prepared.device.device, progress)
-    except AmpconfigError as exc:  # the fp32 model refused, or failing on its inputs: say where, or what to set
-        refusal = input_refusal(exc, prepared.graph, str(prepared.request.model_path))
-        raise explain_reference_failure(refusal, prepared) from None
-    return ValueRanges(peaks, prepared.calibration_source(), prepared.request.data_max)
+def runnable_graph(prepared: Prepared) -> onnx.ModelProto:
+    """The named graph (tensors on disk stay there) with the IR version the installed ONNX Runtime reads."""
+    return _runnable(prepared.graph, prepared)
 
 
 def prepare(

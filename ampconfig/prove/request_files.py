@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.files.models import OpenedModel, external_data_name, stream_refused, writes_external_data
+from ampconfig.files.paths import path_kind
 
 if TYPE_CHECKING:
     from ampconfig.settings.resolve import Settings
@@ -33,8 +34,8 @@ def settings_role(settings: Settings, what: str, flag: str, name: str, config_ke
 
 def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
     """Every file the settings read: the config, the model, a mixlist, keep_dtype and customize_dtypes file (when
-    given as paths), the ``.npz`` inputs and each ``.npy`` input. The model's external data comes later
-    (:func:`declare_model`)."""
+    given as paths), the value ranges file, the ``.npz`` inputs and each ``.npy`` input. The model's external data
+    comes later (:func:`declare_model`)."""
     guard.read("session config (--config)", settings.config)
     guard.read(settings_role(settings, "input model", "MODEL", "model"), settings.model_path)
     if isinstance(settings.modify_mixlist, Path):
@@ -46,6 +47,7 @@ def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
     if customize_path is not None:
         what = settings_role(settings, "customize_dtypes file", "--customize-dtypes", "customize_dtypes")
         guard.read(what, customize_path)
+    guard.read(settings_role(settings, "value ranges file", "--ranges", "ranges"), settings.ranges)
     guard.read(settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs"), settings.inputs.npz)
     for name, path in sorted(settings.inputs.arrays.items()):
         guard.read(f".npy input {name} (--input)", path)
@@ -54,7 +56,7 @@ def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
         ("--calibration-data", "calibration_data", settings.inputs.calibration_data),
     ):
         what = settings_role(settings, "data set", flag, name, f"run.{name}")
-        if data_path is not None and data_path.is_dir():
+        if data_path is not None and path_kind(data_path) == "folder":
             guard.read_all(what, [item for item in data_path.iterdir() if item.suffix == ".npz"])
         else:
             guard.read(what, data_path)

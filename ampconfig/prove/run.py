@@ -15,19 +15,25 @@ from pathlib import Path
 import onnx
 
 from ampconfig.api import save_low_precision_rounding_copy
-from ampconfig.decide.decisions import RewriteResult, Rule
+from ampconfig.decide.decisions import Rule
+from ampconfig.decide.quantized import QuantizationKind, quantized_model
+from ampconfig.decide.values import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.prove.judge import Judgement, accuracy_model, judge_samples
+from ampconfig.prove.calibration import decision_values, not_checked
+from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
-from ampconfig.prove.request import calibration_ranges, explain_reference_failure, prepare
+from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.prove.request_files import declare_model_output
+from ampconfig.prove.safety_net import Failure, crashed_on_input, repair
+from ampconfig.rewrite.results import RewriteResult
+from ampconfig.runner.crash_guard import GuardedModel, Outcome, Phase, check_in_child
 from ampconfig.runner.datasets import SampleSet
-from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
-from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, prove
-from ampconfig.runner.sessions import ModelFile
+from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM, adapt_feeds
+from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, REFERENCE_LABEL, Proof, RewrittenRefused, prove
+from ampconfig.runner.sessions import ModelFile, model_proto
 from ampconfig.runner.timing import ProgressCallback, speedup
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.resolve import Settings
@@ -64,27 +70,10 @@ def execute(
     opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)
-    ranges = calibration_ranges(prepared, progress) if range_check else None
-    result = prepared.rewrite(ranges)
-    with _models_to_run(settings, opened, result, prepared.from_files) as (reference, rewritten, accuracy_copy):
-        try:
-            proof = prove(
-                reference,
-                rewritten,
-                prepared.data.samples,
-                prepared.device,
-                allow_tf32=settings.allow_tf32,
-                warmup=settings.warmup,
-                iterations=settings.iterations,
-                progress=progress,
-                cpu_accuracy_model=accuracy_copy,
-            )
-        except AmpconfigError as exc:
-            if exc.file is None and exc.message.startswith(INPUT_REFUSED):
-                raise replace(exc, file=str(settings.model_path)) from None
-            if REFERENCE_FAILED in exc.message:
-                raise explain_reference_failure(exc, prepared) from None
-            raise
+    values = decision_values(settings, opened.proto, lambda: prepared, measure=range_check, progress=progress)
+    result = prepared.rewrite(values.ranges)
+    result.warnings.extend([*values.warnings, *not_checked(result)])
+    proof, result = _prove_with_safety_net(settings, prepared, result, values.ranges, progress)
     if opened.external_files or not opened.fits_in_memory():
         what = "has external data" if opened.external_files else "is too large for one in-memory protobuf"
         proof.notes.append(
@@ -97,10 +86,121 @@ def execute(
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None
     proof.notes.extend(prepared.notes)
-    return build_report(settings, prepared.data, result, proof, judgement, written)
+    report = build_report(settings, prepared.data, result, proof, judgement, written)
+    report.calibration = values.calibration
+    return report
 
 
 RunnableModel = onnx.ModelProto | ModelFile
+
+#: How many times ``run`` hands a rewritten model ONNX Runtime fails on to the safety net (one per failing sample).
+MAX_REPAIRS = 3
+
+
+def _prove_with_safety_net(
+    settings: Settings,
+    prepared: Prepared,
+    result: RewriteResult,
+    ranges: ValueRanges | None,
+    progress: ProgressCallback | None,
+) -> tuple[Proof, RewriteResult]:
+    """Both models checked for crashes in a child process first (once), then run here; a rewritten model ONNX
+    Runtime crashes on or refuses while the fp32 model runs goes to the safety net
+    (:func:`ampconfig.prove.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
+    the proof and the rewrite it ran."""
+    samples = prepared.data.samples
+    failure: Failure | None = None
+    sample = samples[0]
+    for attempt in range(MAX_REPAIRS + 1):
+        if failure is not None:
+            result = repair(
+                result,
+                failure,
+                lambda kept: prepared.rewrite(ranges, runtime_refused=kept),
+                sample,
+                prepared.device.device,
+                tf32=settings.allow_tf32,
+            )
+        with _models_to_run(settings, prepared.opened, result, prepared.from_files) as models:
+            reference, rewritten, accuracy_copy = models
+            if attempt == 0:
+                failure = _crash_in_child(settings, prepared, reference, rewritten)
+                if failure is not None:
+                    continue
+            try:
+                proof = _prove(settings, prepared, reference, rewritten, accuracy_copy, progress, _has_qdq(result))
+                return proof, result
+            except RewrittenRefused as refused:
+                if attempt == MAX_REPAIRS:
+                    raise
+                failure = Failure(Outcome.REFUSED, Phase(refused.phase), refused.reason)
+                sample = samples[refused.sample]
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _prove(
+    settings: Settings,
+    prepared: Prepared,
+    reference: RunnableModel,
+    rewritten: RunnableModel,
+    accuracy_copy: Callable[[], tuple[RunnableModel, int]],
+    progress: ProgressCallback | None,
+    float_qdq: bool = False,
+) -> Proof:
+    """Both models run in this process; a refusal of the fp32 model said as the user's input's. ``float_qdq``: the
+    model's Q/DQ pairs run as float ops on the CPU, as on CUDA."""
+    try:
+        return prove(
+            reference,
+            rewritten,
+            prepared.data.samples,
+            prepared.device,
+            allow_tf32=settings.allow_tf32,
+            warmup=settings.warmup,
+            iterations=settings.iterations,
+            progress=progress,
+            cpu_accuracy_model=accuracy_copy,
+            float_qdq=float_qdq,
+        )
+    except RewrittenRefused:
+        raise
+    except AmpconfigError as exc:
+        if exc.file is None and exc.message.startswith(INPUT_REFUSED):
+            raise replace(exc, file=str(settings.model_path)) from None
+        if REFERENCE_FAILED in exc.message:
+            raise explain_reference_failure(exc, prepared) from None
+        raise
+
+
+def _crash_in_child(
+    settings: Settings, prepared: Prepared, reference: RunnableModel, rewritten: RunnableModel
+) -> Failure | None:
+    """Both models loaded and run once on the first sample in a child process (:mod:`ampconfig.runner.crash_guard`)
+    before this process builds their sessions: a crash of the fp32 model is an error naming it; a crash of the
+    rewritten one (the fp32 model ran) is returned for the safety net. Refusals are left to the in-process run,
+    which says them in its own words."""
+    sample = prepared.data.samples[0]
+    with tempfile.TemporaryDirectory(prefix="ampconfig-guard-") as folder:
+        guarded = [
+            GuardedModel(label, path, adapt_feeds(sample, model_proto(model)), tf32)
+            for label, path, model, tf32 in (
+                (REFERENCE_LABEL, _file_of(reference, Path(folder) / "reference.onnx"), reference, False),
+                ("rewritten", _file_of(rewritten, Path(folder) / "rewritten.onnx"), rewritten, settings.allow_tf32),
+            )
+        ]
+        checks = check_in_child(guarded, prepared.device.device)
+    crashes = {check.label: check for check in checks if check.outcome is Outcome.CRASHED}
+    if REFERENCE_LABEL in crashes:
+        raise crashed_on_input(crashes[REFERENCE_LABEL], settings.model_path)
+    return Failure.of(crashes["rewritten"]) if "rewritten" in crashes else None
+
+
+def _file_of(model: RunnableModel, path: Path) -> Path:
+    """The model's file: its own, or ``path`` with the in-memory proto written to it."""
+    if isinstance(model, ModelFile):
+        return model.path
+    path.write_bytes(model.SerializeToString())
+    return path
 
 
 @contextmanager
@@ -148,8 +248,9 @@ def _input_notes(inputs: SampleSet) -> list[str]:
 
 
 def _lowering_notes(result: RewriteResult) -> list[str]:
-    """Say why nothing was lowered when a mode that lowers lowered nothing (typical on the CPU target)."""
-    if result.low_precision_nodes or result.precision_mode in _MODES_THAT_KEEP:
+    """Say why nothing was lowered when a mode that lowers lowered nothing (typical on the CPU target); a quantized
+    model says it in :func:`_quantized_notes`."""
+    if result.low_precision_nodes or result.precision_mode in _MODES_THAT_KEEP or quantized_model(result.decisions):
         return []
     no_kernel = sum(1 for decision in result.decisions if decision.rule is Rule.NO_LOW_KERNEL)
     if not no_kernel:
@@ -181,12 +282,33 @@ def _value_notes(result: RewriteResult) -> list[str]:
     ]
 
 
+def _has_qdq(result: RewriteResult) -> bool:
+    quantized = quantized_model(result.decisions)
+    return quantized is not None and QuantizationKind.QDQ in quantized.kinds
+
+
+def _quantized_notes(result: RewriteResult, judgement: AccuracyVerdict) -> list[str]:
+    """That the model is quantized, which kind, and what the mode still lowered; on a failure, why quantized models
+    are fragile."""
+    quantized = quantized_model(result.decisions)
+    if quantized is None:
+        return []
+    note = quantized.describe(result.low_dtype)
+    if judgement.failures:
+        note += (
+            ": each quantizer rounds what it reads to integer steps, so a low-precision value before one moves "
+            "whole steps and the next quantizers re-round values that already moved; ampconfig explain names the "
+            f"nodes feeding quantizers (rule {Rule.QUANTIZER_INPUT.value})"
+        )
+    return [note]
+
+
 def build_report(
     settings: Settings,
     inputs: SampleSet,
     result: RewriteResult,
     proof: Proof,
-    judgement: Judgement,
+    judgement: AccuracyVerdict,
     written: Path | None,
 ) -> RunReport:
     stats = result.stats
@@ -223,6 +345,7 @@ def build_report(
             *_input_notes(inputs),
             *_lowering_notes(result),
             *_value_notes(result),
+            *_quantized_notes(result, judgement),
         ],
         warnings=[*result.warnings, *inputs.warnings],
         rewrite=result,

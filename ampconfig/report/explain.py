@@ -1,7 +1,7 @@
 """``explain``: every node's decision (op type, name, scope, dtype before/after, list colour, rule, the neighbour
 that caused it) with summary counts, as one JSON-ready dict and as rich tables.
 
-Pure: a :class:`~ampconfig.decide.decisions.RewriteResult` (plus the optional range report) in, data out.
+Pure: a :class:`~ampconfig.rewrite.results.RewriteResult` (plus the optional range report) in, data out.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ampconfig.decide.decisions import RewriteResult
-from ampconfig.report.tables import number_column, print_table
+from ampconfig.decide.quantized import quantized_model
+from ampconfig.decide.ranges_input import NOT_CHECKED
+from ampconfig.report.tables import fits, number_column, print_table
+from ampconfig.report.words import counted
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.write_op_names import written_names
 
 #: How a node without a list colour (not a float node) is counted in the summary.
@@ -58,19 +61,9 @@ def explain_payload(
         payload["op_names"] = foreign
     if range_report is not None:
         payload["range_analysis"] = dict(range_report)
-    elif (note := activations_note(result)) is not None:
-        payload["notes"].append(note)
+    elif result.value_ranges is None and result.low_precision_nodes and NOT_CHECKED not in payload["warnings"]:
+        payload["warnings"].append(NOT_CHECKED)  # decided without values: say so as every deciding command does
     return payload
-
-
-def activations_note(result: RewriteResult) -> str | None:
-    """What a decision made without data could not check (None when nothing was lowered)."""
-    if not result.low_precision_nodes:
-        return None
-    return (
-        f"values: constants were checked against {result.low_dtype}'s range; activations were not (no data ran): "
-        "run, tune, compare and explain --range-check/--data check them on the float32 model's values"
-    )
 
 
 def explain_summary(result: RewriteResult) -> dict[str, Any]:
@@ -92,6 +85,8 @@ def explain_summary(result: RewriteResult) -> dict[str, Any]:
         "values_clamped": stats.values_clamped,
         "opset_raised_to": stats.opset_raised_to,
         "cost": result.cost.to_dict() if result.cost is not None else None,
+        "quantized": quantized.to_dict() if (quantized := quantized_model(decisions)) is not None else None,
+        "quantized_note": quantized.describe(result.low_dtype) if quantized is not None else None,
     }
 
 
@@ -99,29 +94,57 @@ def _counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{key} {value}" for key, value in counts.items()) or "-"
 
 
+def _node_cells(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The node's name, op type (with its names in the foreign vocabulary), colour and dtype, as shown."""
+    name = f"{node['scope']}/{node['name']}" if node["scope"] else node["name"]
+    before, after = node["original_dtype"] or "-", node["dtype"] or "-"
+    dtype = Text(after if before == after else f"{before} -> {after}", style="" if before == after else "bold")
+    colour = node["colour"] or "-"
+    names = [n for n in node.get("op_type_names", ()) if n != node["op_type"]]
+    op = node["op_type"] + (f" ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if names else "")
+    return {"node": name, "op": op, "colour": Text(colour, style=_COLOUR_STYLES.get(colour, "")), "dtype": dtype}
+
+
+def _narrow_decisions(payload: Mapping[str, Any], title: str) -> Table:
+    """The decisions for a narrow terminal: per node its index, then two lines, ``name  op, colour  dtype`` and
+    ``rule (cause): reason``; nothing left out, long names folded."""
+    table = Table.grid(padding=(0, 1))
+    table.title, table.title_justify = title, "left"
+    number_column(table, "#")
+    table.add_column(overflow="fold")
+    for node in payload["nodes"]:
+        cells = _node_cells(node)
+        what = Text.assemble((cells["node"], "bold"), "  ", cells["op"], ", ", cells["colour"], "  ", cells["dtype"])
+        cause = f" ({node['cause']})" if node["cause"] else ""
+        why = Text.assemble(node["rule"], cause, ": ", (node["reason"], "dim"))
+        table.add_row(str(node["index"]), Text("\n").join([what, why]))
+    return table
+
+
 def render_explain(payload: Mapping[str, Any], console: Console) -> None:
-    """Print the explain report for people: the node table, then the summary."""
-    table = Table(title=f"decisions ({payload['precision_mode']}, target {payload['target']})", title_justify="left")
+    """Print the explain report for people: the node table, then the summary. In a terminal too narrow for the
+    table (its eight columns need about 140), each node is two lines instead: what it is and its dtype, then why."""
+    title = f"decisions ({payload['precision_mode']}, target {payload['target']})"
+    table = Table(title=title, title_justify="left")
     number_column(table, "#")
     for header in ("node", "op", "colour", "dtype", "rule", "cause", "reason"):
         table.add_column(header, overflow="fold")
     for node in payload["nodes"]:
-        name = f"{node['scope']}/{node['name']}" if node["scope"] else node["name"]
-        before, after = node["original_dtype"] or "-", node["dtype"] or "-"
-        dtype = Text(after if before == after else f"{before} -> {after}", style="" if before == after else "bold")
-        colour = node["colour"] or "-"
-        names = [n for n in node.get("op_type_names", ()) if n != node["op_type"]]
+        cells = _node_cells(node)
         table.add_row(
             str(node["index"]),
-            name,
-            node["op_type"] + (f" ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if names else ""),
-            Text(colour, style=_COLOUR_STYLES.get(colour, "")),
-            dtype,
+            cells["node"],
+            cells["op"],
+            cells["colour"],
+            cells["dtype"],
             node["rule"],
             node["cause"] or "-",
             node["reason"],
         )
-    print_table(console, table)
+    if console.is_terminal and not fits(console, table):
+        print_table(console, _narrow_decisions(payload, title))
+    else:
+        print_table(console, table)
     summary = payload["summary"]
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
@@ -135,8 +158,9 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
         f"{summary['casts_inserted']} inserted, {summary['casts_retargeted']} retargeted"
         + (f", {summary['casts_removed']} removed (no-ops)" if summary.get("casts_removed") else "")
         + "; "
-        f"{summary['initializers_converted']} initializers and {summary['constants_converted']} constants "
-        f"converted, {summary['values_clamped']} values clamped",
+        f"{counted(summary['initializers_converted'], 'initializer')} and "
+        f"{counted(summary['constants_converted'], 'constant')} converted, "
+        f"{counted(summary['values_clamped'], 'value')} clamped",
     )
     cost = summary.get("cost")
     if cost is not None:
@@ -155,7 +179,10 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             nodes = ", ".join(island["nodes"][:6]) + (
                 f" ... ({len(island['nodes'])} nodes)" if len(island["nodes"]) > 6 else ""
             )
-            grid.add_row("", f"{island['casts']} casts (~{island['cast_us']:.0f} us) around {nodes}; {rules}")
+            casts = counted(island["casts"], "cast")
+            grid.add_row("", f"{casts} (~{island['cast_us']:.0f} us) around {nodes}; {rules}")
+    if summary.get("quantized_note"):
+        grid.add_row("quantized", summary["quantized_note"])
     ranges = payload.get("range_analysis")
     if ranges is not None:
         kept = ranges["overflow_nodes"]
@@ -165,7 +192,8 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             + (", ".join(kept) or "none"),
         )
     print_table(console, grid)
+    wrap = console.is_terminal  # in a terminal a long line wraps at words; a pipe keeps it one line for grep
     for note in payload.get("notes", ()):
-        console.print(Text("note: " + note))
+        console.print(Text("note: " + note), soft_wrap=not wrap)
     for warning in payload["warnings"]:
-        console.print(Text("warning: " + warning, style="yellow"))
+        console.print(Text("warning: " + warning, style="yellow"), soft_wrap=not wrap)

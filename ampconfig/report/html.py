@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+#: Fits a narrow window (800 px): the node table's cells may wrap anywhere (a dotted node path has no space to
+#: wrap at, and one long name pushed the cause and reason columns off the right edge); numbers stay whole; the
+#: plot scales down with its viewBox. The table is not put in a scrolling box: its header would stop sticking.
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1d2430;background:#fafbfc}
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
@@ -22,16 +25,19 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
 .card{background:#fff;border:1px solid #d8dde4;border-radius:6px;padding:8px 12px;min-width:150px}
 .card b{display:block;font-size:18px}.card span{color:#5b6472;font-size:12px}
 .controls{display:flex;gap:10px;align-items:center;margin:8px 0;flex-wrap:wrap}
-input[type=search]{width:320px;padding:5px 8px;border:1px solid #b8c0cc;border-radius:4px}
+input[type=search]{width:320px;max-width:100%;box-sizing:border-box;padding:5px 8px;border:1px solid #b8c0cc;
+border-radius:4px}
 select{padding:4px}
 table{border-collapse:collapse;width:100%;background:#fff;font-size:12.5px}
 th,td{border-bottom:1px solid #e4e8ee;padding:4px 6px;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere}
 th{position:sticky;top:0;background:#eef1f5;cursor:pointer}
 tr.changed td.dt{font-weight:600}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;overflow-wrap:normal;white-space:nowrap}
 .c-white{color:#334}.c-black{color:#b3261e}.c-gray{color:#8a6d00}.c-clear{color:#00707a}
 tr.bad{background:#fdecea}.warn{color:#8a4b00}
-svg{background:#fff;border:1px solid #d8dde4;border-radius:6px}
+svg{background:#fff;border:1px solid #d8dde4;border-radius:6px;max-width:100%;height:auto}
+@media (max-width:900px){body{margin:12px}}
 svg text{font-size:11px;fill:#5b6472}
 """
 
@@ -103,10 +109,11 @@ def _sort_value(value: Any) -> str:
 
 
 def _cards(summary: Mapping[str, Any], extra: Sequence[tuple[str, str]]) -> str:
+    """One tile per fact. The nodes in low precision are the low dtype's tile among the dtype tiles (a tile of
+    their own repeated it, and sat beside "dtype changed", which often has the same count)."""
     items = [
         ("nodes", str(summary["nodes"])),
         ("dtype changed", str(summary["changed"])),
-        ("low precision", str(summary["low_precision_nodes"])),
         ("casts inserted", str(summary["casts_inserted"])),
         ("casts retargeted", str(summary["casts_retargeted"])),
         ("values clamped", str(summary["values_clamped"])),

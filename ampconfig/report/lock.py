@@ -23,7 +23,10 @@ from ampconfig.settings.lock_file import LockDocument, PrecisionLock
 MAX_ROWS = 100
 #: Node annotations printed (GitHub shows a few per step; the causes come first and matter most).
 MAX_NODE_ANNOTATIONS = 50
-_TITLE = "ampconfig precision lock"
+#: How a comparison titles itself: a lock checked, two locks, or two sides of settings on a model (no lock).
+LOCK_TITLE = "ampconfig precision lock"
+LOCKS_TITLE = "ampconfig precision locks"
+DIFF_TITLE = "ampconfig diff"
 _KIND_LABELS = {"dtype": "changed", "rule": "rule", "added": "added", "removed": "removed"}
 _FIELD_NAMES = {
     "low_precision_nodes": "low-precision nodes",
@@ -58,6 +61,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] | None = None  # diff --run: {"outputs": [{"name", old_label: {...}, new_label: {...}}]}
     failed: bool = False  # the check failed: annotations are errors, the accepting command is shown
+    title: str = LOCK_TITLE  # the heading's first words (LOCKS_TITLE, DIFF_TITLE for diff)
 
 
 # ------------------------------------------------------------------------------------------------- wording
@@ -196,7 +200,7 @@ def _md_code(text: str) -> str:
 def render_markdown(comparison: Comparison) -> str:
     diff = comparison.diff
     old, new = comparison.old_label, comparison.new_label
-    out = [f"### {_TITLE}: {_md_code(comparison.subject)}: {_headline(comparison)}", ""]
+    out = [f"### {comparison.title}: {_md_code(comparison.subject)}: {_headline(comparison)}", ""]
     if diff.changes:
         out += ["| node | op | dtype | rule | cause |", "|---|---|---|---|---|"]
         for change in diff.changes[:MAX_ROWS]:
@@ -293,7 +297,7 @@ def comparison_findings(comparison: Comparison) -> list[Finding]:
 def render_github(comparison: Comparison) -> str:
     """:func:`comparison_findings` as GitHub workflow annotations."""
     return "".join(
-        github_annotation(item.level, item.message, item.file, item.line, _TITLE) + "\n"
+        github_annotation(item.level, item.message, item.file, item.line, comparison.title) + "\n"
         for item in comparison_findings(comparison)
     )
 
@@ -398,7 +402,7 @@ def render_html(comparison: Comparison) -> str:
     runs = _run_html(comparison)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{escape(_TITLE)}: {escape(comparison.subject)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{escape(comparison.title)}: {escape(comparison.subject)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{escape(comparison.subject)}: {escape(_headline(comparison))}</h1>"
         + (
             "<table><thead><tr><th>node</th><th>op</th><th>dtype</th><th>rule</th><th>cause</th></tr></thead>"

@@ -18,6 +18,7 @@ from ampconfig.files.guard import shown_path
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.report.tables import number_column, print_table
+from ampconfig.report.words import counted
 from ampconfig.runner.inputs import PreparedInput
 
 # ------------------------------------------------------------------------------------------------------ JSON
@@ -93,7 +94,7 @@ def _summary_table(report: RunReport) -> Table:
     total = report.nodes
     grid.add_row(
         "rewrite",
-        f"{report.low_precision_nodes} of {total} nodes in low precision, {report.casts} casts inserted"
+        f"{report.low_precision_nodes} of {total} nodes in low precision, {counted(report.casts, 'cast')} inserted"
         + (f", {report.casts_retargeted} retargeted" if report.casts_retargeted else "")
         + (f", {report.values_clamped} constant values clamped" if report.values_clamped else ""),
     )

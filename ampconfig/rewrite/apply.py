@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.decisions import RewriteStats
 from ampconfig.decide.facts import constant_tensor, graphs_of, is_onnx_op
 from ampconfig.decide.needs import Conversion
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
 from ampconfig.rewrite.casts import insert_cast, new_cast, owner_graph
 from ampconfig.rewrite.names import NameAllocator
+from ampconfig.rewrite.results import RewriteStats
 from ampconfig.rewrite.tensors import Float16Encoder, TensorConverter, numpy_float16, set_dtype
 
 

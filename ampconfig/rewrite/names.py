@@ -65,3 +65,20 @@ def with_node_names(model: onnx.ModelProto) -> onnx.ModelProto:
     ir_model = to_ir(model)
     name_unnamed_nodes(ir_model)
     return to_proto(ir_model)
+
+
+def named_for_the_rewrite(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its nodes named as the rewrite names them: itself when every node (subgraphs included)
+    already has a name no other node has, else :func:`with_node_names`'s copy."""
+    seen: set[str] = set()
+    pending = [model.graph]
+    while pending:
+        graph = pending.pop()
+        for node in graph.node:
+            if not node.name or node.name in seen:
+                return with_node_names(model)
+            seen.add(node.name)
+            for attribute in node.attribute:
+                pending.extend([attribute.g] if attribute.HasField("g") else [])
+                pending.extend(attribute.graphs)
+    return model

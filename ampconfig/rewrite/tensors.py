@@ -20,10 +20,10 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.decisions import ClampedTensor, RewriteStats
 from ampconfig.decide.values import SENTINEL
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.files.ir_bridge import ir_shape, release_mapped
+from ampconfig.rewrite.results import ClampedTensor, RewriteStats
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]

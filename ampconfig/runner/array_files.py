@@ -8,6 +8,7 @@ declares must fit in the file (or the archive member) and in the input memory bu
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import zipfile
@@ -28,7 +29,7 @@ def _describe(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"{'x'.join(str(dim) for dim in shape) or 'scalar'} {dtype}"
 
 
-def _read_header(stream: IO[bytes], label: str, source: str) -> tuple[tuple[int, ...], np.dtype]:
+def _read_header(stream: IO[bytes], label: str, source: str | None) -> tuple[tuple[int, ...], np.dtype]:
     """Shape and dtype from the .npy header at the stream's position (the stream is left after the header)."""
     try:
         version = npy_format.read_magic(stream)
@@ -49,7 +50,7 @@ def _read_header(stream: IO[bytes], label: str, source: str) -> tuple[tuple[int,
     return tuple(int(dim) for dim in shape), dtype
 
 
-def _check_extent(shape: tuple[int, ...], dtype: np.dtype, stored: int, label: str, source: str) -> int:
+def _check_extent(shape: tuple[int, ...], dtype: np.dtype, stored: int, label: str, source: str | None) -> int:
     """The data bytes the header declares, which must be in the file: a shorter file is truncated."""
     declared = math.prod(shape) * dtype.itemsize
     if declared > stored:
@@ -83,11 +84,18 @@ _SMALLER = "feed a smaller batch or shorter sequences"
 def load_npz(path: Path, label: str = "--inputs") -> dict[str, np.ndarray]:
     """The arrays of a .npz archive by name (the member name without ``.npy``), every header checked first."""
     source = str(path)
+    if label == "--inputs":
+        what, hint = "inputs file (.npz)", "check --inputs / run.inputs"
+    else:  # a data set (--data, --calibration-data)
+        what, hint = f"{label} data set (.npz)", "check the path"
+    with open_regular(path, what, hint=hint) as file:  # a FIFO is refused, never waited on
+        return _read_npz(file, label, source, path.name)
+
+
+def _read_npz(file: Path | IO[bytes], label: str, source: str | None, name: str) -> dict[str, np.ndarray]:
+    """The arrays of the archive ``file`` (a path or a stream; ``name`` says which in messages)."""
     try:
-        with (
-            open_regular(path, "inputs file (.npz)", hint="check --inputs / run.inputs") as file,
-            zipfile.ZipFile(file) as archive,
-        ):
+        with zipfile.ZipFile(file) as archive:
             members = [info for info in archive.infolist() if not info.is_dir()]
             total = 0
             for info in members:
@@ -96,7 +104,7 @@ def load_npz(path: Path, label: str = "--inputs") -> dict[str, np.ndarray]:
                     shape, dtype = _read_header(stream, member, source)
                     header_bytes = stream.tell()
                 total += _check_extent(shape, dtype, info.file_size - header_bytes, member, source)
-            check_input_memory(total, f"{label}: the arrays in {path.name}", _SMALLER)
+            check_input_memory(total, f"{label}: the arrays in {name}", _SMALLER)
             arrays = {}
             for info in members:
                 with archive.open(info) as stream:
@@ -104,10 +112,35 @@ def load_npz(path: Path, label: str = "--inputs") -> dict[str, np.ndarray]:
             return arrays
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
         raise AmpconfigError(
-            f"cannot read the inputs file as a .npz archive: {_first_line(exc)}",
+            f"{label}: cannot read {name} as a .npz archive: {_first_line(exc)}",
             file=source,
             hint="write it with numpy.savez(path, **{input_name: array})",
         ) from None
+
+
+def load_array_bytes(data: bytes, label: str, source: str | None = None) -> np.ndarray:
+    """The array in ``data``, bytes as ``numpy.save`` writes them, or a .npz archive of exactly one array (an
+    older Polygraphy encoding); headers are checked as a file's are (``label`` names it in messages)."""
+    stream = io.BytesIO(data)
+    if zipfile.is_zipfile(stream):
+        arrays = _read_npz(stream, label, source, "the bytes")
+        if len(arrays) != 1:
+            raise AmpconfigError(
+                f"{label}: a .npz archive of {len(arrays)} arrays ({', '.join(arrays) or 'none'}) where one array "
+                "is expected",
+                file=source,
+                hint=_SAVE_HINT,
+            )
+        return next(iter(arrays.values()))
+    stream.seek(0)
+    shape, dtype = _read_header(stream, label, source)
+    declared = _check_extent(shape, dtype, len(data) - stream.tell(), label, source)
+    check_input_memory(declared, f"{label}: the {_describe(shape, dtype)} array", _SMALLER)
+    stream.seek(0)
+    try:
+        return npy_format.read_array(stream, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        raise AmpconfigError(f"{label}: cannot read the .npy bytes: {_first_line(exc)}", file=source) from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import require_file
-from ampconfig.runner.array_files import load_npz
+from ampconfig.files.bounded import scan_json
+from ampconfig.files.paths import open_regular, path_kind, require_file
+from ampconfig.runner.array_files import load_array_bytes, load_npz
 from ampconfig.runner.inputs import InputSet, InputSpec, PreparedInput, coerce_input, model_input_specs
 from ampconfig.runner.memory import check_input_memory
 from ampconfig.runner.timing import ProgressCallback
@@ -44,6 +45,8 @@ Sample = dict[str, np.ndarray]
 
 #: How a data set's path says what it is, for messages.
 _LAYOUTS = "a folder of .npz files (one sample each), one .npz with a leading sample axis, or a Polygraphy .json"
+#: How every .npy array starts (numpy.lib.format's magic string).
+_NPY_MAGIC = b"\x93NUMPY"
 _JSON_HINT = (
     "write it with polygraphy.json.save_json([{input_name: array}, ...], path) or polygraphy run --save-inputs; "
     "or give a folder of .npz files"
@@ -108,7 +111,7 @@ def load_data(path: Path, model: Any, label: str = "--data", progress: ProgressC
     A folder that takes more than :data:`PROGRESS_AFTER_S` to read reports its files to ``progress``."""
     specs = model_input_specs(model)
     changed: Changed = {}
-    if path.is_dir():
+    if path_kind(path) == "folder":
         files = _sample_files(path, label)
         check_input_memory(sum(item.stat().st_size for item in files), f"{label}: the samples in {path}", _SMALLER)
         report = _late_progress(progress, f"{label} {path}: reading samples", len(files))
@@ -262,12 +265,19 @@ def _split_npz(
 
 
 def _read_json(specs: Sequence[InputSpec], path: Path, label: str, changed: Changed) -> list[Sample]:
-    require_file(path, f"{label} data set (.json)", hint=_JSON_HINT)
-    # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
-    check_input_memory(path.stat().st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
+    with open_regular(path, f"{label} data set (.json)", hint=_JSON_HINT) as file:  # a FIFO is never waited on
+        # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
+        check_input_memory(os.fstat(file.fileno()).st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
+        try:
+            text = file.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
+    # Nesting is bounded before json.loads recurses; values are not (a plain list of numbers may hold millions:
+    # the memory check above bounds them).
+    scan_json(text, str(path), max_values=len(text) + 1)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        document = json.loads(text)
+    except ValueError as exc:
         raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
     if isinstance(document, dict):
         document = [document]  # one feed written alone
@@ -297,11 +307,4 @@ def _decode(value: Any, where: str) -> Any:
             data = encoded.encode("latin-1")  # Polygraphy's older files stored the bytes as latin-1
         except UnicodeEncodeError:
             raise AmpconfigError(f"{where}: 'array' is neither base64 nor latin-1 bytes", hint=_JSON_HINT) from None
-    try:
-        loaded = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise AmpconfigError(f"{where}: not a numpy array: {exc}", hint=_JSON_HINT) from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):  # an older encoding: an archive of one array
-        with loaded:
-            return next(iter(loaded.values()))
-    return loaded
+    return load_array_bytes(data, where)

@@ -18,6 +18,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.runner.acceptance import locate_refusal
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import (
+    DISABLE_QDQ_FUSION,
     LOAD_FAILED,
     RUN_FAILED,
     DeviceChoice,
@@ -64,6 +65,21 @@ class Proof:
     notes: list[str] = field(default_factory=list)
 
 
+class RewrittenRefused(AmpconfigError):
+    """ONNX Runtime refused the rewritten model (``phase`` "load" or "run", on sample ``sample``) while the fp32 model
+    ran: not the user's input and not a bug, but an op ONNX Runtime does not take in the dtype the rewrite gave it.
+    ``ampconfig run`` hands it to its safety net (:mod:`ampconfig.prove.safety_net`)."""
+
+    def __init__(self, message: str, phase: str, sample: int = 0) -> None:
+        super().__init__(
+            f"ONNX Runtime refused to {phase} the rewritten model (the fp32 model ran): {message}",
+            hint="keep the node ONNX Runtime names in its original dtype (keep_dtype), or use another precision mode",
+        )
+        self.reason = message
+        self.phase = phase
+        self.sample = sample
+
+
 #: How a refusal of the fp32 reference (the user's model) starts; callers that know its file add it.
 INPUT_REFUSED = "ONNX Runtime cannot load the input model: "
 
@@ -73,16 +89,16 @@ def input_refusal(error: AmpconfigError, model: onnx.ModelProto, path: str | Non
     refused to load is located at the node it names (:data:`INPUT_REFUSED`); one it could not run on the inputs
     is the inputs' fault (:data:`REFERENCE_FAILED`); any other error as it is."""
     if error.message.startswith(RUN_FAILED):
-        return _run_failure(REFERENCE_LABEL, RuntimeError(error.message.removeprefix(RUN_FAILED)))
+        return _reference_run_failure(RuntimeError(error.message.removeprefix(RUN_FAILED)))
     if not error.message.startswith(LOAD_FAILED):
         return error
     reason = locate_refusal(error.message.removeprefix(LOAD_FAILED), model)
     return AmpconfigError(INPUT_REFUSED + reason, file=path, hint="fix or re-export the model")
 
 
-def _reference_session(reference: ModelSource, device: str) -> Session:
+def _reference_session(reference: ModelSource, device: str, config: Mapping[str, str] | None = None) -> Session:
     try:
-        return create_session(reference, device, tf32=False)
+        return create_session(reference, device, tf32=False, config=config)
     except AmpconfigError as exc:
         if not isinstance(reference, (onnx.ModelProto, ModelFile)):
             raise
@@ -139,8 +155,8 @@ def sample_outputs(
     label: str = "rewritten",
 ) -> list[dict[str, np.ndarray]]:
     """One run of ``session`` per sample for the outputs that are judged (feeds converted to ``model``'s input
-    dtypes). A failure on the fp32 reference is the inputs' fault; on a rewritten model it is a bug (see
-    ``_run_failure``); with several samples the message names the sample."""
+    dtypes). A failure on the fp32 reference is the inputs' fault; on a rewritten model it is
+    :class:`RewrittenRefused` (which carries the sample); with several samples the message names the sample."""
     proto = model_proto(model)
     outputs = []
     shown = progress if len(samples) >= PROGRESS_SAMPLES else None
@@ -151,7 +167,9 @@ def sample_outputs(
         try:
             outputs.append(session.bind(adapt_feeds(feeds, proto)).outputs())
         except Exception as exc:  # ORT's own exception types
-            failure = _run_failure(REFERENCE_LABEL if reference else "rewritten", exc)
+            if not reference:
+                raise RewrittenRefused(_first_line(exc), "run", index) from None
+            failure = _reference_run_failure(exc)
             if len(samples) > 1:
                 failure = replace(failure, message=f"sample {index}: {failure.message}")
             raise failure from None
@@ -160,18 +178,17 @@ def sample_outputs(
     return outputs
 
 
-def _run_failure(label: str, exc: Exception) -> AmpconfigError:
-    """A model that loads but fails to run: on the fp32 reference it is the inputs (shapes that disagree with
-    the model, e.g. one dim_param bound to two sizes); on the rewritten model, with the reference fine, a bug."""
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if label == REFERENCE_LABEL:
-        return AmpconfigError(
-            f"{REFERENCE_FAILED} on these inputs: {message}",
-            hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
-        )
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _reference_run_failure(exc: Exception) -> AmpconfigError:
+    """The fp32 model loads but fails to run: the inputs' fault (shapes that disagree with the model, e.g. one
+    dim_param bound to two sizes). On the rewritten model, with the reference fine, the same is ONNX Runtime
+    refusing an op in the dtype it was given (:class:`RewrittenRefused`)."""
     return AmpconfigError(
-        f"ONNX Runtime failed to run the rewritten model (the fp32 model ran): {message}",
-        hint="this is a bug in ampconfig; please report it with the model and the command",
+        f"{REFERENCE_FAILED} on these inputs: {_first_line(exc)}",
+        hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
     )
 
 
@@ -186,6 +203,7 @@ def prove(
     iterations: int = 20,
     progress: ProgressCallback | None = None,
     cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto | ModelFile, int]] | None = None,
+    float_qdq: bool = False,
 ) -> Proof:
     """Run both models on every sample (converted to each model's input dtypes) and time them on the first;
     ``samples`` is the feeds of each sample, or the feeds of one.
@@ -196,10 +214,16 @@ def prove(
     its outputs are the ones compared, the rewritten model is still the one timed, unless the CPU provider cannot
     load the rewritten model as it is (decided for another target: a bfloat16 MatMul decided for cuda), when the
     copy is timed too and a note says so.
+
+    ``float_qdq`` (a model with QuantizeLinear/DequantizeLinear pairs): on the CPU every session runs them as the
+    CUDA provider does, as float ops, with ONNX Runtime's CPU-only QDQ fusion into int8 kernels off
+    (:data:`DISABLE_QDQ_FUSION`). With it on, the reference runs int8 kernels where the rewritten model, whose
+    casts break the fused patterns, runs float Q/DQ: that difference alone is charged to the rewrite (rel-L2
+    0.026 on the QDQ transformer block of the tests, with no node lowered), and no GPU shows it.
     """
     if isinstance(samples, Mapping):
         samples = [samples]
-    run = (reference, rewritten, samples, allow_tf32, warmup, iterations, progress, cpu_accuracy_model)
+    run = (reference, rewritten, samples, allow_tf32, warmup, iterations, progress, cpu_accuracy_model, float_qdq)
     try:
         return _prove_on(choice, *run)
     except _CudaRefused as refused:
@@ -217,18 +241,20 @@ def _prove_on(
     iterations: int,
     progress: ProgressCallback | None,
     cpu_accuracy_model: Callable[[], tuple[onnx.ModelProto | ModelFile, int]] | None,
+    float_qdq: bool,
 ) -> Proof:
-    ref_session = _session(lambda: _reference_session(reference, choice.device), choice)
+    config = DISABLE_QDQ_FUSION if float_qdq and choice.device == "cpu" else None
+    ref_session = _session(lambda: _reference_session(reference, choice.device, config), choice)
     ref_run = _run_model(REFERENCE_LABEL, ref_session, reference, samples, warmup, iterations, progress)
     output_names = list(ref_session.output_names)
     del ref_session  # its weights are freed before the rewritten model loads its own
     timed_copy: tuple[onnx.ModelProto | ModelFile, int] | None = None
     try:
-        rew_session = _session(lambda: create_session(rewritten, choice.device, tf32=allow_tf32), choice)
+        rew_session = _session(lambda: create_session(rewritten, choice.device, tf32=allow_tf32, config=config), choice)
     except AmpconfigError as exc:
         timed_copy = _copy_the_cpu_can_run(exc, choice, cpu_accuracy_model)
         rewritten = timed_copy[0]
-        rew_session = create_session(rewritten, choice.device, tf32=allow_tf32)
+        rew_session = create_session(rewritten, choice.device, tf32=allow_tf32, config=config)
     rew_run = _run_model("rewritten", rew_session, rewritten, samples, warmup, iterations, progress)
     del rew_session  # and before the accuracy copy loads its own
     notes = list(choice.notes)
@@ -243,13 +269,19 @@ def _prove_on(
     elif choice.device == "cpu" and cpu_accuracy_model is not None:
         faithful, wrapped = cpu_accuracy_model()
         if wrapped:
-            session = create_session(faithful, "cpu", tf32=False)
+            session = create_session(faithful, "cpu", tf32=False, config=config)
             rew_run.samples = sample_outputs(session, samples, faithful, progress=progress, label="accuracy copy")
             notes.append(
                 f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native "
                 "CPU float16 kernel compute between explicit float16 casts: ONNX Runtime's CPU provider would "
                 "otherwise skip their float16 rounding. Latency is the rewritten model's own."
             )
+    if config is not None:
+        notes.append(
+            "the model holds QuantizeLinear/DequantizeLinear pairs: on the CPU both models ran them as float ops, "
+            "as the CUDA provider does (ONNX Runtime's CPU-only fusion of them into int8 kernels off), so the "
+            "accuracy is the rewrite's alone"
+        )
     return Proof(choice, ref_run, rew_run, output_names, notes)
 
 
@@ -260,9 +292,11 @@ def _copy_the_cpu_can_run(
 ) -> tuple[onnx.ModelProto | ModelFile, int]:
     """The CPU accuracy copy, when the CPU provider refused the rewritten model itself (the fp32 reference loaded:
     its refusal reads differently) and the copy wraps what it could not run; else the refusal stands."""
-    if choice.device != "cpu" or cpu_accuracy_model is None or not refusal.message.startswith(LOAD_FAILED):
+    if not refusal.message.startswith(LOAD_FAILED):
         raise refusal
+    if choice.device != "cpu" or cpu_accuracy_model is None:
+        raise RewrittenRefused(refusal.message.removeprefix(LOAD_FAILED), "load") from None
     copy, wrapped = cpu_accuracy_model()
     if not wrapped:
-        raise refusal
+        raise RewrittenRefused(refusal.message.removeprefix(LOAD_FAILED), "load") from None
     return copy, wrapped

@@ -159,12 +159,23 @@ def choose_device(device: str | None) -> DeviceChoice:
     return choice
 
 
-def _session_options(model: ModelSource | None = None) -> ort.SessionOptions:
+def _session_options(
+    model: ModelSource | None = None, config: Mapping[str, str] | None = None, in_node_order: bool = False
+) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.log_severity_level = SESSION_LOG_SEVERITY
+    if in_node_order:
+        options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     if isinstance(model, ModelInFolder):
         options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(model.folder))
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
     return options
+
+
+#: ONNX Runtime's session config entry that turns off its QDQ fusions (DequantizeLinear -> op -> QuantizeLinear
+#: into int8 kernels), which only its CPU (and DirectML) provider applies.
+DISABLE_QDQ_FUSION = {"session.disable_quant_qdq": "1"}
 
 
 #: cuDNN's convolution algorithm search for sessions built many times (tune's trials). ORT's CUDA provider
@@ -234,18 +245,28 @@ class Session:
 
 
 def create_session(
-    model: ModelSource, device: str, *, tf32: bool = False, conv_algo_search: str | None = None
+    model: ModelSource,
+    device: str,
+    *,
+    tf32: bool = False,
+    conv_algo_search: str | None = None,
+    config: Mapping[str, str] | None = None,
+    in_node_order: bool = False,
 ) -> Session:
     """Build a session on ``device`` ("cpu" or "cuda") and check it got that device.
 
     A CUDA session that came back without CUDA raises :class:`AmpconfigError`: ORT would otherwise run it on
     the CPU without saying so. ``conv_algo_search`` (CUDA only) sets cuDNN's convolution algorithm search
-    (:data:`TRIAL_CONV_ALGO_SEARCH` for sessions built many times).
+    (:data:`TRIAL_CONV_ALGO_SEARCH` for sessions built many times). ``config``: session config entries
+    (:data:`DISABLE_QDQ_FUSION`). ``in_node_order``: ONNX Runtime runs ready nodes in the order of the graph (its
+    priority-based order) rather than its default, which may run a whole chain before the side branches that read
+    it, keeping every value the branches read alive until then.
     """
     providers = provider_list(device, tf32, conv_algo_search)
+    options = _session_options(model, config, in_node_order)
     try:
         with _quiet_ort():
-            session = ort.InferenceSession(_model_bytes_or_path(model), _session_options(model), providers=providers)
+            session = ort.InferenceSession(_model_bytes_or_path(model), options, providers=providers)
     except AmpconfigError:
         raise
     except Exception as exc:

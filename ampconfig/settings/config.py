@@ -320,6 +320,12 @@ class SessionConfig(BaseModel):
         "the data the float32 model ran on keeps float32 (rule range_exceeds). Absent: half the low type's "
         "largest value (32752 for float16).",
     )
+    ranges: UserPath | None = Field(
+        default=None,
+        description="A value ranges file (`ampconfig calibrate`, `run --ranges-out`): the float32 model's value "
+        "ranges on data, read by every deciding command instead of running the model (`--ranges` overrides it). "
+        "A node whose values passed the margin keeps float32 (rule range_exceeds).",
+    )
     tolerance: Tolerance = Field(default_factory=Tolerance, description="Accuracy the result must hold.")
     run: RunOptions = Field(default_factory=RunOptions, description="Inputs and timing of `ampconfig run`.")
 
@@ -382,8 +388,9 @@ class SessionConfig(BaseModel):
             path = path.expanduser()
             return path if path.is_absolute() else folder / path
 
-        run = self.run.model_copy(update={"inputs": resolve(self.run.inputs)})
-        names = ("model", "output", "modify_mixlist", "keep_dtype", "customize_dtypes")
+        run_paths = ("inputs", "data", "calibration_data")
+        run = self.run.model_copy(update={name: resolve(getattr(self.run, name)) for name in run_paths})
+        names = ("model", "output", "modify_mixlist", "keep_dtype", "customize_dtypes", "ranges")
         updates = {name: resolve(getattr(self, name)) for name in names}
         copy = self.model_copy(update={**updates, "run": run})
         copy._source = self._source

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.op_names import AmbiguousOpName, file_vocabulary, read_as_onnx_note, read_op_name
-from ampconfig.settings.documents import closest, read_text
+from ampconfig.settings.documents import closest, closest_node_name, read_text
 from ampconfig.settings.mixlist import OP_KEY_PATTERN, normalise_op_key
 
 OP_TYPE_PREFIX = "OpType::"
@@ -196,6 +196,7 @@ def read_customize_names(
     read: list[CustomizeEntry] = []
     problems: list[Problem] = []
     vocabulary = file_vocabulary((entry.op_type for entry in entries if entry.op_type is not None), op_names)
+    by_op: dict[str, CustomizeEntry] = {}  # the first entry of each ONNX op type
     for entry in entries:
         if entry.op_type is None:
             read.append(entry)
@@ -209,14 +210,32 @@ def read_customize_names(
         if note is not None:
             problems.append(Problem(f"{OP_TYPE_PREFIX}{note}", source, entry.line, severity=Severity.NOTE))
         if name.foreign is not None and name.onnx is None:
-            message = f"{OP_TYPE_PREFIX}{name.describe()}: this entry customises nothing"
+            message = f"{name.describe(OP_TYPE_PREFIX)}: this entry customises nothing"
             problems.append(Problem(message, source, entry.line, severity=Severity.WARNING))
             continue
         if name.mapped and name.onnx is not None:
-            problems.append(Problem(f"{OP_TYPE_PREFIX}{name.describe()}", source, entry.line, severity=Severity.NOTE))
+            problems.append(Problem(f"{name.describe(OP_TYPE_PREFIX)}", source, entry.line, severity=Severity.NOTE))
             entry = replace(entry, op_type=name.onnx, written_op_type=entry.op_type)
+        op_type = entry.op_type or ""  # (never empty here: node entries were taken above)
+        if op_type in by_op:  # two spellings of one ONNX op (MatMul, BatchMatMulV2): a repeat, as a repeated line
+            problems.append(_same_op_twice(entry, by_op[op_type], source))
+            continue
+        by_op[op_type] = entry
         read.append(entry)
     return read, problems
+
+
+def _same_op_twice(entry: CustomizeEntry, first: CustomizeEntry, source: str | None) -> Problem:
+    differs = (entry.inputs, entry.outputs) != (first.inputs, first.outputs)
+    return Problem(
+        f"{entry.target} customises ONNX {entry.op_type}, as {first.target} on line {first.line} does"
+        + (" with other dtypes" if differs else "")
+        + ": the first wins",
+        source,
+        entry.line,
+        hint="keep one line per op type",
+        severity=Severity.WARNING,
+    )
 
 
 @dataclass(frozen=True)
@@ -290,7 +309,7 @@ def check_against_model(
         if entry.name is not None:
             named = by_name.get(entry.name)
             if named is None:
-                suggestion = closest(entry.name, by_name)
+                suggestion = closest_node_name(entry.name, by_name)
                 problems.append(
                     Problem(
                         f"no node named {entry.name!r} in the model",

@@ -131,7 +131,11 @@ class Document:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-_PATH_HINT = "check the path (relative paths in a config are resolved against the config file's folder)"
+#: A config's own files are checked before they are read (resolve.require_config_files says how a config's
+#: relative path was resolved); a path that reaches this hint was given on the command line or in code.
+_PATH_HINT = "check the path"
+#: How a path in a session config is read: said where a file the config names is missing.
+RELATIVE_TO_CONFIG = "relative paths in a config are resolved against the config file's folder"
 
 
 def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
@@ -444,7 +448,7 @@ def describe_value(value: Any) -> str:
         dict: "object",
         type(None): "null",
     }.get(type(value), type(value).__name__)
-    if isinstance(value, (dict, list)):
+    if isinstance(value, (dict, list)) or value is None:  # "null" says it all ("null null" said it twice)
         return kind
     text = json.dumps(value) if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
     return f"{kind} {text if len(text) <= 60 else text[:57] + '...'}"
@@ -519,5 +523,18 @@ def _is_union(annotation: Any) -> bool:
 
 
 def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice most like ``word`` (a key, a mode, a dtype), if any is close enough to be a slip of the keys."""
     matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+#: How alike a node name must be to suggest it. Node names share their op type and scopes ("/MatMul",
+#: "encoder/layer.0/"), which alone make two unrelated names 0.6 alike ('注意力/MatMul' and 'attn.v/MatMul'); a
+#: misspelt or mis-numbered name of the same model stays above 0.8.
+NODE_NAME_CUTOFF = 0.8
+
+
+def closest_node_name(name: str, names: Iterable[str]) -> str | None:
+    """The model's node name most like ``name``, if it is genuinely close (:data:`NODE_NAME_CUTOFF`)."""
+    matches = difflib.get_close_matches(name, list(names), n=1, cutoff=NODE_NAME_CUTOFF)
     return matches[0] if matches else None

@@ -186,11 +186,11 @@ def read_keep_dtype_names(
         if note is not None:
             problems.append(_at(entry, index, origin, f"{OP_TYPE_PREFIX}{note}", Severity.NOTE))
         if name.foreign is not None and name.onnx is None:
-            message = f"{OP_TYPE_PREFIX}{name.describe()}: this entry pins nothing"
+            message = f"{name.describe(OP_TYPE_PREFIX)}: this entry pins nothing"
             problems.append(_at(entry, index, origin, message, Severity.WARNING))
             continue
         if name.mapped and name.onnx is not None:
-            problems.append(_at(entry, index, origin, f"{OP_TYPE_PREFIX}{name.describe()}", Severity.NOTE))
+            problems.append(_at(entry, index, origin, f"{name.describe(OP_TYPE_PREFIX)}", Severity.NOTE))
             entry = replace(entry, op_type=name.onnx, written_op_type=entry.op_type)
         read.append(entry)
     return read, problems

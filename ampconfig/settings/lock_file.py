@@ -37,8 +37,9 @@ from ampconfig.settings.values import LOCK_FORMAT as LOCK_FORMAT
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 #: The version of the format this ampconfig writes and reads. A lock of a newer version is refused (exit 2).
 LOCK_FORMAT_VERSION = 1
-#: ``$id`` of the lock's schema (``ampconfig schema lock``), written as each lock's ``$schema``.
-LOCK_SCHEMA_URL = "https://ampconfig.dev/schemas/precision-lock.schema.json"
+#: The lock's schema file (``ampconfig schema lock``); a lock written into a repository that keeps ampconfig's
+#: schemas refers to it by relative path (:func:`ampconfig.settings.schemas.schema_reference`).
+LOCK_SCHEMA_FILE = "precision-lock.schema.json"
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex.")]
 #: Where a setting came from when the lock was made: a command-line flag, the session config, or the default.
@@ -72,6 +73,11 @@ class OpNamesSetting(_Record):
     source: SettingSource = Field(description="Where it came from when the lock was made.")
 
 
+class MarginSetting(_Record):
+    value: float | None = Field(gt=0, description="The range rule's margin (data_max); null: the low type's default.")
+    source: SettingSource = Field(description="Where it came from when the lock was made.")
+
+
 class ConfigFile(_Record):
     """The session config the settings were read from."""
 
@@ -101,6 +107,10 @@ class LockSettings(_Record):
     modify_mixlist: SettingsFile | None = Field(description="The modify_mixlist, when one was given.")
     keep_dtype: SettingsFile | None = Field(description="The keep_dtype pins, when given.")
     customize_dtypes: SettingsFile | None = Field(description="The customize_dtypes file, when given.")
+    clamp_values: FlagSetting | None = Field(
+        default=None, description="Whether constants beyond the low type's range were clamped (absent: off)."
+    )
+    data_max: MarginSetting | None = Field(default=None, description="The range rule's margin (absent: default).")
 
 
 class OpInfoVersion(_Record):
@@ -134,6 +144,22 @@ class ModelIdentity(_Record):
     weights_sha256: Sha256 = Field(description="The values of every tensor: initializers and constants.")
     nodes: int = Field(ge=0, description="Nodes in the model, subgraphs included.")
     opsets: dict[str, int] = Field(description='Opset imports; the default domain is ``""``.')
+
+
+class LockValues(_Record):
+    """The float32 model's value ranges the decisions read (docs/design.md §5): where they came from, and every value
+    whose largest magnitude passed the margin, which is all the range rule reads. ``lock --check`` decides again
+    with the ranges file when one was given, else with these values: it never runs the model."""
+
+    checked: bool = Field(
+        strict=True, description="false: activations were not checked (no ranges and no data; constants were)."
+    )
+    source: str | None = Field(description="The data the values were measured on, in words.")
+    ranges: SettingsFile | None = Field(description="The value ranges file, when one was given (--ranges, config).")
+    data_sha256: Sha256 | None = Field(description="Digest of the samples the values were measured on.")
+    beyond_margin: dict[str, float] = Field(
+        description="By value key, each largest |value| beyond the margin: the values that kept nodes float32."
+    )
 
 
 class LockSummary(_Record):
@@ -205,6 +231,7 @@ class PrecisionLock(_Record):
     settings: LockSettings
     versions: LockVersions
     model: ModelIdentity
+    values: LockValues | None = Field(default=None, description="The value ranges the decisions read.")
     summary: LockSummary
     nodes: list[LockedNode]
     proof: LockProof | None = Field(default=None, description="Present when `run --lock-out` wrote the lock.")
@@ -244,8 +271,11 @@ def _render(value: Any, path: tuple[str, ...], indent: int) -> str:
 
 
 def lock_data(lock: PrecisionLock) -> dict[str, Any]:
-    """The lock as JSON data, keys in the order the file has them."""
-    return lock.model_dump(mode="json", by_alias=True)
+    """The lock as JSON data, keys in the order the file has them (no ``$schema`` key without a schema)."""
+    data = lock.model_dump(mode="json", by_alias=True)
+    if data.get("$schema") is None:
+        data.pop("$schema", None)
+    return data
 
 
 def lock_text(lock: PrecisionLock) -> str:
@@ -310,7 +340,7 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
         )
         raise AmpconfigError(problem.message, file=source, problems=[problem])
     version = data.get("format_version")
-    if version != LOCK_FORMAT_VERSION:
+    if version != LOCK_FORMAT_VERSION or isinstance(version, bool):  # true == 1 in Python
         newer = isinstance(version, int) and not isinstance(version, bool) and version > LOCK_FORMAT_VERSION
         problem = document.source.problem(
             f"lock format version {json.dumps(version)} is not one this ampconfig reads ({LOCK_FORMAT_VERSION})",
@@ -319,7 +349,8 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
         )
         raise AmpconfigError(problem.message, file=source, problems=[problem])
     try:
-        lock = PrecisionLock.model_validate(data)
+        # strict, as JSON: a boolean or a string is no count (true == 1 in Python); an integer is still a number
+        lock = PrecisionLock.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         problems = validation_problems(exc, document.source, PrecisionLock)
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None

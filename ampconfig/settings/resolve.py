@@ -32,6 +32,7 @@ from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.settings.customize_dtypes import CustomizeFile
+from ampconfig.settings.documents import RELATIVE_TO_CONFIG
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
@@ -81,6 +82,7 @@ class Flags:
     calibration_data: Path | None = None
     clamp_values: bool | None = None
     data_max: float | None = None
+    ranges: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ class Settings:
     notes: tuple[str, ...] = ()
     clamp_values: bool = False  # constants beyond the low type's range clamped (warned) instead of kept float32
     data_max: float | None = None  # the range rule's margin; None: half the low type's largest value
+    ranges: Path | None = None  # a value ranges file: what the float32 model's values were on data
 
     @property
     def mode_source(self) -> str:
@@ -168,6 +171,7 @@ class Settings:
             "tolerance": self.tolerance.to_dict(),
             "clamp_values": self.clamp_values,
             "data_max": self.data_max,
+            "ranges": _text(self.ranges),
             "config": _text(self.config),
             "sources": dict(self.sources),
         }
@@ -180,6 +184,37 @@ def require_model(settings: Settings) -> Path:
     what = "model" if not source.startswith("config") else "model (from the config)"
     require_file(settings.model_path, what, hint="check the path")
     return settings.model_path
+
+
+#: The files a config may name, by setting: what they are called, and the config key.
+_CONFIG_FILES = {
+    "modify_mixlist": ("mixlist file", "modify_mixlist"),
+    "keep_dtype": ("keep_dtype file", "keep_dtype"),
+    "customize_dtypes": ("customize_dtypes file", "customize_dtypes"),
+    "inputs": ("inputs file (.npz)", "run.inputs"),
+    "data": ("data set", "run.data"),
+    "calibration_data": ("calibration data set", "run.calibration_data"),
+}
+
+
+def require_config_files(settings: Settings) -> None:
+    """Every file the session config names exists, else an error naming the key and how a relative path was
+    resolved (against the config's folder). Only here: a path given on the command line is relative to the working
+    directory, and its loader's error says "check the path" without the config's rule."""
+    inputs = settings.inputs
+    values = {
+        "modify_mixlist": settings.modify_mixlist,
+        "keep_dtype": settings.keep_dtype,
+        "customize_dtypes": settings.customize_dtypes,
+        "inputs": inputs.npz,
+        "data": inputs.data,
+        "calibration_data": inputs.calibration_data,
+    }
+    for name, value in values.items():
+        what, key = _CONFIG_FILES[name]
+        if isinstance(value, Path) and settings.sources.get(name, "").startswith("config") and not value.exists():
+            hint = f"`{key}` in the config {settings.config}; {RELATIVE_TO_CONFIG}"
+            raise AmpconfigError(f"{what} not found", file=str(value), hint=hint)
 
 
 def _text(path: Path | None) -> str | None:
@@ -216,6 +251,10 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     device = merged.pick("device", flags.device, run.device if run else None, AUTO_DEVICE)
     warmup = merged.pick("warmup", flags.warmup, _set(run, "warmup"), DEFAULT_WARMUP)
     iterations = merged.pick("iterations", flags.iterations, _set(run, "iterations"), DEFAULT_ITERATIONS)
+    # Picked before `sources` is copied below, so that each says where it came from.
+    clamp_values = merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False)
+    data_max = _data_max(flags, config, merged, precision_mode)
+    ranges = merged.pick("ranges", flags.ranges, config.ranges if config else None)
     settings = Settings(
         precision_mode=precision_mode,
         target=_choice(target, TARGETS, "target"),
@@ -238,8 +277,9 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         config=flags.config,
         sources=MappingProxyType(dict(merged.sources)),
         notes=tuple(_notes(precision_mode, merged, example)),
-        clamp_values=merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False),
-        data_max=_data_max(flags, config, merged, precision_mode),
+        clamp_values=clamp_values,
+        data_max=data_max,
+        ranges=ranges,
     )
     _log(settings)
     return settings, problems
@@ -344,6 +384,7 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
             raise AmpconfigError(f"--shape {name} is given twice", hint="give each input's shape once")
         given.add(name)
         shapes[name] = tuple(dims)  # over the config's run.shapes, as every flag is over the config
+    merged.sources["shapes"] = _shapes_source(merged, bool(given), bool(run is not None and run.shapes))
     if flags.inputs_npz is not None and flags.input_files:
         raise AmpconfigError(
             "--inputs and --input are given together",
@@ -355,6 +396,7 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
         if name in arrays:
             raise AmpconfigError(f"--input {name} is given twice", hint="give each input once")
         arrays[name] = path
+    merged.sources["arrays"] = "--input" if arrays else DEFAULT_SOURCE
     return InputRequest(
         npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None),
         data=merged.pick("data", flags.data, run.data if run else None),
@@ -365,6 +407,15 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
         int_low=run.int_low if run else None,
         int_high=run.int_high if run else None,
     )
+
+
+def _shapes_source(merged: _Merge, from_flags: bool, from_config: bool) -> str:
+    """Where the shapes came from: --shape, the config's run.shapes, both (each --shape over the config's entry
+    for its input), or neither."""
+    config = f"config {merged.flags.config or merged.config_file()}"
+    if from_flags and from_config:
+        return f"--shape over {config}"
+    return "--shape" if from_flags else config if from_config else DEFAULT_SOURCE
 
 
 def _tolerance(flags: Flags, config: SessionConfig | None, merged: _Merge) -> Tolerance:
@@ -390,11 +441,17 @@ def _notes(mode: PrecisionMode, merged: _Merge, example: str | None) -> list[str
     return notes
 
 
+#: The settings :class:`InputRequest` holds, logged from there.
+_INPUT_SETTINGS = ("data", "calibration_data", "seed", "shapes", "arrays")
+
+
 def _log(settings: Settings) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
     data = settings.to_dict()
+    inputs = data["inputs"]
     for name, source in settings.sources.items():
-        value = data.get(name, data["inputs"].get("npz") if name == "inputs" else None)
+        # The input settings are kept together (Settings.inputs): --inputs is its npz, the others by their name.
+        value = inputs["npz"] if name == "inputs" else inputs[name] if name in _INPUT_SETTINGS else data.get(name)
         log.info("setting %s = %s  (%s)", name, json.dumps(value, default=str), source)
     log.info("resolved settings: %s", json.dumps(data, default=str, sort_keys=True))

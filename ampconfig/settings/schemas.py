@@ -8,6 +8,7 @@ running ampconfig); a test fails when they drift from the models (regenerate fro
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_dat
 from ampconfig.files.guard import OutputGuard
 from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
-from ampconfig.settings.lock_file import LOCK_SCHEMA_URL, PrecisionLock
+from ampconfig.settings.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.ranges_file import RANGES_SCHEMA_FILE, RangesFile
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_BASE_URL = "https://ampconfig.dev/schemas/"
@@ -71,12 +73,21 @@ SCHEMA_KINDS: dict[str, SchemaKind] = {
         ),
         SchemaKind(
             "lock",
-            LOCK_SCHEMA_URL.rsplit("/", 1)[1],
+            LOCK_SCHEMA_FILE,
             PrecisionLock,
             "ampconfig precision lock",
             "Every node's precision decision for one model (scope, name, op type, dtype, rule, cause), with the "
             "settings, versions and model identity it was made from. Written by `ampconfig lock`, checked by "
             "`ampconfig lock --check`; paths are relative to the lock's folder.",
+        ),
+        SchemaKind(
+            "ranges",
+            RANGES_SCHEMA_FILE,
+            RangesFile,
+            "ampconfig value ranges",
+            "Every float value's range (min, max, largest magnitude, non-finite count) measured on the float32 "
+            "model on data, with the model structure and the data digest. Written by `ampconfig calibrate` or "
+            "`ampconfig run --ranges-out`, read by every deciding command through `--ranges` (config `ranges:`).",
         ),
     )
 }
@@ -87,6 +98,7 @@ KIND_ALIASES: dict[str, str] = {
     "ops_info": "ops-info",
     "opsinfo": "ops-info",
     "precision-lock": "lock",
+    "value-ranges": "ranges",
 }
 
 
@@ -95,6 +107,30 @@ def schema_kind(name: str) -> SchemaKind:
     if key not in SCHEMA_KINDS:
         raise AmpconfigError(f"unknown schema kind {name!r}", hint="kinds: " + ", ".join(SCHEMA_KINDS))
     return SCHEMA_KINDS[key]
+
+
+#: Folders (below the written file's folder or one above it) where a repository keeps ampconfig's schemas, written
+#: there by ``ampconfig schema --write DIR``.
+LOCAL_SCHEMA_DIRS = ("schemas", ".ampconfig/schemas")
+
+
+def schema_reference(kind: str, written_to: Path) -> str | None:
+    """What a file ampconfig writes at ``written_to`` carries as its ``$schema``: the relative path of its schema
+    in the repository it is written into, which an editor resolves offline (``schemas/`` or ``.ampconfig/schemas/``
+    in its folder or a folder above it, up to the repository's root; ``ampconfig schema --write DIR`` puts the
+    files there); None (no ``$schema`` key) when the repository keeps none. The schemas' ``$id`` is an identifier,
+    not an address: nothing is published there, so pointing editors at it made them fetch a page that does not
+    exist. The same tree gives the same reference on every machine."""
+    filename = schema_kind(kind).filename
+    folder = Path(os.path.abspath(written_to)).parent
+    for candidate in (folder, *folder.parents):
+        for local in LOCAL_SCHEMA_DIRS:
+            schema = candidate / local / filename
+            if schema.is_file():
+                return Path(os.path.relpath(schema, folder)).as_posix()
+        if (candidate / ".git").exists():
+            break  # the repository's root: a schema above it belongs to another project
+    return None
 
 
 def generate_schema(kind: str | SchemaKind) -> dict[str, Any]:

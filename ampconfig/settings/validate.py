@@ -25,11 +25,18 @@ from pydantic import ValidationError
 
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
-from ampconfig.files.paths import resolve_path
+from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
-from ampconfig.settings.documents import Document, SourceMap, parse_document, read_text, validation_problems
+from ampconfig.settings.documents import (
+    RELATIVE_TO_CONFIG,
+    Document,
+    SourceMap,
+    parse_document,
+    read_text,
+    validation_problems,
+)
 from ampconfig.settings.keep_dtype import (
     keep_dtype_list_problems,
     keep_dtype_problems,
@@ -47,9 +54,9 @@ from ampconfig.settings.mixlist import (
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 from ampconfig.settings.tf_lists import is_tf_lists_text
-from ampconfig.settings.values import FILE_KINDS, LOCK_FORMAT
+from ampconfig.settings.values import FILE_KINDS, LOCK_FORMAT, RANGES_FORMAT
 
-FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock"]
+FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock", "ranges"]
 #: How a precision lock's name ends (``precision.lock.json``).
 LOCK_SUFFIX = ".lock.json"
 
@@ -177,6 +184,7 @@ _WHAT = {
     "keep-dtype": "keep_dtype file",
     "customize-dtypes": "customize_dtypes file",
     "lock": "precision lock",
+    "ranges": "value ranges file",
 }
 _LINE_FILES = ("keep-dtype", "customize-dtypes", "lock")
 
@@ -197,7 +205,7 @@ def _validate_file(
     if report.kind is None and path.name.lower().endswith(LOCK_SUFFIX):
         report.kind = "lock"
     try:
-        limit = MAX_LOCK_BYTES if report.kind == "lock" else MAX_DOCUMENT_BYTES
+        limit = MAX_LOCK_BYTES if report.kind in ("lock", "ranges") else MAX_DOCUMENT_BYTES
         text = read_text(path, _WHAT.get(report.kind or "", "file"), max_bytes=limit)
         tf_lists = report.kind in (None, "mixlist") and is_tf_lists_text(text)
         if tf_lists:
@@ -213,6 +221,11 @@ def _validate_file(
             from ampconfig.settings.lock_file import parse_lock
 
             parse_lock(text, str(path))
+            return [report]
+        if report.kind == "ranges":  # as a lock: a flawed ranges file decides nothing
+            from ampconfig.settings.ranges_file import parse_ranges
+
+            parse_ranges(text, str(path))
             return [report]
     except AmpconfigError as exc:
         report.unusable = True
@@ -255,6 +268,8 @@ def _kind_from_content(path: Path, document: Document | None) -> str:
     keys = set(data) if isinstance(data, Mapping) else set()
     if isinstance(data, Mapping) and data.get("format") == LOCK_FORMAT:
         return "lock"
+    if isinstance(data, Mapping) and data.get("format") == RANGES_FORMAT:
+        return "ranges"
     if keys & _MIXLIST_KEYS:
         return "mixlist"
     if {"ops", "provider"} <= keys:
@@ -408,6 +423,7 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
         origin.problem(
             f"{report.referenced_key[0]} names a file that cannot be used: {report.problems[0].message}",
             report.referenced_key,
+            hint=RELATIVE_TO_CONFIG,
         )
         for report in referenced
         if report.unusable
@@ -491,17 +507,28 @@ def _keep_dtype_list_findings(
 
 
 def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: SourceMap) -> list[Problem]:
+    """The config's paths (against its folder, as the commands read them) that name nothing usable: the model and
+    run.inputs must be files, a data set a file or a folder."""
     run = data.get("run")
+    run = run if isinstance(run, Mapping) else {}
     candidates = {
-        ("model",): data.get("model"),
-        ("run", "inputs"): run.get("inputs") if isinstance(run, Mapping) else None,
+        ("model",): (data.get("model"), "model file"),
+        ("run", "inputs"): (run.get("inputs"), "inputs file"),
+        ("run", "data"): (run.get("data"), "data set"),
+        ("run", "calibration_data"): (run.get("calibration_data"), "calibration data set"),
+        ("output",): (data.get("output"), "output"),  # need not exist: only a name no file can have is wrong
     }
     problems = []
-    for key, value in candidates.items():
+    for key, (value, what) in candidates.items():
         if not isinstance(value, str) or not value.strip():
             continue
         file = _resolve(folder, value)
-        if not file.is_file():
-            what = "is a directory, not a file" if file.is_dir() else "does not exist"
-            problems.append(origin.problem(f"{key[-1]} file {str(file)!r} {what}", key))
+        kind = path_kind(file)
+        if kind == "file" or (kind == "folder" and what.endswith("data set")):
+            continue
+        if what == "output" and kind not in UNNAMEABLE:
+            continue
+        wrong = {"folder": "is a directory, not a file", "other": "is not a regular file (a device, pipe or socket)"}
+        why = UNNAMEABLE.get(kind) or wrong.get(kind, "does not exist")
+        problems.append(origin.problem(f"{what} {str(file)!r} {why}", key))
     return problems

@@ -22,9 +22,11 @@ MAX_SEED = 2**32 - 1
 #: Relative L2 error at which `compare` counts a node's output as bad (--threshold).
 DEFAULT_THRESHOLD = 1e-2
 #: The kinds of file `validate` checks (--kind).
-FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "customize-dtypes", "ops-info", "lock")
+FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "customize-dtypes", "ops-info", "lock", "ranges")
 #: The ``format`` of a precision lock file, which tells a lock from other JSON.
 LOCK_FORMAT = "ampconfig-precision-lock"
+#: The ``format`` of a value ranges file (:mod:`ampconfig.settings.ranges_file`).
+RANGES_FORMAT = "ampconfig-value-ranges"
 
 
 def is_positive_finite(value: float) -> bool:

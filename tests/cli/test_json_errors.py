@@ -143,3 +143,41 @@ def test_an_unexpected_exception_still_prints_one_json_error(capsys: pytest.Capt
     assert payload["exit_code"] == 3
     assert payload["error"]["message"] == "internal error: RuntimeError: boom"
     assert "this is a bug" in payload["error"]["hint"] and "internal error" in captured.err
+
+
+def _success_lines(model: Path, tmp_path: Path) -> dict[str, list[str]]:
+    """A command line of every command with JSON output that runs to its end on the fixture's model (one of them
+    failing its check)."""
+    lock = tmp_path / "model.lock.json"
+    fast = ["--warmup", "0", "--iterations", "1"]
+    lines = {
+        "run": ["run", str(model), "-m", "force_fp16", *fast],
+        "run (tolerance missed)": ["run", str(model), "-m", "force_fp16", *fast, "--tolerance", "1e-12"],
+        "rewrite": ["rewrite", str(model), "-m", "force_fp16", "-o", str(tmp_path / "out.onnx")],
+        "explain": ["explain", str(model), "-m", "force_fp16"],
+        "compare": ["compare", str(model), "-m", "force_fp16"],
+        "tune": ["tune", str(model), "-m", "force_fp16", "--tolerance", "0.5", "--keep-dtype-out", str(tmp_path / "k")],
+        "lists": ["lists", "-m", "force_fp16"],
+        "lock": ["lock", str(model), "-m", "force_fp16", "-o", str(lock)],
+        "lock --check": ["lock", "--check", str(lock)],
+        "diff": ["diff", str(model), "--base-precision-mode", "force_fp32", "-m", "force_fp16"],
+        "ops-info show": ["ops-info", "show", "MatMul"],
+    }
+    return {
+        **{name: [*line, "--json"] for name, line in lines.items()},
+        "validate": ["validate", str(lock), "--format", "json"],
+    }
+
+
+def test_every_json_object_carries_ok_and_exit_code(tmp_path: Path, model: Path) -> None:
+    """One envelope for every object (issue 31): a command that ran to its end says ``ok`` and ``exit_code`` as
+    the error object does, and they agree with the process's exit code."""
+    codes = set()
+    for name, line in _success_lines(model, tmp_path).items():
+        result = runner.invoke(app, line)
+        codes.add(result.exit_code)
+        payload = json.loads(result.stdout)
+        assert payload["exit_code"] == result.exit_code, (name, result.output)
+        assert payload["ok"] is (result.exit_code == 0), name
+        assert list(payload)[:2] == ["ok", "exit_code"], name
+    assert codes == {0, 1}  # a check that failed (exit 1) says so too

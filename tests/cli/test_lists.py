@@ -35,7 +35,8 @@ def test_json_without_mixlist_is_the_op_info(target: str) -> None:
     result = lists("--precision-mode", "allow_mix_precision", "--target", target, "--json")
     assert result.exit_code == 0
     payload = json.loads(result.stdout)
-    assert list(payload) == ["white", "black", "gray", "clear"]
+    assert list(payload) == ["ok", "exit_code", "white", "black", "gray", "clear"]
+    assert (payload.pop("ok"), payload.pop("exit_code")) == (True, 0)
     assert payload == load_ops_info(target).lists().as_dict()
     assert payload["white"] and payload["black"]
 

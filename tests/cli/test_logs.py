@@ -42,7 +42,7 @@ def test_v_logs_each_stage_on_stderr_and_json_stays_one_object(model: Path, tmp_
         "resolved settings: {",
         f"opened model {model}: 20 nodes in the main graph, opset ai.onnx 17, IR version 10, no external data",
         "decided 20 nodes for force_fp16 on target cpu:",  # the decision summary: nodes per dtype, casts
-        "casts inserted",
+        "; casts: ",  # how many inserted and retargeted
         "device: cpu (asked for cpu)",
         "ONNX Runtime session on cpu: providers CPUExecutionProvider",
         f"wrote the output model (--output): {out}",
@@ -77,3 +77,29 @@ def test_logging_is_handed_back_after_the_command(model: Path) -> None:
     runner.invoke(app, ["-vv", "lists", "--json"])
     logger = logging.getLogger("ampconfig")
     assert logger.handlers == [] and logger.level == logging.NOTSET and logger.propagate
+
+
+def test_v_names_the_config_for_input_settings_taken_from_it(model: Path, tmp_path: Path) -> None:
+    """Issue 31: -v said ``(default)`` for shapes from the config and ``data = null`` with run.data set."""
+    import numpy as np
+
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    np.savez(samples / "a.npz", x=np.zeros((1, 8, 32), np.float32))
+    with_data = tmp_path / "data.yaml"
+    with_data.write_text(f"model: {model}\nrun:\n  data: samples\n  seed: 3\n")
+    with_shapes = tmp_path / "shapes.yaml"
+    with_shapes.write_text(f"model: {model}\nrun:\n  shapes: {{x: [1, 8, 32]}}\n")
+    for config, fragments in (
+        (with_data, [f'setting data = "{samples}"', "setting seed = 3"]),  # relative to the config
+        (with_shapes, ['setting shapes = {"x": [1, 8, 32]}']),
+    ):
+        result = runner.invoke(app, ["-v", "explain", "--config", str(config), "-m", "force_fp16", "--json"])
+        assert result.exit_code == 0, result.output
+        lines = _info_lines(result.stderr)
+        for fragment in fragments:
+            line = next(line for line in lines if fragment in line)
+            assert line.endswith(f"(config {config})"), line
+        assert any(line.endswith("setting inputs = null  (default)") for line in lines)
+    flagged = runner.invoke(app, ["-v", "explain", "--config", str(with_shapes), "--shape", "x=1x8x32", "--json"])
+    assert f'setting shapes = {{"x": [1, 8, 32]}}  (--shape over config {with_shapes})' in flagged.stderr

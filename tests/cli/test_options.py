@@ -26,7 +26,9 @@ DECLARATIONS = get_type_hints(SharedOptions, include_extras=True)
 _DECIDING = ["-c", "-m", "--modify-mixlist", "--keep-dtype", "--customize-dtypes", "--op-names", "--target"]
 _DECIDING += ["--keep-io-types"]
 _RUNNING = ["--device", "--input", "--inputs", "--shape", "--seed"]
-_VALUES = ["--data", "--calibration-data", "--range-check", "--data-max", "--clamp-values"]
+_VALUES = ["--data", "--calibration-data", "--ranges", "--range-check", "--data-max", "--clamp-values"]
+#: Commands that run nothing unless given values: the same inputs, no --range-check (values given are a check).
+_DECIDING_VALUES = [*_RUNNING, "--data", "--calibration-data", "--ranges", "--data-max", "--clamp-values"]
 #: The shared options each command documents (its --help), by flag; "model" is the model argument ([model]).
 #: Changing a command's interface means changing its row here on purpose.
 DOCUMENTED: dict[str, list[str]] = {
@@ -34,15 +36,16 @@ DOCUMENTED: dict[str, list[str]] = {
     "explain": ["model", *_DECIDING, *_RUNNING, *_VALUES, "--threshold", "--json", "--html"],
     "compare": ["model", *_DECIDING, *_RUNNING, *_VALUES, "--tolerance", "--threshold", "--json", "--html"],
     "tune": ["model", *_DECIDING, *_RUNNING, *_VALUES, "--tolerance", "--json"],
-    "rewrite": ["model", *_DECIDING, "-o", "--clamp-values", "--json"],
-    "lock": ["model", *_DECIDING, "--json"],
-    "diff": ["model", *_DECIDING, *_RUNNING, "--json"],
+    "rewrite": ["model", *_DECIDING, *_DECIDING_VALUES, "-o", "--json"],
+    "lock": ["model", *_DECIDING, *_DECIDING_VALUES, "--json"],
+    "diff": ["model", *_DECIDING, *_DECIDING_VALUES, "--json"],
+    "calibrate": ["model", "-c", "-m", "--target", *_RUNNING, "--data", "--calibration-data", "--json"],
     "lists": ["-c", "-m", "--modify-mixlist", "--op-names", "--target", "--json"],
     "validate": ["--target", "--op-names"],
     "schema": [],
 }
 #: A command's own option that spells a shared flag with another meaning: its -o writes a lock or a mixlist.
-OWN_MEANING = {("lock", "lock_out"), ("tune", "mixlist_out")}
+OWN_MEANING = {("lock", "lock_out"), ("tune", "mixlist_out"), ("calibrate", "ranges_path")}
 
 
 def _commands() -> dict[str, Any]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 from onnx import helper as oh
 
 from ampconfig.decide.decisions import Rule
 from tests.graphs import (
+    DESIGN_COLOURS,
     FLOAT,
     FLOAT16,
     const,
@@ -166,3 +168,18 @@ def test_non_mixed_modes() -> None:
     for mode, want in expected.items():
         _, plan = plan_for(model, mode)
         assert dtypes_by_name(plan) == want, mode
+
+
+def test_a_gather_reading_token_ids_names_its_constant_table_not_fed_only_by_constants() -> None:
+    """An embedding Gather's only float input is its table; its indices come from the graph (issue 31: the reason
+    said "fed only by constants" of a node reading the input_ids)."""
+    nodes = [
+        oh.make_node("Gather", ["table", "ids"], ["e"], name="embed"),
+        oh.make_node("Exp", ["e"], ["y"], name="black"),  # Exp is black: the Gather's consumer needs float32
+    ]
+    table = weight("table", 10, 4)
+    model = make_model(nodes, [tensor("ids", TensorProto.INT64, [2])], [tensor("y", FLOAT, [2, 4])], [table])
+    _, plan = plan_for(model, "allow_mix_precision", library({**DESIGN_COLOURS, "Gather": "clear"}))
+    embed = {d.name: d for d in plan.decisions()}["embed"]
+    assert (embed.dtype, embed.rule, embed.cause) == (FP32, Rule.FOLLOWS_CONSUMERS, "black")
+    assert embed.reason == "its float input table is a constant; a consumer needs float32"

@@ -63,6 +63,7 @@ def test_each_mode_has_a_declared_pipeline() -> None:
         "CustomizedDtypes",
         "FixedVerdicts",
         "KeepValuesInRange",
+        "KeepQuantizerInputs",
         "AssignColours",
         "PaintListed",
         "PropagateDeny",
@@ -79,6 +80,7 @@ def test_each_mode_has_a_declared_pipeline() -> None:
             "CustomizedDtypes",
             "FixedVerdicts",
             "KeepValuesInRange",
+            "KeepQuantizerInputs",
             "ModePolicy",
             "SettleFlexible",
         ]
@@ -118,11 +120,12 @@ def test_a_pass_that_decides_says_so() -> None:
 
 
 def test_until_stable_follows_again_after_the_fusion_guard_forced_a_node() -> None:
-    ran = ran_before_probe(guarded_layer_norm(), MIXED.steps[:7])
+    ran = ran_before_probe(guarded_layer_norm(), MIXED.steps[:8])
     assert ran == [
         "CustomizedDtypes",
         "FixedVerdicts",
         "KeepValuesInRange",
+        "KeepQuantizerInputs",
         "AssignColours",
         "PaintListed",
         "PropagateDeny",
@@ -131,7 +134,7 @@ def test_until_stable_follows_again_after_the_fusion_guard_forced_a_node() -> No
         "FollowNeighbours",
         "GuardLayerNormFusion",
     ]
-    assert ran_before_probe(chain(), MIXED.steps[:7])[-2:] == ["FollowNeighbours", "GuardLayerNormFusion"]
+    assert ran_before_probe(chain(), MIXED.steps[:8])[-2:] == ["FollowNeighbours", "GuardLayerNormFusion"]
 
 
 def test_the_second_until_stable_runs_only_when_an_island_went_low() -> None:
@@ -148,7 +151,9 @@ def test_a_failed_precondition_names_the_pass_the_scope_and_the_passes_already_r
         Pipeline("too short", HARD).run(d.state)  # nothing paints: SettleFlexible finds undecided nodes
     message = str(failure.value)
     assert message.startswith("SettleFlexible: mm1 is undecided")
-    assert message.endswith("(in the main graph, after CustomizedDtypes, FixedVerdicts, KeepValuesInRange)")
+    assert message.endswith(
+        "(in the main graph, after CustomizedDtypes, FixedVerdicts, KeepValuesInRange, KeepQuantizerInputs)"
+    )
 
 
 class KeepExpFloat32(DecisionPass):

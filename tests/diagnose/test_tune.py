@@ -279,6 +279,9 @@ def test_no_useful_answer_exits_1_and_says_what_was_tried(tmp_path: Path) -> Non
     assert code == 1 and payload["outcome"] == "no_useful_answer" and not keep.exists()
     assert "--min-low-fraction 0.5" in payload["reason"] and f"in {payload['model_runs']} runs" in payload["reason"]
     assert payload["model_runs"] <= MAX_RUNS and payload["steps"]
+    # The report says the verdict once, then why (it said "NO USEFUL ANSWER  no useful answer: ...").
+    text = runner.invoke(app, [*args[:-1], "--keep-dtype-out", str(keep)]).stdout
+    assert "NO USEFUL ANSWER  the best candidate" in text and "no useful answer" not in text
     # The same answer is accepted when the user accepts keeping that little low.
     code, accepted = _json([*args, "--keep-dtype-out", str(keep), "--min-low-fraction", "0"])
     assert code == 0 and keep.exists() and accepted["cost"]["low_fraction"] < 0.5

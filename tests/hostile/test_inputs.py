@@ -10,7 +10,9 @@ that never finish (--warmup 10**20), and option values that were silently accept
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import json
 import os
 import socket
@@ -277,6 +279,57 @@ def test_validate_and_import_table_on_symlink_loops(folder: Path) -> None:
     assert_refused(invoke(["ops-info", "import-table", table, "-o", folder / "oi.json"]), str(table), "symbolic")
 
 
+#: Every path a session config holds, and what a name no file can have is reported as in each.
+CONFIG_PATHS = (
+    "model",
+    "output",
+    "modify_mixlist",
+    "keep_dtype",
+    "customize_dtypes",
+    "run.inputs",
+    "run.data",
+    "run.calibration_data",
+)
+#: The config paths each command opens (or writes).
+READ_BY = {
+    "validate": {"model", "output", "modify_mixlist", "keep_dtype", "run.inputs", "run.data", "run.calibration_data"},
+    "rewrite": {"model", "output", "modify_mixlist", "keep_dtype"},
+    "run": {"model", "output", "modify_mixlist", "keep_dtype", "run.inputs", "run.data", "run.calibration_data"},
+    "lock": {"model", "modify_mixlist", "keep_dtype"},
+}
+UNNAMEABLE_PATHS = {"nul": ("x\0y.npz", "NUL character"), "too_long": ("a" * 300 + ".npz", "longer than the file")}
+
+
+@pytest.mark.parametrize("command", ["validate", "rewrite", "run", "lock"])
+@pytest.mark.parametrize("kind", list(UNNAMEABLE_PATHS))
+@pytest.mark.parametrize("field", CONFIG_PATHS)
+def test_config_paths_no_file_can_have(folder: Path, model: Path, command: str, kind: str, field: str) -> None:
+    """A NUL (os.stat's ValueError) or a name over 255 bytes (ENAMETOOLONG, which Path.is_dir raises) in any path
+    of a config ended in "internal error" in validate, rewrite, run, lock, explain and compare (issue 31)."""
+    name, fragment = UNNAMEABLE_PATHS[kind]
+    data: dict = {"model": str(model), "precision_mode": "allow_mix_precision", "run": {}}
+    section, _, key = field.rpartition(".")
+    (data["run"] if section else data)[key] = name
+    config = folder / f"paths_{kind}_{field}.json"
+    config.write_text(json.dumps(data), encoding="utf-8")
+    out = folder / f"paths_{kind}_{field}.{command}.out"
+    args: list[str | Path] = {
+        "validate": ["validate", config],
+        "rewrite": ["rewrite", "--config", config, *FAST] + ([] if field == "output" else ["-o", out]),
+        "run": ["run", "--config", config, *FAST, *RUN_FAST],
+        "lock": ["lock", "--config", config, "-o", out],
+    }[command]
+    result = invoke(args)
+    message = result.stdout + _stderr(result)
+    if field == "customize_dtypes":  # a value that is no file is read as the lines themselves
+        assert result.exit_code in (1, 2) and "customize_dtypes" in message, message
+    elif field in READ_BY[command]:
+        assert result.exit_code in (1, 2), message
+        assert fragment in message or "File name too long" in message, message  # the output guard: the OS's words
+    else:  # a path this command does not use
+        assert result.exit_code == 0, message
+
+
 @pytest.mark.parametrize("command", ["rewrite", "run"])
 def test_model_that_is_a_directory_or_a_device(folder: Path, command: str) -> None:
     directory = folder / "a_directory.onnx"
@@ -427,11 +480,11 @@ def _npz(path: Path, members: dict[str, bytes]) -> Path:
 @pytest.mark.parametrize(
     ("case", "fragment"),
     [
-        ("empty", "cannot read the inputs file as a .npz archive"),
+        ("empty", "as a .npz archive"),
         ("member_not_npy", "member 'x.npy': not a .npy array"),
         ("member_truncated", "member 'x.npy': the header declares a 100000000000x64 float32 array"),
         ("member_objects", "holds Python objects"),
-        ("truncated_archive", "cannot read the inputs file as a .npz archive"),
+        ("truncated_archive", "as a .npz archive"),
     ],
 )
 def test_bad_npz_inputs(folder: Path, model: Path, case: str, fragment: str) -> None:
@@ -448,6 +501,42 @@ def test_bad_npz_inputs(folder: Path, model: Path, case: str, fragment: str) -> 
         np.savez(path, x=np.zeros((2, 64), np.float32))
         path.write_bytes(path.read_bytes()[:-40])
     args = ["run", model, "-m", "force_fp16", *FAST, *RUN_FAST, "--inputs", path]
+    assert_refused(invoke(args), str(path), fragment)
+
+
+def _npz_bytes(**arrays: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+#: A Polygraphy data set (.json) whose input ``x`` holds these bytes as ``{"array": base64}``.
+POLYGRAPHY_CASES = {
+    "zip_magic_only": (b"PK\x03\x04 and then no archive", "not a .npy array"),  # was BadZipFile
+    "empty_npz": (_npz_bytes(), "a .npz archive of 0 arrays"),  # was StopIteration
+    "two_array_npz": (_npz_bytes(a=np.zeros((1, 64), np.float32), b=np.ones((1, 64), np.float32)), "of 2 arrays"),
+    "huge_header": (_npy_header_only((100_000_000_000, 64)), "the file is truncated or damaged"),  # was MemoryError
+    "npz_huge_member": (None, "member 'x.npy': the header declares"),
+}
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "explain", "tune"])
+@pytest.mark.parametrize("case", [*POLYGRAPHY_CASES, "deep"])
+def test_bad_polygraphy_data_sets(folder: Path, model: Path, command: str, case: str) -> None:
+    path = folder / f"polygraphy_{case}.json"
+    if case == "deep":  # was RecursionError in json.loads
+        path.write_text("[" * 5000 + "]" * 5000, encoding="utf-8")
+        fragment = "nesting too deep"
+    else:
+        content, fragment = POLYGRAPHY_CASES[case]
+        if content is None:
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w") as archive:
+                archive.writestr("x.npy", _npy_header_only((100_000_000_000, 64)))
+            content = buffer.getvalue()
+        feed = {"x": {"array": base64.b64encode(content).decode("ascii")}}
+        path.write_text(json.dumps([feed]), encoding="utf-8")
+    args = [*command_args(command, model, folder / f"{case}.{command}.out"), "--data", path]
     assert_refused(invoke(args), str(path), fragment)
 
 

@@ -269,12 +269,18 @@ def test_diff_compares_configs_and_lock_files_and_runs_both_sides(tmp_path: Path
     assert cli("diff", tree.model, "--base-config", base_config, "--config", tree.config, "--exit-code").exit_code == 1
     html = cli("diff", tree.model, "--base-config", base_config, "--config", tree.config, "--format", "html").stdout
     assert html.startswith("<!DOCTYPE html>") and "attn/Softmax" in html and "http" not in html
+    assert "<title>ampconfig diff: " in html
+    markdown = cli("diff", tree.model, "--base-config", base_config, "--config", tree.config, "--format", "markdown")
+    heading = markdown.stdout.splitlines()[0]  # settings compared on a model: no lock is involved (issue 31)
+    assert heading.startswith("### ampconfig diff: ") and "lock" not in heading
     # Two lock files.
     base_lock = tree.folder / "base.lock.json"
     assert cli("lock", tree.model, "-c", base_config, "-o", base_lock).exit_code == 0
     tree.lock_it("-c", tree.config)
     code, payload = cli_json("diff", "--base-lock", base_lock, "--lock", tree.lock)
     assert code == 0 and "attn/Softmax" in changed_names(payload)
+    locks = cli("diff", "--base-lock", base_lock, "--lock", tree.lock, "--format", "markdown").stdout
+    assert locks.startswith("### ampconfig precision locks: ")
     assert all(change["cause"]["kind"] == "mixlist" for change in payload["changed"])
 
 

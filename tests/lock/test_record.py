@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_NESTING_DEPTH
-from ampconfig.settings.lock_file import LOCK_FORMAT, LOCK_SCHEMA_URL, load_lock
+from ampconfig.settings.lock_file import LOCK_FORMAT, load_lock
 from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema
 from tests.lock_trees import Tree, cli, cli_json, example_tree, line_of, working_directory
 
@@ -37,7 +37,7 @@ def test_lock_records_settings_versions_identity_nodes_and_summary(tmp_path: Pat
     assert result.exit_code == 0, result.output
     assert "wrote" in result.stderr and "casts" in result.stderr
     data = json.loads(tree.lock.read_text(encoding="utf-8"))
-    assert data["$schema"] == LOCK_SCHEMA_URL == SCHEMA_KINDS["lock"].schema_id
+    assert "$schema" not in data  # the tree keeps no schemas: no address an editor would try to fetch
     assert (data["format"], data["format_version"]) == (LOCK_FORMAT, 1)
     settings = data["settings"]
     assert settings["precision_mode"] == {"value": "allow_mix_precision", "source": "config"}
@@ -279,3 +279,71 @@ def test_validate_reports_a_hostile_lock_as_unusable(locked: Tree) -> None:
     assert result.exit_code == 2 and "format version" in result.stdout
     shutil.copyfile(locked.lock, locked.folder / "other.json")  # found by its content, whatever its name
     assert cli("validate", locked.folder / "other.json").exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("format_version", True, "format version true"),  # true == 1 in Python: no version
+        ("nodes", True, "valid integer, got boolean true"),
+        ("casts", "2", "valid integer, got string"),
+        ("estimated_us", False, "valid number, got boolean false"),
+    ],
+)
+def test_lock_counts_that_are_booleans_or_strings(locked: Tree, key: str, value: object, fragment: str) -> None:
+    data = json.loads(locked.lock.read_text(encoding="utf-8"))
+    section = data if key == "format_version" else data["model"] if key == "nodes" else data["summary"]
+    section[key] = value
+    locked.lock.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    code, payload = locked.check()
+    _located(code, payload, fragment, line_of(locked.lock, f'"{key}"'))
+    assert cli("validate", locked.lock).exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["mo\0del.onnx", "a" * 300 + ".onnx", "a" * 300 + "/model.onnx"])
+@pytest.mark.parametrize("record", ["model", "modify_mixlist"])
+def test_recorded_path_with_a_nul_or_a_name_too_long(locked: Tree, name: str, record: str) -> None:
+    data = json.loads(locked.lock.read_text(encoding="utf-8"))
+    (data["model"] if record == "model" else data["settings"]["modify_mixlist"])["path"] = name
+    locked.lock.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    code, payload = locked.check()
+    _located(code, payload, "NUL character" if "\0" in name else "longer than the file system allows")
+    assert payload["error"]["file"] == str(locked.folder / name)
+    assert f"precision.lock.json:{line_of(locked.lock, json.dumps(name))}" in payload["error"]["hint"]
+    result = cli("validate", locked.lock)
+    assert result.exit_code == 2 and "1 error" in result.stdout, result.stdout
+    assert cli("lock", "--check", locked.lock).exit_code == 2
+
+
+def test_a_named_model_is_never_checked_against_the_bundled_example(tmp_path: Path) -> None:
+    """The tree's model is a copy of the example: judged against the example, the check passed, and --update
+    wrote "example" into the lock of a named model."""
+    tree = example_tree(tmp_path)
+    tree.config.write_text("model: model.onnx\nprecision_mode: allow_mix_precision\n", encoding="utf-8")
+    assert cli("lock", "--config", tree.config, "-o", tree.lock).exit_code == 0
+    tree.config.write_text("precision_mode: allow_mix_precision\n", encoding="utf-8")
+    before = tree.lock.read_bytes()
+    for options in ((), ("--update",)):
+        code, payload = tree.check(*options)
+        _located(code, payload, "made for the model 'model.onnx'", line_of(tree.lock, '"model.onnx"'))
+        assert "bundled example" in payload["error"]["message"] and "session.yaml" in payload["error"]["message"]
+    assert tree.lock.read_bytes() == before
+    result = cli("validate", tree.lock)
+    assert result.exit_code == 2 and "names no model" in result.stdout
+
+
+def test_a_lock_refers_to_the_repositorys_schema_by_relative_path(tmp_path: Path) -> None:
+    """With ampconfig's schemas written into the repository (``schema --write``), a lock's ``$schema`` is their
+    relative path, which an editor resolves offline, and the lock is valid against the schema it names."""
+    import jsonschema
+
+    tree = _full_tree(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "schemas").mkdir()
+    assert cli("schema", "--write", str(tmp_path / "schemas")).exit_code == 0
+    result = cli("lock", tree.model, "--config", tree.config, "-o", tree.lock)
+    assert result.exit_code == 0, result.output
+    data = json.loads(tree.lock.read_text(encoding="utf-8"))
+    schema_file = (tree.lock.parent / data["$schema"]).resolve()
+    assert schema_file == (tmp_path / "schemas" / SCHEMA_KINDS["lock"].filename).resolve()
+    jsonschema.validate(data, json.loads(schema_file.read_text(encoding="utf-8")))

@@ -24,9 +24,9 @@ import onnxruntime as ort
 import pytest
 
 from ampconfig import rewrite_model_detailed
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.domains import is_default_domain
 from ampconfig.prove.judge import Judge, accuracy_model
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.config import Tolerance
 from tests.transformer_stacks import StackSize, bert_stack, gpt2_stack, token_feeds
 

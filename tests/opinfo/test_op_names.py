@@ -162,8 +162,8 @@ def test_keep_dtype_op_type_entries_take_foreign_names(tmp_path: Path, models: d
     keep = _write(tmp_path, "keep_dtype.cfg", "OpType::BatchMatMulV2\nOpType::Xlog1py\n")
     payload = _explain(models["gpt2"], "--keep-dtype", str(keep))
     assert {node["rule"] for node in payload["nodes"] if node["op_type"] == "MatMul"} == {"keep_dtype"}
-    assert f"{keep}:1: OpType::'BatchMatMulV2' (TensorFlow/Ascend) is ONNX 'MatMul'" in payload["notes"]
-    assert any(":2: OpType::'Xlog1py'" in warning and "pins nothing" in warning for warning in payload["warnings"])
+    assert f"{keep}:1: 'OpType::BatchMatMulV2' (TensorFlow/Ascend) is ONNX 'MatMul'" in payload["notes"]
+    assert any(":2: 'OpType::Xlog1py'" in warning and "pins nothing" in warning for warning in payload["warnings"])
 
 
 # ------------------------------------------------------------------------------------ TensorFlow's variables

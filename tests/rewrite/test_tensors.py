@@ -7,8 +7,8 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from ampconfig.decide.decisions import ClampedTensor, RewriteStats
 from ampconfig.dtypes import Dtype
+from ampconfig.rewrite.results import ClampedTensor, RewriteStats
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS, LAZY_CONVERSION_BYTES, TensorConverter
 from ampconfig.runner.float_cast import float32_to_float16
 

@@ -118,8 +118,24 @@ def test_a_json_that_is_no_list_of_feeds_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AmpconfigError, match="list of feeds"):
         load_data(path, if_overflow())
     path.write_text('[{"x": {"array": "not base64 !"}, "flag": true}]')
-    with pytest.raises(AmpconfigError, match=r"not a numpy array|neither base64"):
+    with pytest.raises(AmpconfigError, match=r"not a \.npy array|neither base64"):
         load_data(path, if_overflow())
+
+
+def test_a_json_array_of_python_objects_is_refused_without_numpy_s_pickle_advice(tmp_path: Path) -> None:
+    """numpy says "allow_pickle=False"; ampconfig has no such switch and loads no pickles (issue 31)."""
+    stream = io.BytesIO()
+    np.save(stream, np.array([[1.0, "x"]], dtype=object), allow_pickle=True)
+    path = tmp_path / "feeds.json"
+    feed = {"x": {"array": base64.b64encode(stream.getvalue()).decode()}, "flag": True}
+    path.write_text(json.dumps([feed]))
+    with pytest.raises(AmpconfigError, match="holds Python objects") as caught:
+        load_data(path, if_overflow())
+    assert "allow_pickle" not in caught.value.message and "allow_pickle" not in (caught.value.hint or "")
+    path.write_text('[{"x": {"array": "no npy header"}, "flag": true}]')  # bytes numpy would take for a pickle
+    with pytest.raises(AmpconfigError, match=r"not a numpy array \(no \.npy header\)") as caught:
+        load_data(path, if_overflow())
+    assert "allow_pickle" not in caught.value.message
 
 
 # ------------------------------------------------------------------------------------------------- the judge
@@ -266,6 +282,33 @@ def test_a_data_set_in_another_float_type_is_converted_with_one_warning_per_inpu
     result = runner.invoke(app, ["run", str(path), "-m", "force_fp16", "--data", str(folder), "--json", *FAST])
     assert result.exit_code == 0, result.output
     assert any("(and in 2 more sample(s))" in line for line in json.loads(result.stdout)["warnings"])
+
+
+def test_data_sets_in_a_config_are_read_from_the_configs_folder(
+    if_case: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run.data and run.calibration_data were read from the working folder (issue 31): here the working folder
+    holds a set of the same name whose overflowing sample would decide, and the config's folder a calm one."""
+    path, _ = if_case
+    samples = _if_samples()
+    np.savez(tmp_path / "set.npz", x=np.stack([s["x"] for s in samples]), flag=np.stack([s["flag"] for s in samples]))
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    calm = [s for i, s in enumerate(samples) if i != OVERFLOWING_SAMPLE]
+    np.savez(configs / "set.npz", x=np.stack([s["x"] for s in calm]), flag=np.stack([s["flag"] for s in calm]))
+    config = configs / "session.yaml"
+    config.write_text(
+        f"model: {path}\nprecision_mode: force_fp16\nrun:\n  data: set.npz\n  calibration_data: set.npz\n",
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(tmp_path)
+    explained = runner.invoke(app, ["explain", "--config", str(config), "--json"])
+    assert explained.exit_code == 0, explained.output
+    payload = json.loads(explained.stdout)
+    assert str(configs / "set.npz") in payload["range_analysis"]["calibration"]
+    assert {node["name"]: node for node in payload["nodes"]}["scale_up"]["rule"] == "mode_lowers"
+    ran = runner.invoke(app, ["run", "--config", str(config), *FAST, "--json"])
+    assert ran.exit_code == 0, ran.output  # the calm set passes; the working folder's would fail
 
 
 # ------------------------------------------------------------------------------- progress while reading (issue 31)

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.settings.config import (
+    RunOptions,
     SessionConfig,
     check_mode_accepts_mixlist,
     load_session_config,
@@ -139,6 +141,26 @@ def test_keep_dtype_path_is_resolved_and_read(tmp_path: Path) -> None:
     assert config.keep_dtype_entries() == [KeepDtypeEntry(None, "Erf", 1)]
 
 
+def _path_fields(model: type[BaseModel]) -> list[str]:
+    """The fields of ``model`` that can hold a path (found from their types, so a new one is not forgotten)."""
+    return [name for name, info in model.model_fields.items() if "Path" in str(info.annotation)]
+
+
+def test_every_path_of_the_config_is_relative_to_its_folder(tmp_path: Path) -> None:
+    """run.data and run.calibration_data were resolved against the working folder (issue 31)."""
+    folder = tmp_path / "configs"
+    top, run = _path_fields(SessionConfig), _path_fields(RunOptions)
+    assert {"model", "output", "modify_mixlist", "keep_dtype", "customize_dtypes"} <= set(top)
+    assert {"inputs", "data", "calibration_data"} <= set(run)
+    lines = [f"{name}: {name}.file" for name in top]
+    lines += ["run:"] + [f"  {name}: {name}.npz" for name in run]
+    config = load_session_config(write(folder, "s.yaml", "precision_mode: force_fp16\n" + "\n".join(lines) + "\n"))
+    for name in top:
+        assert getattr(config, name) == folder / f"{name}.file", name
+    for name in run:
+        assert getattr(config.run, name) == folder / f"{name}.npz", name
+
+
 def test_inline_mixlist_and_mixlist_file(tmp_path: Path) -> None:
     folder = tmp_path / "c"
     inline = load_session_config(
@@ -255,6 +277,7 @@ def test_pairing_is_checked_after_the_override(tmp_path: Path) -> None:
         ("s.yaml", "precision_mode: force_fp16\nkeep_io_types: 'yes'\n", 2, "$.keep_io_types", "valid boolean"),
         ("s.yaml", "precision_mode: force_fp16\ntarget: gpu\n", 2, "$.target", "'cpu' or 'cuda', got string"),
         ("s.yaml", "precision_mode: force_fp16\nrun: {iterations: 0}\n", 2, "$.run.iterations", "greater than"),
+        ("s.yaml", "precision_mode: force_fp16\nrun:\n  warmup: null\n", 3, "$.run.warmup", "integer, got null"),
         ("s.yaml", "precision_mode: force_fp16\nrun:\n  inputs: x.npy\n", 3, "$.run.inputs", "must be a .npz"),
         ("s.yaml", "precision_mode: force_fp16\nrun:\n  int_low: 5\n  int_high: 5\n", 4, "$.run.int_high", "greater"),
         ("s.yaml", "precision_mode: force_fp16\ntolerance:\n  rel_l2: -1\n", 3, "$.tolerance.rel_l2", "greater"),
@@ -281,6 +304,11 @@ def test_invalid_configs_are_located(
     assert matching, [p.format() for p in error.problems]
     assert matching[0].line == line and matching[0].file == str(path)
     assert fragment in matching[0].message
+
+
+def test_a_null_is_named_once(tmp_path: Path) -> None:
+    (problem,) = load_error(write(tmp_path, "s.yaml", "precision_mode: force_fp16\nrun:\n  seed: null\n")).problems
+    assert problem.message.endswith("got null")  # not "got null null" (issue 31)
 
 
 def test_unknown_key_hint_lists_valid_keys(tmp_path: Path) -> None:

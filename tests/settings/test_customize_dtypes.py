@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import Severity
+from ampconfig.examples import example_path
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text
 from tests import exporter_models
 from tests.graphs import make_model, tensor, weight
@@ -96,7 +97,7 @@ def test_customize_dtypes_wins_over_keep_dtype_and_a_node_entry_over_its_op_type
     assert {n["rule"] for n in matmuls.values()} == {"customized"}
     assert matmuls["h0.attn.qk"]["dtype"] == "float16"  # its own line, over OpType:: and over keep_dtype
     assert {n["dtype"] for name, n in matmuls.items() if name != "h0.attn.qk"} == {"float32"}
-    assert any("'BatchMatMulV2' (TensorFlow/Ascend) is ONNX 'MatMul'" in note for note in payload["notes"])
+    assert any("'OpType::BatchMatMulV2' (TensorFlow/Ascend) is ONNX 'MatMul'" in note for note in payload["notes"])
 
 
 def test_the_config_key_and_validate(gpt2: Path, tmp_path: Path) -> None:
@@ -148,6 +149,36 @@ def test_repeats_and_ambiguous_op_types(tmp_path: Path) -> None:
     assert is_customize_text("# c\nx::InputDtype:float16,OutputDtype:float16") and not is_customize_text("node\n")
 
 
+@pytest.mark.parametrize("first", ["MatMul", "BatchMatMulV2"])
+def test_two_spellings_of_one_op_type_are_a_repeat(tmp_path: Path, first: str) -> None:
+    """OpType::MatMul and OpType::BatchMatMulV2 (TensorFlow's name for it) with other dtypes: the second was
+    dropped without a word (issue 31). A warning on its line, as a repeated node line, and the first wins."""
+    second = "MatMul" if first == "BatchMatMulV2" else "BatchMatMulV2"
+    custom = _write(
+        tmp_path,
+        "c.cfg",
+        f"OpType::{first}:InputDtype:float16,float16,OutputDtype:float16\n"
+        f"OpType::{second}:InputDtype:float32,float32,OutputDtype:float32\n",
+    )
+    result = runner.invoke(app, ["validate", str(custom), "--format", "json"])
+    warnings = [p for p in json.loads(result.stdout)["problems"] if p["severity"] == "warning"]
+    assert [(p["line"], p["file"]) for p in warnings] == [(2, str(custom))], warnings
+    assert f"OpType::{second} customises ONNX MatMul, as OpType::{first} on line 1" in warnings[0]["message"]
+    assert "with other dtypes: the first wins" in warnings[0]["message"]
+    model = tmp_path / "m.onnx"
+    nodes = [oh.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    onnx.save(make_model(nodes, [tensor("x", shape=[4, 4])], [tensor("y", shape=[4, 4])], [weight("w", 4, 4)]), model)
+    explained = runner.invoke(
+        app, ["explain", str(model), "-m", "allow_mix_precision", "--customize-dtypes", str(custom)]
+    )
+    assert explained.exit_code == 0 and "the first wins" in explained.output, explained.output
+    payload = runner.invoke(
+        app, ["explain", str(model), "-m", "allow_mix_precision", "--customize-dtypes", str(custom), "--json"]
+    )
+    (node,) = json.loads(payload.stdout)["nodes"]
+    assert node["dtype"] == "float16" and "line 1" in node["reason"]
+
+
 # ------------------------------------------------------------------------------------- errors on the model
 def _erf_model(opset: int) -> onnx.ModelProto:
     nodes = [
@@ -188,6 +219,19 @@ def test_entries_that_do_not_fit_the_model_are_located_errors(
     assert error["file"] == str(custom) and error["line"] == 2
     assert words in error["message"] + (error["hint"] or ""), error
     assert not out.exists()
+
+
+def test_a_missing_node_gets_a_suggestion_only_when_one_is_genuinely_close(tmp_path: Path) -> None:
+    """A node name shares its op type with many ('/MatMul'): an unrelated name ending so is no slip of the keys
+    (issue 31: 'did you mean attn.v/MatMul?' for a CJK name)."""
+    hints = {}
+    for name in ("注意力/MatMul", "attn.scores/Matmul"):
+        custom = _write(tmp_path, "c.cfg", f"{name}::InputDtype:float32,float32,OutputDtype:float32\n")
+        result = runner.invoke(app, ["explain", str(example_path()), "--customize-dtypes", str(custom), "--json"])
+        assert result.exit_code == 2, result.output
+        hints[name] = json.loads(result.stdout)["error"]["hint"]
+    assert "did you mean" not in hints["注意力/MatMul"]
+    assert "did you mean 'attn.scores/MatMul'?" in hints["attn.scores/Matmul"]
 
 
 def test_an_op_type_no_node_has_only_warns(tmp_path: Path) -> None:

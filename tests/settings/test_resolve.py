@@ -21,6 +21,7 @@ from ampconfig.settings.resolve import (
     DEFAULT_SOURCE,
     DEFAULT_TARGET,
     Flags,
+    require_config_files,
     resolve,
 )
 from tests.graphs import transformer_block
@@ -110,8 +111,10 @@ def test_every_command_resolves_the_same_settings(session_config: Path, command:
     assert expected["tolerance"] == {"rel_l2": 0.5, "max_abs": 100.0, "min_cosine": None}
     assert expected["inputs"]["seed"] == 7 and expected["inputs"]["shapes"] == {"x": [2, 8, 32]}
     from_config = {name for name, source in expected["sources"].items() if source == f"config {session_config}"}
-    # The config names no .npz and no data set.
-    assert set(expected["sources"]) - from_config == {"inputs", "data", "calibration_data"}
+    # The config names no .npz, no data set and no ranges file (and a config has no --input arrays); its shapes
+    # are its own.
+    assert set(expected["sources"]) - from_config == {"inputs", "data", "calibration_data", "arrays", "ranges"}
+    assert "shapes" in from_config
 
 
 def test_flags_win_over_the_config_and_say_so(session_config: Path) -> None:
@@ -200,3 +203,23 @@ def test_config_target_and_device_are_independent(tmp_path: Path) -> None:
     settings = resolve(Flags(config=config))
     assert (settings.target, settings.device) == ("cuda", "cpu")
     assert resolve(Flags(config=config, device="auto")).target == "cuda"  # the device never changes the target
+
+
+def test_a_config_s_missing_file_says_how_its_path_was_resolved_a_flag_s_does_not(tmp_path: Path) -> None:
+    """Issue 31: the "relative paths in a config..." hint was printed for paths given on the command line; and a
+    config's run.data was read relative to the working directory, not to the config."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "samples").mkdir()
+    config = folder / "session.yaml"
+    config.write_text("model: m.onnx\nmodify_mixlist: mixlist.json\nrun:\n  data: samples\n")
+    settings = resolve(Flags(config=config))
+    assert settings.inputs.data == folder / "samples"  # relative to the config, as every path in it
+    with pytest.raises(AmpconfigError, match="mixlist file not found") as raised:
+        require_config_files(settings)
+    assert raised.value.file == str(folder / "mixlist.json")
+    hint = raised.value.hint or ""
+    assert "`modify_mixlist` in the config" in hint and "config file's folder" in hint
+    given = runner.invoke(app, ["lists", "--modify-mixlist", str(tmp_path / "nope.json")])
+    assert given.exit_code == 2 and "nope.json: mixlist file not found" in given.stderr
+    assert given.stderr.rstrip().endswith("mixlist file not found (check the path)")

@@ -56,6 +56,13 @@ def _checker_rejects(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
     return None
 
 
+def _runtime_refuses(facts: NodeFacts, ctx: DecisionContext) -> Verdict | None:
+    name = facts.node.name
+    if name is not None and name in ctx.runtime_refused:
+        return Verdict(facts.dtype, Rule.RUNTIME_REFUSES, ctx.runtime_refused[name])
+    return None
+
+
 #: A rule that keeps a node in the dtype it has: its verdict, or None when the rule does not apply to the node.
 KeepingRule = Callable[[NodeFacts, DecisionContext], Verdict | None]
 
@@ -65,7 +72,14 @@ UNRETYPABLE: tuple[KeepingRule, ...] = (_unretypable,)
 #: added here must keep the node's dtype (the pass ensures it); a rule that sets another dtype is a pass of its own
 #: in :data:`ampconfig.decide.pipeline.HARD`, placed at its precedence (``CustomizedDtypes`` comes first; a pass
 #: that must leave unretypable nodes alone follows ``FixedVerdicts(UNRETYPABLE)``).
-KEEPING_RULES: tuple[KeepingRule, ...] = (*UNRETYPABLE, _keep_dtype, _op_keeps_dtype, _overflow_nodes, _checker_rejects)
+KEEPING_RULES: tuple[KeepingRule, ...] = (
+    *UNRETYPABLE,
+    _keep_dtype,
+    _op_keeps_dtype,
+    _overflow_nodes,
+    _checker_rejects,
+    _runtime_refuses,
+)
 
 
 def fixed_verdict(

@@ -18,7 +18,7 @@ from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import Arrival, DecisionState, is_constant
+from ampconfig.decide.state import Arrival, DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 
@@ -102,9 +102,21 @@ class FollowNeighbours(DecisionPass):
                 )
             elif node in waiting:
                 cause = next((c for d, c in wanted if d is not low), None)
-                reason = "fed only by constants; a consumer needs float32" if cause else "fed only by constants"
+                inputs = _constant_inputs(facts)
+                reason = f"{inputs}; a consumer needs float32" if cause else f"{inputs}, and nothing reads it in {low}"
                 state.decide(node, Verdict(Dtype.FLOAT32, Rule.FOLLOWS_CONSUMERS, reason, cause))
             waiting.discard(node)
+
+
+def _constant_inputs(facts: NodeFacts) -> str:
+    """Why a waiting node had nothing to follow: its float inputs, named, are constants (its other inputs, such as
+    an embedding Gather's token ids, carry no float dtype to follow), or it has no float input at all."""
+    names = [value.name or "?" for i in facts.input_slots if (value := facts.node.inputs[i]) is not None]
+    if not names:
+        return "no float input to follow"
+    if len(names) == 1:
+        return f"its float input {names[0]} is a constant"
+    return f"its float inputs ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) are constants"
 
 
 def _label(state: DecisionState, node: ir.Node) -> str:
@@ -157,8 +169,3 @@ def soft_verdict_problem(state: DecisionState, facts: NodeFacts, graph_outputs: 
         if not wanted or any(dtype is not low for dtype, _ in wanted):
             return "says every consumer computes low, but one does not"
     return None
-
-
-def has_live_float_input(facts: NodeFacts) -> bool:
-    node = facts.node
-    return any((value := node.inputs[i]) is not None and not is_constant(value) for i in facts.input_slots)

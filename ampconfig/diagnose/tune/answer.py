@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.mixlist import Mixlist, mixlist_entries
 from ampconfig.settings.write_op_names import mixlist_in
 

@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.decide.values import ValueRanges
 from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
 from ampconfig.opinfo.op_names import Vocabulary
-from ampconfig.prove.judge import Judge, Judgement, accuracy_model
+from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model
 from ampconfig.rewrite.inject import InjectionModel, injection_model
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import InputSet, first_samples
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
@@ -136,7 +136,7 @@ class BudgetSpent(Exception):
 @dataclass(frozen=True)
 class Trial:
     candidate: Candidate
-    judgement: Judgement
+    judgement: AccuracyVerdict
     low_nodes: int
     ran: bool  # False: an earlier trial with the same decisions answered
 
@@ -362,9 +362,9 @@ class TuneRuns:
 
         return self._counted(step, run, EXPOSED)
 
-    def verify(self, result: RewriteResult, step: str) -> Judgement:
+    def verify(self, result: RewriteResult, step: str) -> AccuracyVerdict:
         """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run)."""
-        judgement: Judgement = self._counted(step, lambda: self.judge.judge(result.model))
+        judgement: AccuracyVerdict = self._counted(step, lambda: self.judge.judge(result.model))
         self.report(step, judgement.worst_rel_l2, result.low_precision_nodes)
         return judgement
 

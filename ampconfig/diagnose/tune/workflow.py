@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampconfig.decide.decisions import RewriteResult
 from ampconfig.diagnose.calibrate import Prepared, RangeReport, calibration_source, range_report
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
 from ampconfig.diagnose.sensitivity import NodeSensitivity, damaged_nodes, sensitivities
@@ -47,7 +46,8 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.opinfo.op_names import is_ambiguous
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
-from ampconfig.prove.judge import Judgement, judge_samples
+from ampconfig.prove.judge import AccuracyVerdict, judge_samples
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.validate import validate_paths
@@ -374,7 +374,7 @@ def _check_reachable(runs: TuneRuns, lowered: list[str]) -> None:
         )
 
 
-def _estimate(runs: TuneRuns, low_run: IntermediateRun) -> Judgement:
+def _estimate(runs: TuneRuns, low_run: IntermediateRun) -> AccuracyVerdict:
     """The judgement of an exposed run's outputs: an estimate (exposing intermediates may change ORT's fusions,
     and the calibration samples may be fewer than the trials')."""
     return judge_samples(runs.exposed_reference, low_run.sample_outputs, runs.judge.output_names, runs.judge.tolerance)
@@ -520,7 +520,7 @@ def _texts(
 
 def _verify_files(
     prepared: Prepared, runs: TuneRuns, report: TuneReport, texts: list[tuple[Destination, str, str]]
-) -> Judgement | None:
+) -> AccuracyVerdict | None:
     """Write the files to a private folder, validate them, rewrite from them and judge as ``run`` does."""
     candidate = report.candidate or Candidate()
     mixed = prepared.request.precision_mode.accepts_mixlist
@@ -572,7 +572,8 @@ def _no_useful_answer(settings: TuneSettings, runs: TuneRuns, report: TuneReport
         )
     report.outcome = "no_useful_answer"
     report.reason = (
-        f"no useful answer: the best candidate meeting the tolerance keeps {cost.low_nodes} of the mode's "
+        # The outcome (no_useful_answer) names the verdict; the reason says why, without repeating it.
+        f"the best candidate meeting the tolerance keeps {cost.low_nodes} of the mode's "
         f"{cost.low_nodes_all_low} low-precision nodes ({cost.low_fraction:.0%}), below --min-low-fraction "
         f"{settings.min_low_fraction:g}{form}. Tried {len(report.steps)} candidate(s) in {runs.budget.runs} runs "
         f"(all-low error {_fmt(report.all_low_error)}); raise --tolerance or lower --min-low-fraction. Nothing written"

@@ -66,11 +66,13 @@ def _tensor_shape_text(tensor: onnx.TensorProto) -> str:
 class _Walker:
     """Feeds the structure and weights digests in one walk of the model."""
 
-    def __init__(self, base_dir: Path | None) -> None:
+    def __init__(self, base_dir: Path | None, weights: bool = True, declared_types: bool = True) -> None:
         self.structure = hashlib.sha256()
         self.weights = hashlib.sha256()
         self.base_dir = base_dir
         self.nodes = 0
+        self.with_weights = weights
+        self.with_declared_types = declared_types
 
     def say(self, *parts: object) -> None:
         text = " ".join(str(part) for part in parts) + "\n"
@@ -78,6 +80,8 @@ class _Walker:
 
     def tensor(self, where: str, tensor: onnx.TensorProto) -> None:
         self.say(where, repr(tensor.name), _tensor_shape_text(tensor))
+        if not self.with_weights:
+            return
         header = f"{where} {tensor.name!r} {_tensor_shape_text(tensor)}\n".encode()
         self.weights.update(header)
         for chunk in self._tensor_bytes(tensor):
@@ -118,7 +122,7 @@ class _Walker:
             self.say("input", repr(value.name), _type_text(value.type))
         for value in graph.output:
             self.say("output", repr(value.name), _type_text(value.type))
-        for value in sorted(graph.value_info, key=lambda info: info.name):
+        for value in sorted(graph.value_info, key=lambda info: info.name) if self.with_declared_types else ():
             self.say("value", repr(value.name), _type_text(value.type))
         for tensor in sorted(graph.initializer, key=lambda t: t.name):
             self.tensor("initializer", tensor)
@@ -161,10 +165,14 @@ class _Walker:
             self.say("attr", name, kind, repr(value))
 
 
-def model_fingerprint(proto: onnx.ModelProto, model_path: str | Path | None = None) -> ModelFingerprint:
+def model_fingerprint(
+    proto: onnx.ModelProto, model_path: str | Path | None = None, *, weights: bool = True, declared_types: bool = True
+) -> ModelFingerprint:
     """The structural fingerprint and the weights hash of ``proto`` (external tensors are read from the folder of
-    ``model_path``, one chunk at a time)."""
-    walker = _Walker(Path(model_path).resolve().parent if model_path is not None else None)
+    ``model_path``, one chunk at a time). ``weights=False`` reads no tensor (``weights_sha256`` is then that of
+    nothing). ``declared_types=False`` leaves out the declared types of intermediate values (``value_info``), which
+    tools add and drop without moving any value: what a value ranges file is checked against."""
+    walker = _Walker(Path(model_path).resolve().parent if model_path is not None else None, weights, declared_types)
     opsets = {canonical_domain(entry.domain): int(entry.version) for entry in proto.opset_import}
     for domain in sorted(opsets):
         walker.say("opset", repr(domain), opsets[domain])

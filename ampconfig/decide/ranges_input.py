@@ -1,0 +1,54 @@
+"""Value ranges from a ranges file (``--ranges``, config ``ranges:``, the API's ``ranges=``), checked against the
+model they decide: the one reader every deciding command and the API use (:mod:`ampconfig.prove.calibration`
+measures them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from ampconfig.decide.values import ValueRanges
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.hashing import file_sha256
+from ampconfig.files.identity import model_fingerprint
+from ampconfig.settings.ranges_file import load_ranges
+
+#: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
+NOT_CHECKED = (
+    "activations were not checked against the low type's range (no ranges and no data: constants were): a node "
+    "whose values overflow it on real inputs is lowered anyway; give --ranges FILE (ampconfig calibrate) or --data"
+)
+
+
+def structure_sha256(model: onnx.ModelProto) -> str:
+    """The structure value ranges are keyed by: the lock's structure hash without the declared types of
+    intermediate values (``value_info``), which exporters and tools add or drop without moving any value. No weight
+    is read."""
+    return model_fingerprint(model, weights=False, declared_types=False).structure_sha256
+
+
+def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None) -> ValueRanges:
+    """The ranges of a ranges file, for ``model`` (the input model as opened) with the range rule's ``margin``
+    (None: the default): a file measured on another model structure is refused (exit 2), both hashes named."""
+    ranges = load_ranges(path)
+    structure = structure_sha256(model)
+    if ranges.model.structure_sha256 != structure:
+        measured = f" (measured on {ranges.model.path})" if ranges.model.path else ""
+        raise AmpconfigError(
+            f"the value ranges were measured on another model structure{measured}: the file records structure "
+            f"{ranges.model.structure_sha256}, the model has {structure}",
+            file=str(path),
+            json_path="$.model.structure_sha256",
+            hint="make the ranges again for this model: ampconfig calibrate MODEL --data DIR -o RANGES.json",
+        )
+    peaks = {key: value.max_abs for key, value in ranges.values.items()}
+    return ValueRanges(
+        peaks,
+        f"{ranges.data.source} (ranges file {path})",
+        margin,
+        file=str(path),
+        file_sha256=file_sha256(path),
+        data_sha256=ranges.data.sha256,
+    )

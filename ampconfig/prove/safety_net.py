@@ -1,0 +1,162 @@
+"""``run``'s safety net: a rewritten model that ONNX Runtime crashes on or refuses, while the fp32 model runs.
+
+Op info says which kernels exist, not every way ONNX Runtime can fail on a graph: a float16 op its optimiser
+fuses into something that crashes, or a kernel that takes float16 for some attributes only. The rewrite is the
+cause when the fp32 model runs and the rewritten one does not, so the net looks for the lowered nodes whose dtype
+triggers it and keeps them in their original dtype (rule ``runtime_refuses``, a warning each), then goes on.
+
+The search (:func:`find_kept`): nodes ONNX Runtime names in its message are kept first; otherwise a binary search
+over the lowered nodes in graph order finds the shortest prefix whose keeping makes the model run, and its last
+node is kept; repeated until the model runs. Each probe rewrites the model with the nodes kept so far and loads
+and runs it once in a child process (:mod:`ampconfig.runner.crash_guard`), so that a crash of a probe is an
+answer, not the end of ``ampconfig``. ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000 lowered nodes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.models import open_model, save_model_atomic
+from ampconfig.rewrite.results import RewriteResult
+from ampconfig.runner.crash_guard import GuardedModel, ModelCheck, Outcome, Phase, check_in_child
+from ampconfig.runner.inputs import adapt_feeds
+
+#: At most this many nodes are kept by the net: more means the cause is not a few nodes' dtypes.
+MAX_KEPT = 16
+
+_LOW_DTYPES = frozenset({"float16", "bfloat16"})
+_WHILE = {Phase.LOAD: "loading", Phase.RUN: "running"}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What ONNX Runtime did with a model: crashed or refused it, in which phase, in its own words."""
+
+    outcome: Outcome
+    phase: Phase
+    message: str
+
+    def says(self) -> str:
+        """E.g. "crashed (killed by SIGSEGV) while loading" or "refused it while running: <ORT's words>"."""
+        if self.outcome is Outcome.CRASHED:
+            return f"crashed ({self.message}) while {_WHILE[self.phase]}"
+        return f"refused it while {_WHILE[self.phase]}: {self.message}"
+
+    @staticmethod
+    def of(check: ModelCheck) -> Failure | None:
+        if check.ok or check.phase is None:
+            return None
+        return Failure(check.outcome, check.phase, check.message)
+
+
+def crashed_on_input(check: ModelCheck, model_path: str | Path) -> AmpconfigError:
+    """The fp32 model itself crashed ONNX Runtime: nothing ampconfig did, nothing it can keep."""
+    return AmpconfigError(
+        f"ONNX Runtime crashed ({check.message}) while {_WHILE[check.phase or Phase.LOAD]} the fp32 model",
+        file=str(model_path),
+        hint="the input model crashes ONNX Runtime on its own; check it with onnxruntime.InferenceSession, and "
+        "try another onnxruntime version or --device",
+    )
+
+
+def lowered_nodes(result: RewriteResult) -> list[str]:
+    """The nodes the rewrite moved to a low dtype (retargeted casts included), in graph order."""
+    return [d.name for d in result.decisions if d.changed and d.dtype in _LOW_DTYPES]
+
+
+def _named_in(message: str, candidates: Sequence[str]) -> list[str]:
+    """Candidates ONNX Runtime's message names as it names nodes: "(name)", "'name'" or '"name"'."""
+    return [name for name in candidates if any(f"{o}{name}{c}" in message for o, c in ("()", "''", '""'))]
+
+
+def find_kept(
+    candidates: Sequence[str],
+    failure: Failure,
+    fails_keeping: Callable[[Mapping[str, str]], Failure | None],
+    reason: Callable[[Failure], str],
+) -> dict[str, str]:
+    """The nodes to keep, with why, so that ``fails_keeping(kept)`` is None (the model runs); ``failure`` is how
+    the model with none kept failed. Raises :class:`AmpconfigError` when keeping every candidate does not help,
+    or when more than :data:`MAX_KEPT` nodes would have to be kept (the search then stops: each node costs
+    ``2 + log2(len(candidates))`` probes at most)."""
+    kept: dict[str, str] = {}
+
+    def probe(names: Sequence[str]) -> Failure | None:
+        return fails_keeping({**kept, **dict.fromkeys(names, reason(failure))})
+
+    while True:
+        remaining = [name for name in candidates if name not in kept]
+        found = _named_in(failure.message, remaining)
+        if not found:
+            if not remaining or probe(remaining) is not None:
+                raise _gave_up(failure, "keeping every node ampconfig lowered did not help")
+            low, high = 1, len(remaining)  # keeping remaining[:high] makes it run
+            while low < high:
+                middle = (low + high) // 2
+                if probe(remaining[:middle]) is None:
+                    high = middle
+                else:
+                    low = middle + 1
+            found = [remaining[low - 1]]
+        kept.update(dict.fromkeys(found, reason(failure)))
+        if len(kept) > MAX_KEPT:
+            raise _gave_up(failure, f"more than {MAX_KEPT} nodes would have to keep their dtype")
+        next_failure = probe([])
+        if next_failure is None:
+            return kept
+        failure = next_failure
+
+
+def _gave_up(failure: Failure, why: str) -> AmpconfigError:
+    return AmpconfigError(
+        f"ONNX Runtime {failure.says()} the rewritten model (the fp32 model ran), and ampconfig could not find the "
+        f"nodes that cause it: {why}",
+        hint="run with --precision-mode must_keep_origin_dtype, or pin nodes with keep_dtype; please report the "
+        "model and the command",
+    )
+
+
+def repair(
+    result: RewriteResult,
+    failure: Failure,
+    rewrite: Callable[[Mapping[str, str]], RewriteResult],
+    sample: Mapping[str, np.ndarray],
+    device: str,
+    *,
+    tf32: bool = False,
+) -> RewriteResult:
+    """The rewrite again with the lowered nodes that make ONNX Runtime fail (``failure``, on ``sample``) kept in
+    their original dtype, each named in a warning; probes run on ``device`` in a child process."""
+    results: dict[frozenset[str], RewriteResult] = {}
+
+    def fails_keeping(kept: Mapping[str, str]) -> Failure | None:
+        key = frozenset(kept)
+        if key not in results:
+            results[key] = rewrite(kept)
+        return check_rewrite(results[key], sample, device, tf32=tf32)
+
+    def reason(found: Failure) -> str:
+        return f"ONNX Runtime {found.says()} the rewritten model with it in {result.low_dtype}"
+
+    kept = find_kept(lowered_nodes(result), failure, fails_keeping, reason)
+    repaired = results[frozenset(kept)]
+    original = {d.name: d.original_dtype for d in result.decisions}
+    warnings = [f"node {name} kept {original.get(name)} (rule runtime_refuses): {why}" for name, why in kept.items()]
+    return replace(repaired, warnings=[*repaired.warnings, *warnings])
+
+
+def check_rewrite(
+    result: RewriteResult, sample: Mapping[str, np.ndarray], device: str, *, tf32: bool = False
+) -> Failure | None:
+    """Load and run the rewritten model once on ``sample`` in a child process: None when it runs."""
+    with tempfile.TemporaryDirectory(prefix="ampconfig-net-") as folder:
+        path = save_model_atomic(result.savable, Path(folder) / "probe.onnx")
+        feeds = adapt_feeds(sample, open_model(path, map_weights=True).proto)
+        (check,) = check_in_child([GuardedModel("rewritten", path, feeds, tf32)], device)
+    return Failure.of(check)

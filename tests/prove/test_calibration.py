@@ -1,0 +1,200 @@
+"""One decision everywhere: value ranges as a recorded input (issue: the model you prove is the model you ship).
+
+A log-mel front end (``tests/spectrum_models.py``) overflows float16 only on loud, real-looking frames. Every
+deciding command must decide it the same way from the same values: ``run --inputs``, ``rewrite --ranges`` (the file
+``calibrate`` made from the same inputs), ``rewrite --inputs``, ``explain --inputs``, and a lock's check.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from tests.spectrum_models import POWER_NODES, loud_frames, write_power_spectrum
+
+RUN = ["--warmup", "0", "--iterations", "1"]
+
+
+def ampconfig(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ampconfig", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def spectrum(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The model, its loud inputs and the ranges ``calibrate`` made from them, in one folder."""
+    folder = tmp_path_factory.mktemp("spectrum")
+    model, inputs = write_power_spectrum(folder)
+    done = ampconfig("calibrate", model, "--inputs", inputs, "-o", "ranges.json", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return model, inputs, folder / "ranges.json"
+
+
+def _run_output(model: Path) -> np.ndarray:
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"frames": loud_frames()})[0])
+
+
+def test_calibrate_writes_every_float_value_with_model_and_data_identity(spectrum: tuple[Path, Path, Path]) -> None:
+    _, _, ranges = spectrum
+    data = json.loads(ranges.read_text())
+    assert data["format"] == "ampconfig-value-ranges" and data["format_version"] == 1
+    assert data["model"]["path"] == "log_mel.onnx" and len(data["model"]["structure_sha256"]) == 64
+    assert data["data"]["samples"] == 1 and len(data["data"]["sha256"]) == 64
+    power = data["values"]["power"]
+    assert power["max_abs"] > 1e6 and power["min"] >= 0 and power["nonfinite"] == 0
+    frames = loud_frames()
+    assert data["values"]["frames"]["min"] == float(frames.min())
+    assert data["values"]["frames"]["max_abs"] == float(np.abs(frames).max())
+
+
+def test_rewrite_with_ranges_writes_the_model_run_proved(spectrum: tuple[Path, Path, Path]) -> None:
+    model, inputs, ranges = spectrum
+    folder = model.parent
+    run = ampconfig("run", model, "--inputs", inputs, "-o", "run.onnx", *RUN, cwd=folder)
+    assert run.returncode == 0, run.stdout + run.stderr
+    from_file = ampconfig("rewrite", model, "--ranges", ranges, "-o", "ranged.onnx", cwd=folder)
+    from_data = ampconfig("rewrite", model, "--inputs", inputs, "-o", "data.onnx", cwd=folder)
+    plain = ampconfig("rewrite", model, "-o", "plain.onnx", cwd=folder)
+    assert from_file.returncode == from_data.returncode == plain.returncode == 0
+    shipped = (folder / "run.onnx").read_bytes()
+    assert (folder / "ranged.onnx").read_bytes() == shipped
+    assert (folder / "data.onnx").read_bytes() == shipped
+    # The point of it: the shipped model is finite on the data, and what it keeps float32 is what overflows.
+    assert np.isfinite(_run_output(folder / "ranged.onnx")).all()
+    unchecked = ampconfig("run", model, "--inputs", inputs, "--no-range-check", *RUN, "--json", cwd=folder)
+    assert unchecked.returncode == 1, unchecked.stdout  # float16 storage of the power spectrum: inf
+    assert json.loads(unchecked.stdout)["outputs"][0]["nonfinite"] > 0
+    # Without values the rewrite warns, naming the options that would check them.
+    assert "warning: activations were not checked" in plain.stderr and "--ranges" in plain.stderr
+    assert "activations were not checked" not in from_file.stderr
+
+
+def test_explain_and_run_report_the_same_dtype_and_rule_for_every_node(spectrum: tuple[Path, Path, Path]) -> None:
+    model, inputs, ranges = spectrum
+    folder = model.parent
+    explained = ampconfig("explain", model, "--inputs", inputs, "--json", cwd=folder)
+    from_file = ampconfig("explain", model, "--ranges", ranges, "--json", cwd=folder)
+    run = ampconfig("run", model, "--inputs", inputs, *RUN, "--lock-out", "explain.lock.json", cwd=folder)
+    assert explained.returncode == from_file.returncode == run.returncode == 0, explained.stderr + run.stderr
+    lock = json.loads((folder / "explain.lock.json").read_text())
+    by_run = {node["name"]: (node["dtype"], node["rule"]) for node in lock["nodes"]}
+    for payload in (json.loads(explained.stdout), json.loads(from_file.stdout)):
+        by_explain = {node["name"]: (node["dtype"], node["rule"]) for node in payload["nodes"]}
+        assert by_explain == by_run
+    assert {name for name, (_, rule) in by_run.items() if rule == "range_exceeds"} >= set(POWER_NODES)
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+def test_a_lock_from_run_passes_its_own_check(spectrum: tuple[Path, Path, Path], clamp: bool) -> None:
+    model, inputs, _ = spectrum
+    folder = model.parent
+    lock = f"run-{clamp}.lock.json"
+    extra = ["--clamp-values"] if clamp else []
+    run = ampconfig("run", model, "--inputs", inputs, *RUN, *extra, "--lock-out", lock, cwd=folder)
+    assert run.returncode == 0, run.stderr
+    recorded = json.loads((folder / lock).read_text())
+    assert recorded["values"]["checked"] is True and {"re2", "im2", "power"} <= set(recorded["values"]["beyond_margin"])
+    assert recorded["settings"]["clamp_values"] == {"value": clamp, "source": "command line" if clamp else "default"}
+    check = ampconfig("lock", "--check", lock, "--strict", cwd=folder)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_changed_ranges_file_is_named_as_the_cause(spectrum: tuple[Path, Path, Path]) -> None:
+    model, _, ranges = spectrum
+    folder = model.parent
+    mine = folder / "mine.json"
+    mine.write_text(ranges.read_text())
+    made = ampconfig("lock", model, "--ranges", mine, "-o", "ranges.lock.json", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    assert ampconfig("lock", "--check", "ranges.lock.json", cwd=folder).returncode == 0
+    quiet = json.loads(mine.read_text())
+    for value in quiet["values"].values():
+        value["max_abs"] = min(value["max_abs"], 1.0)
+    mine.write_text(json.dumps(quiet))
+    check = ampconfig("lock", "--check", "ranges.lock.json", cwd=folder)
+    assert check.returncode == 1
+    changed = [line for line in check.stdout.splitlines() if line.strip().startswith("changed")]
+    assert changed and all("the value ranges file changed" in line for line in changed)
+    assert "the decision rules differ" not in check.stdout
+
+
+def test_ranges_of_another_model_structure_are_refused(spectrum: tuple[Path, Path, Path]) -> None:
+    model, _, ranges = spectrum
+    folder = model.parent
+    other = onnx.load(model)
+    other.graph.node[-1].name = "renamed_log"
+    onnx.save(other, folder / "other.onnx")
+    done = ampconfig("rewrite", "other.onnx", "--ranges", ranges, "-o", "x.onnx", cwd=folder)
+    assert done.returncode == 2
+    recorded = json.loads(ranges.read_text())["model"]["structure_sha256"]
+    assert recorded in done.stderr and "another model structure" in done.stderr
+    assert not (folder / "x.onnx").exists()
+
+
+def test_validate_checks_a_ranges_file(spectrum: tuple[Path, Path, Path]) -> None:
+    _, _, ranges = spectrum
+    folder = ranges.parent
+    assert ampconfig("validate", ranges, cwd=folder).returncode == 0
+    broken = json.loads(ranges.read_text())
+    broken["values"]["power"]["nonfinite"] = -1
+    (folder / "broken.json").write_text(json.dumps(broken, indent=1))
+    done = ampconfig("validate", "broken.json", cwd=folder)
+    assert done.returncode != 0 and "nonfinite" in done.stdout + done.stderr
+
+
+def test_the_api_and_the_pass_read_ranges_as_the_commands_do(spectrum: tuple[Path, Path, Path]) -> None:
+    import ampconfig as api
+
+    model, _, ranges = spectrum
+    shipped = api.rewrite_model(model, "allow_mix_precision", ranges=ranges)
+    command = model.parent / "ranged.onnx"
+    if not command.exists():
+        assert ampconfig("rewrite", model, "--ranges", ranges, "-o", command, cwd=model.parent).returncode == 0
+    assert shipped.SerializeToString(deterministic=True) == onnx.load(command).SerializeToString(deterministic=True)
+
+
+def test_a_clamped_lock_passes_its_check_and_records_the_setting(tmp_path: Path) -> None:
+    """A BatchNormalization variance beyond float16: with --clamp-values the lock records the clamp, and its check
+    decides with it (it failed at once with 'mode_lowers -> value_out_of_range' when the setting went unrecorded)."""
+    from tests.value_models import detector_bn, pixels
+
+    onnx.save(detector_bn(), tmp_path / "detector.onnx")
+    np.savez(tmp_path / "image.npz", image=pixels())
+    run = ampconfig(
+        "run", "detector.onnx", "-m", "force_fp16", "--inputs", "image.npz", "--clamp-values", *RUN,
+        "--lock-out", "clamped.lock.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode in (0, 1), run.stderr
+    lock = json.loads((tmp_path / "clamped.lock.json").read_text())
+    assert lock["settings"]["clamp_values"] == {"value": True, "source": "command line"}
+    assert not any(node["rule"] == "value_out_of_range" for node in lock["nodes"])
+    check = ampconfig("lock", "--check", "clamped.lock.json", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    # The same lock made by `lock --clamp-values` decides the same nodes.
+    made = ampconfig(
+        "lock", "detector.onnx", "-m", "force_fp16", "--inputs", "image.npz", "--clamp-values",
+        "-o", "made.lock.json", cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert json.loads((tmp_path / "made.lock.json").read_text())["nodes"] == lock["nodes"]
+
+
+def test_the_pass_reads_ranges_as_the_command_does(spectrum: tuple[Path, Path, Path]) -> None:
+    import onnx_ir as ir
+
+    from ampconfig import MixedPrecisionPass
+
+    model, _, ranges = spectrum
+    result = MixedPrecisionPass("allow_mix_precision", ranges=ranges)(ir.load(model))
+    assert result.rewrite is not None
+    decided = {d.name: (d.dtype, d.rule.value) for d in result.rewrite.decisions}
+    assert all(decided[name] == ("float32", "range_exceeds") for name in POWER_NODES)
