@@ -41,7 +41,7 @@ def compare(options: SharedOptions) -> None:
     from ampconfig.report.html import render_html
 
     with opened(options) as start:
-        prepared = prepare(start.settings, command="compare", guard=start.guard)
+        prepared = prepare(start.settings, command="compare", guard=start.guard, progress=start.progress)
         result = compare_rewrite(
             prepared,
             threshold=options.threshold,

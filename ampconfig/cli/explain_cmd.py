@@ -91,7 +91,9 @@ def _explain_with_runs(
     from ampconfig.report.compare import compare_payload
     from ampconfig.report.explain import explain_payload
 
-    prepared = prepare(start.settings, command="explain --range-check/--compare", guard=start.guard)
+    prepared = prepare(
+        start.settings, command="explain --range-check/--compare", guard=start.guard, progress=start.progress
+    )
     compare_data: dict[str, Any] | None = None
     if compare:
         result = compare_rewrite(

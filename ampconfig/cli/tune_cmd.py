@@ -128,7 +128,7 @@ def tune(
             # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)
             outputs = declare_outputs(settings, guard)
-            prepared = prepare(request, command="tune")
+            prepared = prepare(request, command="tune", progress=sample_progress)
             report = run_tune(prepared, settings, progress, guard, outputs, sample_progress=sample_progress)
         ran_on = prepared.device
         # Said plainly, as run says it: where the trials ran, and that the decisions are the target's.

@@ -5,7 +5,7 @@ anchors expands to billions of values, deeply nested JSON exhausts Python's recu
 to parse. Every document is therefore checked against three limits, each refused with a located error (exit 2)
 before the expensive step:
 
-- :data:`MAX_DOCUMENT_BYTES`: the file's size, checked before it is read (and while reading, for devices and pipes);
+- :data:`MAX_DOCUMENT_BYTES`: the file's size, checked before it is read (and while reading, for a file that grows);
 - :data:`MAX_NESTING_DEPTH`: arrays and objects inside each other, checked by a scan before JSON and TOML are
   parsed and while YAML is composed;
 - :data:`MAX_DOCUMENT_VALUES`: keys plus values plus array items, with every YAML alias counted as the values it
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.paths import open_regular
 
 #: Largest document read, in bytes. Session configs, mixlists and keep_dtype files are kilobytes; the built-in op
 #: info files about 70 KB.
@@ -47,21 +48,22 @@ def _megabytes(size: int) -> str:
 
 # --------------------------------------------------------------------------------------------------- reading
 def read_bounded(path: Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The bytes of ``path``: a regular file larger than ``max_bytes`` is refused from its size, before it is
-    read; a device or pipe (no size known up front) is read up to the limit and refused beyond it."""
+    """The bytes of ``path``, a regular file (:func:`~ampconfig.files.paths.open_regular`: a FIFO, device or
+    socket is refused, never opened to wait): one larger than ``max_bytes`` is refused from its size, before it is
+    read; one that grows past the limit while it is read is refused then."""
     source = str(path)
     try:
-        with path.open("rb") as handle:
-            size = os.fstat(handle.fileno()).st_size if path.is_file() else None
-            if size is not None and size > max_bytes:
+        with open_regular(path, what) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
                 raise _too_large(what, source, _megabytes(size), max_bytes)
             # Read one byte more than expected: a file that grows meanwhile is read on, up to the limit.
-            raw = handle.read(max_bytes + 1 if size is None else size + 1)
-            if size is not None and len(raw) > size:
+            raw = handle.read(size + 1)
+            if len(raw) > size:
                 raw += handle.read(max_bytes + 1 - len(raw))
     except OSError as exc:
         raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
-    if len(raw) > max_bytes:  # a device or pipe, or a file that grew while it was read
+    if len(raw) > max_bytes:  # a file that grew while it was read
         raise _too_large(what, source, f"more than {_megabytes(max_bytes)}", max_bytes)
     return raw
 

@@ -1,5 +1,10 @@
 """Input paths checked before they are opened: a located message for every way a path can fail to be a readable
-file (missing, a symbolic link loop, a directory, a device or pipe where a regular file is needed)."""
+file (missing, a symbolic link loop, a directory, a device or pipe where a regular file is needed).
+
+ampconfig reads regular files only. Opening a FIFO for reading waits until something opens it for writing, which
+may be never (a FIFO named like a lock under the folder the pre-commit hook searches hung it for ever); a device
+or socket has no end or no content. :func:`open_regular` opens without waiting and checks what it opened.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from ampconfig.errors import AmpconfigError
 
@@ -65,11 +70,46 @@ def require_file(path: Path, what: str, *, hint: str | None = None, regular: boo
     if stat.S_ISDIR(mode):
         raise AmpconfigError(f"{what} is a directory, not a file", file=source, hint=hint)
     if regular and not stat.S_ISREG(mode):
-        raise AmpconfigError(
-            f"{what} is not a regular file (a device, pipe or socket)",
-            file=source,
-            hint="give the path of a file on disk",
-        )
+        raise not_regular(source, what)
+
+
+def not_regular(source: str, what: str) -> AmpconfigError:
+    return AmpconfigError(
+        f"{what} is not a regular file (a device, pipe or socket); ampconfig reads only files on disk",
+        file=source,
+        hint="give the path of a file on disk",
+    )
+
+
+#: Opening without waiting: a FIFO opens at once (and is then refused) instead of waiting for a writer.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def open_regular(path: Path, what: str, *, hint: str | None = None) -> BinaryIO:
+    """``path`` open for reading (binary), or a located AmpconfigError unless it is a regular file. The check is
+    made on what was opened (a FIFO put in the file's place after a check of the path is refused too), and
+    opening never waits."""
+    require_file(path, what, hint=hint)
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise _unreadable(path, what, hint, exc) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise not_regular(str(path), what)
+        if _NONBLOCK:
+            os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _unreadable(path: Path, what: str, hint: str | None, exc: OSError) -> AmpconfigError:
+    if isinstance(exc, (PermissionError, FileNotFoundError)):  # FileNotFoundError: it went away since the check
+        return _missing(path, what, hint, exc)
+    return AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=str(path))
 
 
 def _missing(path: Path, what: str, hint: str | None, exc: OSError) -> AmpconfigError:

@@ -3,12 +3,14 @@ external data), session config, mixlist or keep_dtype file is one of the changed
 pre-commit hook checks (``ampconfig validate --touched FILE...``).
 
 Locks are found by name; a file of that name that is not a lock is left alone (``validate`` reports a lock that
-cannot be read when it is given by name, not when it is found).
+cannot be read when it is given by name, not when it is found). One that is not a regular file (a FIFO, a socket,
+a device) is skipped with a warning and never opened: opening a FIFO waits for a writer, for ever in a hook.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,6 +21,8 @@ from ampconfig.files.models import open_model
 from ampconfig.lock.record import lock_relative
 from ampconfig.settings.lock_file import PrecisionLock, load_lock
 
+log = logging.getLogger(__name__)
+
 #: How a precision lock's name ends.
 LOCK_SUFFIX = ".lock.json"
 #: Folders never searched for locks: version control, environments, caches, dependencies.
@@ -26,12 +30,22 @@ SKIPPED_FOLDERS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modul
 
 
 def find_locks(root: Path) -> Iterator[Path]:
-    """Every ``*.lock.json`` under ``root``, in sorted order, skipping hidden and dependency folders."""
+    """Every ``*.lock.json`` under ``root`` that is a regular file (or a symlink to one), in sorted order, skipping
+    hidden and dependency folders; any other file of that name is skipped with a warning."""
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = sorted(name for name in subfolders if name not in SKIPPED_FOLDERS and not name.startswith("."))
         for name in sorted(files):
-            if name.lower().endswith(LOCK_SUFFIX):
-                yield Path(folder) / name
+            if not name.lower().endswith(LOCK_SUFFIX):
+                continue
+            path = Path(folder) / name
+            if path.is_file() or not path.exists():  # a dangling symlink: load_lock says it is missing
+                yield path
+            else:
+                log.warning(
+                    "skipped %s: named like a precision lock, but not a regular file (a FIFO, socket or "
+                    "device), so it is not read",
+                    path,
+                )
 
 
 def recorded_files(lock: PrecisionLock, lock_path: Path) -> list[Path]:

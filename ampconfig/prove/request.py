@@ -37,6 +37,7 @@ from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
+from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.resolve import Settings
 
@@ -166,11 +167,13 @@ def prepare(
     command: str = "this command",
     guard: OutputGuard | None = None,
     map_weights: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> Prepared:
     """The request's model, named, with its samples when ``need_inputs`` (something will run). The model's
     external data files are declared to ``guard`` as inputs as soon as they are known, before anything runs.
     ``map_weights``: a large single-file model keeps its weights in its file (for a caller that runs it from
-    files, as ``run`` does; :attr:`Prepared.model` then reads them in)."""
+    files, as ``run`` does; :attr:`Prepared.model` then reads them in). ``progress`` hears about a data set
+    folder that is slow to read."""
     opened = open_model(request.model_path, map_weights=map_weights)  # external tensor data stays on disk
     if guard is not None:
         declare_model(guard, opened)
@@ -179,16 +182,16 @@ def prepare(
     if not need_inputs:
         empty = SampleSet([{}], [], "none")
         return Prepared(request, opened, graph, empty, empty, device, command)
-    data = _samples(request, graph)
+    data = _samples(request, graph, progress)
     calibration = data
     if request.inputs.calibration_data is not None:
-        calibration = load_data(request.inputs.calibration_data, graph, "--calibration-data")
+        calibration = load_data(request.inputs.calibration_data, graph, "--calibration-data", progress)
     elif request.inputs.data is not None:
         calibration = data.first(CALIBRATION_SAMPLES)
     return Prepared(request, opened, graph, data, calibration, device, command)
 
 
-def _samples(request: Settings, graph: onnx.ModelProto) -> SampleSet:
+def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallback | None = None) -> SampleSet:
     wanted = request.inputs
     if wanted.data is None:
         return single_sample(inputs_for(graph, wanted))
@@ -202,7 +205,7 @@ def _samples(request: Settings, graph: onnx.ModelProto) -> SampleSet:
             f"--data gives every input of every sample; {' and '.join(given)} cannot be given with it",
             hint="leave out " + " and ".join(given) + " (or put one batch in the data set)",
         )
-    return load_data(wanted.data, graph)
+    return load_data(wanted.data, graph, progress=progress)
 
 
 def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str | None:

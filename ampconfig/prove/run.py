@@ -66,7 +66,7 @@ def execute(
             return execute(settings, progress, own, output_role, range_check=range_check)
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
-    prepared = prepare(settings, command="run", guard=guard, map_weights=True)  # large weights stay on disk
+    prepared = prepare(settings, command="run", guard=guard, map_weights=True, progress=progress)  # weights on disk
     opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)

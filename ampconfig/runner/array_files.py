@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import zipfile
 from pathlib import Path
 from typing import IO
@@ -18,7 +19,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import require_file
+from ampconfig.files.paths import open_regular
 from ampconfig.runner.memory import check_input_memory
 
 _SAVE_HINT = "save it with numpy.save(path, array) (numpy.savez for a .npz of several inputs)"
@@ -65,11 +66,10 @@ def _check_extent(shape: tuple[int, ...], dtype: np.dtype, stored: int, label: s
 def load_npy(path: Path, label: str) -> np.ndarray:
     """The array in ``path``; ``label`` names it in messages (``--input x``)."""
     source = str(path)
-    require_file(path, f"{label}: file", hint="check the path")
     try:
-        with path.open("rb") as stream:
+        with open_regular(path, f"{label}: file", hint="check the path") as stream:
             shape, dtype = _read_header(stream, label, source)
-            stored = path.stat().st_size - stream.tell()
+            stored = os.fstat(stream.fileno()).st_size - stream.tell()
             declared = _check_extent(shape, dtype, stored, label, source)
             check_input_memory(declared, f"{label}: the {_describe(shape, dtype)} array in {path.name}", _SMALLER)
             stream.seek(0)
@@ -85,10 +85,11 @@ def load_npz(path: Path, label: str = "--inputs") -> dict[str, np.ndarray]:
     """The arrays of a .npz archive by name (the member name without ``.npy``), every header checked first."""
     source = str(path)
     if label == "--inputs":
-        require_file(path, "inputs file (.npz)", hint="check --inputs / run.inputs")
+        what, hint = "inputs file (.npz)", "check --inputs / run.inputs"
     else:  # a data set (--data, --calibration-data)
-        require_file(path, f"{label} data set (.npz)", hint="check the path")
-    return _read_npz(path, label, source, path.name)
+        what, hint = f"{label} data set (.npz)", "check the path"
+    with open_regular(path, what, hint=hint) as file:  # a FIFO is refused, never waited on
+        return _read_npz(file, label, source, path.name)
 
 
 def _read_npz(file: Path | IO[bytes], label: str, source: str | None, name: str) -> dict[str, np.ndarray]:

@@ -21,7 +21,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +33,13 @@ import numpy as np
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import scan_json
-from ampconfig.files.paths import path_kind, require_file
+from ampconfig.files.paths import open_regular, path_kind, require_file
 from ampconfig.runner.array_files import load_array_bytes, load_npz
 from ampconfig.runner.inputs import InputSet, InputSpec, PreparedInput, coerce_input, model_input_specs
 from ampconfig.runner.memory import check_input_memory
+from ampconfig.runner.timing import ProgressCallback
+
+log = logging.getLogger(__name__)
 
 Sample = dict[str, np.ndarray]
 
@@ -100,17 +106,19 @@ def single_sample(inputs: InputSet) -> SampleSet:
     return SampleSet([inputs.feeds], inputs.inputs, " and ".join(parts) or "no inputs", inputs)
 
 
-def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
-    """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs."""
+def load_data(path: Path, model: Any, label: str = "--data", progress: ProgressCallback | None = None) -> SampleSet:
+    """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs.
+    A folder that takes more than :data:`PROGRESS_AFTER_S` to read reports its files to ``progress``."""
     specs = model_input_specs(model)
     changed: Changed = {}
     if path_kind(path) == "folder":
-        files = sorted(item for item in path.iterdir() if item.suffix == ".npz" and item.is_file())
-        if not files:
-            raise AmpconfigError(f"{label}: the folder holds no .npz file", file=str(path), hint=f"give {_LAYOUTS}")
+        files = _sample_files(path, label)
         check_input_memory(sum(item.stat().st_size for item in files), f"{label}: the samples in {path}", _SMALLER)
-        raw = [(load_npz(item, label), item.name) for item in files]
-        samples = [_checked(specs, arrays, f"{label} {path}: {name}", changed) for arrays, name in raw]
+        report = _late_progress(progress, f"{label} {path}: reading samples", len(files))
+        samples = []
+        for done, item in enumerate(files, 1):
+            samples.append(_checked(specs, load_npz(item, label), f"{label} {path}: {item.name}", changed))
+            report(done)
     elif path.suffix == ".npz":
         samples = _split_npz(specs, load_npz(path, label), f"{label} {path}", changed)
     elif path.suffix == ".json":
@@ -128,6 +136,43 @@ def load_data(path: Path, model: Any, label: str = "--data") -> SampleSet:
         for spec in specs
     ]
     return SampleSet(samples, described, f"{label} {path}", conversions=_conversion_warnings(changed))
+
+
+#: Reading a data set folder shows its progress once it has taken this long: a quick one shows no bar.
+PROGRESS_AFTER_S = 1.0
+
+
+def _sample_files(folder: Path, label: str) -> list[Path]:
+    """The folder's ``.npz`` files in name order. One that is not a regular file (a FIFO, a socket, a device, a
+    folder) is skipped with a warning: opening a FIFO would wait for a writer for ever."""
+    files: list[Path] = []
+    skipped: list[Path] = []
+    for item in folder.iterdir():
+        if item.suffix != ".npz":
+            continue
+        (files if item.is_file() else skipped).append(item)
+    for item in sorted(skipped):
+        log.warning("%s: skipped %s: not a regular file", label, item)
+    if not files:
+        raise AmpconfigError(f"{label}: the folder holds no .npz file", file=str(folder), hint=f"give {_LAYOUTS}")
+    return sorted(files)
+
+
+def _late_progress(progress: ProgressCallback | None, what: str, total: int) -> Callable[[int], None]:
+    """``report(done)``: passed on to ``progress`` once :data:`PROGRESS_AFTER_S` has gone by since this call (and
+    for the last item, when anything was shown)."""
+    start = time.monotonic()
+    shown = False
+
+    def report(done: int) -> None:
+        nonlocal shown
+        if progress is None:
+            return
+        if shown or time.monotonic() - start >= PROGRESS_AFTER_S:
+            shown = True
+            progress(what, done, total)
+
+    return report
 
 
 #: Per input name, the conversion warning of each sample whose values changed.
@@ -220,13 +265,13 @@ def _split_npz(
 
 
 def _read_json(specs: Sequence[InputSpec], path: Path, label: str, changed: Changed) -> list[Sample]:
-    require_file(path, f"{label} data set (.json)", hint=_JSON_HINT)
-    # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
-    check_input_memory(path.stat().st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
+    with open_regular(path, f"{label} data set (.json)", hint=_JSON_HINT) as file:  # a FIFO is never waited on
+        # base64 holds 3 bytes in 4 characters: the arrays need about three quarters of the file.
+        check_input_memory(os.fstat(file.fileno()).st_size * 3 // 4, f"{label}: the samples in {path.name}", _SMALLER)
+        try:
+            text = file.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
     # Nesting is bounded before json.loads recurses; values are not (a plain list of numbers may hold millions:
     # the memory check above bounds them).
     scan_json(text, str(path), max_values=len(text) + 1)

@@ -25,6 +25,7 @@ from typing import Any
 from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.paths import open_regular
 from ampconfig.opinfo.kernel_claims import (
     COMMON_OPSETS,
     FLOAT_ORDER,
@@ -109,9 +110,12 @@ def read_kernel_dump(path: str | Path) -> KernelDump:
     path = Path(path)
     where = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path, "the kernel dump") as file:
+            text = file.read().decode("utf-8")
     except OSError as exc:
         raise AmpconfigError(f"cannot read the kernel dump: {exc.strerror or exc}", file=where) from None
+    except UnicodeDecodeError:
+        raise AmpconfigError("the kernel dump is not UTF-8 text", file=where, hint="give the JSON dump") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -141,7 +141,7 @@ RELATIVE_TO_CONFIG = "relative paths in a config are resolved against the config
 def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read. Files larger than
     ``max_bytes`` (:data:`~ampconfig.files.bounded.MAX_DOCUMENT_BYTES`) are refused before they are read."""
-    require_file(path, what, hint=hint, regular=False)  # a device or pipe is read up to the size limit
+    require_file(path, what, hint=hint)  # a FIFO would wait for a writer, a device never end
     return decode_utf8(read_bounded(path, what, max_bytes), str(path))
 
 

@@ -189,9 +189,9 @@ def test_file_larger_than_the_limit_is_refused_before_parsing(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
-def test_a_device_is_read_only_up_to_the_limit() -> None:
-    """A device has no size up front and never ends: it is read up to the limit, then refused."""
-    with pytest.raises(AmpconfigError, match="too large: more than") as raised:
+def test_a_device_is_refused_unread() -> None:
+    """A device has no size up front and never ends: it is refused, not read (issue 31: only regular files)."""
+    with pytest.raises(AmpconfigError, match="not a regular file") as raised:
         read_text(Path("/dev/zero"), "keep_dtype file")
     assert raised.value.file == "/dev/zero"
 

@@ -681,3 +681,40 @@ def test_no_spelling_of_an_input_is_ever_an_output(case: tuple[str, str, tuple[s
 
 def _extra(command: str) -> tuple[str, ...]:
     return FAST_RUN if command == "run" else ()
+
+
+# -------------------------------------------------------------------------------- many inputs (issue 31)
+def test_declaring_many_inputs_resolves_each_path_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--data FOLDER` declares every sample file: each new path was compared with every declared one (two
+    realpath calls a pair; 1,000 files took 22 s). Now each path is resolved once and looked up."""
+    files = [tmp_path / f"sample_{index:04d}.npz" for index in range(400)]
+    for path in files:
+        path.write_bytes(b"")
+    resolved = 0
+    realpath = os.path.realpath
+
+    def counting(path: str, *args: object, **kwargs: object) -> str:
+        nonlocal resolved
+        resolved += 1
+        return realpath(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os.path, "realpath", counting)
+    guard = OutputGuard()
+    guard.read_all("data set (--data)", files)
+    guard.read_all("data set (--data)", files[:10])  # declared again: no duplicates
+    guard.output("HTML report (--html)", tmp_path / "report.html")
+    assert len(guard.inputs) == len(files)
+    assert resolved <= 2 * len(files) + 20
+
+
+def test_an_output_that_is_one_of_many_inputs_is_still_refused(tmp_path: Path) -> None:
+    files = [tmp_path / f"sample_{index:04d}.npz" for index in range(300)]
+    for path in files:
+        path.write_bytes(b"")
+    os.link(files[250], tmp_path / "linked.onnx")
+    guard = OutputGuard()
+    guard.read_all("data set (--data)", files)
+    with pytest.raises(AmpconfigError, match="refusing to overwrite the data set"):
+        guard.output("output model (--output)", tmp_path / "linked.onnx")  # a hard link to the 251st
+    with pytest.raises(AmpconfigError, match="refusing to overwrite the data set"):
+        guard.output("output model (--output)", tmp_path / "sub" / ".." / files[17].name)

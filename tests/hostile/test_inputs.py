@@ -15,8 +15,10 @@ import contextlib
 import io
 import json
 import os
+import socket
+import threading
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -639,3 +641,139 @@ def test_config_values_are_validated_with_their_json_path(
     assert_refused(invoke(["run", model, "--config", config, *FAST, *RUN_FAST]), json_path, fragment)
     checked = invoke(["validate", config])
     assert checked.exit_code == 1 and json_path in checked.stdout and fragment in checked.stdout
+
+
+# ------------------------------------------------------------------------- FIFOs, sockets, devices (issue 31)
+needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+
+
+@contextlib.contextmanager
+def unblocked(*fifos: Path, grace_s: float = 3.0) -> Iterator[None]:
+    """While the block runs, a reader that opened one of ``fifos`` (what ampconfig must never do) is let go after
+    ``grace_s``: the FIFO is opened for writing and closed, so the reader sees an empty file and the test fails on
+    its assertions instead of hanging for ever."""
+    stop = threading.Event()
+
+    def release() -> None:
+        if stop.wait(grace_s):
+            return
+        while not stop.wait(0.1):
+            for fifo in fifos:
+                with contextlib.suppress(OSError):  # ENXIO: nobody is reading, as it should be
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def fifo(folder: Path, name: str) -> Path:
+    path = folder / "fifos" / name
+    path.parent.mkdir(exist_ok=True)
+    if not path.exists():
+        os.mkfifo(path)
+    return path
+
+
+#: Every option that names a file ampconfig reads, with the file's name (its suffix picks how it is read).
+FIFO_OPTIONS = {
+    "--config": ("c.yaml", "rewrite"),
+    "--modify-mixlist": ("mixlist.json", "rewrite"),
+    "--keep-dtype": ("keep.cfg", "rewrite"),
+    "--customize-dtypes": ("customize.cfg", "rewrite"),
+    "--input": ("x.npy", "run"),
+    "--inputs": ("inputs.npz", "run"),
+    "--data": ("samples.json", "run"),
+    "--calibration-data": ("samples.npz", "run"),
+}
+
+
+@needs_fifo
+@pytest.mark.parametrize("option", list(FIFO_OPTIONS))
+def test_a_fifo_given_for_a_file_is_refused_unopened(folder: Path, model: Path, option: str) -> None:
+    name, command = FIFO_OPTIONS[option]
+    path = fifo(folder, name)
+    value = f"x={path}" if option == "--input" else str(path)
+    mode = "allow_mix_precision" if option == "--modify-mixlist" else "force_fp16"
+    args = [*command_args(command, model, folder / "fifo_out.onnx"), option, value]
+    args[args.index("force_fp16")] = mode
+    with unblocked(path):
+        assert_refused(invoke(args), str(path), "not a regular file")
+
+
+@needs_fifo
+@pytest.mark.parametrize("command", ["rewrite", "run"])
+def test_a_model_that_is_a_fifo_is_refused_unopened(folder: Path, command: str) -> None:
+    path = fifo(folder, "model.onnx")
+    with unblocked(path):
+        assert_refused(invoke(command_args(command, path, folder / "o.onnx")), str(path), "not a regular file")
+
+
+@needs_fifo
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["validate", "{}"],
+        ["lock", "--check", "{}"],
+        ["ops-info", "import-table", "{}", "-o", "oi.json"],
+        ["ops-info", "import-kernels", "{}", "-o", "oi.json"],
+        ["ops-info", "import-ascend", "{}", "-o", "oi.json"],
+    ],
+    ids=lambda args: " ".join(word for word in args if word != "{}"),
+)
+def test_other_commands_refuse_a_fifo_unopened(folder: Path, args: list[str]) -> None:
+    path = fifo(folder, "document.lock.json" if "lock" in args else "document.json")
+    given = [str(path) if word == "{}" else str(folder / word) if word == "oi.json" else word for word in args]
+    with unblocked(path):
+        result = invoke(given)
+    assert result.exit_code == 2, (result.stdout, _stderr(result))
+    assert "not a regular file" in result.stdout + _stderr(result)
+
+
+@pytest.mark.skipif(not (hasattr(socket, "AF_UNIX") and Path("/dev/null").exists()), reason="POSIX")
+def test_a_socket_or_a_device_given_for_a_file_is_refused(folder: Path, model: Path, tmp_path: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(tmp_path / "c.yaml"))
+        for option, path in (("--config", tmp_path / "c.yaml"), ("--keep-dtype", Path("/dev/null"))):
+            args = [*command_args("rewrite", model, folder / "o.onnx"), option, path]
+            assert_refused(invoke(args), str(path), "not a regular file")
+    finally:
+        listener.close()
+
+
+@needs_fifo
+def test_the_lock_hook_skips_a_fifo_named_like_a_lock(
+    tmp_path: Path, model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's hang: `validate --touched` read every *.lock.json under the folder, a FIFO too, and waited for a
+    writer for ever. Now it is skipped with a warning, touched or not, and the real locks are still checked."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.onnx").write_bytes(model.read_bytes())
+    assert invoke(["lock", "model.onnx", "-m", "force_fp16", *FAST, "-o", "real.lock.json"]).exit_code == 0
+    path = tmp_path / "sub" / "pipe.lock.json"
+    path.parent.mkdir()
+    os.mkfifo(path)
+    with unblocked(path):
+        result = invoke(["validate", "--touched", "model.onnx", "sub/pipe.lock.json"])
+    assert result.exit_code == 0, (result.stdout, _stderr(result))
+    assert f"skipped {path}" in _stderr(result) and "not a regular file" in _stderr(result)
+    assert result.stdout.startswith("1 file checked")  # real.lock.json, which records the model, and not the FIFO
+
+
+@needs_fifo
+def test_a_fifo_in_a_data_folder_is_skipped_with_a_warning(folder: Path, model: Path, tmp_path: Path) -> None:
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for index in range(2):
+        np.savez(samples / f"s{index}.npz", x=np.full((1, 64), index, np.float32))
+    os.mkfifo(samples / "s2.npz")
+    with unblocked(samples / "s2.npz"):
+        result = invoke([*command_args("run", model, folder / "o.onnx"), "--data", samples, "--json"])
+    assert result.exit_code == 0, _stderr(result)
+    assert f"skipped {samples / 's2.npz'}: not a regular file" in _stderr(result)
+    assert json.loads(result.stdout)["samples"] == 2

@@ -21,6 +21,7 @@ from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import Tolerance
 from ampconfig.prove.judge import judge_samples
+from ampconfig.runner import datasets
 from ampconfig.runner.datasets import load_data
 from ampconfig.runner.proof import PROGRESS_SAMPLES, sample_outputs
 from ampconfig.runner.sessions import create_session
@@ -308,3 +309,21 @@ def test_data_sets_in_a_config_are_read_from_the_configs_folder(
     assert {node["name"]: node for node in payload["nodes"]}["scale_up"]["rule"] == "mode_lowers"
     ran = runner.invoke(app, ["run", "--config", str(config), *FAST, "--json"])
     assert ran.exit_code == 0, ran.output  # the calm set passes; the working folder's would fail
+
+
+# ------------------------------------------------------------------------------- progress while reading (issue 31)
+def test_a_data_folder_slow_to_read_reports_its_progress(
+    if_case: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PROGRESS_AFTER_S, reading a folder reports each file to the progress callback (the command line's
+    bar); a folder read faster reports nothing."""
+    _, folder = if_case
+    seen: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(datasets, "PROGRESS_AFTER_S", 0.0)
+    samples = load_data(folder, if_overflow(), progress=lambda *event: seen.append(event))
+    assert len(samples) == 4
+    assert seen == [(f"--data {folder}: reading samples", done, 4) for done in range(1, 5)]
+    seen.clear()
+    monkeypatch.setattr(datasets, "PROGRESS_AFTER_S", 3600.0)
+    load_data(folder, if_overflow(), progress=lambda *event: seen.append(event))
+    assert seen == []
