@@ -538,3 +538,39 @@ def film_block(seed: int = 0, peak: float = 2.3e5, offset: float = 16.0) -> onnx
 def film_inputs(seed: int = 1) -> dict[str, np.ndarray]:
     x = np.random.default_rng(seed).standard_normal(FILM_SHAPE).astype(np.float32)
     return {"x": x, "cond": np.ones((1, FILM_SHAPE[1]), np.float32)}
+
+
+def near_miss_mlp(layers: int = 8, width: int = 32, offset: float = 32.0, seed: int = 0) -> onnx.ModelProto:
+    """x [4, ``width``] -> ``layers`` x (MatMul -> bias Add -> Tanh), with one shift-and-unshift in the middle
+    (``amp.shift`` adds ``offset``, ``amp.unshift`` takes it away): float16 rounds the shifted value to the
+    offset's ulp, so force_fp16 misses rel_l2 0.01 by less than 2x (offset 16: 0.0126, 32: 0.0194) while every
+    other node's error is ~2e-4. Pinning ``amp.shift`` alone does not help: ``amp.unshift`` reads it in float16."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    current = "x"
+    for index in range(layers):
+        weight = rng.standard_normal((width, width)) / np.sqrt(width)
+        inits += [
+            numpy_helper.from_array(weight.astype(np.float32), f"l{index}.w"),
+            numpy_helper.from_array((rng.standard_normal(width) * 0.1).astype(np.float32), f"l{index}.b"),
+        ]
+        nodes += [
+            oh.make_node("MatMul", [current, f"l{index}.w"], [f"l{index}.mm"], name=f"l{index}.matmul"),
+            oh.make_node("Add", [f"l{index}.mm", f"l{index}.b"], [f"l{index}.h"], name=f"l{index}.bias"),
+        ]
+        current = f"l{index}.h"
+        if index == layers // 2:
+            inits.append(numpy_helper.from_array(np.array(offset, np.float32), "amp.offset"))
+            nodes += [
+                oh.make_node("Add", [current, "amp.offset"], ["amp.up"], name="amp.shift"),
+                oh.make_node("Sub", ["amp.up", "amp.offset"], ["amp.down"], name="amp.unshift"),
+            ]
+            current = "amp.down"
+        if index < layers - 1:
+            nodes.append(oh.make_node("Tanh", [current], [f"l{index}.a"], name=f"l{index}.act"))
+            current = f"l{index}.a"
+    nodes.append(oh.make_node("Identity", [current], ["y"], name="out"))
+    return make_model(
+        nodes, [tensor("x", TensorProto.FLOAT, [4, width])], [tensor("y", TensorProto.FLOAT, [4, width])], inits
+    )

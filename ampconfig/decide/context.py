@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
+import onnx
+import onnx.defs
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
@@ -13,7 +16,7 @@ from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.values import ValueRanges
 from ampconfig.dtypes import Dtype
-from ampconfig.opinfo.library import Colour, OpInfoLibrary, OpLists
+from ampconfig.opinfo.library import AttributeReader, Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.settings.modes import PrecisionMode
 
@@ -81,6 +84,17 @@ class DecisionContext:
                 Rule.SCHEMA_FORBIDS,
                 f"the {facts.key} schema at this opset does not allow {dtype} for type {facts.compute_var}",
             )
+        attribute_of = attribute_reader(facts.node)
+        variant = self.library.variant_for(facts.key, attribute_of)
+        if self.library.has_kernel(facts.key, dtype) is True and variant is not None and dtype not in variant.dtypes:
+            value = attribute_of(variant.attribute)
+            return Verdict(
+                facts.dtype,
+                Rule.NO_LOW_KERNEL,
+                f"target {self.library.target!r} has no {dtype} kernel for {facts.key} with "
+                f"{variant.attribute}={value!r} (op info variant, source {variant.source}: runs in "
+                f"{', '.join(variant.dtypes) or 'no float dtype'})",
+            )
         if self.library.has_kernel(facts.key, dtype) is not True:
             known = self.library.kernel_dtypes(facts.key)
             detail = "has no op info" if known is None else f"has kernels for {', '.join(sorted(known)) or 'none'}"
@@ -95,8 +109,37 @@ class DecisionContext:
         if dtype not in facts.schema_allows and dtype != facts.dtype:
             return False
         # Unknown op info does not stop fp32: fp32 is what the model already asked for.
-        verdict = self.library.has_kernel(facts.key, dtype)
+        verdict = self.library.has_kernel(facts.key, dtype, attribute_reader(facts.node))
         return verdict is True or (verdict is None and dtype is Dtype.FLOAT32)
+
+
+def attribute_reader(node: ir.Node) -> AttributeReader:
+    """The node's string or int attribute values by name, its schema's default where the node leaves one out."""
+
+    def attribute_of(name: str) -> str | int | None:
+        attr = node.attributes.get(name)
+        if attr is not None:
+            value = attr.value
+            return value if isinstance(value, (str, int)) else None
+        return schema_default(node.domain, node.op_type, node.version, name)
+
+    return attribute_of
+
+
+@cache
+def schema_default(domain: str, op_type: str, version: int | None, name: str) -> str | int | None:
+    """The default of attribute ``name`` in ``op_type``'s ONNX schema in force at ``version``, if it has one."""
+    try:
+        schema = onnx.defs.get_schema(op_type, version or onnx.defs.onnx_opset_version(), domain)
+    except onnx.defs.SchemaError:
+        return None
+    attr = schema.attributes.get(name)
+    if attr is None or not attr.default_value.name:
+        return None
+    value = onnx.helper.get_attribute_value(attr.default_value)
+    if isinstance(value, bytes):
+        return value.decode()
+    return value if isinstance(value, int) else None
 
 
 def verdict_dtype(

@@ -270,7 +270,7 @@ def strategy_applied(existing: OpsInfoFile) -> OpsInfoFile:
         dtypes, native = (old.dtypes, old.native_dtypes) if old is not None else ([], [])
         fresh = entry(key, strategy, dtypes, native, "not-probed", existing.target, existing.onnxruntime_version)
         if old is not None:
-            kept = old.model_dump(include={"dtype_source", "dtypes_by_opset", "no_kernel_opsets", "note"})
+            kept = old.model_dump(include={"dtype_source", "dtypes_by_opset", "no_kernel_opsets", "note", "variants"})
             fresh = fresh.model_copy(update={**kept, "native_dtypes": old.native_dtypes})
         else:
             fresh = fresh.model_copy(update={"note": "not in the file when the strategy was applied"})

@@ -9,7 +9,7 @@ the target has kernels for, which source that came from, and which reference the
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -31,6 +31,9 @@ from ampconfig.opinfo.targets import PROVIDERS as PROVIDERS
 from ampconfig.opinfo.targets import TARGETS as TARGETS
 from ampconfig.opinfo.targets import TargetName
 
+#: A node's attribute value by name (its schema default where it leaves the attribute out), None when neither.
+AttributeReader = Callable[[str], "str | int | None"]
+
 
 class Colour(str, Enum):
     WHITE = "white"
@@ -49,6 +52,25 @@ class PrecisionReduce(BaseModel):
     flag: Literal["true", "false"] = Field(
         description='"true": white list (always computed in low precision); "false": black list (kept in fp32).'
     )
+
+
+class AttributeVariant(BaseModel):
+    """Nodes of an op whose attribute takes one of some values, and the float dtypes the target runs those in:
+    ONNX Runtime's kernels can refuse a dtype for some attribute values only (ScatterND's ``reduction``)."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid")
+
+    attribute: str = Field(description="The node attribute (its schema default where the node leaves it out).")
+    values: list[str | int] = Field(min_length=1, description="The attribute values this variant covers.")
+    dtypes: list[Literal["float32", "float16", "bfloat16"]] = Field(
+        description="Float dtypes the target runs such a node in: a subset of the op's `dtypes`. A dtype of the "
+        "op's `dtypes` missing here has no kernel for these attribute values."
+    )
+    source: str = Field(
+        description="Where this comes from: 'probe' (one-node probes of these attribute values), or 'refusal' "
+        "(ONNX Runtime refused a real model's node with these values; the one-node probes did not)."
+    )
+    note: str = Field(default="", description="What was measured: the model, the message, the onnxruntime wheel.")
 
 
 class OpInfoEntry(BaseModel):
@@ -112,6 +134,11 @@ class OpInfoEntry(BaseModel):
     note: str | None = Field(
         default=None,
         description="Why dtypes are unknown (dtype_source 'not-probed'), or what the measurement left out.",
+    )
+    variants: list[AttributeVariant] | None = Field(
+        default=None,
+        description="Attribute values for which the target runs fewer dtypes than `dtypes` (the first variant a "
+        "node matches applies). Absent: every node of the op runs in `dtypes`.",
     )
     keeps_dtype: str | None = Field(
         default=None,
@@ -218,13 +245,26 @@ class OpInfoLibrary:
         entry = self.entries.get(key)
         return entry.colour_note if entry is not None else None
 
-    def has_kernel(self, key: str, dtype: str) -> bool | None:
+    def has_kernel(self, key: str, dtype: str, attribute_of: AttributeReader | None = None) -> bool | None:
         """Whether the target has a ``dtype`` kernel for the op; None when unknown (as :meth:`kernel_dtypes`).
+        With ``attribute_of`` (a node's attribute values), a variant the node matches narrows the answer.
         Asked for every node, several times: it reads the entry without building :meth:`kernel_dtypes`' set."""
         entry = self.entries.get(key)
         if entry is None or (entry.dtype_source == "not-probed" and not entry.dtypes):
             return None
-        return dtype in entry.dtypes
+        if dtype not in entry.dtypes:
+            return False
+        variant = self.variant_for(key, attribute_of) if attribute_of is not None else None
+        return variant is None or dtype in variant.dtypes
+
+    def variant_for(self, key: str, attribute_of: AttributeReader) -> AttributeVariant | None:
+        """The first variant of the op whose attribute value the node has (``attribute_of(name)``: the node's
+        value, or its schema default; None when neither)."""
+        entry = self.entries.get(key)
+        for variant in (entry.variants or []) if entry is not None else []:
+            if attribute_of(variant.attribute) in variant.values:
+                return variant
+        return None
 
 
 def ops_info_path(target: str) -> Path:

@@ -74,8 +74,8 @@ def test_more_culprits_than_the_limit_is_an_error_not_a_model_kept_in_float32() 
 # ------------------------------------------------------------------------------------------ real rewrites
 
 
-def _resize_model() -> onnx.ModelProto:
-    """x [8, 8] -> MatMul -> Reshape [1, 1, 4, 16] -> Resize (cubic, x2) -> Relu -> y."""
+def _resize_model(mode: str = "cubic") -> onnx.ModelProto:
+    """x [8, 8] -> MatMul -> Reshape [1, 1, 4, 16] -> Resize (``mode``, x2) -> Relu -> y."""
     rng = np.random.default_rng(0)
     inits = [
         numpy_helper.from_array((rng.standard_normal((8, 8)) / 3).astype(np.float32), "w"),
@@ -85,7 +85,7 @@ def _resize_model() -> onnx.ModelProto:
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
         helper.make_node("Reshape", ["h", "shape"], ["h4"], name="reshape"),
-        helper.make_node("Resize", ["h4", "", "scales"], ["r"], name="resize", mode="cubic"),
+        helper.make_node("Resize", ["h4", "", "scales"], ["r"], name="resize", mode=mode),
         helper.make_node("Relu", ["r"], ["y"], name="relu"),
     ]
     graph = helper.make_graph(

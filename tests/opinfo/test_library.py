@@ -1,0 +1,106 @@
+"""opinfo.library: attribute variants narrow an op's kernel claim for the nodes whose attribute matches, and a
+cubic Resize on the CPU stays float32 in a real run while a linear one is lowered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from typer.testing import CliRunner
+
+from ampconfig.cli import app
+from ampconfig.errors import AmpconfigError
+from ampconfig.opinfo.library import AttributeVariant, OpInfoEntry, OpInfoLibrary, load_ops_info, parse_ops_info
+
+runner = CliRunner()
+
+
+def _scatter_library() -> OpInfoLibrary:
+    variant = AttributeVariant(attribute="reduction", values=["add", "mul"], dtypes=["float32"], source="probe")
+    entry = OpInfoEntry(dtypes=["float32", "float16"], dtype_source="probe", variants=[variant])
+    return OpInfoLibrary("cpu", "CPUExecutionProvider", "test", {"ScatterND": entry})
+
+
+@pytest.mark.parametrize(("reduction", "has_float16"), [("add", False), ("mul", False), ("none", True), (None, True)])
+def test_a_variant_narrows_the_claim_for_matching_attribute_values_only(
+    reduction: str | None, has_float16: bool
+) -> None:
+    library = _scatter_library()
+    assert library.has_kernel("ScatterND", "float16", lambda name: reduction) is has_float16
+    assert library.has_kernel("ScatterND", "float16") is True  # without attributes: the op's claim
+    assert library.has_kernel("ScatterND", "float32", lambda name: reduction) is True
+
+
+def test_a_variant_without_values_is_refused_naming_its_json_path() -> None:
+    text = json.dumps(
+        {
+            "target": "cpu",
+            "provider": "CPUExecutionProvider",
+            "onnxruntime_version": "1.31.1",
+            "ops": {"Resize": {"dtypes": ["float32"], "variants": [{"attribute": "mode", "values": [], "dtypes": []}]}},
+        }
+    )
+    with pytest.raises(AmpconfigError) as caught:
+        parse_ops_info(text, "ops.json")
+    assert {p.json_path for p in caught.value.problems} >= {"$.ops.Resize.variants.0.values"}
+
+
+def test_the_cpu_op_info_keeps_cubic_resize_and_scatter_reductions_from_float16() -> None:
+    library = load_ops_info("cpu")
+    modes = {"cubic": False, "linear": True, "nearest": True}
+    for mode, lowered in modes.items():
+        assert library.has_kernel("Resize", "float16", lambda name, mode=mode: mode) is lowered, mode
+    variant = library.variant_for("Resize", lambda name: "cubic")
+    assert variant is not None and "CPU-only onnxruntime 1.31.1" in variant.note
+    for op in ("ScatterND", "ScatterElements"):
+        assert library.has_kernel(op, "float16", lambda name: "add") is False
+    assert load_ops_info("cuda").variant_for("Resize", lambda name: "cubic") is None  # measured on H100: unchanged
+
+
+def _resize_model(mode: str) -> onnx.ModelProto:
+    """x [8, 8] -> MatMul -> Reshape [1, 2, 4, 8] -> Resize (``mode``, half size) -> Relu -> y."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((8, 8)) / 3).astype(np.float32), "w"),
+        numpy_helper.from_array(np.array([1, 2, 4, 8], np.int64), "shape"),
+        numpy_helper.from_array(np.array([1, 1, 0.5, 0.5], np.float32), "scales"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        helper.make_node("Reshape", ["h", "shape"], ["h4"], name="reshape"),
+        helper.make_node("Resize", ["h4", "", "scales"], ["r"], name="resize", mode=mode),
+        helper.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "resize",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 4])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+@pytest.mark.parametrize(("mode", "dtype", "rule"), [("cubic", "float32", "no_low_kernel"), ("linear", "float16", "")])
+def test_force_fp16_on_the_cpu_keeps_a_cubic_resize_float32_and_explain_says_why(
+    tmp_path: Path, mode: str, dtype: str, rule: str
+) -> None:
+    path = tmp_path / "resize.onnx"
+    onnx.save_model(_resize_model(mode), path)
+    out = tmp_path / "out.onnx"
+    ran = runner.invoke(app, ["run", str(path), "-m", "force_fp16", "--target", "cpu", "-o", str(out)])
+    assert ran.exit_code == 0, ran.output
+    assert "PASS" in ran.output
+    explained = runner.invoke(app, ["explain", str(path), "-m", "force_fp16", "--target", "cpu", "--json"])
+    assert explained.exit_code == 0, explained.output
+    node = next(n for n in json.loads(explained.output)["nodes"] if n["name"] == "resize")
+    assert node["dtype"] == dtype
+    if rule:
+        assert node["rule"] == rule
+        assert node["reason"].startswith("target 'cpu' has no float16 kernel for Resize with mode='cubic'")
+    else:
+        assert node["rule"] != "no_low_kernel"
