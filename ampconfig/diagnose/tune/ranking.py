@@ -17,6 +17,36 @@ from ampconfig.opinfo.costs import cast_us, kernel_us
 
 #: Floor of a pin's cost (microseconds) for the latency objective: a pin is never free.
 MIN_COST_US = 0.01
+#: A lowered consumer that multiplies its inputs' relative error by at least this much (its transmission: a
+#: subtraction that cancels, a softmax over large logits) reads a pinned node's output in the low type and amplifies
+#: that rounding: pinning the node alone gains nothing, so its pin takes such consumers along.
+AMPLIFYING = 10.0
+
+
+def amplifying_consumers(
+    nodes: Sequence[GraphNode], lowered: Collection[str], transmission: Mapping[str, float]
+) -> dict[str, frozenset[str]]:
+    """For each node of ``lowered``, the lowered nodes downstream of it through consumers whose transmission is at
+    least :data:`AMPLIFYING` (a chain of such consumers is taken whole): what its pin must keep in float32 with it
+    for its output to reach them unrounded. Empty for most nodes."""
+    low = set(lowered)
+    producers = {output: node.name for node in nodes for output in node.outputs}
+    consumers: dict[str, list[str]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            if name in producers:
+                consumers.setdefault(producers[name], []).append(node.name)
+    result: dict[str, frozenset[str]] = {}
+    for start in low:
+        taken: set[str] = set()
+        frontier = [start]
+        while frontier:
+            for consumer in consumers.get(frontier.pop(), ()):
+                if consumer in low and consumer not in taken and transmission.get(consumer, 1.0) >= AMPLIFYING:
+                    taken.add(consumer)
+                    frontier.append(consumer)
+        result[start] = frozenset(taken - {start})
+    return result
 
 
 def pin_followers(

@@ -56,12 +56,20 @@ class Evaluator(Protocol):
 
 @dataclass(frozen=True)
 class RankedPin:
-    """A pin candidate: the contribution of the node, the nodes its pin takes back to float32, their cost."""
+    """A pin candidate: the contribution of the node, the nodes its pin takes back to float32, their cost, and the
+    nodes pinned with it (``along``: consumers that would amplify its output's rounding, see
+    :func:`ampconfig.diagnose.tune.ranking.amplifying_consumers`)."""
 
     name: str
     contribution: float
     followers: frozenset[str]
     cost: float
+    along: frozenset[str] = frozenset()
+
+    @property
+    def pins(self) -> frozenset[str]:
+        """The node names this pin writes into a candidate."""
+        return self.along | {self.name}
 
     def priority(self, contributions: Mapping[str, float]) -> float:
         energy = sum(_energy(contributions.get(name, 0.0)) for name in self.followers)
@@ -76,12 +84,19 @@ def rank_pins(
     contributions: Mapping[str, float],
     followers: Mapping[str, Collection[str]],
     costs: Mapping[str, float],
+    along: Mapping[str, Collection[str]] | None = None,
 ) -> list[RankedPin]:
-    """Every node of ``contributions`` as a :class:`RankedPin`, best error energy per cost first."""
-    pins = [
-        RankedPin(name, value, frozenset(followers.get(name, (name,))) | {name}, costs.get(name, 1.0))
-        for name, value in contributions.items()
-    ]
+    """Every node of ``contributions`` as a :class:`RankedPin`, best error energy per cost first. A node pinned
+    ``along`` with another adds its followers and its cost to that pin's."""
+    together = along or {}
+    pins = []
+    for name, value in contributions.items():
+        extra = frozenset(together.get(name, ())) - {name}
+        taken = frozenset(followers.get(name, (name,))) | {name}
+        for other in extra:
+            taken |= frozenset(followers.get(other, (other,))) | {other}
+        cost = costs.get(name, 1.0) + sum(costs.get(other, 1.0) for other in extra)
+        pins.append(RankedPin(name, value, taken, cost, extra))
     return sorted(pins, key=lambda pin: (-pin.priority(contributions), -pin.contribution, pin.name))
 
 
@@ -166,7 +181,10 @@ class PrefixSearch:
 
     # -- trials --------------------------------------------------------------------------------------------------
     def candidate(self, k: int) -> Candidate:
-        return Candidate(self.seeds | {pin.name for pin in self.ranking[:k]})
+        return self._pinning(self.ranking[:k])
+
+    def _pinning(self, pins: Iterable[RankedPin]) -> Candidate:
+        return Candidate(self.seeds.union(*(pin.pins for pin in pins)))
 
     def _judge(self, candidate: Candidate, what: str) -> TrialResult:
         trial = self.evaluator.trial(candidate, what)
@@ -211,16 +229,17 @@ class PrefixSearch:
 
         A batch that would leave only pins of the longest failing prefix is not judged: it fails by the same
         reasoning the bisection uses."""
-        current = self.candidate(high)
+        kept = list(self.ranking[:high])
         failing = self.candidate(low).pins if low >= 0 else None
-        order = sorted(self.ranking[:high], key=lambda pin: (pin.priority(self.contributions), pin.name))
+        order = sorted(kept, key=lambda pin: (pin.priority(self.contributions), pin.name))
         chunk = max(1, len(order) // 4)
         while order and self.evaluator.can_run(reserve=1):
             batch, rest = order[:chunk], order[chunk:]
-            pruned = current.with_pins(current.pins - {pin.name for pin in batch})
+            remaining = [pin for pin in kept if pin not in batch]
+            pruned = self._pinning(remaining)  # a node another kept pin takes along stays pinned
             known_bad = failing is not None and pruned.pins <= failing
             if not known_bad and self._judge(pruned, f"prune {len(batch)} pin(s)").passed:
-                current, order = pruned, rest
+                kept, order = remaining, rest
             elif chunk > 1:
                 chunk //= 2
             else:

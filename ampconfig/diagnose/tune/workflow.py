@@ -39,7 +39,7 @@ from ampconfig.diagnose.tune.answer import (
     op_types_within_slack,
     unwritable_names,
 )
-from ampconfig.diagnose.tune.ranking import latency_costs, node_costs, pin_followers
+from ampconfig.diagnose.tune.ranking import amplifying_consumers, latency_costs, node_costs, pin_followers
 from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, SearchResult, Step, rank_pins
 from ampconfig.diagnose.tune.trials import Budget, BudgetSpent, ProgressHook, TuneRuns
 from ampconfig.errors import AmpconfigError
@@ -337,9 +337,10 @@ def _search(
     contributions = {name: item.contribution for name, item in sensitivity.items()}
     followers = pin_followers(runs.nodes, runs.decide(start).decisions, lowered)
     costs = node_costs(followers) if settings.objective == "nodes" else costing.pin_costs(followers, all_low.low_dtype)
+    along = amplifying_consumers(runs.nodes, lowered, {name: item.transmission for name, item in sensitivity.items()})
     search = PrefixSearch(
         runs,
-        rank_pins(contributions, followers, costs),
+        rank_pins(contributions, followers, costs, along),
         contributions,
         report.seeds,
         prepared.request.tolerance.rel_l2,
