@@ -15,7 +15,7 @@ from ampconfig.diagnose.graph_values import GraphNode, graph_nodes
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
 from ampconfig.diagnose.ranges import RangeFinding
 from ampconfig.diagnose.sensitivity import damaged_nodes, estimated_error, sensitivities, value_error
-from ampconfig.diagnose.tune.ranking import pin_followers
+from ampconfig.diagnose.tune.ranking import amplifying_consumers, pin_followers
 from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, rank_pins
 from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
@@ -279,3 +279,18 @@ def test_budget_counts_runs_and_says_which_limit_stopped_it() -> None:
     clock.now += 9.5
     timed.record(PLAIN, 9.5)
     assert not timed.allows(1) and "--max-seconds 10" in timed.why_not()
+
+
+def test_a_pin_takes_its_amplifying_consumers_along() -> None:
+    """shift -> unshift (a cancelling subtraction, transmission 100) -> out: pinning shift must pin unshift too, and
+    a consumer that only passes the error on (transmission 1) is not taken."""
+    nodes = [
+        GraphNode("shift", "Add", ("x",), ("s",)),
+        GraphNode("unshift", "Sub", ("s",), ("u",)),
+        GraphNode("scale", "Mul", ("u",), ("y",)),
+    ]
+    transmission = {"shift": 1.0, "unshift": 100.0, "scale": 1.0}
+    along = amplifying_consumers(nodes, ["shift", "unshift", "scale"], transmission)
+    assert along == {"shift": frozenset({"unshift"}), "unshift": frozenset(), "scale": frozenset()}
+    ranking = rank_pins({"shift": 0.02, "unshift": 0.0, "scale": 1e-4}, {}, {}, along)
+    assert ranking[0].name == "shift" and ranking[0].pins == {"shift", "unshift"} and ranking[0].cost == 2.0
