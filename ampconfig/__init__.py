@@ -11,6 +11,7 @@ __all__ = [
     "MixedPrecisionPass",
     "MixedPrecisionResult",
     "__version__",
+    "calibrate_model",
     "gc_paused",
     "rewrite_model",
     "rewrite_model_detailed",
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ampconfig.decide.judgements import Judgement
     from ampconfig.gc_pause import gc_paused
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
+    from ampconfig.prove.calibration import calibrate_model
 
 
 #: Where each public name is defined.
@@ -31,6 +33,7 @@ _PUBLIC_MODULES = {
     "MixedPrecisionResult": "ampconfig.ir_pass",
     "Judgement": "ampconfig.decide.judgements",
     "gc_paused": "ampconfig.gc_pause",
+    "calibrate_model": "ampconfig.prove.calibration",
 }
 
 

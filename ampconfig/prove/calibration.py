@@ -223,3 +223,50 @@ def prepared_samples(settings: Settings, **options: Any) -> Prepared:
     from ampconfig.prove.request import prepare
 
     return prepare(settings, **options)
+
+
+def calibrate_model(
+    model: str | Path,
+    output: str | Path,
+    *,
+    data: str | Path | None = None,
+    calibration_data: str | Path | None = None,
+    inputs: str | Path | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+    device: str = "auto",
+) -> RangesFile:
+    """The Python API of ``ampconfig calibrate``: run the float32 ``model`` on the data (``data``/``calibration_data``:
+    a data set; ``inputs``: one ``.npz``; else inputs generated from ``shapes`` and ``seed``), write the ranges
+    file to ``output`` (atomically, never over an input) and return it. ``rewrite_model(..., ranges=output)`` and
+    every command's ``--ranges output`` then decide from it as ``run`` decides on the same data. Bad input raises
+    :class:`~ampconfig.errors.AmpconfigError`."""
+    from ampconfig.files.guard import OutputGuard
+    from ampconfig.prove.request_files import declare_inputs
+    from ampconfig.settings.ranges_file import ranges_text
+    from ampconfig.settings.resolve import Flags, require_model, resolve
+
+    flags = Flags(
+        model=Path(model),
+        data=Path(data) if data is not None else None,
+        calibration_data=Path(calibration_data) if calibration_data is not None else None,
+        inputs_npz=Path(inputs) if inputs is not None else None,
+        shapes=tuple(f"{name}={'x'.join(str(int(d)) for d in dims)}" for name, dims in (shapes or {}).items()),
+        seed=seed,
+        device=device,
+    )
+    settings = resolve(flags)
+    require_model(settings)
+    destination = Path(output)
+    with OutputGuard() as guard:
+        declare_inputs(guard, settings)
+        target = guard.output("value ranges (output)", destination)
+        prepared = prepared_samples(settings, command="calibrate", guard=guard)
+        calibration = calibrate(prepared)
+        if calibration is None:
+            raise AmpconfigError(
+                "the model's activations cannot be measured: " + "; ".join(prepared.notes), file=str(model)
+            )
+        ranges = calibration.file(settings.model_path, destination)
+        guard.write_text(target, ranges_text(ranges))
+    return ranges

@@ -17,6 +17,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from ampconfig.errors import AmpconfigError
 from tests.spectrum_models import POWER_NODES, loud_frames, write_power_spectrum
 
 RUN = ["--warmup", "0", "--iterations", "1"]
@@ -218,3 +219,20 @@ def test_a_film_block_ships_the_model_run_proved_and_its_lock_passes(tmp_path: P
     assert (tmp_path / "ranged.onnx").read_bytes() == (tmp_path / "run.onnx").read_bytes()
     lock = json.loads((tmp_path / "film.lock.json").read_text())
     assert any(node["rule"] == "range_exceeds" and node["name"] == "film.mul" for node in lock["nodes"])
+
+
+def test_the_api_calibrates_as_the_command_does(spectrum: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    import ampconfig as api
+
+    model, inputs, ranges = spectrum
+    written = api.calibrate_model(model, tmp_path / "api.json", inputs=inputs)
+    assert set(written.values) == set(json.loads(ranges.read_text())["values"])
+    got = json.loads((tmp_path / "api.json").read_text())
+    want = json.loads(ranges.read_text())
+    assert got["values"] == want["values"] and got["data"]["sha256"] == want["data"]["sha256"]
+    shipped = api.rewrite_model(model, "allow_mix_precision", ranges=tmp_path / "api.json")
+    assert shipped == api.rewrite_model(model, "allow_mix_precision", ranges=ranges)
+    before = model.read_bytes()
+    with pytest.raises(AmpconfigError):
+        api.calibrate_model(model, model, inputs=inputs)  # never over an input
+    assert model.read_bytes() == before
