@@ -13,6 +13,7 @@ import ampconfig
 #: diagnose and lock found (data in, text out).
 LEVELS = {
     "dtypes": 0,
+    "version": 0,
     "domains": 0,
     "errors": 0,
     "gc_pause": 0,

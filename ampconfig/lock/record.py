@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 
 import onnx
 
-from ampconfig import __version__
 from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.values import ValueRanges
 from ampconfig.files.hashing import file_sha256, text_sha256
@@ -54,6 +53,7 @@ from ampconfig.settings.lock_file import (
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Flags, Settings
 from ampconfig.settings.schemas import schema_reference
+from ampconfig.version import __version__
 
 #: Digits kept of each error a proof records: enough to compare, few enough that a rerun on the same machine
 #: writes the same lock.

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from ampconfig import __version__
 from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sha256
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import onnx_opset
@@ -42,6 +41,7 @@ from ampconfig.settings.ranges_file import (
     ValueRange,
 )
 from ampconfig.settings.resolve import Settings
+from ampconfig.version import __version__
 
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
     from ampconfig.prove.request import Prepared
