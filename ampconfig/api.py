@@ -383,10 +383,13 @@ def rewrite_ir_model(model: ir.Model, options: RewriteOptions) -> tuple[RewriteR
         input_passes=True,
         input_pieces=lambda: NodePieces(named_for_the_rewrite(light_proto(light))),
     )
-    snapshot = model.clone()
+    snapshot, meta = model.clone(), dict(model.meta)
 
     def restart() -> ir.Model:
-        return _move_into(model, snapshot.clone())
+        _move_into(model, snapshot.clone())
+        model.meta.clear()  # what the steps kept there (the graphs walked) was of the graph replaced
+        model.meta.update(meta)  # as it was handed in
+        return model
 
     outcome = run_pipeline(model, read.setup(value_ranges), admission, restart, ir_version.version)
     result = _result(outcome, read, value_ranges, frozenset(), ir_version.note, None)
@@ -408,11 +411,14 @@ def _opset_below(proto: onnx.ModelProto, version: int) -> bool:
 
 
 def _move_into(model: ir.Model, source: ir.Model) -> ir.Model:
-    """``model`` with ``source``'s graph, functions, opsets and IR version (``source`` is not used after)."""
+    """``model`` with ``source``'s graph, functions, opsets, IR version and meta (what the steps keep of its graph;
+    ``source`` is not used after)."""
     model.graph = source.graph
     model.functions.clear()
     model.functions.update(source.functions)
     model.ir_version = source.ir_version
+    model.meta.clear()
+    model.meta.update(source.meta)
     return model
 
 
