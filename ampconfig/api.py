@@ -11,19 +11,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
 
-from ampconfig.decide.context import DecisionContext
-from ampconfig.decide.cost import decision_cost
-from ampconfig.decide.customized import customized_names, match_customized
-from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.judgements import Judges
-from ampconfig.decide.plan import build_plan, match_keep_dtype
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.values import ValueRanges
 from ampconfig.domains import onnx_opset
@@ -34,40 +29,34 @@ from ampconfig.files.models import (
     OpenedModel,
     inferred_types,
     light_proto,
+    light_proto_of_ir,
     open_model,
-    refuse_invalid_output,
     save_model_sharing_data,
 )
-from ampconfig.files.node_checks import NodePieces, OutputCheck, check_output
-from ampconfig.files.repair import AdmittedModel, admit_input_model
-from ampconfig.files.skeleton import ModelSkeleton, skeleton_of
+from ampconfig.files.node_checks import NodePieces
+from ampconfig.files.repair import admit_input_model
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
-from ampconfig.rewrite.apply import apply_plan
-from ampconfig.rewrite.fold import fold_layer_norms
-from ampconfig.rewrite.names import NameAllocator, name_unnamed_nodes, named_for_the_rewrite
+from ampconfig.rewrite.names import named_for_the_rewrite
+from ampconfig.rewrite.pipeline import MAX_CHECKER_REPAIRS as MAX_CHECKER_REPAIRS
+from ampconfig.rewrite.pipeline import PipelineOutcome, run_pipeline
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.rounding import round_like_low_precision
+from ampconfig.rewrite.steps.state import Admission, RewriteSetup
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
-from ampconfig.settings.modes import PrecisionMode, parse_mode
+from ampconfig.settings.modes import PrecisionMode
+from ampconfig.settings.rewrite_options import KeepDtypeInput as KeepDtypeInput
+from ampconfig.settings.rewrite_options import MixlistInput as MixlistInput
+from ampconfig.settings.rewrite_options import RewriteOptions
 
 if TYPE_CHECKING:
-    from ampconfig.settings.mixlist import Mixlist
     from ampconfig.settings.resolve import Settings
 
 log = logging.getLogger(__name__)
-
-#: A mixlist file, a loaded :class:`~ampconfig.settings.mixlist.Mixlist`, or the mixlist as a mapping.
-MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
-KeepDtypeInput = str | Path | Sequence[str] | None
-
-#: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
-#: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
-MAX_CHECKER_REPAIRS = 2
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13
@@ -140,24 +129,6 @@ def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_name
     return load_customize_dtypes(customize_dtypes, op_names)
 
 
-def _checked_output(
-    ir_model: ir.Model, decisions: list[NodeDecision], opened: OpenedModel, admitted: AdmittedModel
-) -> tuple[ModelSkeleton, OutputCheck]:
-    """The output serialised once, without its large weights (what is written and what the API returns are made
-    from it), and the full checker's verdict on it against the (repaired) input, with the changed nodes it
-    rejects. The checker sees the graph with its large weights as inputs of their type and shape: no weight is
-    copied for it. The input's nodes are checked, named as the rewrite names them, only where that is needed."""
-    skeleton = skeleton_of(ir_model)
-    changed = [decision.name for decision in decisions if decision.changed]
-    check = check_output(
-        light_proto(skeleton.proto),
-        changed,
-        lambda: NodePieces(named_for_the_rewrite(light_proto(opened.proto))),
-        input_passes=not admitted.checker_errors,
-    )
-    return skeleton, check
-
-
 def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
     opset = onnx_opset(proto.opset_import)
     if opset is None or opset >= BF16_MIN_OPSET:
@@ -179,23 +150,6 @@ def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[
         return proto, None
     warnings.append(f"opset raised from {opset} to {BF16_MIN_OPSET}: bfloat16 needs it")
     return converted, BF16_MIN_OPSET
-
-
-def _fold_layer_norms(
-    ir_model: ir.Model,
-    names: NameAllocator,
-    mode: PrecisionMode,
-    entries: Sequence[Any],
-    keep_source: str | None,
-    overflow_nodes: Mapping[str, str] | None,
-) -> list[str]:
-    """Written-out LayerNorms become LayerNormalization nodes (docs/design.md §5) in the modes that lower: the
-    decision can then take them low where the target's kernel sums in float32. Pinned nodes stay as they are."""
-    if not (mode.is_mixed or mode is PrecisionMode.FORCE_FP16):
-        return []
-    pinned, _ = match_keep_dtype(entries, ir_model, keep_source)
-    keep = {node.name for node in pinned if node.name is not None} | set(overflow_nodes or ())
-    return fold_layer_norms(ir_model, names, keep)
 
 
 def _training_info_dropped(proto: onnx.ModelProto) -> list[str]:
@@ -279,21 +233,93 @@ def rewrite_model_detailed(
     ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
     net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
     """
-    mode = parse_mode(precision_mode)
-    library = op_info if op_info is not None else load_ops_info(target)
-    lists, warnings, notes = effective_lists(mode, library, modify_mixlist, op_names)
-    entries, keep_source, keep_names = _keep_dtype_entries(keep_dtype, op_names)
-    customize = _customize_file(customize_dtypes, op_names)
+    options = RewriteOptions.of(
+        precision_mode,
+        modify_mixlist=modify_mixlist,
+        keep_dtype=keep_dtype,
+        target=target,
+        keep_io_types=keep_io_types,
+        overflow_nodes=overflow_nodes,
+        float16_encoder=float16_encoder,
+        op_names=op_names,
+        op_info=op_info,
+        customize_dtypes=customize_dtypes,
+        judges=judges,
+        value_ranges=value_ranges,
+        clamp_values=clamp_values,
+        ranges=ranges,
+        data_max=data_max,
+        with_cost=with_cost,
+        runtime_refused=runtime_refused,
+    )
+    return rewrite_with_options(model, options)
+
+
+@dataclass
+class _ReadOptions:
+    """The options with their files read (the mixlist applied to the op lists, keep_dtype and customize_dtypes
+    read), and what reading them said."""
+
+    options: RewriteOptions
+    library: OpInfoLibrary
+    lists: OpLists
+    keep_entries: list[Any]
+    keep_source: str | None
+    customize: CustomizeFile | None
+    warnings: list[str]
+    notes: list[str]
+
+    def setup(self, value_ranges: ValueRanges | None) -> RewriteSetup:
+        options = self.options
+        return RewriteSetup(
+            options,
+            options.precision_mode,
+            self.library,
+            self.lists,
+            self.keep_entries,
+            self.keep_source,
+            self.customize,
+            value_ranges,
+            TYPING,
+            options.float16_encoder or float32_to_float16,
+        )
+
+
+def _read_options(options: RewriteOptions) -> _ReadOptions:
+    mode = options.precision_mode
+    library = options.op_info if options.op_info is not None else load_ops_info(options.target)
+    lists, warnings, notes = effective_lists(mode, library, options.modify_mixlist, options.op_names)
+    entries, keep_source, keep_names = _keep_dtype_entries(options.keep_dtype, options.op_names)
+    customize = _customize_file(options.customize_dtypes, options.op_names)
     if customize is not None:
         warnings.extend(p.format() for p in customize.notes if p.severity is Severity.WARNING)
         notes.extend(p.format() for p in customize.notes if p.severity is Severity.NOTE)
     warnings.extend(p.format() for p in keep_names if p.severity is Severity.WARNING)
     notes.extend(p.format() for p in keep_names if p.severity is Severity.NOTE)
+    return _ReadOptions(options, library, lists, entries, keep_source, customize, warnings, notes)
+
+
+def _value_ranges(options: RewriteOptions, proto: onnx.ModelProto) -> ValueRanges | None:
+    """The ranges file read for ``proto`` (the input as opened), else the ranges given, with ``data_max``."""
+    if options.ranges is not None:
+        return read_ranges(Path(options.ranges), proto, options.data_max)
+    if options.value_ranges is not None and options.data_max is not None:
+        return replace(options.value_ranges, margin=options.data_max)
+    return options.value_ranges
+
+
+def _needs_bf16_opset(mode: PrecisionMode, opened: OpenedModel) -> bool:
+    return mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files
+
+
+def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, options: RewriteOptions) -> RewriteResult:
+    """:func:`rewrite_model_detailed` with its options as one object: ``model`` opened (a path or proto read into
+    an ``ir.Model`` once), admitted (repaired where the checker needs it), and rewritten in place by the pipeline
+    (:mod:`ampconfig.rewrite.pipeline`)."""
+    read = _read_options(options)
+    warnings = read.warnings
     opened = open_model(model, map_weights=True)
-    if ranges is not None:
-        value_ranges = read_ranges(Path(ranges), opened.proto, data_max)
-    elif value_ranges is not None and data_max is not None:
-        value_ranges = replace(value_ranges, margin=data_max)
+    value_ranges = _value_ranges(options, opened.proto)
     ir_version = output_ir_version(opened.proto, opened.path)
     admitted = admit_input_model(opened)
     opened, types = admitted.opened, admitted.types
@@ -305,84 +331,131 @@ def rewrite_model_detailed(
         require_onnx_runtime_loads(admitted, ir_version.version)
 
     opset_raised = None
-    if mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files:
+    if _needs_bf16_opset(options.precision_mode, opened):
         proto, opset_raised = _raise_opset_for_bf16(opened.proto, warnings)
         if opset_raised is not None:
             opened = replace(opened, proto=proto)
             types = inferred_types(light_proto(proto))
-
-    rejected: dict[str, str] = {}
-    for repairs in range(MAX_CHECKER_REPAIRS + 1):
-        ir_model = opened.to_ir()
-        ir_model.ir_version = ir_version.version
-        names = name_unnamed_nodes(ir_model)
-        kept = {**dict(overflow_nodes or {}), **dict.fromkeys(customized_names(customize, ir_model), "customized")}
-        folded = _fold_layer_norms(ir_model, names, mode, entries, keep_source, kept)
-        annotate_dtypes(ir_model, types, TYPING)
-        pinned, keep_warnings = match_keep_dtype(entries, ir_model, keep_source)
-        customized: dict[Any, Any] = {}
-        if customize is not None:
-            customized, custom_warnings = match_customized(customize, ir_model, library, mode.low_dtype, TYPING)
-            keep_warnings = [*keep_warnings, *custom_warnings]
-        overflow = dict(overflow_nodes or {})
-        context = DecisionContext(
-            mode,
-            lists,
-            library,
-            pinned,
-            rejected,
-            overflow,
-            TYPING,
-            customized=customized,
-            judges=dict(judges or {}),
-            value_ranges=value_ranges,
-            clamp_values=clamp_values,
-            runtime_refused=dict(runtime_refused or {}),
-        )
-        plan = build_plan(ir_model, context, keep_io_types)
-        decisions = plan.decisions()
-        cost = decision_cost(plan) if with_cost else None  # before the rewrite: it reads the graph as decided
-        stats = apply_plan(ir_model, plan, names, float16_encoder or float32_to_float16)
-        skeleton, check = _checked_output(ir_model, decisions, opened, admitted)
-        if check.complaint is None:
-            break
-        # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at
-        # once, and the model is rewritten once more.
-        if not check.located or repairs == MAX_CHECKER_REPAIRS or rejected.keys() & check.rejected.keys():
-            raise refuse_invalid_output(check.complaint)
-        rejected.update(check.rejected)
-        warnings.extend(
-            f"node {name} kept its dtype: the ONNX checker rejected the change ({why})"
-            for name, why in check.rejected.items()
-        )
+    input_proto = opened.proto
+    admission = Admission(
+        types,
+        input_passes=not admitted.checker_errors,
+        input_pieces=lambda: NodePieces(named_for_the_rewrite(light_proto(input_proto))),
+    )
+    outcome = run_pipeline(opened.to_ir(), read.setup(value_ranges), admission, opened.to_ir, ir_version.version)
     if admitted.checker_errors:
         from ampconfig.runner.acceptance import confirm_output_runs
 
+        skeleton = outcome.run.skeleton
+        assert skeleton is not None  # the check step made it
         written = None if opened.external_files else skeleton.full_proto()
-        warnings.append(confirm_output_runs(admitted, ir_model, written, ir_version.version))
-    if ir_version.note:
-        warnings.append(ir_version.note)
-    stats.opset_raised_to = opset_raised
-    stats.layer_norms_folded = len(folded)
-    warnings.extend(keep_warnings)
-    # Counted while the tensors were converted (the large ones while the output was serialised for its check).
-    warnings.extend(clamped.warning() for clamped in stats.clamped)
-    result = RewriteResult(
-        ir_model=ir_model,
-        decisions=decisions,
-        stats=stats,
-        precision_mode=mode.value,
-        target=library.target,
-        low_dtype=mode.low_dtype,
-        warnings=warnings,
-        notes=notes,
-        input_files=opened.external_files,
-        cost=cost,
-        skeleton=skeleton,
-        value_ranges=value_ranges,
-    )
+        outcome.warnings.append(confirm_output_runs(admitted, outcome.model, written, ir_version.version))
+    result = _result(outcome, read, value_ranges, opened.external_files, ir_version.note, opset_raised)
     _log_summary(result)
     return result
+
+
+def rewrite_ir_model(model: ir.Model, options: RewriteOptions) -> tuple[RewriteResult, bool]:
+    """Rewrite ``model`` in place (what :class:`ampconfig.MixedPrecisionPass` runs), and whether it changed.
+
+    The model is admitted from a light proto of it (graph, types and shapes; its large weights stay where they
+    are), and the pipeline runs on ``model`` itself: no proto of its weights is made or read back. A copy of its
+    graph (sharing every tensor) is kept to start again from when the checker makes nodes keep their dtype.
+    Inputs the admission must change first (stale declarations repaired, an opset raised for bfloat16), inputs
+    the checker rejects (ONNX Runtime must load them) and a ranges file (keyed by the model as a proto) take the
+    API's way: the model serialised, rewritten, and its graph moved into ``model``."""
+    read = _read_options(options)
+    light = light_proto_of_ir(model)
+    admitted = admit_input_model(OpenedModel(light, None, frozenset()))
+    repaired = any(repair.changed for repair in admitted.repairs)
+    bf16_opset = _needs_bf16_opset(options.precision_mode, admitted.opened) and _opset_below(light, BF16_MIN_OPSET)
+    if repaired or admitted.checker_errors or bf16_opset or options.ranges is not None:
+        result = rewrite_with_options(ir.serde.serialize_model(model), options)
+        _move_into(model, result.ir_model)
+        result.ir_model = model
+        return result, repaired or rewrite_changed(result) or result.stats.opset_raised_to is not None
+    warnings = read.warnings
+    value_ranges = _value_ranges(options, light)
+    ir_version = output_ir_version(light, None)
+    warnings.extend(admitted.warnings)
+    admission = Admission(
+        admitted.types,
+        input_passes=True,
+        input_pieces=lambda: NodePieces(named_for_the_rewrite(light_proto(light))),
+    )
+    snapshot, meta = model.clone(), dict(model.meta)
+
+    def restart() -> ir.Model:
+        _move_into(model, snapshot.clone())
+        model.meta.clear()  # what the steps kept there (the graphs walked) was of the graph replaced
+        model.meta.update(meta)  # as it was handed in
+        return model
+
+    outcome = run_pipeline(model, read.setup(value_ranges), admission, restart, ir_version.version)
+    result = _result(outcome, read, value_ranges, frozenset(), ir_version.note, None)
+    _log_summary(result)
+    return result, outcome.modified
+
+
+def rewrite_changed(result: RewriteResult) -> bool:
+    """Whether a rewrite changed its model: a node's dtype, a cast, a converted tensor, a folded LayerNorm."""
+    stats = result.stats
+    touched = stats.casts_inserted + stats.casts_retargeted + stats.casts_removed + stats.layer_norms_folded
+    touched += stats.initializers_converted + stats.constants_converted
+    return touched > 0 or any(decision.changed for decision in result.decisions)
+
+
+def _opset_below(proto: onnx.ModelProto, version: int) -> bool:
+    opset = onnx_opset(proto.opset_import)
+    return opset is not None and opset < version
+
+
+def _move_into(model: ir.Model, source: ir.Model) -> ir.Model:
+    """``model`` with ``source``'s graph, functions, opsets, IR version and meta (what the steps keep of its graph;
+    ``source`` is not used after)."""
+    model.graph = source.graph
+    model.functions.clear()
+    model.functions.update(source.functions)
+    model.ir_version = source.ir_version
+    model.meta.clear()
+    model.meta.update(source.meta)
+    return model
+
+
+def _result(
+    outcome: PipelineOutcome,
+    read: _ReadOptions,
+    value_ranges: ValueRanges | None,
+    input_files: frozenset[Path],
+    ir_version_note: str | None,
+    opset_raised: int | None,
+) -> RewriteResult:
+    run = outcome.run
+    stats = run.stats
+    assert stats is not None  # the apply step made them
+    warnings = [*read.warnings, *outcome.warnings]
+    if ir_version_note:
+        warnings.append(ir_version_note)
+    stats.opset_raised_to = opset_raised
+    stats.layer_norms_folded = len(run.folded)
+    warnings.extend(run.keep_warnings)
+    # Counted while the tensors were converted (the large ones while the output was serialised for its check).
+    warnings.extend(clamped.warning() for clamped in stats.clamped)
+    mode = read.options.precision_mode
+    return RewriteResult(
+        ir_model=outcome.model,
+        decisions=run.decisions,
+        stats=stats,
+        precision_mode=mode.value,
+        target=read.library.target,
+        low_dtype=mode.low_dtype,
+        warnings=warnings,
+        notes=read.notes,
+        input_files=input_files,
+        cost=run.cost,
+        skeleton=run.skeleton,
+        value_ranges=value_ranges,
+    )
 
 
 def _log_summary(result: RewriteResult) -> None:
@@ -415,23 +488,16 @@ def rewrite_with_settings(
     """:func:`rewrite_model_detailed` with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their
     precision mode, decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the
     settings' model, opened or in memory)."""
-    return rewrite_model_detailed(
-        model,
-        settings.precision_mode,
-        modify_mixlist=settings.modify_mixlist,
-        keep_dtype=settings.keep_dtype,
-        target=settings.target,
-        keep_io_types=settings.keep_io_types,
-        overflow_nodes=overflow_nodes,
+    options = replace(
+        settings.rewrite_options,
+        overflow_nodes=overflow_nodes or {},
         float16_encoder=float16_encoder,
-        op_names=settings.op_names,
         op_info=op_info,
-        customize_dtypes=settings.customize_dtypes,
         value_ranges=value_ranges,
-        clamp_values=settings.clamp_values,
         with_cost=with_cost,
-        runtime_refused=runtime_refused,
+        runtime_refused=runtime_refused or {},
     )
+    return rewrite_with_options(model, options)
 
 
 def _round_like_cpu_low_precision(ir_model: ir.Model) -> int:

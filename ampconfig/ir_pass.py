@@ -7,25 +7,27 @@
 >>> result = manager(ir.load("model.onnx"))  # doctest: +SKIP
 >>> [d.name for d in mixed.result.decisions if d.changed]  # doctest: +SKIP
 
-It follows onnx-ir's ``PassBase`` contract as a *functional* pass: the model handed in is left as it is and a new
-one is returned. The pass runs :func:`ampconfig.rewrite_model_detailed` on it, so the returned model keeps every
-promise a rewrite makes (docs/design.md §6: valid, graph I/O kept, one cast per value and dtype). What was decided
-and why is on the result (:class:`MixedPrecisionResult` ``.rewrite``) and, since a ``PassManager`` hands back a
-plain ``PassResult``, on the pass too (``.result``, the last run's).
+It is an *in-place* pass, as onnx-ir defines it: the model handed in is rewritten and returned. It runs the
+pipeline every command runs (:mod:`ampconfig.rewrite.pipeline`: name, fold, type, decide, apply, check) on that
+model itself, so the result keeps every promise a rewrite makes (docs/design.md §6: valid, graph I/O kept, one cast
+per value and dtype), and is the model ``ampconfig rewrite`` writes. ``modified`` says what the steps changed
+(nodes named, LayerNorms folded, values typed, dtypes, casts, tensors, the IR version). What was decided and why
+is on the result (:class:`MixedPrecisionResult` ``.rewrite``) and, since a ``PassManager`` hands back a plain
+``PassResult``, on the pass too (``.result``, the last run's). Wrap it in ``ir.passes.functionalize`` for a pass
+that leaves its input as it is.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import onnx_ir as ir
 
-from ampconfig.api import rewrite_model_detailed
-from ampconfig.opinfo.targets import DEFAULT_TARGET
+from ampconfig.api import rewrite_ir_model
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.modes import PrecisionMode
+from ampconfig.settings.rewrite_options import RewriteOptions
 
 
 @dataclass
@@ -36,29 +38,29 @@ class MixedPrecisionResult(ir.passes.PassResult):
     rewrite: RewriteResult | None = None
 
 
-class MixedPrecisionPass(ir.passes.FunctionalPass):
-    """Decide each node's dtype for a precision mode and rewrite the model (see the module's docstring).
+class MixedPrecisionPass(ir.passes.InPlacePass):
+    """Decide each node's dtype for a precision mode and rewrite the model in place (see the module's docstring).
 
-    ``options`` are :func:`ampconfig.rewrite_model_detailed`'s keyword arguments (``modify_mixlist``,
-    ``keep_dtype``, ``target``, ``keep_io_types``, ``overflow_nodes``, ``float16_encoder``, and ``judges``, the
-    user's judgements of op types: :mod:`ampconfig.decide.judgements`); a name it does not take is a TypeError
-    here, not at the first run. ``modified`` is whether the returned model differs from the one handed in.
+    ``options`` are :class:`~ampconfig.settings.rewrite_options.RewriteOptions`' fields, the keywords of
+    :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``, ``keep_io_types``,
+    ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op types:
+    :mod:`ampconfig.decide.judgements`); a name it does not take is a TypeError here, not at the first run.
     """
 
     def __init__(self, precision_mode: str | PrecisionMode, **options: Any) -> None:
-        inspect.signature(rewrite_model_detailed).bind(None, precision_mode, **options)
-        self.precision_mode = precision_mode
-        self.options = options
+        super().__init__()
+        self.options = RewriteOptions.of(precision_mode, **options)
         #: the last run's decisions, statistics and warnings
         self.result: RewriteResult | None = None
 
+    @property
+    def precision_mode(self) -> PrecisionMode:
+        return self.options.precision_mode
+
     def call(self, model: ir.Model) -> MixedPrecisionResult:
-        given = ir.serde.serialize_model(model)  # the rewrite reads a copy: the model handed in stays as it is
-        result = rewrite_model_detailed(given, self.precision_mode, **self.options)
+        result, modified = rewrite_ir_model(model, self.options)
         self.result = result
-        modified = result.model.SerializeToString(deterministic=True) != given.SerializeToString(deterministic=True)
-        return MixedPrecisionResult(result.ir_model, modified, result)
+        return MixedPrecisionResult(model, modified, result)
 
     def __repr__(self) -> str:
-        mode = getattr(self.precision_mode, "value", self.precision_mode)
-        return f"MixedPrecisionPass({mode!r}, target={self.options.get('target', DEFAULT_TARGET)!r})"
+        return f"MixedPrecisionPass({self.options.precision_mode.value!r}, target={self.options.target!r})"

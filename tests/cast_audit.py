@@ -1,7 +1,7 @@
 """The casts a plan counts against the Cast nodes the rewrite inserts (ampconfig/decide/needs.py is the one count).
 
-:func:`audit_casts` wraps ``ampconfig.api.apply_plan`` (our own function; the real one runs) for the rewrites made
-inside it. For every plan applied it compares, as sets of (value, dtype):
+:func:`audit_casts` wraps ``ampconfig.rewrite.steps.apply_plan.apply_plan`` (our own function; the real one
+runs) for the rewrites made inside it. For every plan applied it compares, as sets of (value, dtype):
 
 - the plan's casts (``Plan.casts()``) with the Cast nodes the rewrite inserted;
 - for every group of nodes the islands pass or the cost report counts (each float32 group with a low neighbour,
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import onnx_ir as ir
 
-import ampconfig.api as api
+import ampconfig.rewrite.steps.apply_plan as apply_step
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import connected_groups, graphs_of, iter_scopes
 from ampconfig.decide.passes.follow import SOFT_RULES
@@ -129,7 +129,7 @@ def _value_names(model: ir.Model) -> dict[ir.Value, str]:
 def audit_casts(flip: bool = True) -> Iterator[CastAudit]:
     """Audit every plan applied inside the block; ``flip``: also rewrite each group with its dtype flipped."""
     audit = CastAudit()
-    apply_plan = api.apply_plan
+    apply_plan = apply_step.apply_plan
 
     def audited(ir_model, plan, *args):  # type: ignore[no-untyped-def]
         where = ir_model.graph.name or "model"
@@ -164,8 +164,8 @@ def audit_casts(flip: bool = True) -> Iterator[CastAudit]:
                     )
         return stats
 
-    api.apply_plan = audited  # type: ignore[assignment]
+    apply_step.apply_plan = audited  # type: ignore[assignment]
     try:
         yield audit
     finally:
-        api.apply_plan = apply_plan  # type: ignore[assignment]
+        apply_step.apply_plan = apply_plan  # type: ignore[assignment]

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import helper as oh
 
-import ampconfig.api
+import ampconfig.rewrite.steps.apply_plan
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
 from tests.graphs import FLOAT, make_model, run, tensor
@@ -37,13 +37,13 @@ def _random_like_nodes() -> onnx.ModelProto:
 def pipeline_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times the rewrite applied a plan (one per run of the pipeline)."""
     runs: list[int] = []
-    apply_plan = ampconfig.api.apply_plan
+    apply_plan = ampconfig.rewrite.steps.apply_plan.apply_plan
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         runs.append(1)
         return apply_plan(*args, **kwargs)
 
-    monkeypatch.setattr(ampconfig.api, "apply_plan", counted)
+    monkeypatch.setattr(ampconfig.rewrite.steps.apply_plan, "apply_plan", counted)
     return runs
 
 

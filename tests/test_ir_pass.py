@@ -1,6 +1,6 @@
 """ampconfig as an onnx-ir pass (ampconfig/ir_pass.py) and the public judgement hook (ampconfig/decide/judgements.py).
 
-- MixedPrecisionPass keeps onnx-ir's PassBase contract (functional: the model handed in is unchanged), runs in a
+- MixedPrecisionPass keeps onnx-ir's PassBase contract (in place: the model handed in is rewritten), runs in a
   PassManager beside onnx-ir's own common passes, gives the model rewrite_model gives, and its decisions are
   reachable; a second run over its own output changes nothing, so a PassManager stops early.
 - A judgement for a contrib op: "must stay float32" on com.microsoft::FastGelu (ONNX Runtime runs the result on the
@@ -10,17 +10,28 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import onnx
 import onnx_ir as ir
 import onnx_ir.passes.common as common
 import pytest
 from onnx import helper as oh
+from typer.testing import CliRunner
 
 import ampconfig
 from ampconfig import Judgement, MixedPrecisionPass, MixedPrecisionResult, rewrite_model, rewrite_model_detailed
+from ampconfig.cli import app
+from ampconfig.decide.decisions import Rule
 from ampconfig.errors import AmpconfigError
+from ampconfig.examples import example_path
+from ampconfig.settings.modes import PrecisionMode
+from ampconfig.settings.rewrite_options import RewriteOptions
+from tests import exporter_models
 from tests.graphs import FLOAT, IR_VERSION, rel_l2, run, tensor, transformer_block, weight
+from tests.test_api import _random_like_nodes
 
 MS = "com.microsoft"
 MIXED = "allow_mix_precision"
@@ -34,15 +45,13 @@ def _serialized(model: ir.Model | onnx.ModelProto) -> bytes:
 def test_the_pass_runs_in_a_pass_manager_beside_onnx_irs_own_passes() -> None:
     proto = transformer_block()
     model = ir.serde.deserialize_model(proto)
-    before = _serialized(model)
     mixed = MixedPrecisionPass(MIXED, target="cpu")
-    assert not mixed.in_place and not mixed.changes_input  # functional, as onnx-ir defines it
+    assert mixed.in_place and mixed.changes_input  # in place, as onnx-ir defines it
     manager = ir.passes.PassManager(
         [common.RemoveUnusedNodesPass(), mixed, common.TopologicalSortPass(), common.CheckerPass(full_check=True)]
     )
     result = manager(model)
-    assert result.modified and result.model is not model
-    assert _serialized(model) == before  # the model handed in is left as it was
+    assert result.modified and result.model is model  # the model handed in is the one rewritten
     assert mixed.result is not None
     decisions = {d.name: d for d in mixed.result.decisions}
     assert sum(d.changed for d in decisions.values()) > 0
@@ -180,3 +189,149 @@ def test_keeping_an_input_the_schema_ties_to_the_output_is_an_input_error() -> N
         rewrite_model_detailed(model, MIXED, target="cpu", judges={f"{MS}::FastGelu": Judgement("white", "", (3,))})
     with pytest.raises(AmpconfigError, match="a judgement's colour is 'pink'"):
         Judgement("pink", "no such colour")
+
+
+# ------------------------------------------------------------------------------------- the pass is the pipeline
+
+
+def if_model() -> onnx.ModelProto:
+    """x -> ReduceSum -> Greater -> If (then: MatMul with an outer weight; else: Relu) -> Sigmoid -> y."""
+    then = oh.make_graph(
+        [oh.make_node("MatMul", ["x", "w"], ["t"], name="mm_then")], "then", [], [tensor("t", FLOAT, [2, 8])]
+    )
+    other = oh.make_graph(
+        [oh.make_node("Relu", ["x"], ["e"], name="relu_else")], "else", [], [tensor("e", FLOAT, [2, 8])]
+    )
+    nodes = [
+        oh.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+        oh.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+        oh.make_node("If", ["c"], ["y0"], name="branch", then_branch=then, else_branch=other),
+        oh.make_node("Sigmoid", ["y0"], ["y"], name="sig"),
+    ]
+    zero = onnx.numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    graph = oh.make_graph(
+        nodes, "if_model", [tensor("x", FLOAT, [2, 8])], [tensor("y", FLOAT, [2, 8])], [weight("w", 8, 8), zero]
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=IR_VERSION)
+
+
+def _models(tmp_path: Path) -> list[Path]:
+    paths = [example_path("transformer_block"), example_path("small_convnet")]
+    for name, proto in (("gpt2", exporter_models.gpt2()), ("cnn", exporter_models.cnn()), ("if", if_model())):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(proto, path)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize(
+    ("mode", "target"), [(MIXED, "cuda"), ("force_fp16", "cpu"), ("allow_mix_precision_bf16", "cuda")]
+)
+def test_the_pass_in_a_pass_manager_writes_the_bytes_ampconfig_rewrite_writes(
+    tmp_path: Path, mode: str, target: str
+) -> None:
+    for path in _models(tmp_path):
+        written = tmp_path / f"{path.stem}.{mode}.onnx"
+        cli = CliRunner().invoke(
+            app, ["rewrite", str(path), "-o", str(written), "--precision-mode", mode, "--target", target]
+        )
+        assert cli.exit_code == 0, cli.output
+        model = ir.load(path)
+        result = ir.passes.PassManager([MixedPrecisionPass(mode, target=target)])(model)
+        assert result.model is model and result.modified
+        assert ir.serde.serialize_model(model).SerializeToString() == written.read_bytes(), path.name
+
+
+def _big_weight_model() -> tuple[onnx.ModelProto, bytes]:
+    """x -> MatMul(w, 64x64) -> Softmax -> MatMul(w2) -> y, and w's bytes (16 KiB: a weight the check lifts)."""
+    w = weight("w", 64, 64, seed=7)
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["h"], name="mm1"),
+        oh.make_node("Softmax", ["h"], ["p"], name="softmax"),
+        oh.make_node("MatMul", ["p", "w2"], ["y"], name="mm2"),
+    ]
+    graph = oh.make_graph(
+        nodes, "big", [tensor("x", FLOAT, [2, 64])], [tensor("y", FLOAT, [2, 64])], [w, weight("w2", 64, 64, seed=8)]
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=IR_VERSION)
+    return model, onnx.numpy_helper.to_array(w).tobytes()
+
+
+@pytest.mark.parametrize("mode", ["force_fp32", MIXED])
+def test_the_pass_serialises_no_weight_of_the_model_it_is_given(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """Counted, not mocked: every ir.serde.serialize_model call (what the pass makes protos of the model with) and
+    every ModelProto.SerializeToString (what ONNX's checker and inference are handed), each looked at for w's bytes.
+    What remains is light: one proto of the input for its admission, one of the output for its check, each with the
+    weights over 1 KiB left out (lifted to graph inputs, or emptied in the skeleton)."""
+    proto, w_bytes = _big_weight_model()
+    model = ir.serde.deserialize_model(proto)
+    made: list[onnx.ModelProto] = []
+    serialised: list[bytes] = []
+    serialize_model, serialize_to_string = ir.serde.serialize_model, onnx.ModelProto.SerializeToString
+
+    def counted_model(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        made.append(serialize_model(*args, **kwargs))
+        return made[-1]
+
+    def counted_bytes(self: onnx.ModelProto, *args: Any, **kwargs: Any) -> bytes:
+        serialised.append(serialize_to_string(self, *args, **kwargs))
+        return serialised[-1]
+
+    monkeypatch.setattr(ir.serde, "serialize_model", counted_model)
+    monkeypatch.setattr(onnx.ModelProto, "SerializeToString", counted_bytes)
+    result = MixedPrecisionPass(mode, target="cuda")(model)
+    monkeypatch.undo()
+    assert result.model is model
+    assert len(made) == 2  # the admission's light proto of the input, the check's skeleton of the output
+    assert serialised  # the checker and inference did run on the light protos
+    assert not [p for p in made if any(t.name == "w" and t.raw_data for t in p.graph.initializer)]
+    assert not [blob for blob in serialised if w_bytes in blob]
+
+
+def test_modified_is_false_when_nothing_changes_and_true_otherwise() -> None:
+    proto, _ = _big_weight_model()
+    typed = onnx.shape_inference.infer_shapes(proto)  # every value declared: the typing step has nothing to add
+    model = ir.serde.deserialize_model(typed)
+    handed_in = _serialized(model)
+    fp32 = MixedPrecisionPass("force_fp32", target="cuda")(model)
+    assert not fp32.modified and fp32.rewrite is not None and not any(d.changed for d in fp32.rewrite.decisions)
+    assert _serialized(fp32.model) == handed_in  # and indeed nothing did
+    untyped = MixedPrecisionPass("force_fp32", target="cuda")(ir.serde.deserialize_model(proto))
+    assert untyped.modified  # the values got their types (written as value_info)
+    mixed = MixedPrecisionPass(MIXED, target="cuda")
+    once = mixed(ir.serde.deserialize_model(typed))
+    assert once.modified
+    before = _serialized(once.model)
+    again = mixed(once.model)
+    assert not again.modified and _serialized(again.model) == before
+
+
+def test_options_are_one_object_the_api_the_pass_and_settings_share() -> None:
+    mixed = MixedPrecisionPass("force_fp16", target="cpu", keep_io_types=False)
+    assert mixed.options == RewriteOptions(PrecisionMode.FORCE_FP16, target="cpu", keep_io_types=False)
+    with pytest.raises(AmpconfigError, match="no_such_mode"):
+        MixedPrecisionPass("no_such_mode")
+
+
+def test_the_pass_starts_again_from_the_model_it_was_given_when_the_checker_rejects_nodes() -> None:
+    """The checker rejects two nodes in float16: the pass runs the pipeline again from its copy of the input graph,
+    on the same model object, and gives the API's bytes."""
+    proto = _random_like_nodes()
+    model = ir.serde.deserialize_model(proto)
+    result = MixedPrecisionPass("force_fp16", target="cuda")(model)
+    assert result.model is model and result.modified and result.rewrite is not None
+    kept = {d.name for d in result.rewrite.decisions if d.rule is Rule.CHECKER_REJECTS}
+    assert kept == {"noise", "coin"}
+    assert _serialized(model) == _serialized(rewrite_model(proto, "force_fp16", target="cuda"))
+
+
+def test_an_input_the_admission_repairs_is_rewritten_as_the_api_rewrites_it() -> None:
+    """A stale value_info (an int64 declaration of a float value) is repaired before the rewrite: the pass takes
+    the API's way for it (the one whole-model proto it still makes) and the same bytes come out, in its model."""
+    proto = _random_like_nodes()
+    proto.graph.value_info.append(tensor("r", onnx.TensorProto.INT64, [2, 3]))
+    model = ir.serde.deserialize_model(proto)
+    result = MixedPrecisionPass(MIXED, target="cuda")(model)
+    assert result.model is model and result.modified and result.rewrite is not None
+    assert any("'r'" in warning for warning in result.rewrite.warnings)
+    assert _serialized(model) == _serialized(rewrite_model(proto, MIXED, target="cuda"))

@@ -19,34 +19,16 @@ re-judged) > these judgements > the built-in judgements of structure (:mod:`ampc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 
 import onnx_ir as ir
 
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.library import Colour
-
-
-@dataclass(frozen=True)
-class Judgement:
-    colour: Colour | str
-    reason: str
-    kept_inputs: tuple[int, ...] = field(default=())
-
-    def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "colour", Colour(self.colour))
-        except ValueError:
-            choices = ", ".join(c.value for c in Colour)
-            raise AmpconfigError(f"a judgement's colour is {self.colour!r}", hint=f"use one of: {choices}") from None
-        object.__setattr__(self, "kept_inputs", tuple(self.kept_inputs))
-
-
-Judge = Callable[[ir.Node], Judgement | None]
-#: Judges by op key (``Op`` or ``domain::Op``); a Judgement stands for a judge that answers it for every node.
-Judges = Mapping[str, Judge | Judgement]
+from ampconfig.settings.judgements import Judge as Judge
+from ampconfig.settings.judgements import Judgement as Judgement
+from ampconfig.settings.judgements import Judges as Judges
 
 
 def judge_nodes(scopes: Sequence[Scope], judges: Judges) -> tuple[list[Scope], dict[ir.Node, Judgement]]:

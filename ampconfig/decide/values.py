@@ -23,23 +23,19 @@ Pure: arrays and numbers in, findings out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ampconfig.dtypes import Dtype
-from ampconfig.settings.values import DEFAULT_MARGIN_FRACTION, LOW_MAX, default_margin
+from ampconfig.settings.values import ValueRanges as ValueRanges
+from ampconfig.settings.values import low_max as low_max
 
 if TYPE_CHECKING:
     import numpy as np
 
 #: |x| at or beyond this is float32's own extreme (its largest is 3.4e38): a stand-in for infinity, not a value.
 SENTINEL = 1e38
-
-
-def low_max(dtype: Dtype | str) -> float:
-    """The largest finite value of a low dtype (65504 for float16, about 3.39e38 for bfloat16)."""
-    return LOW_MAX[str(Dtype(dtype))]
 
 
 def value_key(scope: str, name: str) -> str:
@@ -108,39 +104,3 @@ def out_of_range_each(arrays: Sequence[np.ndarray], dtype: Dtype | str) -> list[
         if joined.max() <= limit and joined.min() >= -limit:  # false with a NaN: each array is looked at then
             fit = set(small)
     return [None if i in fit else out_of_range(each, dtype) for i, each in enumerate(values)]
-
-
-@dataclass(frozen=True)
-class ValueRanges:
-    """The largest finite |value| (sentinels left out) of each float value, by key (:func:`value_key`), seen by
-    float32 runs on ``source`` (the data, named), and the margin the range rule keeps values within (None: the
-    default, :func:`default_margin` of the low dtype)."""
-
-    peaks: Mapping[str, float]
-    source: str
-    margin: float | None = None
-    #: where they came from, for a lock to record: the ranges file (path as given) and its SHA-256, or the digest
-    #: of the data a command ran the float32 model on
-    file: str | None = None
-    file_sha256: str | None = None
-    data_sha256: str | None = None
-
-    def margin_for(self, dtype: Dtype | str) -> float:
-        return self.margin if self.margin is not None else default_margin(str(Dtype(dtype)))
-
-    def describe_margin(self, dtype: Dtype | str) -> str:
-        margin = self.margin_for(dtype)
-        if self.margin is None:
-            return f"margin {margin:.6g}, {DEFAULT_MARGIN_FRACTION:g} of {dtype}'s {low_max(dtype):.6g}"
-        return f"margin {margin:.6g} (--data-max)"
-
-    def exceeding(self, key: str, dtype: Dtype | str) -> float | None:
-        """The peak of ``key`` when it is beyond the margin, else None."""
-        value = self.peaks.get(key)
-        return value if value is not None and value > self.margin_for(dtype) else None
-
-    def beyond_margin(self, dtype: Dtype | str) -> dict[str, float]:
-        """Every value whose peak is beyond the margin, by key: all the range rule reads (a value within the margin
-        decides nothing), so a decision made with only these equals one made with every peak."""
-        margin = self.margin_for(dtype)
-        return {key: value for key, value in self.peaks.items() if value > margin}

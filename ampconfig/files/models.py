@@ -78,6 +78,20 @@ def call_onnx_api(func: Callable[[onnx.ModelProto], R], model: ir.Model) -> R:
     return func(proto)
 
 
+def light_proto_of_ir(model: ir.Model) -> onnx.ModelProto:
+    """A proto of ``model`` for ONNX's checker and inference (what :func:`call_onnx_api` hands them), leaving
+    ``model`` as it was, its initializers in their order: the light proto the admission of an ``ir.Model`` reads
+    (:func:`ampconfig.api.rewrite_ir_model`)."""
+    initializers = model.graph.initializers
+    order = list(initializers.values())
+    proto = call_onnx_api(lambda light: light, model)
+    if list(initializers.values()) != order:  # the lifted ones were put back at the end
+        initializers.clear()
+        for value in order:
+            initializers[value.name or ""] = value
+    return proto
+
+
 def _sparse_initializers_as_inputs(source: onnx.GraphProto, graph: onnx.GraphProto) -> None:
     """Declare ``source``'s sparse initializers in ``graph`` as graph inputs of the dense tensors they describe,
     and drop them from ``graph``: ONNX Runtime reads them so, while ONNX's checker types them sparse, which no

@@ -14,6 +14,7 @@ class NameAllocator:
     """Unique node and value names across every scope of the model."""
 
     def __init__(self, model: ir.Model) -> None:
+        self.renamed = 0  # nodes :func:`name_unnamed_nodes` named or renamed
         self.node_names: set[str] = set()
         self.value_names: set[str] = set()
         for graph in graphs_of(model):
@@ -51,6 +52,7 @@ def name_unnamed_nodes(model: ir.Model) -> NameAllocator:
         for node in graph:
             if not node.name or node.name in seen:
                 node.name = names.node(node.name or node.op_type)
+                names.renamed += 1
             seen.add(node.name)
     return names
 

@@ -11,7 +11,7 @@ threads, is this module's default and the fallback. Nothing here imports ONNX Ru
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -24,9 +24,7 @@ from ampconfig.decide.values import SENTINEL
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.files.ir_bridge import ir_shape, release_mapped
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
-
-#: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
-Float16Encoder = Callable[[np.ndarray], np.ndarray]
+from ampconfig.settings.rewrite_options import Float16Encoder as Float16Encoder
 
 #: Arrays this large are worth a faster encoder (an ONNX Runtime session run costs more than numpy's cast below).
 LARGE_ARRAY_ELEMENTS = 1 << 16

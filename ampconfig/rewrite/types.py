@@ -29,14 +29,17 @@ def annotate_dtypes(
     model: ir.Model,
     types: Mapping[str, onnx.TypeProto] | None = None,
     typing_source: TypingSource = ONNX_TYPING,
-) -> None:
+) -> int:
     """Fill in missing value types: from ``types`` (ONNX inference by value name; inferred here when None), then
-    through ops only ``typing_source`` knows, alternating with ONNX inference until nothing new is typed."""
-    _fill(model, inferred_types(light_proto_of(model)) if types is None else types)
+    through ops only ``typing_source`` knows, alternating with ONNX inference until nothing new is typed. Returns
+    how many values got a type."""
+    typed = _fill(model, inferred_types(light_proto_of(model)) if types is None else types)
     for _ in range(_MAX_ROUNDS):
-        if not _type_by_schema(model, typing_source):
-            return
-        _fill(model, inferred_types(light_proto_of(model)))
+        by_schema = _type_by_schema(model, typing_source)
+        if not by_schema:
+            break
+        typed += by_schema + _fill(model, inferred_types(light_proto_of(model)))
+    return typed
 
 
 def light_proto_of(model: ir.Model) -> onnx.ModelProto:
@@ -44,14 +47,17 @@ def light_proto_of(model: ir.Model) -> onnx.ModelProto:
     return call_onnx_api(lambda proto: proto, model)
 
 
-def _fill(model: ir.Model, types: Mapping[str, onnx.TypeProto]) -> None:
+def _fill(model: ir.Model, types: Mapping[str, onnx.TypeProto]) -> int:
     if not types:
-        return
+        return 0
+    typed = 0
     for graph in graphs_of(model):
         values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
         for value in values:
             if value.type is None and value.name is not None and value.name in types:
                 value.type = stand_in_type(model, value.name, types[value.name])
+                typed += value.type is not None
+    return typed
 
 
 def _type_by_schema(model: ir.Model, typing_source: TypingSource) -> int:

@@ -36,6 +36,7 @@ from ampconfig.settings.documents import RELATIVE_TO_CONFIG
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
+from ampconfig.settings.rewrite_options import RewriteOptions
 from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,22 @@ class Settings:
     @property
     def mode_source(self) -> str:
         return self.sources["precision_mode"]
+
+    @property
+    def rewrite_options(self) -> RewriteOptions:
+        """What the rewrite reads of these settings: mode, target, lists, op names, keep_io_types, clamping. The
+        ranges file is not among them: the commands read it (against the model they opened) and hand the rewrite
+        its :class:`~ampconfig.settings.values.ValueRanges`."""
+        return RewriteOptions(
+            self.precision_mode,
+            modify_mixlist=self.modify_mixlist,
+            keep_dtype=self.keep_dtype,
+            target=self.target,
+            keep_io_types=self.keep_io_types,
+            op_names=self.op_names,
+            customize_dtypes=self.customize_dtypes,
+            clamp_values=self.clamp_values,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready data (what ``-v`` logs)."""

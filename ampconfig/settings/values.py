@@ -8,7 +8,10 @@ refused with the flag's name or the config key's JSON path.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
+from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 
 #: Untimed runs per model: more only heats the room.
@@ -71,3 +74,45 @@ def check_margin(value: float | None, low_dtype: str, name: str = "--data-max") 
             hint=f"give a positive value up to {limit:.6g} (default {default_margin(low_dtype):.6g})",
         )
     return float(value)
+
+
+def low_max(dtype: Dtype | str) -> float:
+    """The largest finite value of a low dtype (65504 for float16, about 3.39e38 for bfloat16)."""
+    return LOW_MAX[str(Dtype(dtype))]
+
+
+@dataclass(frozen=True)
+class ValueRanges:
+    """The largest finite |value| (sentinels left out) of each float value, by key
+    (:func:`ampconfig.decide.values.value_key`), seen by float32 runs on ``source`` (the data, named), and the
+    margin the range rule keeps values within (None: the default, :func:`default_margin` of the low dtype). Kept
+    with the settings, since a :class:`~ampconfig.settings.rewrite_options.RewriteOptions` carries them."""
+
+    peaks: Mapping[str, float]
+    source: str
+    margin: float | None = None
+    #: where they came from, for a lock to record: the ranges file (path as given) and its SHA-256, or the digest
+    #: of the data a command ran the float32 model on
+    file: str | None = None
+    file_sha256: str | None = None
+    data_sha256: str | None = None
+
+    def margin_for(self, dtype: Dtype | str) -> float:
+        return self.margin if self.margin is not None else default_margin(str(Dtype(dtype)))
+
+    def describe_margin(self, dtype: Dtype | str) -> str:
+        margin = self.margin_for(dtype)
+        if self.margin is None:
+            return f"margin {margin:.6g}, {DEFAULT_MARGIN_FRACTION:g} of {dtype}'s {low_max(dtype):.6g}"
+        return f"margin {margin:.6g} (--data-max)"
+
+    def exceeding(self, key: str, dtype: Dtype | str) -> float | None:
+        """The peak of ``key`` when it is beyond the margin, else None."""
+        value = self.peaks.get(key)
+        return value if value is not None and value > self.margin_for(dtype) else None
+
+    def beyond_margin(self, dtype: Dtype | str) -> dict[str, float]:
+        """Every value whose peak is beyond the margin, by key: all the range rule reads (a value within the margin
+        decides nothing), so a decision made with only these equals one made with every peak."""
+        margin = self.margin_for(dtype)
+        return {key: value for key, value in self.peaks.items() if value > margin}

@@ -405,9 +405,9 @@ def test_contrib_op_ort_does_not_know_fails_run_with_the_node_named(tmp_path: Pa
 def test_output_ort_cannot_run_is_refused_when_the_input_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     # The guard itself: a checker-rejected input whose rewrite ORT would not load is refused, nothing returned.
     # The rewrite is made unloadable by a real defect (an op ORT does not know), not by a mock of ORT.
-    import ampconfig.api as api
+    import ampconfig.rewrite.steps.apply_plan as apply_step
 
-    original = api.apply_plan
+    original = apply_step.apply_plan
 
     def apply_then_break(ir_model, plan, names, *encoder):
         stats = original(ir_model, plan, names, *encoder)
@@ -416,7 +416,7 @@ def test_output_ort_cannot_run_is_refused_when_the_input_runs(monkeypatch: pytes
         ir_model.opset_imports["com.microsoft"] = 1
         return stats
 
-    monkeypatch.setattr(api, "apply_plan", apply_then_break)
+    monkeypatch.setattr(apply_step, "apply_plan", apply_then_break)
     with pytest.raises(AmpconfigError, match="worse than the input, so nothing was written") as caught:
         rewrite_model_detailed(DEFECTS["stale_output_shape"](), "force_fp16", target="cpu")
     assert "NoSuchFusedOp" in caught.value.message

@@ -1,0 +1,99 @@
+"""The rewrite as one pipeline of onnx-ir passes over an ``ir.Model``, changed in place: name, fold, type, decide,
+apply, check (:mod:`ampconfig.rewrite.steps`). The API, every command and :class:`ampconfig.MixedPrecisionPass`
+run it; what differs between them is only how the model was opened and admitted.
+
+When the checker rejects changed nodes on their own (an op info gap), the pipeline runs again from the input,
+those nodes keeping their dtype, at most :data:`MAX_CHECKER_REPAIRS` times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from ampconfig.files.models import refuse_invalid_output
+from ampconfig.rewrite.steps.annotate_types import AnnotateTypesPass
+from ampconfig.rewrite.steps.apply_plan import ApplyPlanPass
+from ampconfig.rewrite.steps.check_output import CheckOutputPass
+from ampconfig.rewrite.steps.decide_dtypes import DecideDtypesPass
+from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
+from ampconfig.rewrite.steps.name_nodes import NameNodesPass
+from ampconfig.rewrite.steps.state import Admission, RewriteRun, RewriteSetup
+
+#: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
+#: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
+MAX_CHECKER_REPAIRS = 2
+
+
+def steps(run: RewriteRun) -> ir.passes.PassManager:
+    """The pipeline's passes for one attempt, in order, sharing ``run``."""
+    return ir.passes.PassManager(
+        [
+            NameNodesPass(run),
+            FoldLayerNormsPass(run),
+            AnnotateTypesPass(run),
+            DecideDtypesPass(run),
+            ApplyPlanPass(run),
+            CheckOutputPass(run),
+        ],
+        steps=1,
+    )
+
+
+@dataclass
+class PipelineOutcome:
+    """The rewritten model (the one handed in, or the last restart's), the last attempt's findings, the warnings
+    of nodes the checker made keep their dtype, and whether the model changed."""
+
+    model: ir.Model
+    run: RewriteRun
+    modified: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_pipeline(
+    model: ir.Model,
+    setup: RewriteSetup,
+    admission: Admission,
+    restart: Callable[[], ir.Model],
+    ir_version: int,
+) -> PipelineOutcome:
+    """Rewrite ``model`` in place. ``restart`` gives the input again, unchanged, for a repair attempt; the output
+    gets IR version ``ir_version``."""
+    rejected: dict[str, str] = {}
+    warnings: list[str] = []
+    for repairs in range(MAX_CHECKER_REPAIRS + 1):
+        if repairs:
+            model = restart()
+        version_changed = model.ir_version != ir_version
+        model.ir_version = ir_version
+        run = RewriteRun(setup, admission, dict(rejected))
+        modified = _run_steps(steps(run), model) or version_changed
+        check = run.check
+        assert check is not None  # the check step ensures it
+        if check.complaint is None:
+            return PipelineOutcome(model, run, modified, warnings)
+        # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at
+        # once, and the model is rewritten once more.
+        if not check.located or repairs == MAX_CHECKER_REPAIRS or rejected.keys() & check.rejected.keys():
+            raise refuse_invalid_output(check.complaint)
+        rejected.update(check.rejected)
+        warnings.extend(
+            f"node {name} kept its dtype: the ONNX checker rejected the change ({why})"
+            for name, why in check.rejected.items()
+        )
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _run_steps(manager: ir.passes.PassManager, model: ir.Model) -> bool:
+    """Run the steps; an error a step raises is raised as it was (the PassManager wraps it in a PassError)."""
+    try:
+        return manager(model).modified
+    except ir.passes.PassError as exc:
+        cause: BaseException = exc
+        while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        cause.__suppress_context__ = True  # its own cause, if any, is kept
+        raise cause from cause.__cause__

@@ -1,0 +1,35 @@
+"""Step 2, fold: written-out LayerNorms become LayerNormalization nodes (docs/design.md §5) in the modes that
+lower, so the decision can take them low where the target's kernel sums in float32. Nodes the user pins
+(keep_dtype, customize_dtypes) or range analysis keeps float32 stay as they are."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ampconfig.decide.customized import customized_names
+from ampconfig.decide.plan import match_keep_dtype
+from ampconfig.rewrite.fold import fold_layer_norms
+from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.settings.modes import PrecisionMode
+
+
+class FoldLayerNormsPass(ir.passes.InPlacePass):
+    """Requires the nodes named (``run.names``). Ensures ``run.folded`` names the LayerNormalization nodes made."""
+
+    def __init__(self, run: RewriteRun) -> None:
+        super().__init__()
+        self.run = run
+
+    def requires(self, model: ir.Model) -> None:
+        self.run.require("the nodes named", self.run.names, "the fold")
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        setup, names = self.run.setup, self.run.names
+        assert names is not None  # requires
+        self.run.folded = []
+        if setup.mode.is_mixed or setup.mode is PrecisionMode.FORCE_FP16:
+            pinned, _ = match_keep_dtype(setup.keep_entries, model, setup.keep_source)
+            keep = {node.name for node in pinned if node.name is not None}
+            keep |= set(setup.options.overflow_nodes) | customized_names(setup.customize, model)
+            self.run.folded = fold_layer_norms(model, names, keep)
+        return ir.passes.PassResult(model, modified=bool(self.run.folded))
