@@ -301,8 +301,8 @@ def _join(path: str, part: str) -> str:
     return f"{path}/{part}" if path else part
 
 
-def constant_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value of an initializer or of a Constant node's ``value``, else None."""
+def constant_source(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """The tensor of an initializer or of a Constant node's ``value``, else None."""
     if value is None:
         return None
     tensor = value.const_value
@@ -311,6 +311,12 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         if producer is None or producer.op_type != "Constant" or "value" not in producer.attributes:
             return None
         tensor = producer.attributes["value"].value
+    return tensor
+
+
+def constant_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value of an initializer or of a Constant node's ``value``, else None."""
+    tensor = constant_source(value)
     return np.asarray(tensor.numpy()) if tensor is not None else None
 
 
