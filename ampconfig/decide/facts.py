@@ -18,7 +18,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_BY_ELEM_TYPE, MOVABLE_DTYPES, Dtype
-from ampconfig.files.ir_bridge import StandIn, stand_in_nodes
+from ampconfig.files.ir_bridge import StandIn, model_graphs, stand_in_nodes
 from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
@@ -220,17 +220,10 @@ def _touches_sparse(node: ir.Node, stand_ins: Mapping[ir.Node, StandIn]) -> bool
     return any(producer is not None and stand_ins.get(producer) is StandIn.SPARSE for producer in producers)
 
 
-_GRAPHS_KEY = "ampconfig.graphs"
-
-
 def graphs_of(model: ir.Model) -> list[ir.Graph]:
-    """The main graph and every subgraph. onnx-ir's ``Model.graphs()`` walks every node each time; a rewrite
-    never adds subgraphs, so the walk is done once per model and kept in its (unserialised) ``meta``."""
-    cached = model.meta.get(_GRAPHS_KEY)
-    if cached is None:
-        cached = list(model.graphs())
-        model.meta[_GRAPHS_KEY] = cached
-    return cached
+    """The main graph and every subgraph (:func:`ampconfig.files.ir_bridge.model_graphs`: walked once per
+    model)."""
+    return model_graphs(model)
 
 
 @dataclass(frozen=True)
