@@ -55,6 +55,9 @@ copy = fresh()
 wall, cpu = time.perf_counter(), time.process_time()
 convert(copy)
 print(time.perf_counter() - wall, time.process_time() - cpu)
+if tool.startswith("ampconfig:"):
+    import ampconfig
+    print(ampconfig.__file__)
 """
 
 PEER_FILE = """
@@ -62,6 +65,11 @@ import sys, onnx
 from onnxconverter_common import float16
 onnx.save(float16.convert_float_to_float16(onnx.load(sys.argv[1]), keep_io_types=True), sys.argv[2])
 """
+
+
+#: Where every timed process starts: ``python -c`` and ``-m`` put the working folder first on ``sys.path``, so
+#: started inside a checkout the "before" column would import that checkout's ampconfig.
+NEUTRAL = Path("/")
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -73,18 +81,24 @@ def _env(tree: Path) -> dict[str, str]:
 
 def _in_process(model: Path, tool: str, tree: Path) -> tuple[float, float]:
     done = subprocess.run(
-        [sys.executable, "-c", IN_PROCESS, str(model), tool], capture_output=True, text=True, env=_env(tree)
+        [sys.executable, "-c", IN_PROCESS, str(model), tool],
+        capture_output=True,
+        text=True,
+        env=_env(tree),
+        cwd=NEUTRAL,
     )
     if done.returncode != 0:
         raise SystemExit(f"{tool} ({tree}) failed: {done.stderr.strip()[-500:]}")
-    wall, cpu = done.stdout.split()
+    wall, cpu, *imported = done.stdout.split()
+    if imported and not Path(imported[0]).resolve().is_relative_to(tree):
+        raise SystemExit(f"{tool} imported {imported[0]}, not the checkout at {tree}")
     return float(wall), float(cpu)
 
 
 def _file_to_file(command: list[str], tree: Path) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=_env(tree))
+    done = subprocess.run(command, capture_output=True, text=True, env=_env(tree), cwd=NEUTRAL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
