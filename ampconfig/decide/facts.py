@@ -18,7 +18,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_BY_ELEM_TYPE, MOVABLE_DTYPES, Dtype
-from ampconfig.files.ir_bridge import StandIn, stand_in_nodes
+from ampconfig.files.ir_bridge import StandIn, model_graphs, stand_in_nodes
 from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
@@ -220,17 +220,10 @@ def _touches_sparse(node: ir.Node, stand_ins: Mapping[ir.Node, StandIn]) -> bool
     return any(producer is not None and stand_ins.get(producer) is StandIn.SPARSE for producer in producers)
 
 
-_GRAPHS_KEY = "ampconfig.graphs"
-
-
 def graphs_of(model: ir.Model) -> list[ir.Graph]:
-    """The main graph and every subgraph. onnx-ir's ``Model.graphs()`` walks every node each time; a rewrite
-    never adds subgraphs, so the walk is done once per model and kept in its (unserialised) ``meta``."""
-    cached = model.meta.get(_GRAPHS_KEY)
-    if cached is None:
-        cached = list(model.graphs())
-        model.meta[_GRAPHS_KEY] = cached
-    return cached
+    """The main graph and every subgraph (:func:`ampconfig.files.ir_bridge.model_graphs`: walked once per
+    model)."""
+    return model_graphs(model)
 
 
 @dataclass(frozen=True)
@@ -301,8 +294,8 @@ def _join(path: str, part: str) -> str:
     return f"{path}/{part}" if path else part
 
 
-def constant_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value of an initializer or of a Constant node's ``value``, else None."""
+def constant_source(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """The tensor of an initializer or of a Constant node's ``value``, else None."""
     if value is None:
         return None
     tensor = value.const_value
@@ -311,6 +304,12 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         if producer is None or producer.op_type != "Constant" or "value" not in producer.attributes:
             return None
         tensor = producer.attributes["value"].value
+    return tensor
+
+
+def constant_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value of an initializer or of a Constant node's ``value``, else None."""
+    tensor = constant_source(value)
     return np.asarray(tensor.numpy()) if tensor is not None else None
 
 

@@ -8,8 +8,8 @@ answers, through :mod:`ampconfig.decide.needs`, what each reader needs and which
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol
 
@@ -21,6 +21,7 @@ from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, is
 from ampconfig.decide.needs import Cast, Needs
 from ampconfig.decide.pipeline import Pipeline, pipeline_for
 from ampconfig.decide.state import DecisionState
+from ampconfig.decide.values import Bounds
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import op_key
@@ -41,6 +42,8 @@ class Plan:
     keep_io_types: bool
     ctx: DecisionContext
     colours: dict[ir.Node, str]  # effective colour of painted nodes (mixed modes)
+    #: the bounds of the large constants the values pass read (:attr:`DecisionState.constant_bounds`)
+    constant_bounds: Mapping[ir.TensorProtocol, Bounds] = field(default_factory=dict)
 
     def new_dtypes(self) -> dict[ir.Node, Dtype]:
         """Nodes whose compute dtype changes (constants excluded: the rewrite converts them on demand)."""
@@ -137,4 +140,13 @@ def build_plan(
     state = DecisionState.of(list(iter_scopes(model, ctx.low, ctx.typing)), ctx, keep_io_types)
     (pipeline or pipeline_for(ctx.mode)).run(state)
     colours = {node: colour.value for node, colour in state.colours.items()}
-    return Plan(state.scopes, state.facts_of, state.verdicts, original_dtypes(model), keep_io_types, ctx, colours)
+    return Plan(
+        state.scopes,
+        state.facts_of,
+        state.verdicts,
+        original_dtypes(model),
+        keep_io_types,
+        ctx,
+        colours,
+        state.constant_bounds,
+    )

@@ -18,6 +18,7 @@ from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
 from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
+from ampconfig.decide.values import Bounds
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
@@ -56,6 +57,8 @@ class DecisionState:
     lowered_islands: list[LoweredIsland] = field(default_factory=list)
     #: the user's judgement of each node a judge answered for (:mod:`ampconfig.decide.judgements`)
     judgements: dict[ir.Node, Judgement] = field(default_factory=dict)
+    #: the bounds of each large constant the values pass read, by tensor: the rewrite's conversion reads them
+    constant_bounds: dict[ir.TensorProtocol, Bounds] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         #: what each reader needs and which casts the verdicts so far imply (reads ``verdicts`` live)

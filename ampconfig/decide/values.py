@@ -65,16 +65,41 @@ class OutOfRange:
     sentinel: bool
 
 
-def out_of_range(array: np.ndarray, dtype: Dtype | str) -> OutOfRange | None:
-    """What of ``array`` (a float constant) lies beyond ``dtype``'s range; None when everything fits. Two
-    reductions first, so the common case allocates nothing."""
+@dataclass(frozen=True)
+class Bounds:
+    """The smallest and largest element of a float array (NaN where it holds a NaN). The values check finds them
+    for each large constant it reads and keeps them, so the float16 conversion, which reads the constant again to
+    convert it, knows without a second look whether anything there lies beyond the low type's range."""
+
+    low: float
+    high: float
+
+    def within(self, limit: float) -> bool:
+        """Whether every element is finite and within [-limit, limit] (false where one is NaN)."""
+        return self.high <= limit and self.low >= -limit
+
+
+def bounds(array: np.ndarray) -> Bounds | None:
+    """The :class:`Bounds` of a float array; None for an empty or non-float one."""
+    import numpy as np
+
+    values = np.asarray(array)
+    if values.size == 0 or values.dtype.kind != "f":
+        return None
+    return Bounds(float(values.min()), float(values.max()))
+
+
+def out_of_range(array: np.ndarray, dtype: Dtype | str, known: Bounds | None = None) -> OutOfRange | None:
+    """What of ``array`` (a float constant) lies beyond ``dtype``'s range; None when everything fits. Its bounds
+    first (``known`` where they were found already), so the common case allocates nothing."""
     import numpy as np
 
     values = np.asarray(array)
     if values.size == 0 or values.dtype.kind != "f":
         return None
     limit = low_max(dtype)
-    if values.max() <= limit and values.min() >= -limit:  # false with a NaN: checked element-wise below
+    found = known if known is not None else bounds(values)
+    if found is None or found.within(limit):
         return None
     with np.errstate(invalid="ignore"):
         magnitudes = np.abs(values.astype(np.float64, copy=False))
@@ -87,7 +112,7 @@ def out_of_range(array: np.ndarray, dtype: Dtype | str) -> OutOfRange | None:
 
 #: Arrays up to this many elements are looked at together by :func:`out_of_range_each` (larger ones alone: not
 #: copied).
-_JOINED_ELEMENTS = 1 << 14
+JOINED_ELEMENTS = 1 << 14
 
 
 def out_of_range_each(arrays: Sequence[np.ndarray], dtype: Dtype | str) -> list[OutOfRange | None]:
@@ -96,7 +121,7 @@ def out_of_range_each(arrays: Sequence[np.ndarray], dtype: Dtype | str) -> list[
     import numpy as np
 
     values = [np.asarray(array) for array in arrays]
-    small = [i for i, each in enumerate(values) if 0 < each.size <= _JOINED_ELEMENTS and each.dtype.kind == "f"]
+    small = [i for i, each in enumerate(values) if 0 < each.size <= JOINED_ELEMENTS and each.dtype.kind == "f"]
     fit: set[int] = set()
     if small:
         joined = np.concatenate([values[i].reshape(-1) for i in small])  # float16 < 32 < 64: values kept exactly

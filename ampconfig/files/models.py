@@ -30,7 +30,7 @@ from onnx import external_data_helper
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
-from ampconfig.files.ir_bridge import attach_external_data, ir_shape, save_ir, to_ir, to_proto
+from ampconfig.files.ir_bridge import attach_external_data, ir_shape, model_graphs, save_ir, to_ir, to_proto
 from ampconfig.files.mapped import mappable, read_mapped
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import IN_MODEL_FILE, STREAM_BYTES, ModelSkeleton, skeleton_of
@@ -510,7 +510,7 @@ EXTERNAL_DATA_THRESHOLD = 1 << 30
 def _tensor_bytes(model: ir.Model) -> int:
     return sum(
         value.const_value.nbytes
-        for graph in model.graphs()
+        for graph in model_graphs(model)
         for value in graph.initializers.values()
         if value.const_value is not None
     )
@@ -519,7 +519,7 @@ def _tensor_bytes(model: ir.Model) -> int:
 def _has_external_tensors(model: ir.Model) -> bool:
     return any(
         isinstance(value.const_value, (ir.ExternalTensor, ir.LazyTensor))
-        for graph in model.graphs()
+        for graph in model_graphs(model)
         for value in graph.initializers.values()
     )
 

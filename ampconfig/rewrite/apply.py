@@ -35,7 +35,7 @@ class Rewriter:
         self.needs = plan.needs
         self.names = names if names is not None else NameAllocator(model)
         self.stats = RewriteStats()
-        self.tensors = TensorConverter(self.stats, encode_float16)
+        self.tensors = TensorConverter(self.stats, encode_float16, plan.constant_bounds)
         self._converted: dict[tuple[ir.Value, Dtype], ir.Value] = {}
 
     # -- producers ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ threads, is this module's default and the fallback. Nothing here imports ONNX Ru
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.values import SENTINEL
+from ampconfig.decide.values import SENTINEL, Bounds
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.files.ir_bridge import ir_shape, release_mapped
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
@@ -123,6 +123,10 @@ class TensorConverter:
 
     stats: RewriteStats
     encode_float16: Float16Encoder = field(default=numpy_float16)
+    #: the bounds the values check found of large constants, by tensor (:class:`ampconfig.decide.values.Bounds`):
+    #: such a tensor within the low type's range is converted with one read of its values, not three (the range
+    #: count here and the look for inf and NaN after the cast are answered by its bounds)
+    bounds: Mapping[ir.TensorProtocol, Bounds] = field(default_factory=dict)
     #: conversions awaiting :meth:`finish`, with the clamping records of the others in between (their order)
     _pending: list[_Deferred | tuple[str, Dtype, Clamped]] = field(default_factory=list)
 
@@ -157,7 +161,9 @@ class TensorConverter:
 
     def convert(self, tensor: ir.TensorProtocol, dtype: Dtype, name: str) -> ir.TensorProtocol:
         name = name or tensor.name or ""
-        if isinstance(tensor, ir.ExternalTensor):
+        if isinstance(tensor, ir.ExternalTensor) or (
+            tensor in self.bounds and tensor.nbytes >= LAZY_CONVERSION_BYTES
+        ):  # converted when written: its values are not read now
             return self._converted_when_written(tensor, dtype, name)
         # Graphs with thousands of small weights pay this per tensor: the array is read once (its size decides
         # the path; ``tensor.nbytes`` would build the shape again) and the shape is built once.
@@ -210,17 +216,26 @@ class TensorConverter:
     ) -> ir.LazyTensor:
         """A large tensor is converted when the output is written (or the API's proto built), one tensor at a
         time, so the converted copy lives only until it is written, and a model larger than memory can be
-        rewritten. Its out-of-range values are recorded now, in one pass over the source (memory-mapped for a
-        tensor on disk; ``source`` where it was read already), so the statistics and warnings are complete when
-        the rewrite returns."""
-        self._record(name, dtype, count_out_of_range(tensor.numpy() if source is None else source, dtype))
+        rewritten. Its out-of-range values are recorded now, so the statistics and warnings are complete when the
+        rewrite returns: from the bounds the values check found, where they lie within the low type's range (then
+        the values are read once, when written), else in one pass over the source (memory-mapped for a tensor on
+        disk; ``source`` where it was read already)."""
+        known = self.bounds.get(tensor)
+        # Within the low type's range, nothing is clamped and the cast makes no inf or NaN: the bounds say so.
+        fits = dtype not in LOW_DTYPES or (known is not None and known.within(float(_low_limit(dtype))))
+        if fits:
+            self._record(name, dtype, NOTHING_CLAMPED)
+        else:
+            self._record(name, dtype, count_out_of_range(tensor.numpy() if source is None else source, dtype))
         del source  # not kept for the conversion: the converted copy is made when written
         release_mapped(tensor)
 
         def convert() -> ir.TensorProtocol:
-            converted = ir.Tensor(self.convert_array(tensor.numpy(), dtype)[0], dtype=dtype.data_type)
+            source = tensor.numpy()
+            converted = self.cast(source, dtype) if fits else self.convert_array(source, dtype)[0]
+            del source  # a view of the mapped file: gone before the file is unmapped
             release_mapped(tensor)
-            return converted
+            return ir.Tensor(converted, dtype=dtype.data_type)
 
         return ir.LazyTensor(convert, dtype.data_type, ir_shape(tensor.shape), name=name)
 

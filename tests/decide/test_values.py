@@ -18,7 +18,7 @@ from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.decide.passes import values as value_pass
 from ampconfig.decide.ranges_input import NOT_CHECKED
-from ampconfig.decide.values import ValueRanges, out_of_range, out_of_range_each
+from ampconfig.decide.values import ValueRanges, bounds, out_of_range, out_of_range_each
 from ampconfig.files import mapped
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.value_models import (
@@ -283,6 +283,62 @@ def test_weights_on_disk_are_checked_without_being_held(tmp_path: Path) -> None:
     assert decisions["first"].dtype == "float16"
     assert decisions["second"].dtype == "float32" and decisions["second"].rule == "value_out_of_range"
     assert all(weight.raw is None for weight in weights)  # read, and unmapped again
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, -np.inf, 65504.0, 65520.0, -7e4, -3.4e38])
+def test_kept_bounds_answer_as_the_values_do(dtype: str, special: float | None) -> None:
+    """A large constant's bounds, found once by the values check and kept for its conversion, judge it as its
+    values do: what lies beyond the range, NaN and inf (which fit nothing)."""
+    array = np.random.default_rng(4).standard_normal(1 << 15).astype(np.float32)
+    if special is not None:
+        array[[5, 900]] = special
+    known = bounds(array)
+    assert known is not None and out_of_range(array, dtype, known) == out_of_range(array, dtype)
+    limit = 65504.0 if dtype == "float16" else 3.3895313892515355e38
+    with np.errstate(invalid="ignore"):
+        assert known.within(limit) == bool(np.all(np.abs(array) <= limit))  # false with a NaN
+    assert bounds(np.array([], np.float32)) is None and bounds(np.arange(3)) is None
+
+
+def test_the_values_pass_keeps_the_bounds_of_large_constants_for_the_rewrite() -> None:
+    """The plan carries the bounds of each constant the values check looked at alone (a large one), by tensor, so
+    the conversion need not read it to know it fits; the small ones, looked at together, are not kept."""
+    import onnx_ir as ir
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as oh
+
+    from ampconfig.decide.context import DecisionContext
+    from ampconfig.decide.plan import build_plan
+    from ampconfig.decide.values import Bounds
+    from ampconfig.opinfo.library import load_ops_info
+    from ampconfig.rewrite.names import name_unnamed_nodes
+    from ampconfig.rewrite.types import annotate_dtypes
+    from ampconfig.settings.modes import PrecisionMode
+    from tests.graphs import make_model, tensor
+
+    rng = np.random.default_rng(1)
+    large_array = rng.standard_normal((256, 256)).astype(np.float32)
+    large_array[0, 0] = 1e6
+    small = numpy_helper.from_array(rng.standard_normal((4, 256)).astype(np.float32).T.copy(), "small")
+    nodes = [
+        oh.make_node("MatMul", ["x", "large"], ["h"], name="first"),
+        oh.make_node("MatMul", ["h", "small"], ["y"], name="second"),
+    ]
+    model = make_model(
+        nodes,
+        [tensor("x", TensorProto.FLOAT, [2, 256])],
+        [tensor("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(large_array, "large"), small],
+    )
+    ir_model = ir.serde.deserialize_model(model)
+    name_unnamed_nodes(ir_model)
+    annotate_dtypes(ir_model)
+    library = load_ops_info("cuda")
+    plan = build_plan(ir_model, DecisionContext(PrecisionMode.FORCE_FP16, library.lists(), library))
+    initializers = ir_model.graph.initializers
+    assert dict(plan.constant_bounds) == {initializers["large"].const_value: Bounds(float(large_array.min()), 1e6)}
+    assert {d.name: d.rule for d in plan.decisions()}["first"] == "value_out_of_range"
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

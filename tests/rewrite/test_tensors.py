@@ -7,9 +7,15 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
+from ampconfig.decide.values import bounds
 from ampconfig.dtypes import Dtype
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
-from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS, LAZY_CONVERSION_BYTES, TensorConverter
+from ampconfig.rewrite.tensors import (
+    LARGE_ARRAY_ELEMENTS,
+    LAZY_CONVERSION_BYTES,
+    TensorConverter,
+    count_out_of_range,
+)
 from ampconfig.runner.float_cast import float32_to_float16
 
 #: Zeros, signs, the float16 limits and just beyond (overflow: clamped), subnormal float16 results, float32's own
@@ -104,3 +110,49 @@ def test_records_keep_their_order_around_tensors_converted_at_once() -> None:
     assert [clamped.tensor for clamped in stats.clamped] == ["first", "middle", "large", "last"]
     assert stats.values_clamped == 3 + large.size
     assert np.all(lazy.numpy() == np.float16(65504.0))
+
+
+class _CountedReads(ir.Tensor):  # type: ignore[type-arg]
+    """An in-memory tensor that counts how often its values are read."""
+
+    def __init__(self, array: np.ndarray, name: str) -> None:
+        super().__init__(array, name=name)
+        self.reads = 0
+
+    def numpy(self) -> np.ndarray:
+        self.reads += 1
+        return super().numpy()
+
+
+def _large(special: float | None) -> np.ndarray:
+    """A weight converted when written: the edges float16 holds, then ``special`` (None: nothing more)."""
+    array = np.random.default_rng(5).standard_normal(LAZY_CONVERSION_BYTES // 4).astype(np.float32)
+    held = EDGES[np.abs(EDGES) <= 65504.0]
+    array[: held.size] = held
+    if special is not None:
+        array[held.size] = special
+    return array
+
+
+@pytest.mark.parametrize("dtype", [Dtype.FLOAT16, Dtype.BFLOAT16])
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, 65519.99, 7e4, -3.4e38])
+def test_a_large_tensor_with_known_bounds_is_converted_with_one_read(dtype: Dtype, special: float | None) -> None:
+    """The values check's bounds of a large weight tell its conversion whether anything lies beyond the low type's
+    range: one within it is read once, when written (no count of out-of-range values before, no look for inf and
+    NaN after the cast); one beyond it is counted as before. Bits and clamping records are those of a conversion
+    without bounds."""
+    array = _large(special)
+    tensor = _CountedReads(array, "w")
+    stats = RewriteStats()
+    converter = TensorConverter(stats, float32_to_float16, {tensor: bounds(array)})
+    converted = converter.convert(tensor, dtype, "w")
+    converter.finish()
+    reads_before_written = tensor.reads
+    got = converted.numpy()
+    if special is None or (dtype is Dtype.BFLOAT16 and abs(special) < 3e38):
+        assert (reads_before_written, tensor.reads) == (0, 1)  # read once: when written
+    want_array = converter.convert_array(array, dtype)[0]
+    want = count_out_of_range(array, dtype)
+    want_records = [ClampedTensor("w", dtype.value, want.count, want.largest, want.sentinel)] if want.count else []
+    assert got.tobytes() == want_array.tobytes()  # bit for bit, clamped where beyond the range
+    assert (stats.values_clamped, stats.clamped) == (want.count, want_records)

@@ -16,11 +16,20 @@ import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.facts import NodeFacts, Scope, constant_array
+from ampconfig.decide.facts import NodeFacts, Scope, constant_source
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.modes import ModeVerdicts
 from ampconfig.decide.state import DecisionState, is_constant, is_flexible
-from ampconfig.decide.values import OutOfRange, low_max, out_of_range, out_of_range_each, value_key
+from ampconfig.decide.values import (
+    JOINED_ELEMENTS,
+    Bounds,
+    OutOfRange,
+    bounds,
+    low_max,
+    out_of_range,
+    out_of_range_each,
+    value_key,
+)
 from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
@@ -51,7 +60,9 @@ class KeepValuesInRange(DecisionPass):
                 continue  # neither rule can keep it: the mode is not asked (most nodes of most models)
             if could_go_low(facts, state, verdict_of):
                 asked.append((facts, constants))
-        beyond = _beyond(dict.fromkeys(value for _, constants in asked for value in constants), ctx.low)
+        beyond = _beyond(
+            dict.fromkeys(value for _, constants in asked for value in constants), ctx.low, state.constant_bounds
+        )
         changed = False
         for facts, constants in asked:
             verdict = _constant_verdict(constants, state, beyond) or _range_verdict(facts, state, paths)
@@ -87,23 +98,33 @@ def _constant_inputs(facts: NodeFacts) -> list[ir.Value]:
     return [value for slot in facts.input_slots if (value := inputs[slot]) is not None and is_constant(value)]
 
 
-def _beyond(constants: Iterable[ir.Value], low: Dtype) -> dict[ir.Value, OutOfRange | None]:
+def _beyond(
+    constants: Iterable[ir.Value], low: Dtype, kept: dict[ir.TensorProtocol, Bounds]
+) -> dict[ir.Value, OutOfRange | None]:
     """What of each constant lies beyond the low type's range: one look per constant, however many read it, and
-    one look at all those in memory where all fit (a graph's thousands of small weights)."""
+    one look at all those in memory where all fit (a graph's thousands of small weights). The bounds of each
+    constant looked at alone (a large one) go into ``kept``: its conversion reads them instead of its values."""
     found: dict[ir.Value, OutOfRange | None] = {}
     in_memory: list[tuple[ir.Value, np.ndarray]] = []
     for value in constants:
-        array = constant_array(value)
-        if array is None:
+        tensor = constant_source(value)
+        if tensor is None:
             found[value] = None
-        elif isinstance(value.const_value, ir.ExternalTensor):
-            found[value] = out_of_range(array, low)
-            del array
+            continue
+        array = np.asarray(tensor.numpy())
+        external = isinstance(tensor, ir.ExternalTensor)
+        if not external and array.size <= JOINED_ELEMENTS:
+            in_memory.append((value, array))
+            continue
+        known = bounds(array)
+        if known is not None:
+            kept[tensor] = known
+        found[value] = out_of_range(array, low, known)
+        del array
+        if external:
             # A weight left in the model file was mapped to be read: unmapped again at once, or every weight of
             # the model would sit in the process until the rewrite converts it (twice a ResNet50's peak memory).
-            release_mapped(value.const_value)
-        else:
-            in_memory.append((value, array))
+            release_mapped(tensor)
     found.update(zip([value for value, _ in in_memory], out_of_range_each([a for _, a in in_memory], low)))
     return found
 
