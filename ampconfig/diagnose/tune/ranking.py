@@ -23,6 +23,17 @@ MIN_COST_US = 0.01
 AMPLIFYING = 10.0
 
 
+def _wiring(nodes: Sequence[GraphNode]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Each value's producing node, and each node's consumers (by node name)."""
+    producers = {output: node.name for node in nodes for output in node.outputs}
+    consumers: dict[str, list[str]] = {}
+    for node in nodes:
+        for name in node.inputs:
+            if name in producers:
+                consumers.setdefault(producers[name], []).append(node.name)
+    return producers, consumers
+
+
 def amplifying_consumers(
     nodes: Sequence[GraphNode], lowered: Collection[str], transmission: Mapping[str, float]
 ) -> dict[str, frozenset[str]]:
@@ -30,12 +41,7 @@ def amplifying_consumers(
     least :data:`AMPLIFYING` (a chain of such consumers is taken whole): what its pin must keep in float32 with it
     for its output to reach them unrounded. Empty for most nodes."""
     low = set(lowered)
-    producers = {output: node.name for node in nodes for output in node.outputs}
-    consumers: dict[str, list[str]] = {}
-    for node in nodes:
-        for name in node.inputs:
-            if name in producers:
-                consumers.setdefault(producers[name], []).append(node.name)
+    _, consumers = _wiring(nodes)
     result: dict[str, frozenset[str]] = {}
     for start in low:
         taken: set[str] = set()
@@ -56,12 +62,7 @@ def pin_followers(
     rules = {d.name: d.rule for d in decisions}  # node names are unique across scopes
     clear = {d.name for d in decisions if d.colour == "clear"}
     low = set(lowered)
-    producers = {output: node.name for node in nodes for output in node.outputs}
-    consumers: dict[str, list[str]] = {}
-    for node in nodes:
-        for name in node.inputs:
-            if name in producers:
-                consumers.setdefault(producers[name], []).append(node.name)
+    producers, consumers = _wiring(nodes)
     inputs_of = {node.name: [producers[name] for name in node.inputs if name in producers] for node in nodes}
     result: dict[str, frozenset[str]] = {}
     for start in low:
