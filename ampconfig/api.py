@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.ranges_input import read_ranges
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_bridge import to_ir, to_proto
@@ -204,7 +204,7 @@ def rewrite_model_detailed(
     (``OpType::name`` allowed). Returns the rewritten model with every decision and the rewrite statistics.
     ``overflow_nodes`` maps node names to a reason they must stay float32 (range analysis: calibration saw
     values beyond the low type's range); such float32 nodes keep float32 under rule ``range_exceeds``.
-    ``value_ranges`` (:class:`~ampconfig.decide.values.ValueRanges`) are the float32 model's value ranges on data:
+    ``value_ranges`` (:class:`~ampconfig.decide.value_ranges.ValueRanges`) are the float32 model's value ranges on data:
     a node whose values passed the margin keeps float32 (rule ``range_exceeds``). A node reading a constant beyond
     the low type's range keeps float32 (rule ``value_out_of_range``) unless ``clamp_values``, when the constant is
     clamped instead; every clamped tensor is a warning. ``ranges`` is the path of a value ranges file

@@ -6,7 +6,7 @@ by identity; the whole command should grow with the number of files, not with it
 
 For each folder size this times, median of ``--repeat`` runs:
 
-  declare  the guard declaring the folder's files as inputs (``prove.request_files.declare_inputs``' loop), in
+  declare  the guard declaring the folder's files as inputs (``settings.declared_files.declare_inputs``' loop), in
            this process with the garbage collector paused as the command line pauses it
   read     ``load_data``: every file read and checked against the model's inputs, in this process, the same way
   run      ``ampconfig run m.onnx --device cpu --data FOLDER`` as a user runs it: a fresh process, wall time (two

@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed  # noqa: E402
-from ampconfig.decide.values import ValueRanges, peak  # noqa: E402
+from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
 from ampconfig.prove.judge import judge_samples  # noqa: E402

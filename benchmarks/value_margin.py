@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed  # noqa: E402
 from ampconfig.decide.decisions import Rule  # noqa: E402
-from ampconfig.decide.values import ValueRanges, peak  # noqa: E402
+from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
 from ampconfig.prove.judge import judge_samples  # noqa: E402
 from ampconfig.rewrite.names import with_node_names  # noqa: E402

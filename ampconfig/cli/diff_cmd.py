@@ -14,7 +14,7 @@ from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the lock machinery
-    from ampconfig.lock.sides import SidesDiff
+    from ampconfig.lock.diff import SidesDiff
 
 DIFF_FORMATS = ("text", "markdown", "json", "html")
 SIDES = ("base", "new")
@@ -78,7 +78,7 @@ def diff(
     }
     base = {name: value for name, value in base_options.items() if value is not None}
     sides, subject = _sides(options, base, base_lock, lock, run)
-    from ampconfig.lock.sides import run_both
+    from ampconfig.lock.diff import run_both
     from ampconfig.report.lock import DIFF_TITLE, LOCKS_TITLE, Comparison
 
     runs = run_both(sides.base, sides.new, SIDES) if run and sides.base and sides.new else None
@@ -93,7 +93,7 @@ def _sides(
     options: SharedOptions, base_given: Mapping[str, Path | str], base_lock: Path | None, lock: Path | None, run: bool
 ) -> tuple[SidesDiff, str]:
     """The two sides compared, and what to call the comparison."""
-    from ampconfig.lock.sides import diff_lock_files, diff_settings
+    from ampconfig.lock.diff import diff_lock_files, diff_settings
 
     if (base_lock is None) != (lock is None):
         raise AmpconfigError("--base-lock and --lock go together", hint="ampconfig diff --base-lock A --lock B")

@@ -72,8 +72,8 @@ def _explain_decisions(start: Opened) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import open_model
-    from ampconfig.prove.request_files import declare_model
     from ampconfig.report.explain import explain_payload
+    from ampconfig.settings.declared_files import declare_model
 
     settings = start.settings
     model = open_model(settings.model_path, map_weights=True)

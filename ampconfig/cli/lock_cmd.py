@@ -96,8 +96,8 @@ def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) ->
     from ampconfig.files.models import open_model
     from ampconfig.lock.record import decide_lock
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
-    from ampconfig.prove.request_files import declare_model
     from ampconfig.report.lock import lock_payload, lock_summary_text, shown_path
+    from ampconfig.settings.declared_files import declare_model
     from ampconfig.settings.lock_file import lock_text
 
     with opened(options) as start:
@@ -127,8 +127,8 @@ def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) ->
 
 def _check(path: Path, update: bool, strict: bool, output_format: str) -> int:
     from ampconfig.lock.check import prepare_check, run_check
-    from ampconfig.prove.request_files import declare_inputs
     from ampconfig.report.lock import check_comparison
+    from ampconfig.settings.declared_files import declare_inputs
 
     prepared = prepare_check(path)
     with output_guard() as guard:

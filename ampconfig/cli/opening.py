@@ -40,7 +40,7 @@ def opened(options: SharedOptions, *, opens_model: bool = True, progress: bool =
     """Resolve the settings and open the output guard with their files declared as inputs; ``progress`` shows a
     progress bar (on a terminal, without --json). Outputs written through the guard are taken back when the
     command fails inside."""
-    from ampconfig.prove.request_files import declare_inputs
+    from ampconfig.settings.declared_files import declare_inputs
 
     settings = options.settings(opens_model=opens_model)
     with output_guard() as guard, progress_bar(progress and shown(options.json_output)) as callback:

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES
-from ampconfig.settings.values import (
+from ampconfig.settings.limits import (
     DEFAULT_THRESHOLD,
     MAX_ITERATIONS,
     MAX_SEED,
@@ -27,6 +26,7 @@ from ampconfig.settings.values import (
     check_count,
     check_positive_finite,
 )
+from ampconfig.settings.modes import V1_NAMES, V2_ALIASES
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
     from ampconfig.settings.resolve import Flags, Settings

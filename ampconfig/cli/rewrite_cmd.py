@@ -58,7 +58,7 @@ def _declare_files(start: Opened) -> tuple[OpenedModel, Destination]:
     """The model this rewrite reads and the output it writes, checked before any work: the output may be none of the
     inputs (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
     from ampconfig.files.models import open_model
-    from ampconfig.prove.request_files import declare_model, declare_model_output, settings_role
+    from ampconfig.settings.declared_files import declare_model, declare_model_output, settings_role
     from ampconfig.settings.resolve import require_model
 
     settings = start.settings

@@ -109,9 +109,9 @@ def run(
     ] = None,
 ) -> None:
     from ampconfig.lock.record import lock_of_run
-    from ampconfig.prove.request_files import settings_role
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
     from ampconfig.report.run import render_run, run_payload
+    from ampconfig.settings.declared_files import settings_role
     from ampconfig.settings.lock_file import lock_text
 
     with opened(options) as start:

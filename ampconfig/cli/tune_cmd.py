@@ -13,7 +13,7 @@ from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.settings.values import MAX_TUNE_RUNS
+from ampconfig.settings.limits import MAX_TUNE_RUNS
 
 DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5

@@ -34,11 +34,11 @@ from ampconfig.decide.passes.flexible import SettleFlexible
 from ampconfig.decide.passes.follow import FollowNeighbours
 from ampconfig.decide.passes.fusion_guard import GuardLayerNormFusion
 from ampconfig.decide.passes.islands import LowerCastBoundIslands
+from ampconfig.decide.passes.keep_in_range import KeepValuesInRange
 from ampconfig.decide.passes.listed import PaintListed
 from ampconfig.decide.passes.modes import ModePolicy, refuse_missing_origin_kernels
 from ampconfig.decide.passes.quantized import KeepQuantizerInputs
 from ampconfig.decide.passes.reasons import CheckReasons
-from ampconfig.decide.passes.values import KeepValuesInRange
 from ampconfig.decide.state import DecisionState
 from ampconfig.settings.modes import PrecisionMode
 

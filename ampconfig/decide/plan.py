@@ -21,7 +21,7 @@ from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, is
 from ampconfig.decide.needs import Cast, Needs
 from ampconfig.decide.pipeline import Pipeline, pipeline_for
 from ampconfig.decide.state import DecisionState
-from ampconfig.decide.values import Bounds
+from ampconfig.decide.value_ranges import Bounds
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import op_key

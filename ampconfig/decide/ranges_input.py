@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.hashing import file_sha256
 from ampconfig.files.identity import model_fingerprint

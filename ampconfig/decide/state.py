@@ -18,7 +18,7 @@ from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
 from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
-from ampconfig.decide.values import Bounds
+from ampconfig.decide.value_ranges import Bounds
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour

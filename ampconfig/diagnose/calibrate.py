@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ampconfig.decide.ranges_input import read_ranges
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
@@ -26,7 +26,7 @@ from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.values import DEFAULT_THRESHOLD, check_margin
+from ampconfig.settings.limits import DEFAULT_THRESHOLD, check_margin
 
 __all__ = ["Prepared", "prepare"]
 

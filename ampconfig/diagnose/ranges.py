@@ -2,7 +2,7 @@
 list them.
 
 Training keeps fp16 gradients in range by scaling the loss; inference has no such knob, so a node whose values
-leave the low type's range is kept in float32 instead (the decision: ``ampconfig.decide.values``, rules
+leave the low type's range is kept in float32 instead (the decision: ``ampconfig.decide.value_ranges``, rules
 ``range_exceeds`` and ``value_out_of_range``). From calibration runs of the fp32 model (every intermediate
 exposed, :mod:`ampconfig.runner.intermediates`) a node is listed when
 
@@ -12,7 +12,7 @@ exposed, :mod:`ampconfig.runner.intermediates`) a node is listed when
   margin; float32's extremes, a mask's fill, are sentinels and not listed).
 
 The margin (``data_max``) defaults to half the low type's largest finite value (32752 for float16, see
-``ampconfig.decide.values``). Pure: values in, findings out.
+``ampconfig.decide.value_ranges``). Pure: values in, findings out.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ampconfig.decide.values import low_max, out_of_range, peak
+from ampconfig.decide.value_ranges import low_max, out_of_range, peak
 from ampconfig.diagnose.graph_values import GraphNode
-from ampconfig.settings.values import check_margin, default_margin
+from ampconfig.settings.limits import check_margin, default_margin
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sha256
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.results import RewriteResult
@@ -242,7 +242,7 @@ def calibrate_model(
     every command's ``--ranges output`` then decide from it as ``run`` decides on the same data. Bad input raises
     :class:`~ampconfig.errors.AmpconfigError`."""
     from ampconfig.files.guard import OutputGuard
-    from ampconfig.prove.request_files import declare_inputs
+    from ampconfig.settings.declared_files import declare_inputs
     from ampconfig.settings.ranges_file import ranges_text
     from ampconfig.settings.resolve import Flags, require_model, resolve
 

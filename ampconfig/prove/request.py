@@ -23,13 +23,12 @@ import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.values import ValueRanges, peak
+from ampconfig.decide.value_ranges import ValueRanges, peak
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
-from ampconfig.prove.request_files import declare_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, load_data, single_sample
@@ -39,6 +38,7 @@ from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
+from ampconfig.settings.declared_files import declare_model
 from ampconfig.settings.resolve import Settings
 
 #: Samples of ``--data`` that calibrate (value ranges, tune's ranking) when no ``--calibration-data`` is given:

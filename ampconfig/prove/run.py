@@ -17,7 +17,7 @@ import onnx
 from ampconfig.api import save_low_precision_rounding_copy
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
@@ -26,7 +26,6 @@ from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
-from ampconfig.prove.request_files import declare_model_output
 from ampconfig.prove.safety_net import Failure, crashed_on_input, repair
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.crash_guard import GuardedModel, Outcome, Phase, check_in_child
@@ -35,6 +34,7 @@ from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM, adapt_
 from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, REFERENCE_LABEL, Proof, RewrittenRefused, prove
 from ampconfig.runner.sessions import ModelFile, model_proto
 from ampconfig.runner.timing import ProgressCallback, speedup
+from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.resolve import Settings
 

@@ -12,7 +12,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.ir_bridge import to_proto
 from ampconfig.files.skeleton import ModelSkeleton
 
@@ -20,7 +20,7 @@ from ampconfig.files.skeleton import ModelSkeleton
 @dataclass(frozen=True)
 class ClampedTensor:
     """A constant converted to a low dtype whose finite values beyond that type's range were set to its largest
-    finite value (with the user's consent, or a mask's sentinel; see ampconfig.decide.values)."""
+    finite value (with the user's consent, or a mask's sentinel; see ampconfig.decide.value_ranges)."""
 
     tensor: str  # the initializer's name, or the name of the value a Constant or ConstantOfShape produces
     dtype: str

@@ -1,7 +1,7 @@
 """Converting initializers and Constant values to another float dtype: once per tensor, out-of-range values clamped
 to the low type's largest finite value and recorded (which tensor, how many, the largest; every one a warning),
 large tensors converted only when the output is written. The decisions convert such a tensor only when the user
-asked for clamping, or when its out-of-range values are sentinels (``ampconfig.decide.values``).
+asked for clamping, or when its out-of-range values are sentinels (``ampconfig.decide.value_ranges``).
 
 float32 -> float16 goes through a :data:`Float16Encoder`. The API hands ONNX Runtime's Cast kernel
 (``ampconfig.runner.float_cast.float32_to_float16``, 10-20x faster on large weights); numpy's own cast, split across
@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ampconfig.decide.values import SENTINEL, Bounds
+from ampconfig.decide.value_ranges import SENTINEL, Bounds
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.files.ir_bridge import ir_shape, release_mapped
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
@@ -123,7 +123,7 @@ class TensorConverter:
 
     stats: RewriteStats
     encode_float16: Float16Encoder = field(default=numpy_float16)
-    #: the bounds the values check found of large constants, by tensor (:class:`ampconfig.decide.values.Bounds`):
+    #: the bounds the values check found of large constants, by tensor (:class:`ampconfig.decide.value_ranges.Bounds`):
     #: such a tensor within the low type's range is converted with one read of its values, not three (the range
     #: count here and the look for inf and NaN after the cast are answered by its bounds)
     bounds: Mapping[ir.TensorProtocol, Bounds] = field(default_factory=dict)
@@ -243,7 +243,7 @@ class TensorConverter:
 @dataclass(frozen=True)
 class Clamped:
     """What of a tensor lies beyond a low type's range: how many values, the largest |value|, and whether every
-    one of them sits at float32's own extremes (a sentinel: ampconfig.decide.values)."""
+    one of them sits at float32's own extremes (a sentinel: ampconfig.decide.value_ranges)."""
 
     count: int
     largest: float

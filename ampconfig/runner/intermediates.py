@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ampconfig.decide.values import SENTINEL
+from ampconfig.decide.value_ranges import SENTINEL
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.expose import (
@@ -144,7 +144,7 @@ def pooled(runs: Sequence[IntermediateRun]) -> IntermediateRun:
 
 @dataclass(frozen=True)
 class ValueStats:
-    """What a float value held over the samples, sentinels (:data:`~ampconfig.decide.values.SENTINEL`) and
+    """What a float value held over the samples, sentinels (:data:`~ampconfig.decide.value_ranges.SENTINEL`) and
     non-finite elements left out: its lowest and highest element (None when no element is left: the value was
     empty, or every element a sentinel, NaN or infinite) and its count of NaN and infinite elements."""
 
@@ -155,7 +155,7 @@ class ValueStats:
     @property
     def peak(self) -> float:
         """The largest finite |value| below the sentinel (0 when no element is left), as
-        :func:`~ampconfig.decide.values.peak` computes it."""
+        :func:`~ampconfig.decide.value_ranges.peak` computes it."""
         if self.minimum is None or self.maximum is None:
             return 0.0
         return max(abs(self.minimum), abs(self.maximum))
@@ -268,7 +268,7 @@ def run_value_peaks(
     progress: ProgressCallback | None = None,
     label: str = "ranges",
 ) -> dict[str, float]:
-    """The largest finite |value| below :data:`~ampconfig.decide.values.SENTINEL` of every float value (by key),
+    """The largest finite |value| below :data:`~ampconfig.decide.value_ranges.SENTINEL` of every float value (by key),
     over every sample (:func:`run_value_stats`' peaks)."""
     return {key: value.peak for key, value in run_value_stats(model, samples, device, progress, label).items()}
 

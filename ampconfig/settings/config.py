@@ -47,10 +47,10 @@ from ampconfig.settings.documents import (
     validation_problems,
 )
 from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_from_config
+from ampconfig.settings.limits import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, mixlist_from_data
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, V1Name, V2Name, parse_mode
 from ampconfig.settings.tf_lists import is_tf_lists_mapping
-from ampconfig.settings.values import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 
 #: Config file suffixes and their formats.
 CONFIG_FORMATS: dict[str, DocumentFormat] = {

@@ -31,8 +31,8 @@ from ampconfig.settings.documents import (
     require_format,
     validation_problems,
 )
+from ampconfig.settings.limits import LOCK_FORMAT as LOCK_FORMAT
 from ampconfig.settings.modes import V1Name
-from ampconfig.settings.values import LOCK_FORMAT as LOCK_FORMAT
 
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 #: The version of the format this ampconfig writes and reads. A lock of a newer version is refused (exit 2).

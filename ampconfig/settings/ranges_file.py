@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES
 from ampconfig.settings.documents import parse_document, read_text, require_format, validation_problems
-from ampconfig.settings.values import RANGES_FORMAT as RANGES_FORMAT
+from ampconfig.settings.limits import RANGES_FORMAT as RANGES_FORMAT
 
 RANGES_FORMAT_VERSION: Literal[1] = 1
 #: The schema's file name (``ampconfig schema ranges``).

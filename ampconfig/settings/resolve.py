@@ -34,10 +34,10 @@ from ampconfig.settings.config import SessionConfig, Tolerance, load_session_con
 from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.documents import RELATIVE_TO_CONFIG
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
+from ampconfig.settings.limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 from ampconfig.settings.rewrite_options import RewriteOptions
-from ampconfig.settings.values import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class Settings:
     def rewrite_options(self) -> RewriteOptions:
         """What the rewrite reads of these settings: mode, target, lists, op names, keep_io_types, clamping. The
         ranges file is not among them: the commands read it (against the model they opened) and hand the rewrite
-        its :class:`~ampconfig.settings.values.ValueRanges`."""
+        its :class:`~ampconfig.settings.limits.ValueRanges`."""
         return RewriteOptions(
             self.precision_mode,
             modify_mixlist=self.modify_mixlist,

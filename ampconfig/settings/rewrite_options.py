@@ -21,9 +21,9 @@ from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.targets import DEFAULT_TARGET
 from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.judgements import Judges
+from ampconfig.settings.limits import ValueRanges
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
-from ampconfig.settings.values import ValueRanges
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]

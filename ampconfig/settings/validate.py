@@ -43,6 +43,7 @@ from ampconfig.settings.keep_dtype import (
     read_keep_dtype_names,
     unknown_op_type_warnings,
 )
+from ampconfig.settings.limits import FILE_KINDS, LOCK_FORMAT, RANGES_FORMAT
 from ampconfig.settings.mixlist import (
     OP_KEY_PATTERN,
     Mixlist,
@@ -54,7 +55,6 @@ from ampconfig.settings.mixlist import (
 )
 from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 from ampconfig.settings.tf_lists import is_tf_lists_text
-from ampconfig.settings.values import FILE_KINDS, LOCK_FORMAT, RANGES_FORMAT
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock", "ranges"]
 #: How a precision lock's name ends (``precision.lock.json``).

@@ -9,7 +9,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper as oh
 
-from ampconfig.decide.values import SENTINEL
+from ampconfig.decide.value_ranges import SENTINEL
 from ampconfig.rewrite.expose import STATS_GROUP, expose_quick_stats, expose_stats, float_value_keys
 from tests.graphs import const, make_model, tensor
 

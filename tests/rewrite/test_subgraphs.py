@@ -185,7 +185,7 @@ def test_tune_pins_nodes_inside_bodies_and_run_accepts_them(
 
 def test_value_peaks_computed_in_the_session_match_the_exposed_values() -> None:
     """run's range check reads one number per value (inside bodies too), not every intermediate."""
-    from ampconfig.decide.values import peak
+    from ampconfig.decide.value_ranges import peak
     from ampconfig.runner.intermediates import run_samples_with_intermediates, run_value_peaks
 
     for model, samples in (

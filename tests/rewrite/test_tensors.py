@@ -7,7 +7,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 
-from ampconfig.decide.values import bounds
+from ampconfig.decide.value_ranges import bounds
 from ampconfig.dtypes import Dtype
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
 from ampconfig.rewrite.tensors import (

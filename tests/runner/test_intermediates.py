@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.decide.values import peak
+from ampconfig.decide.value_ranges import peak
 from ampconfig.runner.intermediates import (
     ValueStats,
     run_samples_with_intermediates,

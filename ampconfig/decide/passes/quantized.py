@@ -10,8 +10,8 @@ from ampconfig.decide.context import Verdict
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
+from ampconfig.decide.passes.keep_in_range import could_go_low
 from ampconfig.decide.passes.modes import ModeVerdicts
-from ampconfig.decide.passes.values import could_go_low
 from ampconfig.decide.quantized import QUANTIZERS, quantizer_inputs
 from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.dtypes import Dtype

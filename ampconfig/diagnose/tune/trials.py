@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data

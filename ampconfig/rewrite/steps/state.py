@@ -12,7 +12,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.plan import Plan
-from ampconfig.decide.values import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.node_checks import NodePieces, OutputCheck
 from ampconfig.files.skeleton import ModelSkeleton
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists

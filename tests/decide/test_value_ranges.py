@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli import app
-from ampconfig.decide.passes import values as value_pass
+from ampconfig.decide.passes import keep_in_range as value_pass
 from ampconfig.decide.ranges_input import NOT_CHECKED
-from ampconfig.decide.values import ValueRanges, bounds, out_of_range, out_of_range_each
+from ampconfig.decide.value_ranges import ValueRanges, bounds, out_of_range, out_of_range_each
 from ampconfig.files import mapped
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.value_models import (
@@ -310,7 +310,7 @@ def test_the_values_pass_keeps_the_bounds_of_large_constants_for_the_rewrite() -
 
     from ampconfig.decide.context import DecisionContext
     from ampconfig.decide.plan import build_plan
-    from ampconfig.decide.values import Bounds
+    from ampconfig.decide.value_ranges import Bounds
     from ampconfig.opinfo.library import load_ops_info
     from ampconfig.rewrite.names import name_unnamed_nodes
     from ampconfig.rewrite.types import annotate_dtypes

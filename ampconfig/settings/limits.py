@@ -55,7 +55,7 @@ def check_count(value: int, name: str, low: int, high: int) -> int:
 #: The largest finite value of each low dtype.
 LOW_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
 #: The default margin of the range rule, as a fraction of the low type's largest finite value (the measurement
-#: behind it: ampconfig.decide.values).
+#: behind it: ampconfig.decide.value_ranges).
 DEFAULT_MARGIN_FRACTION = 0.5
 
 
@@ -84,7 +84,7 @@ def low_max(dtype: Dtype | str) -> float:
 @dataclass(frozen=True)
 class ValueRanges:
     """The largest finite |value| (sentinels left out) of each float value, by key
-    (:func:`ampconfig.decide.values.value_key`), seen by float32 runs on ``source`` (the data, named), and the
+    (:func:`ampconfig.decide.value_ranges.value_key`), seen by float32 runs on ``source`` (the data, named), and the
     margin the range rule keeps values within (None: the default, :func:`default_margin` of the low dtype). Kept
     with the settings, since a :class:`~ampconfig.settings.rewrite_options.RewriteOptions` carries them."""
 

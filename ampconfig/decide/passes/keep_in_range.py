@@ -1,4 +1,4 @@
-"""Nodes that the low type cannot hold the values of (``ampconfig.decide.values``: rules value_out_of_range and
+"""Nodes that the low type cannot hold the values of (``ampconfig.decide.value_ranges``: rules value_out_of_range and
 range_exceeds). A hard pass, after :class:`FixedVerdicts` in every pipeline (keep_dtype pins come first), in the
 modes that lower; like a keep_dtype pin its float32 verdicts are hard: neighbours follow them.
 
@@ -20,7 +20,7 @@ from ampconfig.decide.facts import NodeFacts, Scope, constant_source
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.modes import ModeVerdicts
 from ampconfig.decide.state import DecisionState, is_constant, is_flexible
-from ampconfig.decide.values import (
+from ampconfig.decide.value_ranges import (
     JOINED_ELEMENTS,
     Bounds,
     OutOfRange,

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ampconfig.dtypes import Dtype
-from ampconfig.settings.values import ValueRanges as ValueRanges
-from ampconfig.settings.values import low_max as low_max
+from ampconfig.settings.limits import ValueRanges as ValueRanges
+from ampconfig.settings.limits import low_max as low_max
 
 if TYPE_CHECKING:
     import numpy as np
