@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_json, stderr, stdout
@@ -38,12 +39,26 @@ for real ones: a model's values on noise say little about its values on data.
 
 @command("calibrate", help=_HELP)
 def calibrate(
-    options: SharedOptions,
+    *,
+    model: shared.Model = None,
+    config: shared.Config = None,
+    precision_mode: shared.PrecisionMode = None,
+    target: shared.Target = None,
+    device: shared.Device = None,
+    input_files: shared.InputFiles = None,
+    inputs_npz: shared.InputsNpz = None,
+    data: shared.Data = None,
+    calibration_data: shared.CalibrationData = None,
+    shapes: shared.Shapes = None,
+    seed: shared.Seed = None,
     ranges_path: Annotated[
         Path,
         typer.Option("--output", "-o", metavar="RANGES.json", help="Where to write the ranges: atomically."),
     ],
+    json_output: shared.JsonOutput = False,
 ) -> None:
+    options = SharedOptions.of(locals())
+
     from ampconfig.prove.calibration import calibrate as measure
     from ampconfig.prove.request import prepare
     from ampconfig.settings.ranges_file import ranges_text

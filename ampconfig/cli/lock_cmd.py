@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import output_guard, print_json, print_warning, say, stderr
@@ -57,7 +58,26 @@ it.
 
 @command("lock", help=_HELP)
 def lock(
-    options: SharedOptions,
+    *,
+    model: shared.Model = None,
+    config: shared.Config = None,
+    precision_mode: shared.PrecisionMode = None,
+    modify_mixlist: shared.ModifyMixlist = None,
+    keep_dtype: shared.KeepDtype = None,
+    customize_dtypes: shared.CustomizeDtypes = None,
+    op_names: shared.OpNames = None,
+    target: shared.Target = None,
+    device: shared.Device = None,
+    keep_io_types: shared.KeepIoTypes = None,
+    input_files: shared.InputFiles = None,
+    inputs_npz: shared.InputsNpz = None,
+    data: shared.Data = None,
+    calibration_data: shared.CalibrationData = None,
+    shapes: shared.Shapes = None,
+    seed: shared.Seed = None,
+    data_max: shared.DataMax = None,
+    ranges: shared.Ranges = None,
+    clamp_values: shared.ClampValues = None,
     lock_out: Annotated[
         Path | None,
         typer.Option("--output", "-o", metavar="FILE", help="Where to write the lock (never over an input)."),
@@ -74,7 +94,9 @@ def lock(
     output_format: Annotated[
         str, typer.Option("--format", help="With --check: " + ", ".join(CHECK_FORMATS) + ".")
     ] = "text",
+    json_output: shared.JsonOutput = False,
 ) -> None:
+    options = SharedOptions.of(locals())
     output_format = "json" if options.json_output else output_format
     if output_format not in CHECK_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(CHECK_FORMATS))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ampconfig.cli import options as shared
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, print_warning, stderr, stdout
@@ -112,22 +113,47 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 @command("rewrite", help=_HELP)
-def rewrite(options: SharedOptions) -> None:
+def rewrite(
+    *,
+    model: shared.RewriteModel = None,
+    config: shared.Config = None,
+    precision_mode: shared.PrecisionMode = None,
+    modify_mixlist: shared.ModifyMixlist = None,
+    keep_dtype: shared.KeepDtype = None,
+    customize_dtypes: shared.CustomizeDtypes = None,
+    op_names: shared.OpNames = None,
+    target: shared.Target = None,
+    device: shared.Device = None,
+    keep_io_types: shared.KeepIoTypes = None,
+    input_files: shared.InputFiles = None,
+    inputs_npz: shared.InputsNpz = None,
+    data: shared.Data = None,
+    calibration_data: shared.CalibrationData = None,
+    shapes: shared.Shapes = None,
+    seed: shared.Seed = None,
+    output: shared.Output = None,
+    data_max: shared.DataMax = None,
+    ranges: shared.Ranges = None,
+    clamp_values: shared.ClampValues = None,
+    json_output: shared.JsonOutput = False,
+) -> None:
+    options = SharedOptions.of(locals())
+
     from ampconfig.api import rewrite_with_settings
     from ampconfig.files.models import save_model_atomic
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
 
     with opened(options, opens_model=False) as start:
         settings = start.settings
-        model, destination = _declare_files(start)
+        opened_model, destination = _declare_files(start)
         values = decision_values(
             settings,
-            model.proto,
+            opened_model.proto,
             lambda: prepared_samples(settings, command="rewrite", guard=start.guard),
             progress=start.progress,
         )
         # the summary shows no cost
-        result = rewrite_with_settings(model, settings, value_ranges=values.ranges, with_cost=False)
+        result = rewrite_with_settings(opened_model, settings, value_ranges=values.ranges, with_cost=False)
         result.warnings.extend([*values.warnings, *not_checked(result)])
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)

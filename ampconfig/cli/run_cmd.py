@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stderr, stdout
@@ -88,7 +89,31 @@ def write_ranges(guard: OutputGuard, destination: Destination, report: RunReport
 
 @command("run", help=_HELP)
 def run(
-    options: SharedOptions,
+    *,
+    model: shared.Model = None,
+    config: shared.Config = None,
+    precision_mode: shared.PrecisionMode = None,
+    modify_mixlist: shared.ModifyMixlist = None,
+    keep_dtype: shared.KeepDtype = None,
+    customize_dtypes: shared.CustomizeDtypes = None,
+    op_names: shared.OpNames = None,
+    target: shared.Target = None,
+    device: shared.Device = None,
+    keep_io_types: shared.KeepIoTypes = None,
+    input_files: shared.InputFiles = None,
+    inputs_npz: shared.InputsNpz = None,
+    data: shared.Data = None,
+    calibration_data: shared.CalibrationData = None,
+    shapes: shared.Shapes = None,
+    seed: shared.Seed = None,
+    output: shared.Output = None,
+    warmup: shared.Warmup = None,
+    iterations: shared.Iterations = None,
+    tolerance: shared.Tolerance = None,
+    range_check: shared.RangeCheck = True,
+    data_max: shared.DataMax = None,
+    ranges: shared.Ranges = None,
+    clamp_values: shared.ClampValues = None,
     lock_out: Annotated[
         Path | None,
         typer.Option(
@@ -107,7 +132,10 @@ def run(
             "does): --ranges FILE then gives every other command the same decisions without running the model.",
         ),
     ] = None,
+    json_output: shared.JsonOutput = False,
 ) -> None:
+    options = SharedOptions.of(locals())
+
     from ampconfig.lock.record import lock_of_run
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
     from ampconfig.report.run import render_run, run_payload

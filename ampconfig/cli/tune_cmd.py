@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, count_between, positive_finite
 from ampconfig.cli.output import print_result, stdout
@@ -65,7 +66,28 @@ one of them (exit 2), the file written is removed again (or gets its previous co
 # instead of 935 MB, and no time gain that stood out of the noise (13-20 s either way).
 @command("tune", help=_HELP, pause_gc=False)
 def tune(
-    options: SharedOptions,
+    *,
+    model: shared.Model = None,
+    config: shared.Config = None,
+    precision_mode: shared.PrecisionMode = None,
+    modify_mixlist: shared.ModifyMixlist = None,
+    keep_dtype: shared.KeepDtype = None,
+    customize_dtypes: shared.CustomizeDtypes = None,
+    op_names: shared.OpNames = None,
+    target: shared.Target = None,
+    device: shared.Device = None,
+    keep_io_types: shared.KeepIoTypes = None,
+    input_files: shared.InputFiles = None,
+    inputs_npz: shared.InputsNpz = None,
+    data: shared.Data = None,
+    calibration_data: shared.CalibrationData = None,
+    shapes: shared.Shapes = None,
+    seed: shared.Seed = None,
+    tolerance: shared.Tolerance = None,
+    range_check: shared.RangeCheck = True,
+    data_max: shared.DataMax = None,
+    ranges: shared.Ranges = None,
+    clamp_values: shared.ClampValues = None,
     keep_dtype_out: Annotated[
         Path | None, typer.Option("--keep-dtype-out", help="Write the node pins (keep_dtype file) here.")
     ] = None,
@@ -105,7 +127,9 @@ def tune(
             callback=count_between(1, 1 << 20),
         ),
     ] = None,
+    json_output: shared.JsonOutput = False,
 ) -> None:
+    options = SharedOptions.of(locals())
     with tune_progress(shown(options.json_output)) as (progress, sample_progress):
         from ampconfig.diagnose.calibrate import prepare
         from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs

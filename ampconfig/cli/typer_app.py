@@ -12,8 +12,12 @@ from typing import Annotated, Any, TypeVar
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+try:  # typer >= 0.17 vendors click: every click error derives from typer's public TyperException
+    from typer import TyperException as ClickException
+except ImportError:  # older typer uses click itself
+    from click import ClickException  # type: ignore[import-not-found, no-redef, assignment, unused-ignore]
+
 from ampconfig.cli.logs import configure_logging, restore_logging
-from ampconfig.cli.options import COMMAND_OPTIONS, with_shared_options
 from ampconfig.cli.output import EXIT_BROKEN_PIPE, error_payload, print_json, report_error, reports, write_anything
 from ampconfig.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
 from ampconfig.files.interrupts import Terminated, received_signal
@@ -24,8 +28,19 @@ _ARGS_KEY = "ampconfig.args"
 #: The context TyperCommand's methods take: click's Context, which typer >= 0.17 vendors under a private module
 #: (older typer: click's own), so no public name types it in every supported typer; typer.Context narrows it.
 _ClickContext = Any
-#: click's UsageError, from typer's public BadParameter (typer >= 0.17 vendors click, older typer imports it).
-_UsageError: type[Exception] = next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "UsageError")
+
+
+#: click's UsageError (a command line click could not parse: an unknown option, a missing or bad value). typer >=
+#: 0.17 vendors click privately and exports only its subclass BadParameter, whose base it is (click's documented
+#: hierarchy; older typer re-exports click's own BadParameter).
+def _usage_error() -> type[ClickException]:
+    base = typer.BadParameter.__base__
+    if base is None or not issubclass(base, ClickException):
+        raise ImportError(f"this typer's BadParameter derives from {base}, not from click's UsageError")
+    return base
+
+
+UsageError = _usage_error()
 
 
 def json_in_arguments(args: Sequence[str]) -> bool:
@@ -93,12 +108,11 @@ class AmpconfigGroup(SubcommandGroup):
         except AmpconfigError as exc:  # an option's callback refused its value
             report_error(exc.as_problems(), as_json=as_json)
             raise typer.Exit(reports.finish(EXIT_USAGE)) from None
-        except _UsageError as exc:  # click prints the usage message on stderr as it always does
+        except UsageError as exc:  # click prints the usage message on stderr as it always does
             if as_json:
                 usage_ctx = getattr(exc, "ctx", None)
                 hint = f"see `{usage_ctx.command_path} --help`" if usage_ctx is not None else None
-                # typer vendors click privately: its UsageError is typed apart from format_message's class.
-                print_json(_usage_payload(exc.format_message(), hint))  # type: ignore[attr-defined]
+                print_json(_usage_payload(exc.format_message(), hint))
             raise
 
 
@@ -209,8 +223,8 @@ def _exit_code_of(
         return EXIT_BROKEN_PIPE
     except Exception as exc:
         _raise_interruption_behind(exc)
-        if type(exc).__module__.endswith("exceptions") and hasattr(exc, "exit_code"):
-            raise  # click/typer usage errors keep their own handling
+        if isinstance(exc, ClickException):
+            raise  # click's errors (a usage error raised by a command's own check) keep click's handling
         if os.environ.get("AMPCONFIG_DEBUG"):
             raise
         internal = Problem(
@@ -262,11 +276,12 @@ def register_command(
 
 def command(name: str, *, pause_gc: bool = True, **kwargs: Any) -> Callable[[F], F]:
     """Register a command on the app with error reporting and (unless ``pause_gc`` is false) the garbage collector
-    paused while it runs. Its first parameter, ``options``, is the :class:`~ampconfig.cli.options.SharedOptions`
-    that :data:`~ampconfig.cli.options.COMMAND_OPTIONS` says it takes."""
+    paused while it runs. Its signature declares the shared options :data:`~ampconfig.cli.options.COMMAND_OPTIONS`
+    says it takes (their ``ampconfig.cli.options`` declarations), from which it builds its
+    :class:`~ampconfig.cli.options.SharedOptions`."""
 
     def register(func: F) -> F:
-        register_command(app, name, with_shared_options(func, COMMAND_OPTIONS[name]), pause_gc=pause_gc, **kwargs)
+        register_command(app, name, func, pause_gc=pause_gc, **kwargs)
         return func
 
     return register

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ampconfig.cli import options as shared
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.cli.typer_app import command
@@ -73,7 +74,9 @@ def _json_report(report: ValidationReport) -> dict[str, Any]:
 
 @command("validate")
 def validate(
-    options: SharedOptions,
+    *,
+    op_names: shared.ValidateOpNames = None,
+    target: shared.ValidateTarget = None,
     paths: Annotated[
         list[Path],
         typer.Argument(
@@ -124,6 +127,7 @@ def validate(
 
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """
+    options = SharedOptions.of(locals())
     if output_format not in OUTPUT_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
     from ampconfig.settings.validate import validate_paths

@@ -1,14 +1,16 @@
 """One option group (issue 20): every command takes exactly the shared options it documents, each declared once
-(:class:`~ampconfig.cli.options.SharedOptions`) and handed to the command as one typed object.
+(an ``Annotated`` alias of :mod:`ampconfig.cli.options`, in the command's own signature) and handed to the command
+as one typed :class:`~ampconfig.cli.options.SharedOptions`.
 
-A dropped flag (a name gone from a command's row of ``COMMAND_OPTIONS``, a command registered around the group) or
-an extra one (a command declaring a shared flag again) fails here."""
+A dropped flag (a name gone from a command's row of ``COMMAND_OPTIONS`` or from its signature) or an extra one (a
+command declaring a shared flag again, or a shared option declared a second way) fails here."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import pytest
 import typer
@@ -16,12 +18,13 @@ from typer.core import TyperArgument, TyperGroup
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.cli.options import COMMAND_OPTIONS, SharedOptions, with_shared_options
+from ampconfig.cli import options as shared
+from ampconfig.cli.options import COMMAND_OPTIONS, DECLARATIONS, RESULTS_OPTIONS, SharedOptions
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
 SHARED = {item.name for item in dataclasses.fields(SharedOptions)}
-DECLARATIONS = get_type_hints(SharedOptions, include_extras=True)
+DEFAULTS = {item.name: item.default for item in dataclasses.fields(SharedOptions)}
 
 _DECIDING = ["-c", "-m", "--modify-mixlist", "--keep-dtype", "--customize-dtypes", "--op-names", "--target"]
 _DECIDING += ["--keep-io-types"]
@@ -88,24 +91,70 @@ def test_a_command_takes_exactly_the_shared_options_it_documents(name: str) -> N
     assert [flag for flag in documented if flag not in text] == [], text
 
 
+def _declared_again(name: str, command: Any) -> list[str]:
+    """The parameters of ``command`` (registered as ``name``) that spell a shared flag under another name."""
+    every_shared_flag = set().union(*(_declared_flags(field) for field in SHARED)) - {"model"}
+    return [
+        parameter.name
+        for parameter in command.params
+        if parameter.name not in SHARED
+        and (name, parameter.name) not in OWN_MEANING
+        and _flags(parameter) & every_shared_flag
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
 def test_no_command_declares_a_shared_flag_again(name: str) -> None:
-    every_shared_flag = set().union(*(_declared_flags(field) for field in SHARED)) - {"model"}
-    for parameter in _commands()[name].params:
-        if parameter.name in SHARED or (name, parameter.name) in OWN_MEANING:
-            continue
-        assert not _flags(parameter) & every_shared_flag, f"{name} declares {parameter.name} again"
+    assert _declared_again(name, _commands()[name]) == []
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_each_shared_parameter_is_its_one_declaration_in_help_order(name: str) -> None:
+    """The command's signature uses the declaration of :mod:`ampconfig.cli.options` for each shared option (its
+    row's own wording where it has one), with the row's default; --help lists the shared options in the order of
+    SharedOptions' fields, then the command's own, then --json/--html."""
+    used = COMMAND_OPTIONS[name]
+    function = inspect.unwrap(_commands()[name].callback)
+    hints = get_type_hints(function, include_extras=True)
+    parameters = inspect.signature(function).parameters
+    for option in used.names:
+        assert hints[option] is used.declaration(option), f"{name}: {option} is declared apart"
+        assert parameters[option].default == used.defaults.get(option, DEFAULTS[option]), option
+    order = [parameter.name for parameter in _commands()[name].params]
+    fields_order = [field for field in DEFAULTS if field in used.names]
+    assert [each for each in order if each in used.names] == fields_order
+    shown_last = [each for each in fields_order if each in RESULTS_OPTIONS]
+    first = [each for each in fields_order if each not in RESULTS_OPTIONS]
+    assert order[: len(first)] == first
+    assert order[len(order) - len(shown_last) :] == shown_last
 
 
 def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) -> None:
-    """Every shared option run takes reaches its SharedOptions field, under its own name."""
+    """Every shared option given reaches its SharedOptions field, under its own name."""
     seen: list[SharedOptions] = []
 
-    def record(options: SharedOptions) -> None:
-        seen.append(options)
+    def record(
+        *,
+        model: shared.Model = None,
+        config: shared.Config = None,
+        precision_mode: shared.PrecisionMode = None,
+        target: shared.Target = None,
+        device: shared.Device = None,
+        keep_io_types: shared.KeepIoTypes = None,
+        input_files: shared.InputFiles = None,
+        shapes: shared.Shapes = None,
+        seed: shared.Seed = None,
+        warmup: shared.Warmup = None,
+        iterations: shared.Iterations = None,
+        tolerance: shared.Tolerance = None,
+        data_max: shared.DataMax = None,
+        clamp_values: shared.ClampValues = None,
+        json_output: shared.JsonOutput = False,
+    ) -> None:
+        seen.append(SharedOptions.of(locals()))
 
     probe = typer.Typer()
-    probe.command()(with_shared_options(record, COMMAND_OPTIONS["run"]))
+    probe.command()(record)
     model, config = tmp_path / "m.onnx", tmp_path / "c.yaml"
     args = [str(model), "-c", str(config), "-m", "force_fp16", "--target", "cpu", "--device", "cpu"]
     args += ["--no-keep-io-types", "--input", "x=a.npy", "--shape", "x=1x2", "--seed", "7", "--warmup", "1"]
@@ -119,6 +168,7 @@ def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) 
         "iterations": 2, "tolerance": 0.5, "data_max": 100.0, "clamp_values": True, "json_output": True,
     }  # fmt: skip
     assert {name: getattr(options, name) for name in expected} == expected
+    assert options.ranges is None and options.range_check is True  # not taken: the field's default
     flags = options.flags()
     assert (flags.model, flags.input_files, flags.shapes, flags.keep_io_types) == (
         model,
@@ -132,9 +182,15 @@ def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) 
     ]  # fmt: skip
 
 
-def test_a_command_that_declares_a_shared_option_again_is_refused() -> None:
-    def twice(options: SharedOptions, seed: int = 0) -> None:
-        del options, seed
+def test_a_command_that_declares_a_shared_option_again_is_caught() -> None:
+    """The check above finds a command that spells a shared flag under a name of its own."""
 
-    with pytest.raises(TypeError, match="declared again"):
-        with_shared_options(twice, COMMAND_OPTIONS["run"])
+    def twice(
+        *, seed: shared.Seed = None, own_seed: Annotated[int, typer.Option("--seed", help="A seed again.")] = 0
+    ) -> None:
+        del seed, own_seed
+
+    probe = typer.Typer()
+    probe.command("run")(twice)
+    command = typer.main.get_command(probe)
+    assert _declared_again("run", command) == ["own_seed"]
