@@ -11,9 +11,8 @@ import typer
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
-from ampconfig.cli.output import print_json, stderr, stdout
+from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
-from ampconfig.errors import AmpconfigError
 
 _HELP = """Run the float32 MODEL on data and write every float value's range (min, max, largest magnitude,
 non-finite count) to RANGES.json, with the model's structure hash and the data's digest. Make it once; then
@@ -59,28 +58,19 @@ def calibrate(
 ) -> None:
     options = SharedOptions.of(locals())
 
-    from ampconfig.prove.calibration import calibrate as measure
+    from ampconfig.prove.calibration import measured, write_ranges_file
     from ampconfig.prove.request import prepare
-    from ampconfig.settings.ranges_file import ranges_text
 
     with opened(options) as start:
         settings = start.settings
         destination = start.guard.output("value ranges (--output)", ranges_path)
-        prepared = prepare(settings, command="calibrate", guard=start.guard)
-        calibration = measure(prepared, start.progress)
-        if calibration is None:
-            raise AmpconfigError(
-                "the model's activations cannot be measured: " + "; ".join(prepared.notes),
-                file=str(settings.model_path),
-            )
-        ranges = calibration.file(settings.model_path, ranges_path)
-        written = start.guard.write_text(destination, ranges_text(ranges))
+        prepared = prepare(settings, command="calibrate", guard=start.guard, progress=start.progress)
+        calibration = measured(prepared, start.progress)
+        ranges, written = write_ranges_file(start.guard, destination, calibration, settings.model_path, ranges_path)
     nonfinite = sorted(key for key, value in ranges.values.items() if value.nonfinite)
     largest = sorted(((key, value.max_abs) for key, value in ranges.values.items()), key=lambda item: -item[1])[:3]
     warnings = list(prepared.inputs.warnings)
     summary: dict[str, Any] = {
-        "ok": True,
-        "exit_code": 0,
         "model": str(settings.model_path),
         "output": str(written),
         "data": calibration.source,
@@ -91,7 +81,7 @@ def calibrate(
         "warnings": warnings,
     }
     if options.json_output:
-        print_json(summary)
+        print_result(summary)
         return
     for warning in warnings:
         stderr.print("warning: " + warning, markup=False)

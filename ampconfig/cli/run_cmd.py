@@ -76,7 +76,7 @@ usage or input error.
 def write_ranges(guard: OutputGuard, destination: Destination, report: RunReport, path: Path) -> str:
     """Write what the run measured as a ranges file (one it could not measure, a model too large for the
     calibration run, is exit 2)."""
-    from ampconfig.settings.ranges_file import ranges_text
+    from ampconfig.prove.calibration import write_ranges_file
 
     calibration = report.calibration
     if calibration is None:
@@ -84,7 +84,8 @@ def write_ranges(guard: OutputGuard, destination: Destination, report: RunReport
             "--ranges-out: the model's activations could not be measured (see the notes), so no ranges were written",
             file=report.model,
         )
-    return str(guard.write_text(destination, ranges_text(calibration.file(Path(report.model), path))))
+    _, written = write_ranges_file(guard, destination, calibration, Path(report.model), path)
+    return str(written)
 
 
 @command("run", help=_HELP)

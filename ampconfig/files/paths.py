@@ -135,3 +135,14 @@ def _link_loop(source: str, what: str) -> AmpconfigError:
         file=source,
         hint="point the link at an existing file, or give the file's real path",
     )
+
+
+def relative_path(path: Path, folder: Path) -> str:
+    """``path`` relative to ``folder`` with ``/`` separators (``..`` where it lies outside), as a lock and a ranges
+    file keep it: the same on every machine for the same tree, whatever the working directory."""
+    absolute, base = os.path.abspath(path), os.path.abspath(folder)
+    try:
+        relative = os.path.relpath(absolute, base)
+    except ValueError:  # another drive (Windows): no relative path exists
+        return Path(absolute).as_posix()
+    return Path(relative).as_posix()

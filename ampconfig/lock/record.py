@@ -21,6 +21,7 @@ from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
+from ampconfig.files.paths import relative_path
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
@@ -61,17 +62,6 @@ PROOF_DIGITS = 4
 
 
 # ---------------------------------------------------------------------------------------------------- pieces
-def relative_path(path: Path, folder: Path) -> str:
-    """``path`` relative to ``folder`` with ``/`` separators (``..`` where it lies outside), as a lock keeps it:
-    the same on every machine for the same tree, whatever the working directory."""
-    absolute, base = os.path.abspath(path), os.path.abspath(folder)
-    try:
-        relative = os.path.relpath(absolute, base)
-    except ValueError:  # another drive (Windows): no relative path exists
-        return Path(absolute).as_posix()
-    return Path(relative).as_posix()
-
-
 def lock_relative(lock_path: Path, recorded: str) -> Path:
     """A path the lock records, as a path to open: relative to the lock's folder."""
     path = Path(recorded)

@@ -18,7 +18,6 @@ values give the same decisions everywhere.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sh
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.paths import relative_path
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.ranges_file import (
     RANGES_FORMAT,
@@ -44,6 +44,7 @@ from ampconfig.settings.resolve import Settings
 from ampconfig.version import __version__
 
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
+    from ampconfig.files.guard import Destination, OutputGuard
     from ampconfig.prove.request import Prepared
     from ampconfig.runner.intermediates import ValueStats
     from ampconfig.runner.timing import ProgressCallback
@@ -96,18 +97,20 @@ class Calibration:
         peaks = {key: stats.peak for key, stats in self.stats.items()}
         return ValueRanges(peaks, self.source, self.margin, data_sha256=self.data_sha256)
 
-    def file(self, model_path: Path | None, written_to: Path | None = None) -> RangesFile:
-        """The ranges file of this measurement; the model's path is recorded relative to the folder of the file
-        (``written_to``), with ``/`` separators, as a lock records paths."""
+    def file(self, model_path: Path, written_to: Path) -> RangesFile:
+        """The ranges file of this measurement, to be written at ``written_to``: the model's path is recorded
+        relative to that file's folder, with ``/`` separators, as a lock records paths."""
         from ampconfig.settings.schemas import schema_reference
 
         return RangesFile(
-            schema_ref=schema_reference("ranges", written_to) if written_to is not None else None,
+            schema_ref=schema_reference("ranges", written_to),
             format=RANGES_FORMAT,
             format_version=RANGES_FORMAT_VERSION,
             ampconfig=__version__,
             device=self.device,
-            model=RangesModel(path=_relative(model_path, written_to), structure_sha256=self.structure_sha256),
+            model=RangesModel(
+                path=relative_path(model_path, written_to.parent), structure_sha256=self.structure_sha256
+            ),
             data=RangesData(source=self.source, samples=self.samples, sha256=self.data_sha256),
             values={
                 key: ValueRange(min=stats.minimum, max=stats.maximum, max_abs=stats.peak, nonfinite=stats.nonfinite)
@@ -155,6 +158,29 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     )
 
 
+def measured(prepared: Prepared, progress: ProgressCallback | None = None) -> Calibration:
+    """:func:`calibrate` for the commands whose point is the measurement (``calibrate``, its API): a model it
+    cannot measure is an error saying why."""
+    calibration = calibrate(prepared, progress)
+    if calibration is None:
+        raise AmpconfigError(
+            "the model's activations cannot be measured: " + "; ".join(prepared.notes),
+            file=str(prepared.request.model_path),
+        )
+    return calibration
+
+
+def write_ranges_file(
+    guard: OutputGuard, destination: Destination, calibration: Calibration, model_path: Path, written_to: Path
+) -> tuple[RangesFile, Path]:
+    """Write ``calibration``'s ranges file through ``guard`` (atomically, never over an input) to ``destination``,
+    declared for the path ``written_to``; the file and where it went."""
+    from ampconfig.settings.ranges_file import ranges_text
+
+    ranges = calibration.file(model_path, written_to)
+    return ranges, guard.write_text(destination, ranges_text(ranges))
+
+
 def with_margin(ranges: ValueRanges | None, settings: Settings) -> ValueRanges | None:
     """``ranges`` with the settings' margin (``data_max``)."""
     return replace(ranges, margin=settings.data_max) if ranges is not None else None
@@ -163,11 +189,10 @@ def with_margin(ranges: ValueRanges | None, settings: Settings) -> ValueRanges |
 @dataclass
 class DecisionValues:
     """What a deciding command decides with: the ranges (None: activations not checked), the measurement when it
-    was made now (``calibrate``'s file, ``run --ranges-out``), and the samples prepared for it."""
+    was made now (what ``run --ranges-out`` writes), and what reading a ranges file found."""
 
     ranges: ValueRanges | None
     calibration: Calibration | None = None
-    prepared: Prepared | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -190,7 +215,7 @@ def decision_values(
         return DecisionValues(None)
     prepared = prepare_samples()
     calibration = calibrate(prepared, progress)
-    return DecisionValues(calibration.ranges if calibration is not None else None, calibration, prepared)
+    return DecisionValues(calibration.ranges if calibration is not None else None, calibration)
 
 
 def _unchecked(ranges: ValueRanges, model: onnx.ModelProto) -> list[str]:
@@ -205,17 +230,6 @@ def _unchecked(ranges: ValueRanges, model: onnx.ModelProto) -> list[str]:
         f"{len(missing)} float value(s) are not in the ranges file {ranges.file} and were not checked against the "
         f"low type's range: {shown}; make the ranges again (ampconfig calibrate)"
     ]
-
-
-def _relative(path: Path | None, written_to: Path | None) -> str | None:
-    if path is None:
-        return None
-    if written_to is None:
-        return path.as_posix()
-    try:
-        return Path(os.path.relpath(os.path.abspath(path), os.path.abspath(written_to.parent))).as_posix()
-    except ValueError:  # another drive (Windows)
-        return Path(os.path.abspath(path)).as_posix()
 
 
 def prepared_samples(settings: Settings, **options: Any) -> Prepared:
@@ -243,7 +257,6 @@ def calibrate_model(
     :class:`~ampconfig.errors.AmpconfigError`."""
     from ampconfig.files.guard import OutputGuard
     from ampconfig.settings.declared_files import declare_inputs
-    from ampconfig.settings.ranges_file import ranges_text
     from ampconfig.settings.resolve import Flags, require_model, resolve
 
     flags = Flags(
@@ -261,12 +274,6 @@ def calibrate_model(
     with OutputGuard() as guard:
         declare_inputs(guard, settings)
         target = guard.output("value ranges (output)", destination)
-        prepared = prepared_samples(settings, command="calibrate", guard=guard)
-        calibration = calibrate(prepared)
-        if calibration is None:
-            raise AmpconfigError(
-                "the model's activations cannot be measured: " + "; ".join(prepared.notes), file=str(model)
-            )
-        ranges = calibration.file(settings.model_path, destination)
-        guard.write_text(target, ranges_text(ranges))
+        calibration = measured(prepared_samples(settings, command="calibrate", guard=guard))
+        ranges, _ = write_ranges_file(guard, target, calibration, settings.model_path, destination)
     return ranges
