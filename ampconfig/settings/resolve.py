@@ -211,6 +211,7 @@ _CONFIG_FILES = {
     "inputs": ("inputs file (.npz)", "run.inputs"),
     "data": ("data set", "run.data"),
     "calibration_data": ("calibration data set", "run.calibration_data"),
+    "ranges": ("value ranges file", "ranges"),
 }
 
 
@@ -226,6 +227,7 @@ def require_config_files(settings: Settings) -> None:
         "inputs": inputs.npz,
         "data": inputs.data,
         "calibration_data": inputs.calibration_data,
+        "ranges": settings.ranges,
     }
     for name, value in values.items():
         what, key = _CONFIG_FILES[name]

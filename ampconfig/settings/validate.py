@@ -516,6 +516,7 @@ def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: Source
         ("run", "inputs"): (run.get("inputs"), "inputs file"),
         ("run", "data"): (run.get("data"), "data set"),
         ("run", "calibration_data"): (run.get("calibration_data"), "calibration data set"),
+        ("ranges",): (data.get("ranges"), "value ranges file"),
         ("output",): (data.get("output"), "output"),  # need not exist: only a name no file can have is wrong
     }
     problems = []

@@ -29,6 +29,7 @@ from onnx import helper as oh
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
+from ampconfig.files.bounded import MAX_LOCK_BYTES
 from tests.graphs import IR_VERSION
 
 runner = CliRunner()
@@ -289,10 +290,11 @@ CONFIG_PATHS = (
     "run.inputs",
     "run.data",
     "run.calibration_data",
+    "ranges",
 )
 #: The config paths each command opens (or writes).
-#: The config's data (run.*) decides in every deciding command: rewrite and lock calibrate on it too.
-_DATA = {"run.inputs", "run.data", "run.calibration_data"}
+#: The config's data (run.*) and ranges file decide in every deciding command: rewrite and lock read them too.
+_DATA = {"run.inputs", "run.data", "run.calibration_data", "ranges"}
 READ_BY = {
     "validate": {"model", "output", "modify_mixlist", "keep_dtype", *_DATA},
     "rewrite": {"model", "output", "modify_mixlist", "keep_dtype", *_DATA},
@@ -689,6 +691,7 @@ FIFO_OPTIONS = {
     "--inputs": ("inputs.npz", "run"),
     "--data": ("samples.json", "run"),
     "--calibration-data": ("samples.npz", "run"),
+    "--ranges": ("ranges.json", "rewrite"),
 }
 
 
@@ -777,3 +780,101 @@ def test_a_fifo_in_a_data_folder_is_skipped_with_a_warning(folder: Path, model: 
     assert result.exit_code == 0, _stderr(result)
     assert f"skipped {samples / 's2.npz'}: not a regular file" in _stderr(result)
     assert json.loads(result.stdout)["samples"] == 2
+
+
+# ------------------------------------------------------------------------------- value ranges files (issue 28)
+def _ranges_of(folder: Path, model: Path) -> dict:
+    """A valid ranges file of ``model`` (made by calibrate), as data to spoil."""
+    made = folder / "made.ranges.json"
+    if not made.exists():
+        result = invoke(["calibrate", model, "-o", made])
+        assert result.exit_code == 0, result.stdout + _stderr(result)
+    return json.loads(made.read_text(encoding="utf-8"))
+
+
+def _spoiled(data: dict, case: str) -> str:
+    value = next(iter(data["values"]))
+    if case == "empty":
+        return ""
+    if case == "truncated":
+        return json.dumps(data)[:120]
+    if case == "not an object":
+        return "[1, 2]"
+    if case == "no format":
+        return json.dumps({key: item for key, item in data.items() if key != "format"})
+    if case == "version true":
+        return json.dumps({**data, "format_version": True})
+    if case == "newer version":
+        return json.dumps({**data, "format_version": 2})
+    if case == "count is a boolean":
+        data["values"][value]["nonfinite"] = True
+        return json.dumps(data)
+    if case == "peak is a string":
+        data["values"][value]["max_abs"] = "12"
+        return json.dumps(data)
+    if case == "negative peak":
+        data["values"][value]["max_abs"] = -1.0
+        return json.dumps(data)
+    if case == "unknown key":
+        return json.dumps({**data, "extra": 1})
+    if case == "repeated key":
+        text = json.dumps(data)
+        return text.replace('"device":', '"device": "cpu", "device":', 1)
+    if case == "deep nesting":
+        return "[" * 10_000 + "]" * 10_000
+    raise AssertionError(case)
+
+
+RANGES_CASES = [
+    "empty", "truncated", "not an object", "no format", "version true", "newer version", "count is a boolean",
+    "peak is a string", "negative peak", "unknown key", "repeated key", "deep nesting",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", RANGES_CASES)
+@pytest.mark.parametrize("command", ["rewrite", "lock", "explain"])
+def test_a_bad_ranges_file_is_a_located_error_and_nothing_is_written(
+    folder: Path, model: Path, case: str, command: str
+) -> None:
+    path = folder / f"bad-{case.replace(' ', '_')}.ranges.json"
+    path.write_text(_spoiled(_ranges_of(folder, model), case), encoding="utf-8")
+    out = folder / f"bad-ranges-{command}.out"
+    args: list[str | Path] = {
+        "rewrite": ["rewrite", model, "-o", out],
+        "lock": ["lock", model, "-o", out],
+        "explain": ["explain", model],
+    }[command]
+    assert_refused(invoke([*args, "--ranges", path]), str(path))
+    assert not out.exists()
+    assert invoke(["validate", path]).exit_code != 0
+
+
+def test_a_huge_ranges_file_is_refused_before_it_is_read(folder: Path, model: Path) -> None:
+    path = folder / "huge.ranges.json"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_LOCK_BYTES + 1)
+    assert_refused(invoke(["rewrite", model, "-o", folder / "huge.out", "--ranges", path]), str(path))
+
+
+@pytest.mark.parametrize("kind", list(UNNAMEABLE_PATHS))
+def test_a_ranges_path_no_file_can_have(folder: Path, model: Path, kind: str) -> None:
+    """From a config (a command line cannot carry a NUL), a ranges path no file can have is located."""
+    name, fragment = UNNAMEABLE_PATHS[kind]
+    config = folder / f"ranges_{kind}.json"
+    config.write_text(json.dumps({"model": str(model), "ranges": name}), encoding="utf-8")
+    out = folder / "unnameable.out"
+    result = invoke(["rewrite", "--config", config, "-o", out])
+    assert result.exit_code == 2
+    assert fragment in _stderr(result) or "File name too long" in _stderr(result), _stderr(result)
+    assert not out.exists()
+
+
+def test_calibrate_never_writes_over_an_input_and_keeps_an_existing_file_on_failure(folder: Path, model: Path) -> None:
+    before = model.read_bytes()
+    assert_refused(invoke(["calibrate", model, "-o", model]), str(model))
+    assert model.read_bytes() == before
+    kept = folder / "kept.ranges.json"
+    kept.write_text("previous", encoding="utf-8")
+    missing = folder / "no-such-inputs.npz"
+    assert_refused(invoke(["calibrate", model, "--inputs", missing, "-o", kept]), str(missing))
+    assert kept.read_text(encoding="utf-8") == "previous"
