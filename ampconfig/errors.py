@@ -16,6 +16,14 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
 
+def printable(text: str) -> str:
+    """``text`` with each character a terminal would not show (a NUL, an escape, a newline in a file name) written
+    as its Python escape, so a hostile path cannot garble or drive the terminal; printable Unicode is kept."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+
+
 class Severity(str, Enum):
     ERROR = "error"
     WARNING = "warning"
@@ -36,7 +44,8 @@ class Problem:
     def location(self) -> str:
         parts = []
         if self.file:
-            parts.append(self.file if self.line is None else f"{self.file}:{self.line}")
+            file = printable(self.file)
+            parts.append(file if self.line is None else f"{file}:{self.line}")
         elif self.line is not None:
             parts.append(f"line {self.line}")
         if self.json_path:

@@ -76,9 +76,11 @@ from onnx import helper as oh
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
-for folder in (REPO, BENCHMARKS):  # tests/node_cases.py is the conformance corpus; large_model.py the > 2 GB part
+# tests/node_cases.py is the conformance corpus; large_model.py the > 2 GB part. Appended, not put first, so that
+# PYTHONPATH=<another checkout> measures that checkout's ampconfig rather than this script's.
+for folder in (REPO, BENCHMARKS):
     if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+        sys.path.append(str(folder))
 
 IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23's make_model would stamp 14
 OPSET = 17

@@ -261,18 +261,6 @@ def _stats_session(exposed: ExposedModel, folder: Path | None, device: str, step
     return create_session(copy, device, in_node_order=True)
 
 
-def run_value_peaks(
-    model: onnx.ModelProto | ModelInFolder,
-    samples: Sequence[Mapping[str, np.ndarray]],
-    device: str = "cpu",
-    progress: ProgressCallback | None = None,
-    label: str = "ranges",
-) -> dict[str, float]:
-    """The largest finite |value| below :data:`~ampconfig.decide.value_ranges.SENTINEL` of every float value (by key),
-    over every sample (:func:`run_value_stats`' peaks)."""
-    return {key: value.peak for key, value in run_value_stats(model, samples, device, progress, label).items()}
-
-
 def _quick_stats_of(
     outputs: QuickOutputs, results: Mapping[str, np.ndarray]
 ) -> tuple[dict[str, ValueStats], list[str]]:

@@ -325,6 +325,7 @@ def test_config_paths_no_file_can_have(folder: Path, model: Path, command: str, 
     }[command]
     result = invoke(args)
     message = result.stdout + _stderr(result)
+    assert "\0" not in message, message  # shown escaped: a raw NUL garbles the terminal
     if field == "customize_dtypes":  # a value that is no file is read as the lines themselves
         assert result.exit_code in (1, 2) and "customize_dtypes" in message, message
     elif field in READ_BY[command]:

@@ -186,7 +186,7 @@ def test_tune_pins_nodes_inside_bodies_and_run_accepts_them(
 def test_value_peaks_computed_in_the_session_match_the_exposed_values() -> None:
     """run's range check reads one number per value (inside bodies too), not every intermediate."""
     from ampconfig.decide.value_ranges import peak
-    from ampconfig.runner.intermediates import run_samples_with_intermediates, run_value_peaks
+    from ampconfig.runner.intermediates import run_samples_with_intermediates, run_value_stats
 
     for model, samples in (
         (vad_if(), [vad_inputs(16000), vad_inputs(8000)]),
@@ -194,7 +194,7 @@ def test_value_peaks_computed_in_the_session_match_the_exposed_values() -> None:
         (if_overflow(), [{"x": np.full((4, 8), -3.4e38, np.float32), "flag": np.array(True)}]),
     ):
         named = with_node_names(model)
-        peaks = run_value_peaks(named, samples)
+        peaks = {key: value.peak for key, value in run_value_stats(named, samples).items()}
         exposed = run_samples_with_intermediates(named, samples)
         wanted = {key: peak(array) for key, array in exposed.values.items() if np.asarray(array).dtype.kind == "f"}
         assert wanted.keys() <= peaks.keys()
