@@ -17,11 +17,16 @@ EXIT_INTERNAL = 3
 
 
 def printable(text: str) -> str:
-    """``text`` with each character a terminal would not show (a NUL, an escape, a newline in a file name) written
-    as its Python escape, so a hostile path cannot garble or drive the terminal; printable Unicode is kept."""
-    if text.isprintable():
+    """``text`` with each control character (a NUL, an escape, a newline in a file name) written as its Python
+    escape, so a hostile path cannot garble or drive the terminal. Everything else is kept, the surrogates that
+    stand for a file name's non-UTF-8 bytes included: the terminal gets those bytes back as they were given."""
+    if not any(_is_control(char) for char in text):
         return text
-    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+    return "".join(ascii(char)[1:-1] if _is_control(char) else char for char in text)
+
+
+def _is_control(char: str) -> bool:
+    return char < " " or "\x7f" <= char < "\xa0"
 
 
 class Severity(str, Enum):
