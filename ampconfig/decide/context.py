@@ -15,7 +15,7 @@ from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.dtypes import Dtype
+from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import AttributeReader, Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.settings.modes import PrecisionMode
@@ -37,7 +37,7 @@ class Verdict:
 
     @property
     def is_low(self) -> bool:
-        return self.dtype is not None and self.dtype.is_low
+        return self.dtype in LOW_DTYPES  # Dtype.is_low without a second property call: asked for most verdicts
 
     def input_dtype(self, index: int) -> Dtype | None:
         """The dtype input ``index`` is pinned to, or None where it is not pinned."""
