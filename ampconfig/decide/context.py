@@ -15,7 +15,7 @@ from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.dtypes import Dtype
+from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import AttributeReader, Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.settings.modes import PrecisionMode
@@ -37,7 +37,7 @@ class Verdict:
 
     @property
     def is_low(self) -> bool:
-        return self.dtype is not None and self.dtype.is_low
+        return self.dtype in LOW_DTYPES  # Dtype.is_low without a second property call: asked for most verdicts
 
     def input_dtype(self, index: int) -> Dtype | None:
         """The dtype input ``index`` is pinned to, or None where it is not pinned."""
@@ -68,6 +68,9 @@ class DecisionContext:
     clamp_values: bool = False
     #: nodes ONNX Runtime refused or crashed on in another dtype (``run``'s safety net), with what it did
     runtime_refused: Mapping[str, str] = field(default_factory=dict)
+    #: :meth:`low_blocker` and :meth:`can_run` answers for ops whose op info has no attribute variants: they
+    #: follow from the facts' op key, types and schema alone, and several passes ask for every node
+    _answers: dict[tuple[object, ...], object] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def low(self) -> Dtype:
@@ -78,6 +81,14 @@ class DecisionContext:
 
     def low_blocker(self, facts: NodeFacts, dtype: Dtype) -> Verdict | None:
         """Why ``facts``' node cannot run in ``dtype`` (rule 5 of the painting), or None if it can."""
+        if self.library.has_variants(facts.key):
+            return self._low_blocker(facts, dtype)  # the node's attributes may decide
+        key = ("low_blocker", facts.key, facts.compute_var, facts.dtype, dtype, dtype in facts.schema_allows)
+        if key not in self._answers:
+            self._answers[key] = self._low_blocker(facts, dtype)
+        return self._answers[key]  # type: ignore[return-value]
+
+    def _low_blocker(self, facts: NodeFacts, dtype: Dtype) -> Verdict | None:
         if dtype not in facts.schema_allows:
             return Verdict(
                 facts.dtype,
@@ -108,6 +119,12 @@ class DecisionContext:
     def can_run(self, facts: NodeFacts, dtype: Dtype) -> bool:
         if dtype not in facts.schema_allows and dtype != facts.dtype:
             return False
+        if not self.library.has_variants(facts.key):
+            key = ("can_run", facts.key, dtype)
+            if key not in self._answers:
+                verdict = self.library.has_kernel(facts.key, dtype)
+                self._answers[key] = verdict is True or (verdict is None and dtype is Dtype.FLOAT32)
+            return self._answers[key] is True
         # Unknown op info does not stop fp32: fp32 is what the model already asked for.
         verdict = self.library.has_kernel(facts.key, dtype, attribute_reader(facts.node))
         return verdict is True or (verdict is None and dtype is Dtype.FLOAT32)

@@ -20,7 +20,7 @@ from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
 from ampconfig.decide.value_ranges import Bounds
 from ampconfig.domains import DEFAULT_DOMAINS
-from ampconfig.dtypes import Dtype
+from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import Colour
 
 
@@ -119,12 +119,18 @@ class DecisionState:
             return self.arrival(source)
         if producer in self.constant_fed:
             return Arrival.CONSTANT, producer.name or ""
+        # value_dtype, inlined: the producer's facts and verdict are read once for both questions.
         facts = self.facts_of.get(producer)
-        undecided = facts is not None and facts.dtype is not None and producer not in self.verdicts
-        if facts is not None and undecided and value.index() in facts.output_slots:
-            return Arrival.PENDING, producer.name or ""
-        dtype = self.value_dtype(value)
-        return (Arrival.LOW if dtype is not None and dtype.is_low else Arrival.FLOAT32), producer.name or ""
+        dtype = None
+        if facts is not None and value.index() in facts.output_slots:
+            verdict = self.verdicts.get(producer)
+            if verdict is not None:
+                dtype = verdict.dtype
+            elif facts.dtype is not None:
+                return Arrival.PENDING, producer.name or ""
+        if dtype is None:
+            dtype = Dtype.of_value(value)
+        return (Arrival.LOW if dtype in LOW_DTYPES else Arrival.FLOAT32), producer.name or ""
 
     def float_consumers(self, node: ir.Node) -> Iterator[tuple[ir.Node, ir.Value]]:
         """(consumer, value) for each use of the node's float outputs as a consumer's compute-dtype input."""

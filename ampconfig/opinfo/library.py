@@ -257,6 +257,11 @@ class OpInfoLibrary:
         variant = self.variant_for(key, attribute_of) if attribute_of is not None else None
         return variant is None or dtype in variant.dtypes
 
+    def has_variants(self, key: str) -> bool:
+        """Whether the op's answers depend on a node's attributes (its entry has variants)."""
+        entry = self.entries.get(key)
+        return entry is not None and bool(entry.variants)
+
     def variant_for(self, key: str, attribute_of: AttributeReader) -> AttributeVariant | None:
         """The first variant of the op whose attribute value the node has (``attribute_of(name)``: the node's
         value, or its schema default; None when neither)."""

@@ -55,9 +55,23 @@ def _fill(model: ir.Model, types: Mapping[str, onnx.TypeProto]) -> int:
         values = [*graph.inputs, *graph.initializers.values(), *(v for node in graph for v in node.outputs)]
         for value in values:
             if value.type is None and value.name is not None and value.name in types:
-                value.type = stand_in_type(model, value.name, types[value.name])
+                value.type = _ir_type(model, value.name, types[value.name])
                 typed += value.type is not None
     return typed
+
+
+def _ir_type(model: ir.Model, name: str, type_proto: onnx.TypeProto) -> ir.TypeProtocol | None:
+    """:func:`~ampconfig.files.ir_bridge.stand_in_type`, a plain tensor type read here directly (as onnx-ir reads
+    it): inference types every value of a model, and most are plain tensors."""
+    if type_proto.HasField("tensor_type") and type_proto.tensor_type.HasField("elem_type"):
+        data_type = _DATA_TYPES.get(type_proto.tensor_type.elem_type)
+        if data_type is not None:
+            denotation = type_proto.denotation if type_proto.HasField("denotation") else None
+            return ir.TensorType(data_type, denotation=denotation)
+    return stand_in_type(model, name, type_proto)
+
+
+_DATA_TYPES = {int(data_type): data_type for data_type in ir.DataType}
 
 
 def _type_by_schema(model: ir.Model, typing_source: TypingSource) -> int:

@@ -86,7 +86,11 @@ def fixed_verdict(
     facts: NodeFacts, ctx: DecisionContext, rules: tuple[KeepingRule, ...] = KEEPING_RULES
 ) -> Verdict | None:
     """The verdict of the first of ``rules`` that keeps the node, or None when the mode decides."""
-    return next((verdict for rule in rules if (verdict := rule(facts, ctx)) is not None), None)
+    for rule in rules:  # a loop, not next() over a generator: asked for every node, twice
+        verdict = rule(facts, ctx)
+        if verdict is not None:
+            return verdict
+    return None
 
 
 class FixedVerdicts(DecisionPass):

@@ -23,6 +23,7 @@ from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 
 SOFT_RULES = frozenset({Rule.FOLLOWS_INPUTS, Rule.FOLLOWS_CONSUMERS})
+_CONSTANT, _PENDING = Arrival.CONSTANT, Arrival.PENDING
 
 
 class FollowNeighbours(DecisionPass):
@@ -30,13 +31,14 @@ class FollowNeighbours(DecisionPass):
     of the neighbours it names (see :func:`soft_verdict_problem`)."""
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
-        candidates = [f for f in scope.facts if f.node in state.colours]
-        before = {f.node: state.verdicts.get(f.node) for f in candidates}
-        for facts in candidates:
-            verdict = before[facts.node]
+        colours, verdicts = state.colours, state.verdicts
+        candidates = [f for f in scope.facts if f.node in colours]
+        before = {f.node: verdicts.get(f.node) for f in candidates}
+        for node, verdict in before.items():
             if verdict is not None and verdict.rule in SOFT_RULES:
-                state.forget(facts.node)
-        state.constant_fed -= {f.node for f in candidates}
+                state.forget(node)
+        if state.constant_fed:
+            state.constant_fed.difference_update(before)
         waiting = self._follow_inputs(state, candidates)
         self._follow_consumers(state, scope, candidates, waiting)
         return any(state.verdicts.get(node) != verdict for node, verdict in before.items())
@@ -50,14 +52,16 @@ class FollowNeighbours(DecisionPass):
     def _follow_inputs(state: DecisionState, candidates: list[NodeFacts]) -> set[ir.Node]:
         waiting: set[ir.Node] = set()
         low = state.ctx.low
+        verdicts, arrival = state.verdicts, state.arrival  # read once: this loop runs for most nodes
         for facts in candidates:
             node = facts.node
-            if node in state.verdicts:
+            if node in verdicts:
                 continue
-            arrivals = [state.arrival(value) for i in facts.input_slots if (value := node.inputs[i]) is not None]
-            live = [(kind, cause) for kind, cause in arrivals if kind not in (Arrival.CONSTANT, Arrival.PENDING)]
+            inputs = node.inputs
+            arrivals = [arrival(value) for i in facts.input_slots if (value := inputs[i]) is not None]
+            live = [(kind, cause) for kind, cause in arrivals if kind is not _CONSTANT and kind is not _PENDING]
             if not live:
-                if not any(kind is Arrival.PENDING for kind, _ in arrivals):
+                if not any(kind is _PENDING for kind, _ in arrivals):
                     state.constant_fed.add(node)
                 waiting.add(node)
                 continue

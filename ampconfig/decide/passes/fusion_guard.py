@@ -71,7 +71,13 @@ def feeds_float32_layer_norm(state: DecisionState, facts: NodeFacts) -> str | No
 
 
 def _layer_norm_head(state: DecisionState, value: ir.Value) -> str | None:
-    consumers = {use.node for use in value.uses()}
+    uses = value.uses()
+    for use in uses:  # most values feed no ReduceMean: one look at each reader first
+        if use.node.op_type == "ReduceMean":
+            break
+    else:
+        return None
+    consumers = {use.node for use in uses}
     for reduce_mean in consumers:
         if reduce_mean.op_type != "ReduceMean" or state.dtype_of(reduce_mean) is not Dtype.FLOAT32:
             continue

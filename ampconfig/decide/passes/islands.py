@@ -85,5 +85,8 @@ def _islands(state: DecisionState, movable: dict[ir.Node, NodeFacts]) -> list[fr
 def island_casts(needs: Needs, island: Collection[ir.Node], dtype: Dtype) -> int:
     """How many casts the rewrite puts on the island's edges (:meth:`Needs.boundary_casts`) when its nodes compute
     in ``dtype``, every other verdict as it is."""
-    assumed = {node: replace(needs.verdicts[node], dtype=dtype) for node in island}
+    verdicts = needs.verdicts
+    if all(verdicts[node].dtype is dtype for node in island):
+        return len(needs.boundary_casts(island))  # nothing to assume: the island computes in dtype already
+    assumed = {node: replace(verdicts[node], dtype=dtype) for node in island}
     return len(needs.assuming(assumed).boundary_casts(island))
