@@ -36,7 +36,7 @@ from ampconfig.files.node_checks import NodePieces
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
-from ampconfig.rewrite.names import named_for_the_rewrite
+from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import MAX_CHECKER_REPAIRS as MAX_CHECKER_REPAIRS
 from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, restart_from_copy, run_pipeline
 from ampconfig.rewrite.results import RewriteResult
@@ -337,9 +337,9 @@ def _rewrite_in_place(
     checked = Admission(
         admission.types,
         input_passes=not admission.checker_errors,
-        input_pieces=lambda: NodePieces(named_for_the_rewrite(light_proto(input_light))),
+        input_pieces=lambda: NodePieces(with_node_names(light_proto(input_light))),
     )
-    restart = restart_from_copy(model)
+    restart = restart_from_copy(model) if opened is None else _readmit(opened, raise_opset)
     outcome = run_pipeline(model, read.setup(value_ranges), checked, restart, ir_version.version)
     if admission.checker_errors:
         from ampconfig.runner.acceptance import confirm_output_runs
@@ -354,6 +354,25 @@ def _rewrite_in_place(
     result = _result(outcome, read, value_ranges, input_files, ir_version.note, admission.opset_raised)
     _log_summary(result)
     return result, admitted or outcome.modified
+
+
+def _readmit(opened: OpenedModel, raise_opset: bool) -> Callable[[], ir.Model]:
+    """The API's restart for a checker repair: the opened proto read into an ``ir.Model`` again and admitted again
+    (the same deterministic steps; ONNX Runtime judged the input already). Unlike the pass, which holds only the
+    ``ir.Model`` it was handed and so clones it before the steps change it (:func:`restart_from_copy`), the API can
+    make the admitted input again from its proto when a repair needs it: an up-front clone would cost every call
+    (0.4-0.6 s on a 25k-node graph), to serve the rare call whose output the checker rejects."""
+
+    def restart() -> ir.Model:
+        model = opened.to_ir()
+        admit_input(model, InputAdmission(light_proto(opened.proto)), raise_opset=raise_opset, accept=_accepted)
+        return model
+
+    return restart
+
+
+def _accepted(model: ir.Model, admission: InputAdmission) -> None:
+    """Nothing to judge: ONNX Runtime accepted this input before the first attempt."""
 
 
 def _result(

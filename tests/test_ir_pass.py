@@ -399,3 +399,28 @@ def test_an_input_the_admission_repairs_is_rewritten_as_the_api_rewrites_it() ->
     assert result.model is model and result.modified and result.rewrite is not None
     assert any("'r'" in warning for warning in result.rewrite.warnings)
     assert _serialized(model) == _serialized(rewrite_model(proto, MIXED, target="cuda"))
+
+
+def test_an_input_the_checker_rejects_is_serialised_once_for_onnx_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output's declared shape contradicts the graph (kept: it is the interface), so the checker rejects the
+    input and ONNX Runtime must load it, from its bytes: the one proto of the whole model the pass makes. The
+    output is the API's, byte for byte, with the same warnings."""
+    proto, _ = _big_weight_model()
+    proto.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 4
+    model = ir.serde.deserialize_model(proto)
+    made: list[onnx.ModelProto] = []
+    serialize_model = ir.serde.serialize_model
+
+    def counted_model(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        made.append(serialize_model(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ir.serde, "serialize_model", counted_model)
+    result = MixedPrecisionPass(MIXED, target="cuda")(model)
+    monkeypatch.undo()
+    assert result.rewrite is not None
+    assert len([p for p in made if any(t.name == "w" and t.raw_data for t in p.graph.initializer)]) == 1
+    expected = rewrite_model_detailed(proto, MIXED, target="cuda")
+    assert any("does not pass the ONNX checker" in warning for warning in expected.warnings)
+    assert result.rewrite.warnings == expected.warnings
+    assert _serialized(model) == _serialized(expected.model)
