@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,29 +21,28 @@ import onnx_ir as ir
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_bridge import to_ir, to_proto
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import (
     OpenedModel,
-    inferred_types,
     light_proto,
     light_proto_of_ir,
     open_model,
     save_model_sharing_data,
+    weightless_proto,
 )
 from ampconfig.files.node_checks import NodePieces
-from ampconfig.files.repair import admit_input_model
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
-from ampconfig.rewrite.names import named_for_the_rewrite
+from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import MAX_CHECKER_REPAIRS as MAX_CHECKER_REPAIRS
-from ampconfig.rewrite.pipeline import PipelineOutcome, run_pipeline
+from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, restart_from_copy, run_pipeline
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.rounding import round_like_low_precision
-from ampconfig.rewrite.steps.state import Admission, RewriteSetup
+from ampconfig.rewrite.steps.raise_opset import BF16_MIN_OPSET as BF16_MIN_OPSET
+from ampconfig.rewrite.steps.state import Admission, InputAdmission, RewriteSetup
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.runner.float_cast import float32_to_float16
@@ -54,12 +53,10 @@ from ampconfig.settings.rewrite_options import MixlistInput as MixlistInput
 from ampconfig.settings.rewrite_options import RewriteOptions
 
 if TYPE_CHECKING:
+    from ampconfig.runner.acceptance import Runnable
     from ampconfig.settings.resolve import Settings
 
 log = logging.getLogger(__name__)
-
-#: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
-BF16_MIN_OPSET = 13
 
 
 class _OnnxRuntimeTyping:
@@ -129,29 +126,6 @@ def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_name
     return load_customize_dtypes(customize_dtypes, op_names)
 
 
-def _raise_opset_for_bf16(proto: onnx.ModelProto, warnings: list[str]) -> tuple[onnx.ModelProto, int | None]:
-    opset = onnx_opset(proto.opset_import)
-    if opset is None or opset >= BF16_MIN_OPSET:
-        return proto, None
-    try:
-        converted = onnx.version_converter.convert_version(proto, BF16_MIN_OPSET)
-    except Exception as exc:  # the converter raises plain RuntimeErrors for unsupported adapters
-        warnings.append(
-            f"bfloat16 needs opset >= {BF16_MIN_OPSET}; converting from opset {opset} failed ({exc}); "
-            "ops whose schema lacks bfloat16 at this opset stay float32"
-        )
-        return proto, None
-    if _io_signature(converted) != _io_signature(proto):
-        # The converter's adapters are not all faithful (Scan-8 -> 9 drops the batch axis of the inputs).
-        warnings.append(
-            f"bfloat16 needs opset >= {BF16_MIN_OPSET}; converting from opset {opset} would change the model's "
-            "inputs/outputs, so the opset was kept and ops without bfloat16 at this opset stay float32"
-        )
-        return proto, None
-    warnings.append(f"opset raised from {opset} to {BF16_MIN_OPSET}: bfloat16 needs it")
-    return converted, BF16_MIN_OPSET
-
-
 def _training_info_dropped(proto: onnx.ModelProto) -> list[str]:
     """The warning for a model with training information, which the rewrite does not carry over: its training
     graphs compute and update weights in their stored dtypes, which the rewrite changes."""
@@ -169,10 +143,6 @@ def _training_info_dropped(proto: onnx.ModelProto) -> list[str]:
         f"training_info dropped ({len(proto.training_info)} entry(ies): {', '.join(graphs) or 'empty'}{updates}): "
         "the rewritten model is for inference; train the original, then rewrite it"
     ]
-
-
-def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
-    return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
 
 
 def rewrite_model_detailed(
@@ -299,127 +269,110 @@ def _read_options(options: RewriteOptions) -> _ReadOptions:
     return _ReadOptions(options, library, lists, entries, keep_source, customize, warnings, notes)
 
 
-def _value_ranges(options: RewriteOptions, proto: onnx.ModelProto) -> ValueRanges | None:
-    """The ranges file read for ``proto`` (the input as opened), else the ranges given, with ``data_max``."""
+def _value_ranges(options: RewriteOptions, structure: Callable[[], onnx.ModelProto]) -> ValueRanges | None:
+    """The ranges file read for the input as handed in (``structure`` makes a proto of it: read only when there is a
+    ranges file), else the ranges given, with ``data_max``."""
     if options.ranges is not None:
-        return read_ranges(Path(options.ranges), proto, options.data_max)
+        return read_ranges(Path(options.ranges), structure(), options.data_max)
     if options.value_ranges is not None and options.data_max is not None:
         return replace(options.value_ranges, margin=options.data_max)
     return options.value_ranges
 
 
-def _needs_bf16_opset(mode: PrecisionMode, opened: OpenedModel) -> bool:
-    return mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16 and not opened.external_files
+def _raises_opset(mode: PrecisionMode) -> bool:
+    """Whether the mode lowers nodes to bfloat16 (which needs opset 13): not allow_fp32_to_bf16, which only keeps
+    what is bfloat16 already."""
+    return mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16
 
 
 def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, options: RewriteOptions) -> RewriteResult:
     """:func:`rewrite_model_detailed` with its options as one object: ``model`` opened (a path or proto read into
-    an ``ir.Model`` once), admitted (repaired where the checker needs it), and rewritten in place by the pipeline
-    (:mod:`ampconfig.rewrite.pipeline`)."""
+    an ``ir.Model`` once), then admitted and rewritten in place by the pipeline (:func:`_rewrite_in_place`, what
+    :class:`ampconfig.MixedPrecisionPass` runs too)."""
     read = _read_options(options)
-    warnings = read.warnings
     opened = open_model(model, map_weights=True)
-    value_ranges = _value_ranges(options, opened.proto)
-    ir_version = output_ir_version(opened.proto, opened.path)
-    admitted = admit_input_model(opened)
-    opened, types = admitted.opened, admitted.types
-    warnings.extend(admitted.warnings)
-    warnings.extend(_training_info_dropped(opened.proto))
-    if admitted.checker_errors:  # the rare path: ONNX Runtime decides (imported only here)
-        from ampconfig.runner.acceptance import require_onnx_runtime_loads
-
-        require_onnx_runtime_loads(admitted, ir_version.version)
-
-    opset_raised = None
-    if _needs_bf16_opset(options.precision_mode, opened):
-        proto, opset_raised = _raise_opset_for_bf16(opened.proto, warnings)
-        if opset_raised is not None:
-            opened = replace(opened, proto=proto)
-            types = inferred_types(light_proto(proto))
-    input_proto = opened.proto
-    admission = Admission(
-        types,
-        input_passes=not admitted.checker_errors,
-        input_pieces=lambda: NodePieces(named_for_the_rewrite(light_proto(input_proto))),
-    )
-    outcome = run_pipeline(opened.to_ir(), read.setup(value_ranges), admission, opened.to_ir, ir_version.version)
-    if admitted.checker_errors:
-        from ampconfig.runner.acceptance import confirm_output_runs
-
-        skeleton = outcome.run.skeleton
-        assert skeleton is not None  # the check step made it
-        written = None if opened.external_files else skeleton.full_proto()
-        outcome.warnings.append(confirm_output_runs(admitted, outcome.model, written, ir_version.version))
-    result = _result(outcome, read, value_ranges, opened.external_files, ir_version.note, opset_raised)
-    _log_summary(result)
+    result, _ = _rewrite_in_place(opened.to_ir(), read, light_proto(opened.proto), opened)
     return result
 
 
 def rewrite_ir_model(model: ir.Model, options: RewriteOptions) -> tuple[RewriteResult, bool]:
-    """Rewrite ``model`` in place (what :class:`ampconfig.MixedPrecisionPass` runs), and whether it changed.
+    """Rewrite ``model`` in place (what :class:`ampconfig.MixedPrecisionPass` runs), and whether it changed: the
+    pipeline the API runs (:func:`_rewrite_in_place`), on ``model`` itself. Its admission reads a light proto of it
+    (graph, types and shapes; its large weights stay where they are), and no proto of its weights is made, except
+    for an input the ONNX checker rejects: ONNX Runtime then judges it, from its bytes."""
+    return _rewrite_in_place(model, _read_options(options), light_proto_of_ir(model), None)
 
-    The model is admitted from a light proto of it (graph, types and shapes; its large weights stay where they
-    are), and the pipeline runs on ``model`` itself: no proto of its weights is made or read back. A copy of its
-    graph (sharing every tensor) is kept to start again from when the checker makes nodes keep their dtype.
-    Inputs the admission must change first (stale declarations repaired, an opset raised for bfloat16), inputs
-    the checker rejects (ONNX Runtime must load them) and a ranges file (keyed by the model as a proto) take the
-    API's way: the model serialised, rewritten, and its graph moved into ``model``."""
-    read = _read_options(options)
-    light = light_proto_of_ir(model)
-    admitted = admit_input_model(OpenedModel(light, None, frozenset()))
-    repaired = any(repair.changed for repair in admitted.repairs)
-    bf16_opset = _needs_bf16_opset(options.precision_mode, admitted.opened) and _opset_below(light, BF16_MIN_OPSET)
-    if repaired or admitted.checker_errors or bf16_opset or options.ranges is not None:
-        result = rewrite_with_options(ir.serde.serialize_model(model), options)
-        _move_into(model, result.ir_model)
-        result.ir_model = model
-        return result, repaired or rewrite_changed(result) or result.stats.opset_raised_to is not None
+
+def _rewrite_in_place(
+    model: ir.Model, read: _ReadOptions, light: onnx.ModelProto, opened: OpenedModel | None
+) -> tuple[RewriteResult, bool]:
+    """The one rewrite path, in place: ``model`` admitted (repaired, its opset raised for bfloat16), then the
+    pipeline's steps (:mod:`ampconfig.rewrite.pipeline`). ``light`` is a light proto of ``model`` as handed in (a
+    copy the admission repairs). ``opened`` is the proto the API opened ``model`` from (its path, its external
+    data, its training information), None for an ``ir.Model`` handed in. Returns the result and whether the model
+    changed."""
+    options = read.options
     warnings = read.warnings
-    value_ranges = _value_ranges(options, light)
-    ir_version = output_ir_version(light, None)
-    warnings.extend(admitted.warnings)
-    admission = Admission(
-        admitted.types,
-        input_passes=True,
-        input_pieces=lambda: NodePieces(named_for_the_rewrite(light_proto(light))),
+    source = opened.proto if opened is not None else light
+    value_ranges = _value_ranges(options, lambda: opened.proto if opened is not None else weightless_proto(model)[0])
+    ir_version = output_ir_version(source, opened.path if opened is not None else None)
+    admission = InputAdmission(light)
+    runtime_input: list[Runnable] = []
+
+    def accept(admitted: ir.Model, admission: InputAdmission) -> None:
+        # The rare path: the checker rejects the (repaired) input, so ONNX Runtime decides (imported only here).
+        from ampconfig.runner.acceptance import input_for_onnx_runtime, require_onnx_runtime_loads
+
+        repaired = any(repair.changed for repair in admission.repairs)
+        runtime_input.append(input_for_onnx_runtime(admitted, repaired, opened, ir_version.version))
+        require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, opened.path if opened else None)
+
+    raise_opset = _raises_opset(options.precision_mode) and not (opened is not None and opened.external_files)
+    admitted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
+    warnings.extend(repair.message() for repair in admission.repairs)
+    if opened is not None:
+        warnings.extend(_training_info_dropped(opened.proto))
+    warnings.extend(admission.warnings)
+    input_light = admission.light
+    checked = Admission(
+        admission.types,
+        input_passes=not admission.checker_errors,
+        input_pieces=lambda: NodePieces(with_node_names(light_proto(input_light))),
     )
-    snapshot, meta = model.clone(), dict(model.meta)
+    restart = restart_from_copy(model) if opened is None else _readmit(opened, raise_opset)
+    outcome = run_pipeline(model, read.setup(value_ranges), checked, restart, ir_version.version)
+    if admission.checker_errors:
+        from ampconfig.runner.acceptance import confirm_output_runs
+
+        skeleton = outcome.run.skeleton
+        assert skeleton is not None  # the check step made it
+        written = None if opened is not None and opened.external_files else skeleton.full_proto()
+        path = opened.path if opened is not None else None
+        note = confirm_output_runs(runtime_input[0], admission.checker_errors, path, outcome.model, written)
+        outcome.warnings.append(note)
+    input_files = opened.external_files if opened is not None else frozenset()
+    result = _result(outcome, read, value_ranges, input_files, ir_version.note, admission.opset_raised)
+    _log_summary(result)
+    return result, admitted or outcome.modified
+
+
+def _readmit(opened: OpenedModel, raise_opset: bool) -> Callable[[], ir.Model]:
+    """The API's restart for a checker repair: the opened proto read into an ``ir.Model`` again and admitted again
+    (the same deterministic steps; ONNX Runtime judged the input already). Unlike the pass, which holds only the
+    ``ir.Model`` it was handed and so clones it before the steps change it (:func:`restart_from_copy`), the API can
+    make the admitted input again from its proto when a repair needs it: an up-front clone would cost every call
+    (0.4-0.6 s on a 25k-node graph), to serve the rare call whose output the checker rejects."""
 
     def restart() -> ir.Model:
-        _move_into(model, snapshot.clone())
-        model.meta.clear()  # what the steps kept there (the graphs walked) was of the graph replaced
-        model.meta.update(meta)  # as it was handed in
+        model = opened.to_ir()
+        admit_input(model, InputAdmission(light_proto(opened.proto)), raise_opset=raise_opset, accept=_accepted)
         return model
 
-    outcome = run_pipeline(model, read.setup(value_ranges), admission, restart, ir_version.version)
-    result = _result(outcome, read, value_ranges, frozenset(), ir_version.note, None)
-    _log_summary(result)
-    return result, outcome.modified
+    return restart
 
 
-def rewrite_changed(result: RewriteResult) -> bool:
-    """Whether a rewrite changed its model: a node's dtype, a cast, a converted tensor, a folded LayerNorm."""
-    stats = result.stats
-    touched = stats.casts_inserted + stats.casts_retargeted + stats.casts_removed + stats.layer_norms_folded
-    touched += stats.initializers_converted + stats.constants_converted
-    return touched > 0 or any(decision.changed for decision in result.decisions)
-
-
-def _opset_below(proto: onnx.ModelProto, version: int) -> bool:
-    opset = onnx_opset(proto.opset_import)
-    return opset is not None and opset < version
-
-
-def _move_into(model: ir.Model, source: ir.Model) -> ir.Model:
-    """``model`` with ``source``'s graph, functions, opsets, IR version and meta (what the steps keep of its graph;
-    ``source`` is not used after)."""
-    model.graph = source.graph
-    model.functions.clear()
-    model.functions.update(source.functions)
-    model.ir_version = source.ir_version
-    model.meta.clear()
-    model.meta.update(source.meta)
-    return model
+def _accepted(model: ir.Model, admission: InputAdmission) -> None:
+    """Nothing to judge: ONNX Runtime accepted this input before the first attempt."""
 
 
 def _result(

@@ -8,9 +8,11 @@
 >>> [d.name for d in mixed.result.decisions if d.changed]  # doctest: +SKIP
 
 It is an *in-place* pass, as onnx-ir defines it: the model handed in is rewritten and returned. It runs the
-pipeline every command runs (:mod:`ampconfig.rewrite.pipeline`: name, fold, type, decide, apply, check) on that
-model itself, so the result keeps every promise a rewrite makes (docs/design.md §6: valid, graph I/O kept, one cast
-per value and dtype), and is the model ``ampconfig rewrite`` writes. ``modified`` says what the steps changed
+pipeline every command runs (:mod:`ampconfig.rewrite.pipeline`: admit, raise the opset for bfloat16; name, fold,
+type, decide, apply, check) on that model itself, serialising none of its weights (except, for an input the ONNX
+checker rejects, once for ONNX Runtime to judge it), so the result keeps every promise a rewrite makes
+(docs/design.md §6: valid, graph I/O kept, one cast per value and dtype), and is the model ``ampconfig rewrite``
+writes. ``modified`` says what the steps changed
 (nodes named, LayerNorms folded, values typed, dtypes, casts, tensors, the IR version). What was decided and why
 is on the result (:class:`MixedPrecisionResult` ``.rewrite``) and, since a ``PassManager`` hands back a plain
 ``PassResult``, on the pass too (``.result``, the last run's). Wrap it in ``ir.passes.functionalize`` for a pass

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import ampconfig
 from ampconfig import Judgement, MixedPrecisionPass, MixedPrecisionResult, rewrite_model, rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.decide.decisions import Rule
+from ampconfig.decide.ranges_input import structure_sha256
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
 from ampconfig.settings.modes import PrecisionMode
@@ -257,13 +259,65 @@ def _big_weight_model() -> tuple[onnx.ModelProto, bytes]:
     return model, onnx.numpy_helper.to_array(w).tobytes()
 
 
-@pytest.mark.parametrize("mode", ["force_fp32", MIXED])
-def test_the_pass_serialises_no_weight_of_the_model_it_is_given(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+def _ranges_file(folder: Path, proto: onnx.ModelProto) -> Path:
+    """A ranges file for ``proto`` in which h's values pass float16's range: mm1 (which makes h) keeps float32."""
+    values = {name: {"min": -1.0, "max": 1.0, "max_abs": 1.0, "nonfinite": 0} for name in ("x", "p", "y")}
+    values["h"] = {"min": -1e6, "max": 1e6, "max_abs": 1e6, "nonfinite": 0}
+    document = {
+        "format": "ampconfig-value-ranges",
+        "format_version": 1,
+        "ampconfig": ampconfig.__version__,
+        "device": "cpu",
+        "model": {"path": None, "structure_sha256": structure_sha256(proto)},
+        "data": {"source": "generated", "samples": 1, "sha256": "0" * 64},
+        "values": values,
+    }
+    path = folder / "ranges.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _stale_declaration(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with h declared int64 in value_info (a stale declaration the admission drops) and its nodes out of
+    order (which it sorts)."""
+    proto.graph.value_info.append(tensor("h", onnx.TensorProto.INT64, [2, 64]))
+    nodes = list(proto.graph.node)
+    del proto.graph.node[:]
+    proto.graph.node.extend([nodes[1], nodes[0], nodes[2]])
+    return proto
+
+
+def _opset_12(proto: onnx.ModelProto) -> onnx.ModelProto:
+    del proto.opset_import[:]
+    proto.opset_import.append(oh.make_opsetid("", 12))
+    return proto
+
+
+#: (mode, how the model is changed, whether a ranges file is given, the protos the pass makes of the model)
+SERIALISED_CASES = {
+    "fp32": ("force_fp32", None, False, 2),
+    "mixed": (MIXED, None, False, 2),
+    "repaired input": (MIXED, _stale_declaration, False, 2),
+    "bf16 opset raise": ("allow_mix_precision_bf16", _opset_12, False, 3),
+    "ranges file": (MIXED, None, True, 3),
+}
+
+
+@pytest.mark.parametrize("case", list(SERIALISED_CASES))
+def test_the_pass_serialises_no_weight_of_the_model_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: str
+) -> None:
     """Counted, not mocked: every ir.serde.serialize_model call (what the pass makes protos of the model with) and
-    every ModelProto.SerializeToString (what ONNX's checker and inference are handed), each looked at for w's bytes.
-    What remains is light: one proto of the input for its admission, one of the output for its check, each with the
-    weights over 1 KiB left out (lifted to graph inputs, or emptied in the skeleton)."""
+    every ModelProto.SerializeToString (what ONNX's checker, inference and version converter are handed), each
+    looked at for w's bytes. What remains is light: one proto of the input for its admission, one of the output
+    for its check, each with the weights over 1 KiB left out (lifted to graph inputs, or emptied in the skeleton),
+    and, to raise the opset or check a ranges file against the model's structure, one with the weights as
+    initializers without their bytes. An input the admission repairs (declarations, node order) is repaired in the
+    IR, from what was found on the light proto. Each output is the API's, byte for byte."""
+    mode, change, with_ranges, protos = SERIALISED_CASES[case]
     proto, w_bytes = _big_weight_model()
+    proto = change(proto) if change is not None else proto
+    ranges = _ranges_file(tmp_path, proto) if with_ranges else None
     model = ir.serde.deserialize_model(proto)
     made: list[onnx.ModelProto] = []
     serialised: list[bytes] = []
@@ -279,13 +333,23 @@ def test_the_pass_serialises_no_weight_of_the_model_it_is_given(monkeypatch: pyt
 
     monkeypatch.setattr(ir.serde, "serialize_model", counted_model)
     monkeypatch.setattr(onnx.ModelProto, "SerializeToString", counted_bytes)
-    result = MixedPrecisionPass(mode, target="cuda")(model)
+    result = MixedPrecisionPass(mode, target="cuda", ranges=ranges)(model)
     monkeypatch.undo()
-    assert result.model is model
-    assert len(made) == 2  # the admission's light proto of the input, the check's skeleton of the output
+    assert result.model is model and result.rewrite is not None
+    assert len(made) == protos
     assert serialised  # the checker and inference did run on the light protos
     assert not [p for p in made if any(t.name == "w" and t.raw_data for t in p.graph.initializer)]
     assert not [blob for blob in serialised if w_bytes in blob]
+    expected = rewrite_model_detailed(proto, mode, target="cuda", ranges=ranges)
+    assert _serialized(model) == _serialized(expected.model)
+    assert result.rewrite.warnings == expected.warnings
+    if change is _stale_declaration:
+        assert any("'h'" in warning for warning in expected.warnings)
+        assert any("topological order" in warning for warning in expected.warnings)
+    if change is _opset_12:
+        assert expected.stats.opset_raised_to == 13 and model.opset_imports[""] == 13
+    if with_ranges:
+        assert {d.name: d.rule for d in expected.decisions}["mm1"] is Rule.RANGE_EXCEEDS
 
 
 def test_modified_is_false_when_nothing_changes_and_true_otherwise() -> None:
@@ -335,3 +399,28 @@ def test_an_input_the_admission_repairs_is_rewritten_as_the_api_rewrites_it() ->
     assert result.model is model and result.modified and result.rewrite is not None
     assert any("'r'" in warning for warning in result.rewrite.warnings)
     assert _serialized(model) == _serialized(rewrite_model(proto, MIXED, target="cuda"))
+
+
+def test_an_input_the_checker_rejects_is_serialised_once_for_onnx_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The output's declared shape contradicts the graph (kept: it is the interface), so the checker rejects the
+    input and ONNX Runtime must load it, from its bytes: the one proto of the whole model the pass makes. The
+    output is the API's, byte for byte, with the same warnings."""
+    proto, _ = _big_weight_model()
+    proto.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 4
+    model = ir.serde.deserialize_model(proto)
+    made: list[onnx.ModelProto] = []
+    serialize_model = ir.serde.serialize_model
+
+    def counted_model(*args: Any, **kwargs: Any) -> onnx.ModelProto:
+        made.append(serialize_model(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ir.serde, "serialize_model", counted_model)
+    result = MixedPrecisionPass(MIXED, target="cuda")(model)
+    monkeypatch.undo()
+    assert result.rewrite is not None
+    assert len([p for p in made if any(t.name == "w" and t.raw_data for t in p.graph.initializer)]) == 1
+    expected = rewrite_model_detailed(proto, MIXED, target="cuda")
+    assert any("does not pass the ONNX checker" in warning for warning in expected.warnings)
+    assert result.rewrite.warnings == expected.warnings
+    assert _serialized(model) == _serialized(expected.model)

@@ -92,6 +92,40 @@ def light_proto_of_ir(model: ir.Model) -> onnx.ModelProto:
     return proto
 
 
+#: Where a tensor :func:`weightless_proto` left out says its bytes are: nowhere (nothing reads them).
+_LEFT_OUT = "ampconfig-weight-left-out"
+
+
+def weightless_proto(model: ir.Model) -> tuple[onnx.ModelProto, dict[str, ir.TensorProtocol]]:
+    """A proto of ``model`` with the same structure, its large main-graph initializers still initializers of
+    their type and shape but without their bytes (external data at a location that does not exist), and those
+    tensors by name. ``model`` is left as it was. For what reads a model's structure but no weight: ONNX's version
+    converter (which keeps such initializers as they are) and the structure hash value ranges are keyed by."""
+    left_out: dict[str, ir.TensorProtocol] = {}
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if tensor is not None and value.name and tensor.nbytes > _LIFT_BYTES:
+            left_out[value.name] = tensor
+            stub = ir.ExternalTensor(_LEFT_OUT, None, None, tensor.dtype, shape=ir_shape(tensor.shape), name=value.name)
+            value.const_value = stub
+    try:
+        proto = to_proto(model)
+    finally:
+        for name, tensor in left_out.items():
+            model.graph.initializers[name].const_value = tensor
+    return proto, left_out
+
+
+def with_weights_back(model: ir.Model, left_out: dict[str, ir.TensorProtocol]) -> None:
+    """Give the main-graph initializers of ``model`` (an IR of a :func:`weightless_proto`, or of what a tool made
+    of one) the tensors that were left out, by name: the very tensor objects, nothing copied or read."""
+    initializers = model.graph.initializers
+    for name, tensor in left_out.items():
+        value = initializers.get(name)
+        if value is not None:
+            value.const_value = tensor
+
+
 def _sparse_initializers_as_inputs(source: onnx.GraphProto, graph: onnx.GraphProto) -> None:
     """Declare ``source``'s sparse initializers in ``graph`` as graph inputs of the dense tensors they describe,
     and drop them from ``graph``: ONNX Runtime reads them so, while ONNX's checker types them sparse, which no

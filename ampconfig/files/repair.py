@@ -17,27 +17,22 @@ refuses it. PaddlePaddle exports, for one, declare rank-0 placeholder shapes for
 A graph's inputs and outputs are the model's interface: their element types are never changed, an input's shape
 never, an output's shape only when it is a placeholder. Any other contradiction there is kept and reported.
 What the checker still says after the repair is a diagnostic for the caller (:func:`admit_input_model`), not a
-refusal. The repaired copy is what gets rewritten; the caller's proto and the user's file are never modified.
+refusal. The repairs are found and made on a light proto of the input (its graphs without the large weights,
+:func:`~ampconfig.files.models.light_proto`); the admission step (:mod:`ampconfig.rewrite.steps.admit_input`) makes
+the same repairs in the ``ir.Model`` that is rewritten. The caller's proto and the user's file are never modified.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import onnx
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from ampconfig.domains import is_default_domain
-from ampconfig.files.models import (
-    OpenedModel,
-    checker_errors,
-    inferred_types,
-    light_proto,
-    strictly_inferred_types,
-    value_types,
-)
+from ampconfig.files.models import checker_errors, inferred_types, strictly_inferred_types, value_types
 
 _TENSOR_KINDS = ("tensor_type", "sparse_tensor_type")
 _WRAPPER_KINDS = ("sequence_type", "optional_type")
@@ -57,34 +52,46 @@ class Repair:
         return f"{self.subject} {self.value!r}: {self.action}"
 
 
+#: A graph's nodes in their new order (indices into its old one), or None where the order was kept; one per graph,
+#: in the order :func:`sort_nodes` visits them (a graph, then the subgraphs of its nodes in their new order).
+NodeOrders = tuple[tuple[int, ...] | None, ...]
+
+
 @dataclass(frozen=True)
 class AdmittedModel:
-    """An input model accepted for rewriting: its (repaired) proto, the value types inference found, the repairs
-    made and the checker complaints the repaired model still has (empty: it passes the full check)."""
+    """What admitting an input found on its light proto (``light``, repaired in place): the value types inference
+    found, the repairs made, the checker complaints the repaired model still has (empty: it passes the full
+    check), and the nodes' new order in each graph where they were sorted."""
 
-    opened: OpenedModel
+    light: onnx.ModelProto
     types: dict[str, onnx.TypeProto]
     repairs: tuple[Repair, ...]
     checker_errors: tuple[str, ...]
+    node_orders: NodeOrders = ()
 
     @property
     def warnings(self) -> list[str]:
         return [repair.message() for repair in self.repairs]
 
+    @property
+    def changed(self) -> bool:
+        """Whether a repair changed the model (a declaration dropped or filled in, nodes sorted)."""
+        return any(repair.changed for repair in self.repairs)
 
-def admit_input_model(opened: OpenedModel) -> AdmittedModel:
-    """Check the input as every output is checked, repairing its declarations first where the check needs it.
+
+def admit_input_model(light: onnx.ModelProto) -> AdmittedModel:
+    """Check the input's light proto as every output is checked, repairing its declarations (in ``light``) first
+    where the check needs it.
 
     A model that passes ``check_model(full_check=True)`` costs what it always did (one check, one strict
     inference) plus a scan of its ``value_info``; only a model the check rejects is inferred again without its
     declarations, to find which ones contradict the graph."""
-    light = light_proto(opened.proto)
     repairs = tidy_declarations(light)
     types = strictly_inferred_types(light)
     errors: tuple[str, ...] = ()
-    sorted_graphs: list[Repair] = []
+    orders: list[tuple[int, ...] | None] = []
     if types is None:
-        sorted_graphs = sort_nodes(light)
+        sorted_graphs = sort_nodes(light, orders)
         contradictions = repair_contradictions(light)
         repairs += sorted_graphs + contradictions
         if any(repair.changed for repair in repairs):
@@ -92,9 +99,9 @@ def admit_input_model(opened: OpenedModel) -> AdmittedModel:
         if types is None:
             errors = tuple(checker_errors(light)) or ("the ONNX checker rejects the model",)
             types = inferred_types(light)
-    if any(repair.changed for repair in repairs):
-        opened = replace(opened, proto=_with_repairs_of(light, opened.proto, sort=bool(sorted_graphs)))
-    return AdmittedModel(opened, types, tuple(repairs), errors)
+        if not sorted_graphs:
+            orders = []
+    return AdmittedModel(light, types, tuple(repairs), errors, tuple(orders))
 
 
 # ------------------------------------------------------------------------------------------ the repairs
@@ -169,16 +176,19 @@ def _tidy(entries: list[onnx.ValueInfoProto], produced: set[str]) -> tuple[list[
     return kept, dropped
 
 
-def sort_nodes(model: onnx.ModelProto) -> list[Repair]:
+def sort_nodes(model: onnx.ModelProto, orders: list[tuple[int, ...] | None] | None = None) -> list[Repair]:
     """Put the nodes of every graph in topological order, in place, keeping the given order where it allows
     (ONNX Runtime sorts a graph itself before running it, so an unsorted model loads there; ONNX requires the
-    order). A graph with a cycle is left as it is: ORT refuses it too."""
+    order). A graph with a cycle is left as it is: ORT refuses it too. ``orders`` gets each graph's new order
+    (see :data:`NodeOrders`), for the same sort to be made in another copy of the model."""
     repairs: list[Repair] = []
-    _sort_graph(model.graph, frozenset(), repairs)
+    _sort_graph(model.graph, frozenset(), repairs, [] if orders is None else orders)
     return repairs
 
 
-def _sort_graph(graph: onnx.GraphProto, outer: frozenset[str], repairs: list[Repair]) -> None:
+def _sort_graph(
+    graph: onnx.GraphProto, outer: frozenset[str], repairs: list[Repair], orders: list[tuple[int, ...] | None]
+) -> None:
     nodes = list(graph.node)
     producer = {name: index for index, node in enumerate(nodes) for name in node.output if name}
     after: list[list[int]] = [[] for _ in nodes]  # the nodes that wait for each node
@@ -197,7 +207,9 @@ def _sort_graph(graph: onnx.GraphProto, outer: frozenset[str], repairs: list[Rep
             waiting[follower] -= 1
             if waiting[follower] == 0:
                 heapq.heappush(ready, follower)
-    if len(order) == len(nodes) and order != sorted(order):
+    moved = len(order) == len(nodes) and order != sorted(order)
+    orders.append(tuple(order) if moved else None)
+    if moved:
         reordered = [_copy(nodes[index]) for index in order]  # copied before the field lets go of them
         del graph.node[:]
         graph.node.extend(reordered)
@@ -206,7 +218,7 @@ def _sort_graph(graph: onnx.GraphProto, outer: frozenset[str], repairs: list[Rep
     known = outer | producer.keys() | {value.name for value in graph.input}
     for node in graph.node:
         for subgraph in _subgraphs(node):
-            _sort_graph(subgraph, frozenset(known), repairs)
+            _sort_graph(subgraph, frozenset(known), repairs, orders)
 
 
 def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
@@ -452,17 +464,3 @@ def _replace(field: RepeatedCompositeFieldContainer[onnx.ValueInfoProto], entrie
     copies = [onnx.ValueInfoProto.FromString(entry.SerializeToString()) for entry in entries]
     del field[:]  # the entries may be this field's own elements: copied first
     field.extend(copies)
-
-
-def _with_repairs_of(source: onnx.ModelProto, model: onnx.ModelProto, *, sort: bool) -> onnx.ModelProto:
-    """A copy of ``model`` with the repairs made to ``source`` (its light copy: the same graphs): nodes sorted
-    (the same deterministic sort) when ``sort``, then the ``value_info`` and graph outputs of ``source`` in every
-    scope. ``model`` itself is left as it is."""
-    repaired = onnx.ModelProto()
-    repaired.CopyFrom(model)
-    if sort:
-        sort_nodes(repaired)
-    for ours, theirs in zip(graphs(source.graph), graphs(repaired.graph), strict=True):
-        _replace(theirs.value_info, list(ours.value_info))
-        _replace(theirs.output, list(ours.output))
-    return repaired

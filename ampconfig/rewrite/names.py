@@ -58,29 +58,30 @@ def name_unnamed_nodes(model: ir.Model) -> NameAllocator:
 
 
 def with_node_names(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose unnamed (or duplicate-named) nodes get the names the rewrite gives them.
+    """``model`` with its nodes named as the rewrite names them (:func:`name_unnamed_nodes`): ``model`` itself when
+    every node (subgraphs included) already has a name no other node has, which is the common case and costs one
+    walk over the nodes; else a copy through the IR whose unnamed (or duplicate-named) nodes got their names.
 
     The rewrite names nodes before deciding, so the fp32 model must be named the same way for its nodes to line
     up with the decisions (the debugging runs, keep_dtype files tune writes); value names, and so the numbers,
-    are unchanged.
-    """
+    are unchanged. ``model`` is never modified (a caller hashes its structure, node names included)."""
+    if _uniquely_named(model):
+        return model
     ir_model = to_ir(model)
     name_unnamed_nodes(ir_model)
     return to_proto(ir_model)
 
 
-def named_for_the_rewrite(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with its nodes named as the rewrite names them: itself when every node (subgraphs included)
-    already has a name no other node has, else :func:`with_node_names`'s copy."""
+def _uniquely_named(model: onnx.ModelProto) -> bool:
     seen: set[str] = set()
     pending = [model.graph]
     while pending:
         graph = pending.pop()
         for node in graph.node:
             if not node.name or node.name in seen:
-                return with_node_names(model)
+                return False
             seen.add(node.name)
             for attribute in node.attribute:
                 pending.extend([attribute.g] if attribute.HasField("g") else [])
                 pending.extend(attribute.graphs)
-    return model
+    return True

@@ -1,9 +1,12 @@
-"""The rewrite as one pipeline of onnx-ir passes over an ``ir.Model``, changed in place: name, fold, type, decide,
-apply, check (:mod:`ampconfig.rewrite.steps`). The API, every command and :class:`ampconfig.MixedPrecisionPass`
-run it; what differs between them is only how the model was opened and admitted.
+"""The rewrite as one pipeline of onnx-ir passes over an ``ir.Model``, changed in place
+(:mod:`ampconfig.rewrite.steps`): admit (and repair) the input and raise its opset for bfloat16, once; then name,
+fold, type, decide, apply, check. The API, every command and :class:`ampconfig.MixedPrecisionPass` run it; what
+differs between them is only how the model was opened (a proto read into an ``ir.Model``, or the ``ir.Model``
+handed in) and so where the light proto the admission reads comes from.
 
-When the checker rejects changed nodes on their own (an op info gap), the pipeline runs again from the input,
-those nodes keeping their dtype, at most :data:`MAX_CHECKER_REPAIRS` times.
+When the checker rejects changed nodes on their own (an op info gap), the rewrite's steps run again from a copy of
+the admitted input (the IR cloned, every tensor shared), those nodes keeping their dtype, at most
+:data:`MAX_CHECKER_REPAIRS` times.
 """
 
 from __future__ import annotations
@@ -14,17 +17,56 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from ampconfig.files.models import refuse_invalid_output
+from ampconfig.rewrite.steps.admit_input import AdmitInputPass
 from ampconfig.rewrite.steps.annotate_types import AnnotateTypesPass
 from ampconfig.rewrite.steps.apply_plan import ApplyPlanPass
 from ampconfig.rewrite.steps.check_output import CheckOutputPass
 from ampconfig.rewrite.steps.decide_dtypes import DecideDtypesPass
 from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
 from ampconfig.rewrite.steps.name_nodes import NameNodesPass
-from ampconfig.rewrite.steps.state import Admission, RewriteRun, RewriteSetup
+from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
+from ampconfig.rewrite.steps.state import Admission, InputAdmission, RewriteRun, RewriteSetup
 
 #: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
 #: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
 MAX_CHECKER_REPAIRS = 2
+
+
+def admit_input(
+    model: ir.Model,
+    admission: InputAdmission,
+    *,
+    raise_opset: bool,
+    accept: Callable[[ir.Model, InputAdmission], None],
+) -> bool:
+    """The steps before the rewrite, once, in place: admit (repair) the input, then raise its opset for bfloat16
+    when ``raise_opset``. ``accept`` judges an input the checker still rejects (ONNX Runtime decides: this layer
+    does not import it), between the two, as admitted but not yet converted. Returns whether the model changed."""
+    modified = _run_steps(ir.passes.PassManager([AdmitInputPass(admission)], steps=1), model)
+    if admission.checker_errors:
+        accept(model, admission)
+    if raise_opset:
+        modified = _run_steps(ir.passes.PassManager([RaiseOpsetForBf16Pass(admission)], steps=1), model) or modified
+    return modified
+
+
+def restart_from_copy(model: ir.Model) -> Callable[[], ir.Model]:
+    """A restart for :func:`run_pipeline`: ``model`` as it is now (the admitted input), put back into the same
+    object. The copy is an IR clone (every tensor shared, nothing serialised), taken now, before the steps change
+    the model; each restart clones it again, so it serves every attempt."""
+    snapshot, meta = model.clone(), dict(model.meta)
+
+    def restart() -> ir.Model:
+        fresh = snapshot.clone()
+        model.graph = fresh.graph
+        model.functions.clear()
+        model.functions.update(fresh.functions)
+        model.ir_version = fresh.ir_version
+        model.meta.clear()  # what the steps kept there (the graphs walked) was of the graph replaced
+        model.meta.update(meta)  # as it was admitted
+        return model
+
+    return restart
 
 
 def steps(run: RewriteRun) -> ir.passes.PassManager:

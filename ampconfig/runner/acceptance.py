@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +21,9 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.files.ir_bridge import to_proto
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
-from ampconfig.files.repair import AdmittedModel
 from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
 from ampconfig.runner.sessions import LOAD_FAILED, ModelFile, Session, create_session, model_proto, run_once
 
@@ -102,24 +102,33 @@ def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.
 # ------------------------------------------------------------------------ the rewrite's use of them
 
 
-def _input_for_onnx_runtime(opened: OpenedModel, ir_version: int) -> onnx.ModelProto | ModelFile:
-    """The (repaired) input as ONNX Runtime takes it, at the output's IR version. A model with external data is
-    loaded from its file, which ORT reads the weights next to: that file is the unrepaired model."""
-    if opened.tensors_on_disk and opened.path:
+def input_for_onnx_runtime(
+    admitted: ir.Model, repaired: bool, opened: OpenedModel | None, ir_version: int
+) -> onnx.ModelProto | ModelFile:
+    """The admitted input as ONNX Runtime takes it, at the output's IR version. A model with tensors on disk is
+    loaded from its file, which ORT reads the weights next to (that file is the unrepaired model); a proto the
+    admission did not change is taken as it was opened. Otherwise the admitted ``ir.Model`` is serialised with its
+    weights: ORT judges a model from its bytes, and only it can judge an input the checker rejects. This rare path
+    is the one place a rewrite serialises the whole input."""
+    if opened is not None and opened.tensors_on_disk and opened.path:
         return ModelFile(Path(opened.path), opened.proto)
-    return with_ir_version(opened.proto, ir_version)
+    if opened is not None and not repaired:
+        return with_ir_version(opened.proto, ir_version)
+    proto = to_proto(admitted)
+    proto.ir_version = ir_version
+    return proto
 
 
-def require_onnx_runtime_loads(admitted: AdmittedModel, ir_version: int) -> None:
-    """The rare path of the acceptance rule: the checker still rejects the (repaired) input, so ONNX Runtime
-    decides. A model it cannot load either is refused with both complaints (they name the node)."""
-    opened = admitted.opened
-    refusal = load_failure(_input_for_onnx_runtime(opened, ir_version))
+def require_onnx_runtime_loads(runnable: Runnable, checker_errors: Sequence[str], path: str | None) -> None:
+    """The rare path of the acceptance rule: the checker still rejects the (repaired) input ``runnable``
+    (:func:`input_for_onnx_runtime`), so ONNX Runtime decides. A model it cannot load either is refused with both
+    complaints (they name the node); ``path`` is the input's file, if any."""
+    refusal = load_failure(runnable)
     if refusal is not None:
         raise AmpconfigError(
             f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
-            f"the ONNX checker says: {admitted.checker_errors[0]}",
-            file=opened.path,
+            f"the ONNX checker says: {checker_errors[0]}",
+            file=path,
             hint="fix or re-export the model; the messages name the node",
         )
 
@@ -136,20 +145,24 @@ def _runnable_output(ir_model: ir.Model, written: onnx.ModelProto | None) -> Ite
 
 
 def confirm_output_runs(
-    admitted: AdmittedModel, ir_model: ir.Model, written: onnx.ModelProto | None, ir_version: int
+    original: Runnable,
+    checker_errors: Sequence[str],
+    path: str | None,
+    ir_model: ir.Model,
+    written: onnx.ModelProto | None,
 ) -> str:
-    """Load and run the rewrite of an input the checker rejects in ONNX Runtime before anything is written;
-    refuse it when ORT does worse with it than with the input. Returns the note for the warnings."""
-    opened = admitted.opened
+    """Load and run the rewrite of an input the checker rejects (``original``, as
+    :func:`input_for_onnx_runtime` gave it) in ONNX Runtime before anything is written; refuse it when ORT does
+    worse with it than with the input. Returns the note for the warnings."""
     with _runnable_output(ir_model, written) as output:
-        check = check_output_runs(_input_for_onnx_runtime(opened, ir_version), output)
+        check = check_output_runs(original, output)
     if check.failure is not None:
         raise AmpconfigError(
             f"the rewritten model would be worse than the input, so nothing was written: {check.failure}",
-            file=opened.path,
+            file=path,
             hint="the input does not pass the ONNX checker; report the model and the command, or fix the input",
         )
-    complaints = admitted.checker_errors
+    complaints = checker_errors
     proof = "loads and runs in ONNX Runtime" if check.ran else f"loads in ONNX Runtime ({check.note})"
     return (
         f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "

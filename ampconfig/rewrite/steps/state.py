@@ -1,5 +1,6 @@
-"""What the rewrite's steps share: the options read once (:class:`RewriteSetup`), what admitting the input found
-(:class:`Admission`), and one attempt's findings (:class:`RewriteRun`), which each step fills in for the next."""
+"""What the rewrite's steps share: the options read once (:class:`RewriteSetup`), what the admission steps found
+and did to the input (:class:`InputAdmission`, summed up for the rewrite as an :class:`Admission`), and one
+attempt's findings (:class:`RewriteRun`), which each step fills in for the next."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.plan import Plan
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.node_checks import NodePieces, OutputCheck
+from ampconfig.files.repair import Repair
 from ampconfig.files.skeleton import ModelSkeleton
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
@@ -39,6 +41,29 @@ class RewriteSetup:
     value_ranges: ValueRanges | None
     typing: TypingSource
     encode_float16: Float16Encoder
+
+
+@dataclass
+class InputAdmission:
+    """What the admission steps (admit, raise the opset) found and did, filled in as they run.
+
+    ``light`` is the input's light proto (graphs, types and shapes without the large weights, positionally the
+    model's graphs and nodes): the admission repairs it as it repairs the model, an opset raise replaces it by
+    the converted model's. ``types`` are what ONNX inference found for it; ``repairs`` what the admission repaired
+    (each a warning); ``checker_errors`` what the full checker still says (empty: the input passes);
+    ``warnings`` what raising the opset said."""
+
+    light: onnx.ModelProto
+    types: Mapping[str, onnx.TypeProto] = field(default_factory=dict)
+    repairs: tuple[Repair, ...] = ()
+    checker_errors: tuple[str, ...] = ()
+    admitted: bool = False
+    opset_raised: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def require_admitted(self, step: str) -> None:
+        if not self.admitted:
+            raise ir.passes.PreconditionError(f"{step} needs the input admitted: run the steps in the pipeline's order")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,111 @@
+"""Step 0a, admit: the input checked as every output is checked, its stale or contradictory declarations repaired
+first where the check needs it (:mod:`ampconfig.files.repair`). The repairs are found on the input's light proto
+(its graphs without the large weights) and made in the ``ir.Model`` itself: nodes put in the same order, each
+repaired value given the type and shape the repaired proto declares (or none, where its declaration was dropped).
+No proto of the model's weights is made. Runs once, before the rewrite's attempts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+import onnx_ir as ir
+
+from ampconfig.domains import is_default_domain
+from ampconfig.files.ir_bridge import ir_shape, stand_in_type
+from ampconfig.files.repair import admit_input_model, graphs
+from ampconfig.rewrite.steps.state import InputAdmission
+
+#: The ONNX ops with graph attributes, as :mod:`ampconfig.files.repair` walks them (nodes of other domains too).
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+class AdmitInputPass(ir.passes.InPlacePass):
+    """Requires ``admission.light``: a light proto of the model as handed in (the same graphs and nodes in the same
+    order, as :func:`~ampconfig.files.models.light_proto` or
+    :func:`~ampconfig.files.models.light_proto_of_ir` make it). Ensures ``admission`` holds the inferred types, the
+    repairs and the checker's remaining complaints, and the model is repaired as ``admission.light`` is; modified
+    when a repair changed something."""
+
+    def __init__(self, admission: InputAdmission) -> None:
+        super().__init__()
+        self.admission = admission
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        admission = self.admission
+        admitted = admit_input_model(admission.light)
+        admission.types = admitted.types
+        admission.repairs = admitted.repairs
+        admission.checker_errors = admitted.checker_errors
+        admission.admitted = True
+        if not admitted.changed:
+            return ir.passes.PassResult(model, modified=False)
+        if admitted.node_orders:
+            _reorder(model.graph, iter(admitted.node_orders))
+        repaired = {repair.value for repair in admitted.repairs if repair.changed and repair.subject == "value"}
+        if repaired:
+            for light_graph, graph in zip(graphs(admitted.light.graph), _graphs(model.graph), strict=True):
+                _redeclare(model, graph, light_graph, repaired)
+        return ir.passes.PassResult(model, modified=True)
+
+
+def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
+    """A node's subgraphs in attribute order, where :func:`ampconfig.files.repair.graphs` looks for them."""
+    if node.op_type not in _SUBGRAPH_OPS and is_default_domain(node.domain):
+        return
+    for attribute in node.attributes.values():
+        if attribute.is_ref():
+            continue
+        if attribute.type == ir.AttributeType.GRAPH:
+            yield attribute.as_graph()
+        elif attribute.type == ir.AttributeType.GRAPHS:
+            yield from attribute.as_graphs()
+
+
+def _graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
+    """``graph`` and its subgraphs in the order :func:`ampconfig.files.repair.graphs` visits their protos."""
+    yield graph
+    for node in graph:
+        for subgraph in _subgraphs(node):
+            yield from _graphs(subgraph)
+
+
+def _reorder(graph: ir.Graph, orders: Iterator[tuple[int, ...] | None]) -> None:
+    """Put the nodes of ``graph`` and its subgraphs in the orders the light proto's sort chose (visited as the sort
+    visits them). The proto's nodes are the graph's last ones: a graph with sparse initializers starts with the
+    stand-in nodes for them (:mod:`ampconfig.files.ir_bridge`), which read nothing and stay first."""
+    order = next(orders)
+    if order is not None:
+        nodes = list(graph)
+        first = len(nodes) - len(order)
+        moved = nodes[first:]
+        graph.remove(moved, safe=False)  # only out of the node list: every input and use stays connected
+        graph.extend([moved[index] for index in order])
+    for node in graph:
+        for subgraph in _subgraphs(node):
+            _reorder(subgraph, orders)
+
+
+def _redeclare(model: ir.Model, graph: ir.Graph, light: onnx.GraphProto, repaired: set[str]) -> None:
+    """Give each repaired value this graph defines what the repaired light graph declares for it (as reading that
+    proto would): a graph output its declared type and shape, an intermediate value its ``value_info`` entry's, or,
+    where the entry was dropped, none (an initializer: its tensor's)."""
+    outputs = {value.name: value for value in light.output if value.name in repaired}
+    declared = {value.name: value for value in light.value_info if value.name in repaired}
+    defined = {value.name: value for value in graph.initializers.values() if value.name in repaired}
+    for node in graph:
+        defined.update((value.name, value) for value in node.outputs if value.name in repaired)
+    inputs = {value.name for value in graph.inputs}
+    for name, value in defined.items():
+        if name in inputs:
+            continue  # an input's declaration is never repaired
+        entry = outputs.get(name) or declared.get(name)
+        if entry is not None:
+            value.shape = ir.serde.deserialize_type_proto_for_shape(entry.type)
+            value.type = stand_in_type(model, name, entry.type)
+            continue
+        tensor = value.const_value if value.is_initializer() else None
+        value.type = ir.TensorType(tensor.dtype) if tensor is not None else None
+        value.shape = ir_shape(tensor.shape) if tensor is not None else None
+        value.doc_string = None
+        value.metadata_props.clear()
