@@ -11,7 +11,6 @@ import onnx
 
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.hashing import file_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.settings.ranges_file import load_ranges
 
@@ -32,7 +31,7 @@ def structure_sha256(model: onnx.ModelProto) -> str:
 def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None) -> ValueRanges:
     """The ranges of a ranges file, for ``model`` (the input model as opened) with the range rule's ``margin``
     (None: the default): a file measured on another model structure is refused (exit 2), both hashes named."""
-    ranges = load_ranges(path)
+    ranges, sha256 = load_ranges(path)
     structure = structure_sha256(model)
     if ranges.model.structure_sha256 != structure:
         measured = f" (measured on {ranges.model.path})" if ranges.model.path else ""
@@ -49,6 +48,6 @@ def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None)
         f"{ranges.data.source} (ranges file {path})",
         margin,
         file=str(path),
-        file_sha256=file_sha256(path),
+        file_sha256=sha256,
         data_sha256=ranges.data.sha256,
     )

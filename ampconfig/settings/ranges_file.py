@@ -15,6 +15,7 @@ back as the same float64: a decision made from the file equals one made from the
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Annotated, Literal
@@ -22,8 +23,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES
-from ampconfig.settings.documents import parse_document, read_text, require_format, validation_problems
+from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, read_bounded
+from ampconfig.files.paths import require_file
+from ampconfig.settings.documents import decode_utf8, parse_document, require_format, validation_problems
 from ampconfig.settings.limits import RANGES_FORMAT as RANGES_FORMAT
 
 RANGES_FORMAT_VERSION: Literal[1] = 1
@@ -130,7 +132,9 @@ def parse_ranges(text: str, source: str | None) -> RangesFile:
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
 
 
-def load_ranges(path: Path) -> RangesFile:
-    """Read a ranges file (bounded as a lock is), see :func:`parse_ranges`."""
-    text = read_text(path, "value ranges file", hint="check the path of the ranges file", max_bytes=MAX_LOCK_BYTES)
-    return parse_ranges(text, str(path))
+def load_ranges(path: Path) -> tuple[RangesFile, str]:
+    """Read a ranges file (bounded as a lock is), see :func:`parse_ranges`, with the SHA-256 of the very bytes
+    parsed: one read, so what a lock records is what was decided from even if the file changes meanwhile."""
+    require_file(path, "value ranges file", hint="check the path of the ranges file")
+    raw = read_bounded(path, "value ranges file", MAX_LOCK_BYTES)
+    return parse_ranges(decode_utf8(raw, str(path)), str(path)), hashlib.sha256(raw).hexdigest()
