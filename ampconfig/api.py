@@ -327,7 +327,7 @@ def _rewrite_in_place(
         runtime_input.append(input_for_onnx_runtime(admitted, repaired, opened, ir_version.version))
         require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, opened.path if opened else None)
 
-    raise_opset = _raises_opset(options.precision_mode) and not (opened is not None and opened.external_files)
+    raise_opset = _raises_opset(options.precision_mode)
     admitted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
     warnings.extend(repair.message() for repair in admission.repairs)
     if opened is not None:

@@ -97,14 +97,17 @@ _LEFT_OUT = "ampconfig-weight-left-out"
 
 
 def weightless_proto(model: ir.Model) -> tuple[onnx.ModelProto, dict[str, ir.TensorProtocol]]:
-    """A proto of ``model`` with the same structure, its large main-graph initializers still initializers of
-    their type and shape but without their bytes (external data at a location that does not exist), and those
-    tensors by name. ``model`` is left as it was. For what reads a model's structure but no weight: ONNX's version
-    converter (which keeps such initializers as they are) and the structure hash value ranges are keyed by."""
+    """A proto of ``model`` with the same structure, its large main-graph initializers (and those whose bytes are
+    in external data) still initializers of their type and shape but without their bytes (external data at a
+    location that does not exist), and those tensors by name. ``model`` is left as it was. For what reads a model's
+    structure but no weight: ONNX's version converter (which keeps such initializers as they are) and the structure
+    hash value ranges are keyed by."""
     left_out: dict[str, ir.TensorProtocol] = {}
     for value in model.graph.initializers.values():
         tensor = value.const_value
-        if tensor is not None and value.name and tensor.nbytes > _LIFT_BYTES:
+        # An external tensor of any size too: the proto would name its file relative to a folder a reader of
+        # the proto does not know (an IR made of it would look for the file in the working directory).
+        if tensor is not None and value.name and (tensor.nbytes > _LIFT_BYTES or isinstance(tensor, ir.ExternalTensor)):
             left_out[value.name] = tensor
             stub = ir.ExternalTensor(_LEFT_OUT, None, None, tensor.dtype, shape=ir_shape(tensor.shape), name=value.name)
             value.const_value = stub

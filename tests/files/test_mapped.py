@@ -119,6 +119,24 @@ def test_an_old_opset_is_raised_for_bfloat16_on_a_mapped_model(tmp_path: Path) -
     )
 
 
+def test_an_old_opset_is_raised_for_bfloat16_on_a_model_with_external_data(tmp_path: Path) -> None:
+    """The raise converts a proto without the weights' bytes, so external data is no reason to keep the old opset
+    (it was: every node then stayed float32 with no warning from rewrite)."""
+    path = tmp_path / "model.onnx"
+    onnx.save(_model(opset=11), str(path), save_as_external_data=True, location="model.data", size_threshold=0)
+    out = tmp_path / "out.onnx"
+    result = CliRunner().invoke(app, ["rewrite", str(path), "-o", str(out), "-m", "allow_mix_precision_bf16"])
+    assert result.exit_code == 0, result.output
+    assert "opset raised from 11 to 13" in result.output
+    in_memory = rewrite_model_detailed(_model(opset=11), "allow_mix_precision_bf16")
+    assert in_memory.stats.opset_raised_to == 13
+    written = onnx.load(out)  # its weights from out's own data file
+    onnx.checker.check_model(written, full_check=True)
+    for initializer in written.graph.initializer:
+        initializer.ClearField("data_location")  # onnx.load marks what it read from external data
+    assert written.SerializeToString() == in_memory.model.SerializeToString()
+
+
 def test_weights_not_in_raw_data_are_read_whole(tmp_path: Path) -> None:
     model = _model()
     large = model.graph.initializer[0]
