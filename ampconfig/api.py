@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 import onnx_ir as ir
 
+from ampconfig.decide.decisions import nothing_lowered
 from ampconfig.decide.judgements import Judges
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.value_ranges import ValueRanges
@@ -395,6 +396,9 @@ def _result(
     # Counted while the tensors were converted (the large ones while the output was serialised for its check).
     warnings.extend(clamped.warning() for clamped in stats.clamped)
     mode = read.options.precision_mode
+    if mode.is_mixed or mode is PrecisionMode.FORCE_FP16:  # the modes that lower nodes by themselves
+        nothing = nothing_lowered(run.decisions, mode.low_dtype)
+        warnings.extend([nothing] if nothing else [])
     return RewriteResult(
         ir_model=outcome.model,
         decisions=run.decisions,

@@ -78,3 +78,24 @@ def test_an_input_with_a_checker_complaint_is_held_only_to_new_ones(pipeline_run
     assert {d.name for d in result.decisions if d.rule is Rule.CHECKER_REJECTS} == {"noise", "coin"}
     assert len(pipeline_runs) == 2
     assert any("does not pass the ONNX checker" in w for w in result.warnings)
+
+
+def _gray_only() -> onnx.ModelProto:
+    nodes = [oh.make_node("Softmax", ["x"], ["s"], name="sm", axis=-1), oh.make_node("Exp", ["s"], ["y"], name="ex")]
+    return make_model(nodes, [tensor("x", FLOAT, [4, 8])], [tensor("y", FLOAT, [4, 8])], [], opset=17)
+
+
+@pytest.mark.parametrize(
+    ("mode", "warned"),
+    [("allow_mix_precision", True), ("allow_mix_precision_bf16", True), ("force_fp32", False), ("force_fp16", False)],
+)
+def test_a_lowering_mode_that_lowers_nothing_says_why(mode: str, warned: bool) -> None:
+    """No white op to start from: the mixed modes keep every node float32, and say so with the rules, rather
+    than write an all-float32 model without a word. force_fp16 lowers both; force_fp32 lowers nothing by design."""
+    result = rewrite_model_detailed(_gray_only(), mode, target="cuda")
+    said = [warning for warning in result.warnings if warning.startswith("no node computes in")]
+    assert bool(said) == warned, result.warnings
+    if warned:
+        (warning,) = said
+        assert f"in {result.low_dtype}" in warning and "all 2 float32 nodes" in warning
+        assert all(f"{d.rule.value} 1" in warning for d in result.decisions)

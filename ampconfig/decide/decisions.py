@@ -6,6 +6,8 @@ what the rewrite made of a decision is :mod:`ampconfig.rewrite.results`.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -65,6 +67,21 @@ class NodeDecision:
         data = asdict(self)
         data["rule"] = self.rule.value
         return data
+
+
+def nothing_lowered(decisions: Sequence[NodeDecision], low_dtype: str) -> str | None:
+    """For a mode that lowers nodes: a warning naming why, rule by rule, when float32 nodes were decided and not
+    one computes in ``low_dtype`` (an all-float32 output is rarely what such a mode was chosen for, and nothing
+    else would say so); None otherwise."""
+    floats = [decision for decision in decisions if decision.original_dtype == "float32"]
+    if not floats or any(decision.dtype == low_dtype for decision in decisions):
+        return None
+    rules = Counter(decision.rule.value for decision in floats)
+    why = ", ".join(f"{rule} {count}" for rule, count in rules.most_common())
+    return (
+        f"no node computes in {low_dtype}: all {len(floats)} float32 nodes kept float32 ({why}); "
+        "ampconfig explain gives each node's reason"
+    )
 
 
 #: How many float32 islands a report lists.
