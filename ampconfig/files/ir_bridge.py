@@ -201,6 +201,17 @@ def _refuse_external(sparse: onnx.SparseTensorProto, source: str | None) -> None
             )
 
 
+def move_into(model: ir.Model, source: ir.Model) -> None:
+    """Give ``model`` ``source``'s graph (and with it its opsets), functions, IR version and meta (what the
+    bridge keeps of its graph: stand-ins; ``source`` is not used after)."""
+    model.graph = source.graph
+    model.functions.clear()
+    model.functions.update(source.functions)
+    model.ir_version = source.ir_version
+    model.meta.clear()
+    model.meta.update(source.meta)
+
+
 def to_ir(proto: onnx.ModelProto, *, source: str | None = None) -> ir.Model:
     """The IR of ``proto`` (never modified), with stand-ins for the parts onnx-ir cannot hold. What onnx-ir still
     cannot read is a located :class:`AmpconfigError` naming ``source``."""

@@ -108,7 +108,7 @@ def admit_input_model(light: onnx.ModelProto) -> AdmittedModel:
 
 
 #: The ONNX ops with graph attributes (control flow); nodes of other domains may have them too.
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -228,7 +228,7 @@ def _copy(node: onnx.NodeProto) -> onnx.NodeProto:
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    if node.op_type not in _SUBGRAPH_OPS and is_default_domain(node.domain):
+    if node.op_type not in SUBGRAPH_OPS and is_default_domain(node.domain):
         return
     for attribute in node.attribute:
         if attribute.HasField("g"):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+from ampconfig.files.ir_bridge import move_into
 from ampconfig.files.models import refuse_invalid_output
 from ampconfig.rewrite.steps.admit_input import AdmitInputPass
 from ampconfig.rewrite.steps.annotate_types import AnnotateTypesPass
@@ -57,11 +58,7 @@ def restart_from_copy(model: ir.Model) -> Callable[[], ir.Model]:
     snapshot, meta = model.clone(), dict(model.meta)
 
     def restart() -> ir.Model:
-        fresh = snapshot.clone()
-        model.graph = fresh.graph
-        model.functions.clear()
-        model.functions.update(fresh.functions)
-        model.ir_version = fresh.ir_version
+        move_into(model, snapshot.clone())
         model.meta.clear()  # what the steps kept there (the graphs walked) was of the graph replaced
         model.meta.update(meta)  # as it was admitted
         return model

@@ -13,11 +13,8 @@ import onnx_ir as ir
 
 from ampconfig.domains import is_default_domain
 from ampconfig.files.ir_bridge import ir_shape, stand_in_type
-from ampconfig.files.repair import admit_input_model, graphs
+from ampconfig.files.repair import SUBGRAPH_OPS, admit_input_model, graphs
 from ampconfig.rewrite.steps.state import InputAdmission
-
-#: The ONNX ops with graph attributes, as :mod:`ampconfig.files.repair` walks them (nodes of other domains too).
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 class AdmitInputPass(ir.passes.InPlacePass):
@@ -51,7 +48,7 @@ class AdmitInputPass(ir.passes.InPlacePass):
 
 def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
     """A node's subgraphs in attribute order, where :func:`ampconfig.files.repair.graphs` looks for them."""
-    if node.op_type not in _SUBGRAPH_OPS and is_default_domain(node.domain):
+    if node.op_type not in SUBGRAPH_OPS and is_default_domain(node.domain):
         return
     for attribute in node.attributes.values():
         if attribute.is_ref():

@@ -12,7 +12,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.domains import is_default_domain, onnx_opset
-from ampconfig.files.ir_bridge import to_ir
+from ampconfig.files.ir_bridge import move_into, to_ir
 from ampconfig.files.models import inferred_types, light_proto, weightless_proto, with_weights_back
 from ampconfig.rewrite.steps.state import InputAdmission
 
@@ -58,7 +58,7 @@ class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
         admission.warnings.append(f"opset raised from {opset} to {BF16_MIN_OPSET}: bfloat16 needs it")
         raised = to_ir(converted)
         with_weights_back(raised, left_out)
-        _move_into(model, raised)
+        move_into(model, raised)
         admission.light = light_proto(converted)
         admission.types = inferred_types(admission.light)
         admission.opset_raised = BF16_MIN_OPSET
@@ -72,14 +72,3 @@ class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
 
 def _io_signature(proto: onnx.ModelProto) -> list[bytes]:
     return [value.type.SerializeToString() for value in (*proto.graph.input, *proto.graph.output)]
-
-
-def _move_into(model: ir.Model, source: ir.Model) -> None:
-    """Give ``model`` ``source``'s graph (and with it its opsets), functions, IR version and meta (what the
-    bridge keeps of its graph: stand-ins; ``source`` is not used after)."""
-    model.graph = source.graph
-    model.functions.clear()
-    model.functions.update(source.functions)
-    model.ir_version = source.ir_version
-    model.meta.clear()
-    model.meta.update(source.meta)
