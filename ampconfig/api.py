@@ -393,6 +393,7 @@ def _result(
     stats.opset_raised_to = opset_raised
     stats.layer_norms_folded = len(run.folded)
     warnings.extend(run.keep_warnings)
+    warnings.extend(value_ranges.notes if value_ranges is not None else ())
     # Counted while the tensors were converted (the large ones while the output was serialised for its check).
     warnings.extend(clamped.warning() for clamped in stats.clamped)
     mode = read.options.precision_mode

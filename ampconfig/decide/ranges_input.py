@@ -11,7 +11,8 @@ import onnx
 
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.identity import model_fingerprint
+from ampconfig.files.identity import ModelFingerprint, model_fingerprint
+from ampconfig.settings.limits import ValueSpread
 from ampconfig.settings.ranges_file import load_ranges
 
 #: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
@@ -26,6 +27,12 @@ def structure_sha256(model: onnx.ModelProto) -> str:
     intermediate values (``value_info``), which exporters and tools add or drop without moving any value. No weight
     is read."""
     return model_fingerprint(model, weights=False, declared_types=False).structure_sha256
+
+
+def ranges_identity(model: onnx.ModelProto, model_path: str | Path | None = None) -> ModelFingerprint:
+    """The structure (:func:`structure_sha256`) and the weights digest (a lock's) of ``model``, in one walk that
+    reads every weight once (external ones from the folder of ``model_path``)."""
+    return model_fingerprint(model, model_path, declared_types=False)
 
 
 def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None) -> ValueRanges:
@@ -43,6 +50,11 @@ def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None)
             hint="make the ranges again for this model: ampconfig calibrate MODEL --data DIR -o RANGES.json",
         )
     peaks = {key: value.max_abs for key, value in ranges.values.items()}
+    spreads = {
+        key: ValueSpread(value.zeros, value.nonfinite, {int(e): count for e, count in value.exponents.items()})
+        for key, value in ranges.values.items()
+        if value.zeros is not None and value.exponents is not None
+    }
     return ValueRanges(
         peaks,
         f"{ranges.data.source} (ranges file {path})",
@@ -50,4 +62,15 @@ def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None)
         file=str(path),
         file_sha256=sha256,
         data_sha256=ranges.data.sha256,
+        spreads=spreads,
+        notes=(version_1_note(path),) if ranges.format_version == 1 else (),
+    )
+
+
+def version_1_note(path: Path) -> str:
+    """What a version 1 ranges file cannot tell (it holds each value's extremes only, and no weights digest)."""
+    return (
+        f"the value ranges file {path} is format version 1: it holds no exponent histograms and no weights digest, "
+        "so underflow (values below the low type's normal range) is not judged and the file is not checked against "
+        "the model's weights; make it again to judge both (ampconfig calibrate)"
     )

@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sha256
-from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.domains import onnx_opset
+from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
+from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import relative_path
 from ampconfig.rewrite.results import RewriteResult
@@ -38,6 +37,7 @@ from ampconfig.settings.ranges_file import (
     RangesData,
     RangesFile,
     RangesModel,
+    RangesShard,
     ValueRange,
 )
 from ampconfig.settings.resolve import Settings
@@ -46,7 +46,6 @@ from ampconfig.version import __version__
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
     from ampconfig.files.guard import Destination, OutputGuard
     from ampconfig.prove.request import Prepared
-    from ampconfig.runner.intermediates import ValueStats
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -89,13 +88,17 @@ class Calibration:
     samples: int
     data_sha256: str
     structure_sha256: str
+    weights_sha256: str
     device: str
     margin: float | None
+    #: a shard of a data set (``calibrate --shard``): which one
+    shard: RangesShard | None = None
 
     @property
     def ranges(self) -> ValueRanges:
         peaks = {key: stats.peak for key, stats in self.stats.items()}
-        return ValueRanges(peaks, self.source, self.margin, data_sha256=self.data_sha256)
+        spreads = {key: stats.spread for key, stats in self.stats.items()}
+        return ValueRanges(peaks, self.source, self.margin, data_sha256=self.data_sha256, spreads=spreads)
 
     def file(self, model_path: Path, written_to: Path) -> RangesFile:
         """The ranges file of this measurement, to be written at ``written_to``: the model's path is recorded
@@ -109,14 +112,25 @@ class Calibration:
             ampconfig=__version__,
             device=self.device,
             model=RangesModel(
-                path=relative_path(model_path, written_to.parent), structure_sha256=self.structure_sha256
+                path=relative_path(model_path, written_to.parent),
+                structure_sha256=self.structure_sha256,
+                weights_sha256=self.weights_sha256,
             ),
-            data=RangesData(source=self.source, samples=self.samples, sha256=self.data_sha256),
-            values={
-                key: ValueRange(min=stats.minimum, max=stats.maximum, max_abs=stats.peak, nonfinite=stats.nonfinite)
-                for key, stats in self.stats.items()
-            },
+            data=RangesData(source=self.source, samples=self.samples, sha256=self.data_sha256, shard=self.shard),
+            values={key: value_range(stats) for key, stats in self.stats.items()},
         )
+
+
+def value_range(stats: ValueStats) -> ValueRange:
+    """One value's line of a ranges file."""
+    return ValueRange(
+        min=stats.minimum,
+        max=stats.maximum,
+        max_abs=stats.peak,
+        nonfinite=stats.nonfinite,
+        zeros=stats.zeros,
+        exponents={str(exponent): count for exponent, count in sorted(stats.exponents.items())},
+    )
 
 
 def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> Calibration | None:
@@ -125,13 +139,13 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     copied into memory), whatever its size; None for one below opset 9 too large to copy in memory: its activations
     are not checked, and a note in ``prepared.notes`` says so."""
     from ampconfig.prove.request import explain_reference_failure, runnable_graph
-    from ampconfig.runner.intermediates import PEAK_MIN_OPSET, run_value_stats
+    from ampconfig.runner.intermediates import run_value_stats
     from ampconfig.runner.proof import input_refusal
     from ampconfig.runner.sessions import ModelInFolder
 
     model: onnx.ModelProto | ModelInFolder
     folder = prepared.opened.folder if prepared.opened.tensors_on_disk else None
-    if folder is not None and (onnx_opset(prepared.graph.opset_import) or 0) >= PEAK_MIN_OPSET:
+    if folder is not None:
         model = ModelInFolder(runnable_graph(prepared), folder)
     elif prepared.fits_in_memory:
         model = prepared.model
@@ -147,12 +161,14 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     except AmpconfigError as exc:  # the fp32 model refused, or failing on its inputs: say where, or what to set
         refusal = input_refusal(exc, prepared.graph, str(prepared.request.model_path))
         raise explain_reference_failure(refusal, prepared) from None
+    identity = ranges_identity(prepared.opened.proto, prepared.opened.path)
     return Calibration(
         stats=stats,
         source=prepared.calibration_source(),
         samples=len(samples),
         data_sha256=samples_sha256(samples),
-        structure_sha256=structure_sha256(prepared.opened.proto),
+        structure_sha256=identity.structure_sha256,
+        weights_sha256=identity.weights_sha256,
         device=prepared.device.device,
         margin=prepared.request.data_max,
     )

@@ -14,13 +14,15 @@ outputs do, one scope at a time, until it is an output of the main graph:
 A body's float inputs (a Loop's carried state, a Scan's slices) are exposed too, through an Identity, so the
 error a value carries from one iteration to the next is seen where it enters.
 
-:func:`expose_stats` and :func:`expose_quick_stats` expose a few numbers per value instead of the value, computed
-in the session. Main-graph values share a few outputs (:data:`STATS_GROUP` values each) and their nodes sit right
-after the node that produces the value: a session that runs nodes in graph order (ONNX Runtime's priority-based
-order) then frees each value as soon as its numbers are taken. With one output per value, or the numbers computed
-after the whole graph, ONNX Runtime's session set-up grows with the square of the values (2,500 values: 19 s);
-it costs about the same per node whatever the node, so the quick form spends three nodes per value, the exact
-form twelve (``benchmarks/range_run.py``).
+:func:`expose_grouped` carries main-graph float values out **grouped**: each value flattened right after the node
+that makes it, and up to :data:`VALUE_GROUP` values of one compute type joined by one Concat into one output, their
+shapes into a second (:class:`ValueGroup`). A session that runs nodes in graph order (ONNX Runtime's priority-based
+order) then frees each group's values at its Concat, and the session has a few outputs, not one per value: with one
+output per value, ONNX Runtime's set-up grows with the square of the values (2,500 values: 19 s), and it costs
+about the same per node whatever the node, so a value costs two nodes here (a Reshape and a Shape). Every statistic
+(ranges, exponent histograms) and every per-node error is computed from the arrays that come back
+(``benchmarks/range_run.py``: two nodes per value and numpy beat three reductions per value in the session, and the
+exponent histogram in numpy costs a fraction of what it costs as ONNX nodes).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
+from ampconfig.domains import onnx_opset
 from ampconfig.rewrite.names import fresh_name
 from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 
@@ -47,44 +50,37 @@ EXPOSED_FLOAT32_SUFFIX = "::as_float32"
 STACKED, FLAT = "stacked", "flat"
 
 
-#: How many main-graph values share one pair of :class:`StatsOutputs` (ONNX Runtime's set-up time grows with the
-#: square of a model's outputs; a Concat of this many scalars is cheap).
-STATS_GROUP = 256
+#: Most main-graph values one :class:`ValueGroup` joins (ONNX Runtime's set-up time grows with the square of a
+#: model's outputs; a Concat of this many flattened values is cheap).
+VALUE_GROUP = 256
+#: Most elements one :class:`ValueGroup` joins where the shapes say how many (a value of unknown size counts as
+#: :data:`UNKNOWN_ELEMENTS`): a group's values stay alive until its Concat, so this bounds the memory it holds.
+GROUP_ELEMENTS = 1 << 22
+UNKNOWN_ELEMENTS = 1 << 16
 
 
 @dataclass(frozen=True)
-class StatsOutputs:
-    """Two graph outputs carrying the numbers of the values ``keys`` (:func:`expose_stats`).
+class ValueGroup:
+    """Two graph outputs carrying the main-graph values ``keys`` (:func:`expose_grouped`).
 
-    ``bounds``: per value, its lowest and its highest element that is finite and below the sentinel in magnitude,
-    as pairs (reshaped to ``[len(keys), -1, 2]``: one pair per value, or per Loop/Scan iteration for a body's
-    value; a value with no such element gives +inf, -inf). ``nonfinite``: per value (or iteration), its count of NaN
-    and infinite elements, int32 (reshaped to ``[len(keys), -1]``). An If branch that did not run gives both empty.
-    """
+    ``values``: every value flattened and joined in turn, in its compute type (float16 and bfloat16 as float32,
+    exactly; float64 as it is). ``shapes``: int64, each value's shape followed by -1 (no dimension is negative),
+    so the values are cut apart again whatever their ranks. ``elem_types``: each value's own element type."""
 
     keys: tuple[str, ...]
-    bounds: str
-    nonfinite: str
-
-
-@dataclass(frozen=True)
-class QuickOutputs:
-    """A graph output carrying, for the values ``keys``, each value's minimum, maximum and sum in turn (reshaped to
-    ``[len(keys), 3]``; :func:`expose_quick_stats`; ONNX Runtime gives +inf, -inf, 0 for an empty value)."""
-
-    keys: tuple[str, ...]
-    numbers: str
+    values: str
+    shapes: str
+    elem_types: tuple[int, ...]
 
 
 @dataclass
 class ExposedModel:
-    """The debugging copy and, per graph output it added, the key of the value it carries (or, for
-    :func:`expose_stats` and :func:`expose_quick_stats`, the outputs carrying each value's numbers)."""
+    """The debugging copy and, per graph output it added, the key of the value it carries (and, for
+    :func:`expose_grouped`, the outputs carrying the main-graph values in groups)."""
 
     model: onnx.ModelProto
     keys: dict[str, str] = field(default_factory=dict)
-    stats: list[StatsOutputs] = field(default_factory=list)
-    quick: list[QuickOutputs] = field(default_factory=list)
+    groups: list[ValueGroup] = field(default_factory=list)
     #: keys of values that come back one slice per Loop/Scan iteration (``[iterations, *shape]``)
     per_iteration: set[str] = field(default_factory=set)
     #: keys of values that come back flattened and joined over the iterations (:data:`FLAT`)
@@ -96,23 +92,15 @@ def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) ->
     return expose_keys(model, names).model
 
 
-def expose_stats(model: onnx.ModelProto, keys: Iterable[str], sentinel: float) -> ExposedModel:
-    """A copy of ``model`` whose main graph also outputs, for each float value of ``keys``, its lowest and highest
-    element of magnitude below ``sentinel`` (NaN and infinity excluded) and its count of NaN and infinite
-    elements (:class:`StatsOutputs`, in ``ExposedModel.stats``): what value ranges need, without copying every
-    intermediate out of the session. float16 and bfloat16 values are compared as float32 (exact), float64 ones as
-    float64. A value inside a Loop or Scan body comes back once per iteration. Values that are main-graph outputs
-    already are left out (their arrays are the model's outputs). Needs opset 9 (Where)."""
-    return expose_keys(model, keys, STACKED, stats_sentinel=sentinel)
+def expose_grouped(model: onnx.ModelProto, keys: Iterable[str], loop_layout: str = STACKED) -> ExposedModel:
+    """:func:`expose_keys` with the main-graph float values in :class:`ValueGroup` outputs (see the module
+    docstring); values inside bodies, and values that are not float, leave as :func:`expose_keys` carries them.
+    Below opset 5 (a Reshape with its shape as an input) every value gets an output of its own."""
+    return expose_keys(model, keys, loop_layout, grouped=(onnx_opset(model.opset_import) or 0) >= GROUPED_MIN_OPSET)
 
 
-def expose_quick_stats(model: onnx.ModelProto, keys: Iterable[str], sentinel: float) -> ExposedModel:
-    """:func:`expose_stats` for a fraction of its nodes: each main-graph value's plain minimum, maximum and sum
-    (:class:`QuickOutputs`), three reductions. They are its exact numbers when the sum is finite (no NaN nor
-    infinity: a sum propagates them, a minimum or maximum may skip a NaN) and both bounds lie within
-    ``sentinel``; the caller runs :func:`expose_stats` for the values where they do not. Values inside bodies get
-    :func:`expose_stats`' outputs."""
-    return expose_keys(model, keys, STACKED, stats_sentinel=sentinel, quick=True)
+#: Reshape takes its shape as an input from opset 5.
+GROUPED_MIN_OPSET = 5
 
 
 def expose_keys(
@@ -120,8 +108,7 @@ def expose_keys(
     keys: Iterable[str],
     loop_layout: str = STACKED,
     *,
-    stats_sentinel: float | None = None,
-    quick: bool = False,
+    grouped: bool = False,
 ) -> ExposedModel:
     """A copy of ``model`` whose main graph also outputs the values ``keys`` (see the module docstring).
 
@@ -146,14 +133,17 @@ def expose_keys(
         scope, name = found
         if not scope.is_main or name not in present:
             wanted.append((scope, name, known, key))
-    if stats_sentinel is not None:
-        return _StatsExposer(copy, names, stats_sentinel, quick).expose(wanted)
     exposer = _Exposer(copy, names, types, loop_layout)
+    grouper = _Grouper(exposer) if grouped else None
     for scope, name, known, key in wanted:
-        if scope.is_main:
+        if scope.is_main and grouper is not None and known.tensor_type.elem_type in FLOAT_TYPES:
+            grouper.add(name, known, key)
+        elif scope.is_main:
             exposer.main_value(name, known, key)
         else:
             exposer.body_value(scope, name, known.tensor_type.elem_type, key)
+    if grouper is not None:
+        grouper.finish()
     return exposer.result
 
 
@@ -298,188 +288,51 @@ class _Exposer:
         return outer
 
 
-class _StatsExposer:
-    """The nodes of :func:`expose_stats`: per value, ``x`` flattened and padded with one finite element beyond the
-    sentinel (so no reduction meets an empty tensor, and the pad is neither kept nor counted), then
-    ``kept = |x| < sentinel``, ``ReduceMin(Where(kept, x, +inf))``, ``ReduceMax(Where(kept, x, -inf))`` and
-    ``ReduceSum(Cast(Not(|x| < inf), int32))`` (NaN compares false)."""
+class _Grouper:
+    """The nodes of :func:`expose_grouped`: per value ``Reshape(x, [-1])`` (after a Cast to float32 for float16 and
+    bfloat16) and ``Shape(x)`` right after its producer; per group ``Concat`` of the flat values and ``Concat`` of
+    the shapes, each followed by -1, after the group's last producer."""
 
-    def __init__(self, model: onnx.ModelProto, names: _Names, sentinel: float, quick: bool = False) -> None:
-        self.exposer = _Exposer(model, names, {}, STACKED)
-        self.quick = quick
-        self.graph = model.graph
-        self.names = names
-        self.sentinel = sentinel
-        self._constants: dict[int, dict[str, str]] = {}
+    def __init__(self, exposer: _Exposer) -> None:
+        self.exposer = exposer
+        self.graph = exposer.graph
+        self.names = exposer.names
+        self.producer = {output: index for index, node in enumerate(self.graph.node) for output in node.output}
+        self._constants: dict[str, str] = {}
         #: main-graph nodes to insert after the node at each position (-1: before the first)
         self._after: dict[int, list[onnx.NodeProto]] = {}
+        #: by compute type: the open group's (key, flat name, shape name, elem type, producer position), elements
+        self._open: dict[int, tuple[list[tuple[str, str, str, int, int]], int]] = {}
 
-    @property
-    def result(self) -> ExposedModel:
-        return self.exposer.result
-
-    def expose(self, wanted: Sequence[tuple[ProtoScope, str, onnx.TypeProto, str]]) -> ExposedModel:
-        producer = {output: index for index, node in enumerate(self.graph.node) for output in node.output}
-        # by compute type: (key, its numbers' names, the position of its producer)
-        open_groups: dict[tuple[int, int], list[tuple[str, tuple[str, str, str], int]]] = {}
-        for scope, name, known, key in wanted:
-            elem_type = known.tensor_type.elem_type
-            if elem_type not in FLOAT_TYPES:
-                continue
-            if not scope.is_main:
-                self._body_value(scope, name, elem_type, key)
-                continue
-            at = producer.get(name, -1)
-            nodes: list[onnx.NodeProto] = []
-            rank = 1
-            if self.quick:
-                low, high, count = self._quick(nodes, name, known)
-                rank = _rank(known) or 1
-            else:
-                low, high, count = self._stats(nodes, name, elem_type)
-                bounds = self.names.fresh(name + "::bounds")
-                nodes.append(oh.make_node("Concat", [low, high], [bounds], name=bounds, axis=0))
-                low = high = bounds
-            self._after.setdefault(at, []).extend(nodes)
-            group_key = (_compute_type(elem_type), rank)  # one Concat joins values of one type and rank
-            group = open_groups.setdefault(group_key, [])
-            group.append((key, (low, high, count), at))
-            if len(group) == STATS_GROUP:
-                self._close_group(group_key, open_groups.pop(group_key))
-        for group_key, group in open_groups.items():
-            self._close_group(group_key, group)
-        self._place_main_nodes()
-        return self.result
-
-    def _stats(self, nodes: list[onnx.NodeProto], name: str, elem_type: int) -> tuple[str, str, str]:
-        """Append to ``nodes`` the nodes computing ``name``'s lowest and highest kept element and its non-finite
-        count, each of shape [1]; their names."""
-        compute_type = _compute_type(elem_type)
-        constants = self._constants_of(compute_type)
-        stem = self.names.fresh(name + "::stats")
-        parts = ("f", "flat", "padded", "abs", "kept", "low_in", "high_in", "low", "high", "finite", "bad", "bad_i")
-        f, flat, padded, magnitude, kept, low_in, high_in, low, high, finite, bad, bad_i = (
-            self.names.fresh(f"{stem}_{part}") for part in parts
-        )
-        source = name
-        if elem_type != compute_type:
-            source = f
-            nodes.append(oh.make_node("Cast", [name], [f], name=f, to=compute_type))
-        count = stem
-        nodes.extend(
-            [
-                oh.make_node("Reshape", [source, constants["flat_shape"]], [flat], name=flat),
-                oh.make_node("Concat", [flat, constants["pad"]], [padded], name=padded, axis=0),
-                oh.make_node("Abs", [padded], [magnitude], name=magnitude),
-                oh.make_node("Less", [magnitude, constants["sentinel"]], [kept], name=kept),
-                oh.make_node("Where", [kept, padded, constants["inf"]], [low_in], name=low_in),
-                oh.make_node("Where", [kept, padded, constants["minus_inf"]], [high_in], name=high_in),
-                oh.make_node("ReduceMin", [low_in], [low], name=low, keepdims=1),
-                oh.make_node("ReduceMax", [high_in], [high], name=high, keepdims=1),
-                oh.make_node("Less", [magnitude, constants["inf"]], [finite], name=finite),
-                oh.make_node("Not", [finite], [bad], name=bad),
-                oh.make_node("Cast", [bad], [bad_i], name=bad_i, to=TensorProto.INT32),
-                oh.make_node("ReduceSum", [bad_i], [count], name=count, keepdims=1),
-            ]
-        )
-        return low, high, count
-
-    def _quick(self, nodes: list[onnx.NodeProto], name: str, known: onnx.TypeProto) -> tuple[str, str, str]:
-        """Append to ``nodes`` the minimum, maximum and sum of ``name``, each kept in ``name``'s rank ([1, ...]) so
-        that values of one rank join in one Concat (a value of no stated rank, or a scalar, is flattened first);
-        their names."""
+    def add(self, name: str, known: onnx.TypeProto, key: str) -> None:
         elem_type = known.tensor_type.elem_type
         compute_type = _compute_type(elem_type)
-        stem = self.names.fresh(name + "::quick")
+        at = self.producer.get(name, -1)
+        stem = self.names.fresh(name + "::grouped")
         source = name
+        nodes: list[onnx.NodeProto] = []
         if elem_type != compute_type:
             source = self.names.fresh(stem + "_f")
             nodes.append(oh.make_node("Cast", [name], [source], name=source, to=compute_type))
-        if _rank(known) in (None, 0):
-            flat = self.names.fresh(stem + "_flat")
-            nodes.append(
-                oh.make_node("Reshape", [source, self._constants_of(compute_type)["flat_shape"]], [flat], name=flat)
-            )
-            source = flat
-        low, high, total = (self.names.fresh(f"{stem}_{part}") for part in ("min", "max", "sum"))
-        nodes.extend(
-            [
-                oh.make_node("ReduceMin", [source], [low], name=low, keepdims=1),
-                oh.make_node("ReduceMax", [source], [high], name=high, keepdims=1),
-                oh.make_node("ReduceSum", [source], [total], name=total, keepdims=1),
-            ]
-        )
-        return low, high, total
+        flat, shape = self.names.fresh(stem + "_flat"), self.names.fresh(stem + "_shape")
+        nodes += [
+            oh.make_node("Reshape", [source, self._constant("flat_shape")], [flat], name=flat),
+            oh.make_node("Shape", [name], [shape], name=shape),
+        ]
+        self._after.setdefault(at, []).extend(nodes)
+        members, elements = self._open.get(compute_type, ([], 0))
+        members.append((key, flat, shape, elem_type, at))
+        elements += _elements(known)
+        if len(members) >= VALUE_GROUP or elements >= GROUP_ELEMENTS:
+            self._close(compute_type, members)
+            self._open.pop(compute_type, None)
+        else:
+            self._open[compute_type] = (members, elements)
 
-    def _close_group(self, group_key: tuple[int, int], group: list[tuple[str, tuple[str, str, str], int]]) -> None:
-        """The group's outputs, placed after the group's last value: one Concat of every value's quick numbers,
-        or one Concat of the values' bounds and one of their counts."""
-        compute_type, rank = group_key
-        last = self._after.setdefault(max(at for *_, at in group), [])
-        keys = tuple(member[0] for member in group)
-        if self.quick:
-            numbers = self.names.fresh("::quick_stats")
-            inputs = [number for _, names, _ in group for number in names]
-            last.append(oh.make_node("Concat", inputs, [numbers], name=numbers, axis=0))
-            self.graph.output.append(oh.make_tensor_value_info(numbers, compute_type, [len(inputs)] + [1] * (rank - 1)))
-            self.result.quick.append(QuickOutputs(keys, numbers))
-            return
-        bounds = self.names.fresh("::stats_bounds")
-        counts = self.names.fresh("::stats_nonfinite")
-        last.extend(
-            [
-                oh.make_node("Concat", [names[0] for _, names, _ in group], [bounds], name=bounds, axis=0),
-                oh.make_node("Concat", [names[2] for _, names, _ in group], [counts], name=counts, axis=0),
-            ]
-        )
-        self.graph.output.extend(
-            [
-                oh.make_tensor_value_info(bounds, compute_type, [2 * len(group)]),
-                oh.make_tensor_value_info(counts, TensorProto.INT32, [len(group)]),
-            ]
-        )
-        self.result.stats.append(StatsOutputs(keys, bounds, counts))
-
-    def _body_value(self, scope: ProtoScope, name: str, elem_type: int, key: str) -> None:
-        """A body's value: its numbers computed in the body, carried out as two outputs of its own."""
-        nodes: list[onnx.NodeProto] = []
-        low, high, count = self._stats(nodes, name, elem_type)
-        bounds = self.names.fresh(name + "::bounds")
-        nodes.append(oh.make_node("Concat", [low, high], [bounds], name=bounds, axis=0))
-        scope.graph.node.extend(nodes)
-        compute_type = _compute_type(elem_type)
-        outer_bounds = self.exposer.carry_out(scope, bounds, compute_type, key)
-        outer_counts = self.exposer.carry_out(scope, count, TensorProto.INT32, key)
-        if outer_bounds is None or outer_counts is None:
-            return
-        self.graph.output.extend(
-            [
-                oh.make_tensor_value_info(outer_bounds, compute_type, None),
-                oh.make_tensor_value_info(outer_counts, TensorProto.INT32, None),
-            ]
-        )
-        self.result.stats.append(StatsOutputs((key,), outer_bounds, outer_counts))
-
-    def _constants_of(self, compute_type: int) -> dict[str, str]:
-        """The main-graph initializers the nodes of ``compute_type`` read (every scope sees them)."""
-        if compute_type not in self._constants:
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(compute_type)
-            values: dict[str, np.ndarray] = {
-                "sentinel": np.array(self.sentinel, dtype),
-                "inf": np.array(np.inf, dtype),
-                "minus_inf": np.array(-np.inf, dtype),
-                "pad": np.array([np.finfo(dtype).max], dtype),  # finite, beyond any sentinel
-                "flat_shape": np.array([-1], np.int64),
-            }
-            names: dict[str, str] = {}
-            for part, array in values.items():
-                names[part] = self.names.fresh(f"::stats_{part}_{dtype}")
-                self.graph.initializer.append(numpy_helper.from_array(array, names[part]))
-            self._constants[compute_type] = names
-        return self._constants[compute_type]
-
-    def _place_main_nodes(self) -> None:
-        """Put each value's nodes right after its producer (the graph stays topologically sorted)."""
+    def finish(self) -> None:
+        for compute_type, (members, _) in list(self._open.items()):
+            self._close(compute_type, members)
+        self._open.clear()
         original = list(self.graph.node)
         placed = list(self._after.get(-1, []))
         for index, node in enumerate(original):
@@ -488,9 +341,42 @@ class _StatsExposer:
         del self.graph.node[:]
         self.graph.node.extend(placed)
 
+    def _close(self, compute_type: int, members: list[tuple[str, str, str, int, int]]) -> None:
+        last = self._after.setdefault(max(member[4] for member in members), [])
+        values, shapes = self.names.fresh("::grouped_values"), self.names.fresh("::grouped_shapes")
+        separator = self._constant("separator")
+        shape_parts = [part for member in members for part in (member[2], separator)]
+        last += [
+            oh.make_node("Concat", [member[1] for member in members], [values], name=values, axis=0),
+            oh.make_node("Concat", shape_parts, [shapes], name=shapes, axis=0),
+        ]
+        self.graph.output.extend(
+            [
+                oh.make_tensor_value_info(values, compute_type, [None]),
+                oh.make_tensor_value_info(shapes, TensorProto.INT64, [None]),
+            ]
+        )
+        keys = tuple(member[0] for member in members)
+        self.exposer.result.groups.append(ValueGroup(keys, values, shapes, tuple(member[3] for member in members)))
 
-def _rank(known: onnx.TypeProto) -> int | None:
-    return len(known.tensor_type.shape.dim) if known.tensor_type.HasField("shape") else None
+    def _constant(self, part: str) -> str:
+        """A main-graph initializer the group nodes read: the flat shape [-1], or the separator [-1]."""
+        if part not in self._constants:
+            self._constants[part] = self.names.fresh(f"::grouped_{part}")
+            self.graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), self._constants[part]))
+        return self._constants[part]
+
+
+def _elements(known: onnx.TypeProto) -> int:
+    """How many elements a value of this type holds, where its shape says (else :data:`UNKNOWN_ELEMENTS`)."""
+    if not known.tensor_type.HasField("shape"):
+        return UNKNOWN_ELEMENTS
+    count = 1
+    for dim in known.tensor_type.shape.dim:
+        if not dim.HasField("dim_value"):
+            return UNKNOWN_ELEMENTS
+        count *= dim.dim_value
+    return count
 
 
 def _compute_type(elem_type: int) -> int:

@@ -1,16 +1,21 @@
-"""Run a model once with every intermediate float tensor exposed as an output (compare, range analysis, tune).
+"""Run a model with its intermediate float values carried out (range analysis and calibration, compare, tune).
 
-The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_keys`: values inside If, Loop and Scan bodies
-included, each known by its key (:mod:`ampconfig.rewrite.scopes`). ONNX Runtime may fuse fewer nodes in it than
-in the plain model, which is the price of seeing each node's output. Every call is one model run: callers that
-count runs (``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per iteration (their
-shapes differ between iterations), the same run is made once more with them flattened, and still counts as one.
+The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_grouped`: main-graph values flattened and joined
+into a few outputs (one session, few outputs, each value freed at its group's Concat), values inside If, Loop and
+Scan bodies carried out one output each, every value known by its key (:mod:`ampconfig.rewrite.scopes`). The
+arrays are cut apart again here, in their shapes. ONNX Runtime may fuse fewer nodes in the copy than in the plain
+model, which is the price of seeing each node's output. Every call is one model run: callers that count runs
+(``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per iteration (their shapes differ
+between iterations), the same run is made once more with them flattened, and still counts as one.
+
+:func:`run_value_stats` is the calibration: the same runs, and each value's numbers
+(:func:`~ampconfig.decide.value_ranges.value_stats`: range, zeros, non-finite count, exponent histogram) computed
+from the arrays that come back, one sample at a time.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,21 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import TensorProto
 
-from ampconfig.decide.value_ranges import SENTINEL
-from ampconfig.domains import onnx_opset
+from ampconfig.decide.value_ranges import ValueStats as ValueStats
+from ampconfig.decide.value_ranges import segment_stats
+from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
-from ampconfig.rewrite.expose import (
-    FLAT,
-    STACKED,
-    ExposedModel,
-    QuickOutputs,
-    StatsOutputs,
-    expose_keys,
-    expose_quick_stats,
-    expose_stats,
-    float_value_keys,
-)
+from ampconfig.rewrite.expose import FLAT, STACKED, ValueGroup, expose_grouped, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import ModelInFolder, Session, create_session, model_proto, run_once
@@ -73,6 +70,108 @@ class IntermediateRun:
         return [run.outputs for run in self.each]
 
 
+class ExposedRunner:
+    """One exposed copy of a model and its session, run on sample after sample (:meth:`run`). ``folder``: the
+    model's weights stay in their files there (a :class:`ModelInFolder`), read by the session, never copied."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        keys: Sequence[str],
+        device: str,
+        folder: Path | None = None,
+        announce: Callable[[str], None] | None = None,
+    ) -> None:
+        self.model, self.keys, self.device, self.folder = model, list(keys), device, folder
+        self.announce = announce
+        self.exposed = expose_grouped(model, self.keys, STACKED)
+        self.session = self._session()
+        self.output_names = [value.name for value in model.graph.output]
+
+    def _session(self) -> Session:
+        if self.announce is not None:
+            self.announce(f"building its ONNX Runtime session ({len(self.exposed.model.graph.node)} nodes)")
+        copy = self.exposed.model if self.folder is None else ModelInFolder(self.exposed.model, self.folder)
+        return create_session(copy, self.device, in_node_order=True)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> IntermediateRun:
+        """One run on ``feeds`` (converted to the model's input dtypes): outputs and every exposed value, the graph
+        inputs as fed among them (a node reading a graph input finds it there)."""
+        adapted, results = self.results(feeds)
+        values: dict[str, np.ndarray] = dict(adapted)
+        values.update(self._single(results))
+        for group in self.exposed.groups:
+            values.update(ungrouped(group, results[group.values], results[group.shapes]))
+        outputs = {name: results[name] for name in self.output_names if name in results}
+        exposed = self.exposed
+        return IntermediateRun(
+            outputs, values, self.output_names, list(self.session.providers), exposed.per_iteration, exposed.flattened
+        )
+
+    def stats(self, feeds: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
+        """One run on ``feeds``: the :class:`ValueStats` of every float value (graph inputs and outputs included),
+        computed from the groups as they come back (:func:`~ampconfig.decide.value_ranges.segment_stats`)."""
+        adapted, results = self.results(feeds)
+        found = {name: value_stats(array) for name, array in adapted.items() if _is_float(array)}
+        found.update({key: value_stats(array) for key, array in self._single(results).items() if _is_float(array)})
+        for group in self.exposed.groups:
+            sizes = [int(np.prod(shape, dtype=np.int64)) for shape in _shapes(group, results[group.shapes])]
+            found.update(zip(group.keys, segment_stats(results[group.values], sizes), strict=True))
+        return found
+
+    def results(self, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The feeds as fed, and the run's results by output name."""
+        adapted = adapt_feeds(feeds, self.model)
+        try:
+            return adapted, run_once(self.session, adapted)
+        except AmpconfigError:
+            if not self.exposed.per_iteration:
+                raise
+            # ONNX Runtime refuses a Loop body's values one slice per iteration when their shapes differ
+            self.exposed = expose_grouped(self.model, self.keys, FLAT)
+            self.session = self._session()
+            return adapted, run_once(self.session, adapted)
+
+    def _single(self, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The values that came back one output each (the model's outputs, body values), by key."""
+        values: dict[str, np.ndarray] = {}
+        for name, array in results.items():
+            if name in self.exposed.keys:
+                values[self.exposed.keys[name]] = array
+            elif name in self.output_names:
+                values[name] = array
+        return values
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return np.asarray(array).dtype.kind == "f"
+
+
+def _shapes(group: ValueGroup, shapes: np.ndarray) -> list[tuple[int, ...]]:
+    """Each value's shape, from a group's shapes output (each shape followed by -1)."""
+    ends = np.flatnonzero(shapes == -1).tolist()
+    if len(ends) != len(group.keys):
+        raise AmpconfigError(f"the grouped values came back with {len(ends)} shapes for {len(group.keys)} values")
+    starts = [0] + [end + 1 for end in ends[:-1]]
+    return [tuple(int(dim) for dim in shapes[start:end]) for start, end in zip(starts, ends, strict=True)]
+
+
+def ungrouped(group: ValueGroup, joined: np.ndarray, shapes: np.ndarray) -> dict[str, np.ndarray]:
+    """The values of one :class:`~ampconfig.rewrite.expose.ValueGroup`, cut apart and in their shapes (float16
+    values in float16 again; bfloat16 ones stay float32: numpy has no bfloat16)."""
+    values: dict[str, np.ndarray] = {}
+    offset = 0
+    flat = np.ravel(joined)
+    for key, shape, elem_type in zip(group.keys, _shapes(group, shapes), group.elem_types, strict=True):
+        size = int(np.prod(shape, dtype=np.int64))
+        array = flat[offset : offset + size].reshape(shape)
+        values[key] = array.astype(np.float16) if elem_type == TensorProto.FLOAT16 else array
+        offset += size
+    if offset != flat.size:
+        raise AmpconfigError(f"the grouped values came back with {flat.size} elements for shapes of {offset}")
+    return values
+
+
 def run_with_intermediates(
     model: onnx.ModelProto,
     feeds: Mapping[str, np.ndarray],
@@ -86,24 +185,7 @@ def run_with_intermediates(
     node reading a graph input finds it there.
     """
     keys = list(names) if names is not None else float_value_keys(model)
-    exposed = expose_keys(model, keys, STACKED)
-    adapted = adapt_feeds(feeds, model)
-    try:
-        results, providers = _run(exposed, adapted, device)
-    except AmpconfigError:
-        if not exposed.per_iteration:
-            raise
-        exposed = expose_keys(model, keys, FLAT)
-        results, providers = _run(exposed, adapted, device)
-    output_names = [value.name for value in model.graph.output]
-    values: dict[str, np.ndarray] = dict(adapted)
-    for name, array in results.items():
-        if name in exposed.keys:
-            values[exposed.keys[name]] = array
-        elif name in output_names:
-            values[name] = array
-    outputs = {name: results[name] for name in output_names if name in results}
-    return IntermediateRun(outputs, values, output_names, providers, exposed.per_iteration, exposed.flattened)
+    return ExposedRunner(model, keys, device).run(feeds)
 
 
 def run_samples_with_intermediates(
@@ -114,13 +196,14 @@ def run_samples_with_intermediates(
     progress: ProgressCallback | None = None,
     label: str = "exposed",
 ) -> IntermediateRun:
-    """:func:`run_with_intermediates` once per sample, pooled (see :func:`pooled`)."""
+    """:func:`run_with_intermediates` once per sample, one session for all, pooled (see :func:`pooled`)."""
     runs = []
     shown = progress if len(samples) >= PROGRESS_SAMPLES else None
+    runner = ExposedRunner(model, list(names) if names is not None else float_value_keys(model), device)
     for index, feeds in enumerate(samples):
         if shown is not None:
             shown(f"{label}: samples", index, len(samples))
-        runs.append(run_with_intermediates(model, feeds, device, names))
+        runs.append(runner.run(feeds))
     if shown is not None:
         shown(f"{label}: samples", len(samples), len(samples))
     return pooled(runs)
@@ -142,54 +225,6 @@ def pooled(runs: Sequence[IntermediateRun]) -> IntermediateRun:
     )
 
 
-@dataclass(frozen=True)
-class ValueStats:
-    """What a float value held over the samples, sentinels (:data:`~ampconfig.decide.value_ranges.SENTINEL`) and
-    non-finite elements left out: its lowest and highest element (None when no element is left: the value was
-    empty, or every element a sentinel, NaN or infinite) and its count of NaN and infinite elements."""
-
-    minimum: float | None
-    maximum: float | None
-    nonfinite: int = 0
-
-    @property
-    def peak(self) -> float:
-        """The largest finite |value| below the sentinel (0 when no element is left), as
-        :func:`~ampconfig.decide.value_ranges.peak` computes it."""
-        if self.minimum is None or self.maximum is None:
-            return 0.0
-        return max(abs(self.minimum), abs(self.maximum))
-
-    def joined(self, other: ValueStats) -> ValueStats:
-        """The numbers of both values' elements together (two samples of one value)."""
-        return ValueStats(
-            _joined(min, self.minimum, other.minimum),
-            _joined(max, self.maximum, other.maximum),
-            self.nonfinite + other.nonfinite,
-        )
-
-
-def _joined(pick: Callable[[float, float], float], first: float | None, second: float | None) -> float | None:
-    if first is None or second is None:
-        return second if first is None else first
-    return pick(first, second)
-
-
-def value_stats(array: np.ndarray) -> ValueStats:
-    """:class:`ValueStats` of one array, in numpy (graph inputs, the model's outputs, and models below opset 9);
-    a non-float array has none (``ValueStats(None, None)``). float16 and bfloat16 compare as float32 would."""
-    values = np.asarray(array)
-    if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
-        return ValueStats(None, None)
-    wide = values.astype(np.float64, copy=False).ravel()
-    finite = np.isfinite(wide)
-    kept = wide[finite & (np.abs(wide) < SENTINEL)]
-    nonfinite = int(wide.size - np.count_nonzero(finite))
-    if not kept.size:
-        return ValueStats(None, None, nonfinite)
-    return ValueStats(float(kept.min()), float(kept.max()), nonfinite)
-
-
 def run_value_stats(
     model: onnx.ModelProto | ModelInFolder,
     samples: Sequence[Mapping[str, np.ndarray]],
@@ -198,100 +233,24 @@ def run_value_stats(
     label: str = "ranges",
 ) -> dict[str, ValueStats]:
     """:class:`ValueStats` of every float value (by key; graph inputs and the model's outputs included), over
-    every sample: one run per sample of a copy that returns a few numbers per value, computed inside the session
-    (:func:`~ampconfig.rewrite.expose.expose_stats`), not every intermediate. A :class:`ModelInFolder` keeps its
-    weights on disk (the copy references them). Models below opset 9 (no Where) get their numbers from a run with
-    every intermediate exposed, which needs every tensor in memory.
+    every sample: one run per sample of the exposed copy (:class:`ExposedRunner`), each value's numbers computed
+    from its array and the arrays dropped before the next sample. A :class:`ModelInFolder` keeps its weights on
+    disk (the copy references them).
 
     ``progress`` hears of each step (``{label}: ...``): building the session of a large model takes seconds."""
     folder = model.folder if isinstance(model, ModelInFolder) else None
     model = model_proto(model)
-    if (onnx_opset(model.opset_import) or 0) < PEAK_MIN_OPSET:
-        if folder is not None:
-            raise ValueError("models below opset 9 need every tensor in memory for their value peaks")
-        run = run_samples_with_intermediates(model, samples, device, progress=progress, label=label)
-        return {
-            key: value_stats(array)
-            for key, array in run.values.items()
-            if np.asarray(array).dtype.kind == "f" or np.asarray(array).dtype.name == "bfloat16"
-        }
     keys = float_value_keys(model)
     step = _Steps(f"{label}: fp32 values", 2 + len(samples), progress)  # the copy, its session, each sample
-    step.start(f"building a copy that computes the ranges of {len(keys)} values")
-    exposed = expose_quick_stats(model, keys, SENTINEL)
-    session = _stats_session(exposed, folder, device, step)
-    output_names = {value.name for value in model.graph.output}
-    per_sample: list[dict[str, ValueStats]] = []
-    unsure: dict[int, list[str]] = {}  # sample -> keys whose quick numbers are not their ranges
+    step.start(f"building a copy that carries out {len(keys)} values")
+    runner = ExposedRunner(model, keys, device, folder, announce=step.done)
+    stats: dict[str, ValueStats] = {}
     for index, feeds in enumerate(samples):
         step.done(f"running sample {index + 1} of {len(samples)}")
-        adapted = adapt_feeds(feeds, model)
-        results = run_once(session, adapted)
-        found = {name: value_stats(array) for name, array in adapted.items()}
-        found.update({name: value_stats(results[name]) for name in output_names if name in results})
-        for outputs in exposed.stats:
-            found.update(_stats_of(outputs, results))
-        for quick in exposed.quick:
-            quick_stats, unsure_keys = _quick_stats_of(quick, results)
-            found.update(quick_stats)
-            if unsure_keys:
-                unsure.setdefault(index, []).extend(unsure_keys)
-        per_sample.append(found)
-    if unsure:  # NaN, infinity or sentinels somewhere: those values' exact numbers, on the samples that had them
-        wanted = list(dict.fromkeys(key for keys_of in unsure.values() for key in keys_of))
-        step.more(2 + len(unsure), f"building a copy that computes the exact ranges of {len(wanted)} values")
-        exact = expose_stats(model, wanted, SENTINEL)
-        session = _stats_session(exact, folder, device, step)
-        for number, (index, unsure_keys) in enumerate(unsure.items()):
-            step.done(f"running sample {index + 1} again ({number + 1} of {len(unsure)})")
-            results = run_once(session, adapt_feeds(samples[index], model))
-            found = {key: value for outputs in exact.stats for key, value in _stats_of(outputs, results).items()}
-            per_sample[index].update({key: found[key] for key in unsure_keys if key in found})
-    stats: dict[str, ValueStats] = {}
-    for found in per_sample:
-        for key, value in found.items():
-            stats[key] = stats[key].joined(value) if key in stats else value
+        for key, found in runner.stats(feeds).items():
+            stats[key] = stats[key].joined(found) if key in stats else found
     step.done("")
     return stats
-
-
-def _stats_session(exposed: ExposedModel, folder: Path | None, device: str, step: _Steps) -> Session:
-    step.done(f"building its ONNX Runtime session ({len(exposed.model.graph.node)} nodes)")
-    copy = exposed.model if folder is None else ModelInFolder(exposed.model, folder)
-    return create_session(copy, device, in_node_order=True)
-
-
-def _quick_stats_of(
-    outputs: QuickOutputs, results: Mapping[str, np.ndarray]
-) -> tuple[dict[str, ValueStats], list[str]]:
-    """The :class:`ValueStats` of the values of one :class:`QuickOutputs` whose quick numbers are their ranges,
-    and the keys of the others (a sum that is not finite: NaN or infinity inside; a bound at or beyond the
-    sentinel)."""
-    numbers = np.asarray(results[outputs.numbers], np.float64).reshape(len(outputs.keys), 3)
-    found: dict[str, ValueStats] = {}
-    unsure: list[str] = []
-    for key, (low, high, total) in zip(outputs.keys, numbers.tolist(), strict=True):
-        if not math.isfinite(total) or low <= -SENTINEL or high >= SENTINEL:
-            unsure.append(key)
-        elif low > high:  # empty: ONNX Runtime reduces nothing to +inf and -inf
-            found[key] = ValueStats(None, None)
-        else:
-            found[key] = ValueStats(low, high)
-    return found, unsure
-
-
-def _stats_of(outputs: StatsOutputs, results: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
-    """The :class:`ValueStats` of the values of one :class:`StatsOutputs` from a run's results."""
-    count = len(outputs.keys)
-    bounds = np.asarray(results[outputs.bounds], np.float64).reshape(count, -1, 2)
-    nonfinite = np.asarray(results[outputs.nonfinite], np.int64).reshape(count, -1)
-    found: dict[str, ValueStats] = {}
-    for index, key in enumerate(outputs.keys):
-        low = float(bounds[index, :, 0].min(initial=math.inf))
-        high = float(bounds[index, :, 1].max(initial=-math.inf))
-        kept = low <= high  # a value with no element left: +inf, -inf (or no iteration ran)
-        found[key] = ValueStats(low if kept else None, high if kept else None, int(nonfinite[index].sum()))
-    return found
 
 
 class _Steps:
@@ -322,14 +281,3 @@ class _Steps:
             log.info("%s: done in %.1f s", self.label, elapsed)
         if self.progress is not None:
             self.progress(self.label, self.finished, self.total)
-
-
-#: Where (the peak computation's select) needs opset 9.
-PEAK_MIN_OPSET = 9
-
-
-def _run(
-    exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str
-) -> tuple[dict[str, np.ndarray], list[str]]:
-    session = create_session(exposed.model, device)
-    return run_once(session, feeds), list(session.providers)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
@@ -81,6 +81,31 @@ def low_max(dtype: Dtype | str) -> float:
     return LOW_MAX[str(Dtype(dtype))]
 
 
+#: float32's binary exponents: its smallest subnormal is 2^-149, its largest finite value lies below 2^128. An
+#: exponent histogram has one bin per exponent between them (a float64 value beyond them counts at the nearest end).
+EXPONENT_MIN, EXPONENT_MAX = -149, 127
+
+
+@dataclass(frozen=True)
+class ValueSpread:
+    """How a float value's elements spread over the samples: its zeros, its NaN and infinite elements, and per
+    binary exponent ``e`` (``2^e <= |x| < 2^(e+1)``) how many finite non-zero elements it had (sparse: only
+    exponents that occur)."""
+
+    zeros: int
+    nonfinite: int
+    exponents: Mapping[int, int]
+
+    @property
+    def nonzero(self) -> int:
+        """Its finite non-zero elements."""
+        return sum(self.exponents.values())
+
+    def below(self, exponent: int) -> int:
+        """How many finite non-zero elements had a magnitude below ``2^exponent``."""
+        return sum(count for each, count in self.exponents.items() if each < exponent)
+
+
 @dataclass(frozen=True)
 class ValueRanges:
     """The largest finite |value| (sentinels left out) of each float value, by key
@@ -96,6 +121,11 @@ class ValueRanges:
     file: str | None = None
     file_sha256: str | None = None
     data_sha256: str | None = None
+    #: by key, how each value's elements spread (what the underflow rule reads); absent where not measured (a
+    #: version 1 ranges file, a version 1 lock)
+    spreads: Mapping[str, ValueSpread] = field(default_factory=dict)
+    #: what reading them found that a reader should know (a version 1 file: underflow and weights not judged)
+    notes: tuple[str, ...] = ()
 
     def margin_for(self, dtype: Dtype | str) -> float:
         return self.margin if self.margin is not None else default_margin(str(Dtype(dtype)))

@@ -29,7 +29,7 @@ from onnx import helper as oh
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.files.bounded import MAX_LOCK_BYTES
+from ampconfig.settings.ranges_file import MAX_RANGES_BYTES
 from tests.graphs import IR_VERSION
 
 runner = CliRunner()
@@ -806,7 +806,25 @@ def _spoiled(data: dict, case: str) -> str:
     if case == "version true":
         return json.dumps({**data, "format_version": True})
     if case == "newer version":
-        return json.dumps({**data, "format_version": 2})
+        return json.dumps({**data, "format_version": 3})
+    if case == "exponent beyond float32":
+        data["values"][value]["exponents"]["200"] = 1
+        return json.dumps(data)
+    if case == "exponent not a number":
+        data["values"][value]["exponents"]["-1.5"] = 1
+        return json.dumps(data)
+    if case == "exponent count zero":
+        data["values"][value]["exponents"]["0"] = 0
+        return json.dumps(data)
+    if case == "histogram a list":
+        data["values"][value]["exponents"] = [[0, 1]]
+        return json.dumps(data)
+    if case == "version 2 without zeros":
+        del data["values"][value]["zeros"]
+        return json.dumps(data)
+    if case == "version 2 without weights":
+        del data["model"]["weights_sha256"]
+        return json.dumps(data)
     if case == "count is a boolean":
         data["values"][value]["nonfinite"] = True
         return json.dumps(data)
@@ -828,7 +846,9 @@ def _spoiled(data: dict, case: str) -> str:
 
 RANGES_CASES = [
     "empty", "truncated", "not an object", "no format", "version true", "newer version", "count is a boolean",
-    "peak is a string", "negative peak", "unknown key", "repeated key", "deep nesting",
+    "peak is a string", "negative peak", "unknown key", "repeated key", "deep nesting", "exponent beyond float32",
+    "exponent not a number", "exponent count zero", "histogram a list", "version 2 without zeros",
+    "version 2 without weights",
 ]  # fmt: skip
 
 
@@ -845,15 +865,18 @@ def test_a_bad_ranges_file_is_a_located_error_and_nothing_is_written(
         "lock": ["lock", model, "-o", out],
         "explain": ["explain", model],
     }[command]
-    assert_refused(invoke([*args, "--ranges", path]), str(path))
+    refused = invoke([*args, "--ranges", path])
+    assert_refused(refused, str(path))
     assert not out.exists()
     assert invoke(["validate", path]).exit_code != 0
+    if case == "newer version":
+        assert "written by a newer ampconfig" in _stderr(refused)
 
 
 def test_a_huge_ranges_file_is_refused_before_it_is_read(folder: Path, model: Path) -> None:
     path = folder / "huge.ranges.json"
     with path.open("wb") as handle:
-        handle.truncate(MAX_LOCK_BYTES + 1)
+        handle.truncate(MAX_RANGES_BYTES + 1)
     assert_refused(invoke(["rewrite", model, "-o", folder / "huge.out", "--ranges", path]), str(path))
 
 

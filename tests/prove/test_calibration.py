@@ -47,7 +47,7 @@ def _run_output(model: Path) -> np.ndarray:
 def test_calibrate_writes_every_float_value_with_model_and_data_identity(spectrum: tuple[Path, Path, Path]) -> None:
     _, _, ranges = spectrum
     data = json.loads(ranges.read_text())
-    assert data["format"] == "ampconfig-value-ranges" and data["format_version"] == 1
+    assert data["format"] == "ampconfig-value-ranges" and data["format_version"] == 2
     assert data["model"]["path"] == "log_mel.onnx" and len(data["model"]["structure_sha256"]) == 64
     assert data["data"]["samples"] == 1 and len(data["data"]["sha256"]) == 64
     power = data["values"]["power"]
