@@ -17,6 +17,16 @@ Two rules, both hard verdicts decided before any painting:
   pages whose stem convolution reached 1.6x the calibration peak; half of float16's range holds it, three
   quarters did not). Sentinel values flowing through activations (a mask's -3.4e38 after a Where) are not
   ranges: they are left out of the peaks.
+- **range_underflows**: a node reading or writing a value whose finite non-zero magnitudes lie below the low type's
+  smallest normal value (float16: 2^-14; bfloat16 has float32's exponents) in more than
+  :data:`~ampconfig.settings.limits.UNDERFLOW_SHARE` of its elements keeps float32, so the value's producer and
+  every consumer compute it in float32 and no cast rounds it. One half (``benchmarks/underflow_share.py``): on
+  log-normal magnitudes the median element keeps float16's ordinary rounding error (2.8e-4) up to a share of one
+  half, is 3x worse at three quarters and 12x at nine tenths, while the relative L2 error, carried by the largest
+  elements, stays near 2e-4 until 99.6% (a constant-Q front end passes with any share up to 0.75 and gives -inf
+  at 0.95). And a Log, Reciprocal, divisor, Pow with a negative exponent, Sqrt or Rsqrt whose input the low type
+  would round to zero where float32 had no zero keeps float32 with that input's producer: a few flushed elements
+  turn into -inf or inf.
 
 Pure: arrays and numbers in, findings out.
 """

@@ -59,6 +59,16 @@ LOW_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}
 DEFAULT_MARGIN_FRACTION = 0.5
 
 
+#: A value whose finite non-zero magnitudes lie below the low type's smallest normal value in more than this share
+#: (its subnormals, and what it rounds to zero) keeps float32 on every edge (rule range_underflows; the measurement
+#: behind it: ampconfig.decide.value_ranges).
+UNDERFLOW_SHARE = 0.5
+#: Per low dtype: the binary exponent of its smallest normal value, and the largest exponent all of whose magnitudes
+#: it rounds to zero (float16: subnormals are multiples of 2^-24, so |x| < 2^-25 rounds to 0; bfloat16 keeps
+#: float32's exponents, its subnormals multiples of 2^-133).
+LOW_EXPONENTS = {"float16": (-14, -26), "bfloat16": (-126, -135)}
+
+
 def default_margin(low_dtype: str) -> float:
     return DEFAULT_MARGIN_FRACTION * LOW_MAX[str(low_dtype)]
 
@@ -107,6 +117,26 @@ class ValueSpread:
 
 
 @dataclass(frozen=True)
+class Underflow:
+    """How a value's finite non-zero elements fall below a low type's normal range: ``below`` of ``nonzero`` do
+    (its subnormals and what it rounds to zero), ``flushed`` of them it rounds to zero; ``zeros``: the value's own
+    zeros in float32."""
+
+    below: int
+    flushed: int
+    nonzero: int
+    zeros: int
+
+    @property
+    def share(self) -> float:
+        return self.below / self.nonzero
+
+    @property
+    def flushed_share(self) -> float:
+        return self.flushed / self.nonzero
+
+
+@dataclass(frozen=True)
 class ValueRanges:
     """The largest finite |value| (sentinels left out) of each float value, by key
     (:func:`ampconfig.decide.value_ranges.value_key`), seen by float32 runs on ``source`` (the data, named), and the
@@ -140,6 +170,21 @@ class ValueRanges:
         """The peak of ``key`` when it is beyond the margin, else None."""
         value = self.peaks.get(key)
         return value if value is not None and value > self.margin_for(dtype) else None
+
+    def underflowing(self, key: str, dtype: Dtype | str) -> Underflow | None:
+        """How ``key``'s elements fall below the low type's normal range, when more than :data:`UNDERFLOW_SHARE` of
+        its finite non-zero magnitudes do (else None; None too for a value measured without a spread)."""
+        found = self.underflow(key, dtype)
+        return found if found is not None and found.share > UNDERFLOW_SHARE else None
+
+    def underflow(self, key: str, dtype: Dtype | str) -> Underflow | None:
+        """How ``key``'s elements fall below the low type's normal range (None for a value without a spread or
+        without a finite non-zero element)."""
+        spread = self.spreads.get(key)
+        if spread is None or not spread.nonzero:
+            return None
+        normal, flushed = LOW_EXPONENTS[str(Dtype(dtype))]
+        return Underflow(spread.below(normal), spread.below(flushed + 1), spread.nonzero, spread.zeros)
 
     def beyond_margin(self, dtype: Dtype | str) -> dict[str, float]:
         """Every value whose peak is beyond the margin, by key: all the range rule reads (a value within the margin
