@@ -270,14 +270,20 @@ def _read_options(options: RewriteOptions) -> _ReadOptions:
     return _ReadOptions(options, library, lists, entries, keep_source, customize, warnings, notes)
 
 
-def _value_ranges(options: RewriteOptions, structure: Callable[[], onnx.ModelProto]) -> ValueRanges | None:
-    """The ranges file read for the input as handed in (``structure`` makes a proto of it: read only when there is a
-    ranges file), else the ranges given, with ``data_max``."""
+def _value_ranges(options: RewriteOptions, identity: Callable[[], _Identity]) -> ValueRanges | None:
+    """The ranges file read for the input as handed in (``identity`` gives a proto of it, its path and any weights
+    that proto holds without bytes: made only when there is a ranges file), else the ranges given, with
+    ``data_max``."""
     if options.ranges is not None:
-        return read_ranges(Path(options.ranges), structure(), options.data_max)
+        proto, path, left_out = identity()
+        return read_ranges(Path(options.ranges), proto, options.data_max, model_path=path, left_out=left_out)
     if options.value_ranges is not None and options.data_max is not None:
         return replace(options.value_ranges, margin=options.data_max)
     return options.value_ranges
+
+
+#: What a ranges file is checked against: a proto of the input, its path, and the weights it holds without bytes.
+_Identity = tuple[onnx.ModelProto, "str | None", "Mapping[str, ir.TensorProtocol] | None"]
 
 
 def _raises_opset(mode: PrecisionMode) -> bool:
@@ -315,7 +321,14 @@ def _rewrite_in_place(
     options = read.options
     warnings = read.warnings
     source = opened.proto if opened is not None else light
-    value_ranges = _value_ranges(options, lambda: opened.proto if opened is not None else weightless_proto(model)[0])
+
+    def identity() -> _Identity:
+        if opened is not None:
+            return opened.proto, opened.path, None
+        proto, left_out = weightless_proto(model)
+        return proto, None, left_out
+
+    value_ranges = _value_ranges(options, identity)
     ir_version = output_ir_version(source, opened.path if opened is not None else None)
     admission = InputAdmission(light)
     runtime_input: list[Runnable] = []

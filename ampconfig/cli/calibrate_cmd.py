@@ -15,7 +15,8 @@ from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 
 _HELP = """Run the float32 MODEL on data and write every float value's range (min, max, largest magnitude,
-non-finite count) to RANGES.json, with the model's structure hash and the data's digest. Make it once; then
+non-finite and zero counts, binary-exponent histogram) to RANGES.json, with the model's structure hash, its
+weights digest and the data's digest. Make it once; then
 [bold]--ranges RANGES.json[/bold] (or the config's `ranges:`) gives rewrite, lock, diff, explain, run, compare and
 tune the same decisions without running the model again: a node whose values pass the margin (--data-max, by
 default half the low type's largest value) keeps float32 (rule range_exceeds). Commit it beside the config and

@@ -5,13 +5,14 @@ measures them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import onnx
 
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.identity import ModelFingerprint, model_fingerprint
+from ampconfig.files.identity import ModelFingerprint, TensorBytes, model_fingerprint
 from ampconfig.settings.limits import ValueSpread
 from ampconfig.settings.ranges_file import load_ranges
 
@@ -29,25 +30,51 @@ def structure_sha256(model: onnx.ModelProto) -> str:
     return model_fingerprint(model, weights=False, declared_types=False).structure_sha256
 
 
-def ranges_identity(model: onnx.ModelProto, model_path: str | Path | None = None) -> ModelFingerprint:
+def ranges_identity(
+    model: onnx.ModelProto, model_path: str | Path | None = None, left_out: Mapping[str, TensorBytes] | None = None
+) -> ModelFingerprint:
     """The structure (:func:`structure_sha256`) and the weights digest (a lock's) of ``model``, in one walk that
-    reads every weight once (external ones from the folder of ``model_path``)."""
-    return model_fingerprint(model, model_path, declared_types=False)
+    reads every weight once (external ones from the folder of ``model_path``; ``left_out``: the main-graph weights a
+    weightless proto holds without their bytes)."""
+    return model_fingerprint(model, model_path, declared_types=False, left_out=left_out)
 
 
-def read_ranges(path: Path, model: onnx.ModelProto, margin: float | None = None) -> ValueRanges:
-    """The ranges of a ranges file, for ``model`` (the input model as opened) with the range rule's ``margin``
-    (None: the default): a file measured on another model structure is refused (exit 2), both hashes named."""
+def read_ranges(
+    path: Path,
+    model: onnx.ModelProto,
+    margin: float | None = None,
+    *,
+    model_path: str | Path | None = None,
+    left_out: Mapping[str, TensorBytes] | None = None,
+) -> ValueRanges:
+    """The ranges of a ranges file, for ``model`` (the input model as opened, its external weights in the folder
+    of ``model_path``; ``left_out``: the weights a weightless proto holds without bytes) with the range rule's
+    ``margin`` (None: the default): a file measured on another model structure, or (version 2) on other weights,
+    is refused (exit 2), both hashes named. Checking the weights reads each of them once."""
     ranges, sha256 = load_ranges(path)
-    structure = structure_sha256(model)
-    if ranges.model.structure_sha256 != structure:
-        measured = f" (measured on {ranges.model.path})" if ranges.model.path else ""
+    measured = f" (measured on {ranges.model.path})" if ranges.model.path else ""
+    hint = "make the ranges again for this model: ampconfig calibrate MODEL --data DIR -o RANGES.json"
+    recorded_weights = ranges.model.weights_sha256
+    identity = (
+        ranges_identity(model, model_path, left_out)
+        if recorded_weights is not None
+        else model_fingerprint(model, weights=False, declared_types=False)
+    )
+    if ranges.model.structure_sha256 != identity.structure_sha256:
         raise AmpconfigError(
             f"the value ranges were measured on another model structure{measured}: the file records structure "
-            f"{ranges.model.structure_sha256}, the model has {structure}",
+            f"{ranges.model.structure_sha256}, the model has {identity.structure_sha256}",
             file=str(path),
             json_path="$.model.structure_sha256",
-            hint="make the ranges again for this model: ampconfig calibrate MODEL --data DIR -o RANGES.json",
+            hint=hint,
+        )
+    if recorded_weights is not None and recorded_weights != identity.weights_sha256:
+        raise AmpconfigError(
+            f"the value ranges were measured on other weights{measured} (a retrained or fine-tuned model's values "
+            f"differ): the file records weights {recorded_weights}, the model has {identity.weights_sha256}",
+            file=str(path),
+            json_path="$.model.weights_sha256",
+            hint=hint,
         )
     peaks = {key: value.max_abs for key, value in ranges.values.items()}
     spreads = {

@@ -34,7 +34,7 @@ Pure: arrays and numbers in, findings out.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,9 +50,31 @@ if TYPE_CHECKING:
 SENTINEL = 1e38
 
 
-def value_key(scope: str, name: str) -> str:
-    """How value ranges name a value: its own name in the main graph, ``<scope path>/<name>`` inside a body."""
-    return f"{scope}/{name}" if scope else name
+def value_key(key_path: str, name: str, main_names: Container[str] = ()) -> str:
+    """How value ranges (and every debugging run) name a value: its own name in the main graph; inside a body, the
+    body's key path (:func:`subgraph_key_path`) and its name, escaped as the path's parts are, joined by ``/``.
+
+    Unique across scopes: parts are escaped, so no body key starts with an unescaped ``/``, and a body key that
+    equals a name of the main graph (``main_names``: a value named ``<If node>.then_branch/t2`` beside the branch's
+    ``t2``) gets a ``/`` in front until it does not."""
+    if not key_path:
+        return name
+    key = f"{key_path}/{escape_key_part(name)}"
+    while key in main_names:
+        key = "/" + key
+    return key
+
+
+def escape_key_part(part: str) -> str:
+    """A scope part or a name inside a body's key: ``\\`` and ``/`` escaped by a backslash."""
+    return part.replace("\\", "\\\\").replace("/", "\\/")
+
+
+def subgraph_key_path(parent: str, part: str) -> str:
+    """The key path of a body: its parent's (empty for the main graph) and its own part (``<node>.<attribute>``,
+    ``[i]`` for a list of graphs), escaped, joined by ``/``."""
+    escaped = escape_key_part(part)
+    return f"{parent}/{escaped}" if parent else escaped
 
 
 def peak(array: np.ndarray) -> float:

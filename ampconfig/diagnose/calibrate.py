@@ -102,7 +102,7 @@ def range_report(prepared: Prepared, reference: IntermediateRun | None, data_max
     margin = check_margin(explicit, prepared.low_dtype)
     ranges_path = prepared.request.ranges
     if ranges_path is not None:
-        ranges = read_ranges(ranges_path, prepared.opened.proto, margin)
+        ranges = read_ranges(ranges_path, prepared.opened.proto, margin, model_path=prepared.opened.path)
         values: Mapping[str, np.ndarray] = {key: np.array(peak) for key, peak in ranges.peaks.items()}
         source = ranges.source
     elif reference is not None:

@@ -134,7 +134,7 @@ def run_check(
         opened = open_model(settings.model_path)
         # The ranges file when one is given today, else the values the lock recorded: the model never runs.
         ranges = (
-            read_ranges(settings.ranges, opened.proto, settings.data_max)
+            read_ranges(settings.ranges, opened.proto, settings.data_max, model_path=opened.path)
             if settings.ranges is not None
             else recorded_ranges(prepared.lock, settings)
         )

@@ -225,7 +225,7 @@ def decision_values(
     runs the model anyway) or None and the settings name data, else none (``measure`` False: ``--no-range-check``).
     ``model`` is the input model as opened."""
     if settings.ranges is not None:
-        ranges = read_ranges(settings.ranges, model, settings.data_max)
+        ranges = read_ranges(settings.ranges, model, settings.data_max, model_path=settings.model_path)
         return DecisionValues(ranges, warnings=_unchecked(ranges, model))
     if not (measure if measure is not None else has_value_inputs(settings)):
         return DecisionValues(None)

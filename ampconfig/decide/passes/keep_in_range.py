@@ -52,7 +52,7 @@ class KeepValuesInRange(DecisionPass):
         ctx = state.ctx
         if ctx.mode in _KEEPING_MODES:
             return False
-        paths = {id(each.graph): each.path for each in state.scopes}
+        paths = ValueKeys.of(state)
         asked: list[tuple[NodeFacts, list[ir.Value]]] = []
         verdict_of = ModeVerdicts(ctx)
         for facts in scope.facts:
@@ -153,7 +153,30 @@ def _constant_verdict(
     return Verdict(Dtype.FLOAT32, Rule.VALUE_OUT_OF_RANGE, reason, cause=value.name)
 
 
-def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]) -> Verdict | None:
+class ValueKeys:
+    """The key of each value of the state's model (:func:`~ampconfig.decide.value_ranges.value_key`): its scope's key
+    path, and the main graph's names that a body's key must differ from."""
+
+    def __init__(self, key_paths: dict[int, str], main_names: frozenset[str]) -> None:
+        self.key_paths, self.main_names = key_paths, main_names
+
+    @classmethod
+    def of(cls, state: DecisionState) -> ValueKeys:
+        key_paths = {id(each.graph): each.key_path for each in state.scopes}
+        if len(state.scopes) == 1:
+            return cls(key_paths, frozenset())  # no body: no key to tell apart from the main graph's names
+        main = state.scopes[0].graph
+        names = {value.name for value in main.inputs} | set(main.initializers)
+        names |= {value.name for node in main for value in node.outputs if value.name}
+        return cls(key_paths, frozenset(name for name in names if name))
+
+    def key(self, value: ir.Value) -> str:
+        producer = value.producer()
+        graph = producer.graph if producer is not None else value.graph
+        return value_key(self.key_paths.get(id(graph), ""), value.name or "", self.main_names)
+
+
+def _range_verdict(facts: NodeFacts, state: DecisionState, paths: ValueKeys) -> Verdict | None:
     ranges = state.ctx.value_ranges
     if ranges is None:
         return None
@@ -163,9 +186,7 @@ def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]
         for value in values:
             if value is None or not value.name or Dtype.of_value(value) is None or is_constant(value):
                 continue
-            producer = value.producer()
-            graph = producer.graph if producer is not None else value.graph
-            found = ranges.exceeding(value_key(paths.get(id(graph), ""), value.name), low)
+            found = ranges.exceeding(paths.key(value), low)
             if found is not None:
                 return Verdict(
                     Dtype.FLOAT32,
@@ -177,7 +198,7 @@ def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]
     return None
 
 
-def _keyed_values(facts: NodeFacts, paths: dict[int, str]) -> list[tuple[str, ir.Value, str]]:
+def _keyed_values(facts: NodeFacts, paths: ValueKeys) -> list[tuple[str, ir.Value, str]]:
     """The node's float values that are not constants, as (input or output, value, key)."""
     found = []
     node = facts.node
@@ -185,13 +206,11 @@ def _keyed_values(facts: NodeFacts, paths: dict[int, str]) -> list[tuple[str, ir
         for value in values:
             if value is None or not value.name or Dtype.of_value(value) is None or is_constant(value):
                 continue
-            producer = value.producer()
-            graph = producer.graph if producer is not None else value.graph
-            found.append((kind, value, value_key(paths.get(id(graph), ""), value.name)))
+            found.append((kind, value, paths.key(value)))
     return found
 
 
-def _underflow_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]) -> Verdict | None:
+def _underflow_verdict(facts: NodeFacts, state: DecisionState, paths: ValueKeys) -> Verdict | None:
     """Rule range_underflows: the node reads or writes a value whose finite non-zero magnitudes lie below the low
     type's normal range in more than the underflow share (its producer and its consumers compute in float32, so no
     cast rounds it)."""
@@ -236,9 +255,7 @@ def _flush_slot(facts: NodeFacts) -> int | None:
     return slot if values.size and bool((values < 0).any()) else None
 
 
-def _keep_flush_sensitive(
-    facts: NodeFacts, state: DecisionState, paths: dict[int, str], verdict_of: ModeVerdicts
-) -> bool:
+def _keep_flush_sensitive(facts: NodeFacts, state: DecisionState, paths: ValueKeys, verdict_of: ModeVerdicts) -> bool:
     """Rule range_underflows: a Log, Reciprocal, divisor, negative Pow, Sqrt or Rsqrt whose input the low type would
     round to zero where float32 had no zero stays float32, and so does that input's producer (a float32 node
     reading a value stored in the low type would still read its zeros)."""
@@ -251,8 +268,7 @@ def _keep_flush_sensitive(
     if value is None or not value.name or is_constant(value) or Dtype.of_value(value) is None:
         return False
     producer = value.producer()
-    graph = producer.graph if producer is not None else value.graph
-    found = ranges.underflow(value_key(paths.get(id(graph), ""), value.name), low)
+    found = ranges.underflow(paths.key(value), low)
     if found is None or not found.flushed or found.zeros:
         return False
     op = facts.key.rsplit("::", 1)[-1]
@@ -296,7 +312,7 @@ _PRODUCTS = frozenset({"Mul", "Div"})
 _NORM_DISTANCE = 6
 
 
-def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: dict[int, str], verdict_of: ModeVerdicts) -> bool:
+def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: ValueKeys, verdict_of: ModeVerdicts) -> bool:
     """A Mul/Div kept float32 because its output passed the margin (a FiLM scale times a normalised value, before a
     Sigmoid) judges its small factor with it: the normalisation feeding it (through shape ops and its own affine),
     those ops, and the producer of what the normalisation reads keep float32 too. Float16 storage of the norm's
@@ -310,7 +326,7 @@ def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: dict[int, 
     output = node.outputs[0]
     if ranges is None or not output.name:
         return False
-    peak = ranges.exceeding(value_key(paths.get(id(node.graph), ""), output.name), low)
+    peak = ranges.exceeding(paths.key(output), low)
     if peak is None:
         return False
     changed = False
