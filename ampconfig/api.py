@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +49,7 @@ from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
+from ampconfig.settings.documents import describe_value
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import KeepDtypeInput as KeepDtypeInput
 from ampconfig.settings.rewrite_options import MixlistInput as MixlistInput
@@ -296,6 +298,11 @@ def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, opti
     """:func:`rewrite_model_detailed` with its options as one object: ``model`` opened (a path or proto read into
     an ``ir.Model`` once), then admitted and rewritten in place by the pipeline (:func:`_rewrite_in_place`, what
     :class:`ampconfig.MixedPrecisionPass` runs too)."""
+    if not isinstance(model, (str, os.PathLike, onnx.ModelProto, OpenedModel)):
+        raise AmpconfigError(
+            f"model must be a model file's path, an onnx.ModelProto or an opened model, got {describe_value(model)}",
+            hint="see ampconfig.rewrite_model_detailed's model",
+        )
     read = _read_options(options)
     opened = open_model(model, map_weights=True)
     result, _ = _rewrite_in_place(opened.to_ir(), read, light_proto(opened.proto), opened)

@@ -29,8 +29,9 @@ import onnx
 from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
 from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import relative_path
+from ampconfig.files.paths import path_argument, relative_path
 from ampconfig.rewrite.results import RewriteResult
+from ampconfig.settings.limits import MAX_SEED, check_count
 from ampconfig.settings.ranges_file import (
     RANGES_FORMAT,
     RANGES_FORMAT_VERSION,
@@ -248,6 +249,30 @@ def _unchecked(ranges: ValueRanges, model: onnx.ModelProto) -> list[str]:
     ]
 
 
+def _shape_flags(shapes: object) -> tuple[str, ...]:
+    """The API's ``shapes`` as ``--shape`` flags: a mapping of input names to sequences of sizes."""
+    if shapes is None:
+        return ()
+    usable = isinstance(shapes, Mapping) and all(
+        isinstance(name, str)
+        and isinstance(dims, Sequence)
+        and not isinstance(dims, str)
+        and all(type(dim) is int and dim >= 0 for dim in dims)
+        for name, dims in shapes.items()
+    )
+    if not usable:
+        raise AmpconfigError(
+            f"shapes must map input names to sequences of sizes (whole numbers from 0), got {shapes!r:.80}",
+            hint='for example shapes={"x": [1, 3, 224, 224]}',
+        )
+    assert isinstance(shapes, Mapping)
+    return tuple(f"{name}={'x'.join(str(dim) for dim in dims)}" for name, dims in shapes.items())
+
+
+def _not_a_seed(seed: object) -> int:
+    raise AmpconfigError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r:.60}")
+
+
 def prepared_samples(settings: Settings, **options: Any) -> Prepared:
     """:func:`ampconfig.prove.request.prepare`, imported only when samples are needed (it loads ONNX Runtime)."""
     from ampconfig.prove.request import prepare
@@ -276,17 +301,19 @@ def calibrate_model(
     from ampconfig.settings.resolve import Flags, require_model, resolve
 
     flags = Flags(
-        model=Path(model),
-        data=Path(data) if data is not None else None,
-        calibration_data=Path(calibration_data) if calibration_data is not None else None,
-        inputs_npz=Path(inputs) if inputs is not None else None,
-        shapes=tuple(f"{name}={'x'.join(str(int(d)) for d in dims)}" for name, dims in (shapes or {}).items()),
-        seed=seed,
+        model=path_argument(model, "model", "an ONNX model"),
+        data=path_argument(data, "data", "a data set") if data is not None else None,
+        calibration_data=path_argument(calibration_data, "calibration_data", "a data set")
+        if calibration_data is not None
+        else None,
+        inputs_npz=path_argument(inputs, "inputs", "an .npz of inputs") if inputs is not None else None,
+        shapes=_shape_flags(shapes),
+        seed=check_count(seed, "seed", 0, MAX_SEED) if type(seed) is int else _not_a_seed(seed),
         device=device,
     )
     settings = resolve(flags)
     require_model(settings)
-    destination = Path(output)
+    destination = path_argument(output, "output", "the ranges file to write")
     with OutputGuard() as guard:
         declare_inputs(guard, settings)
         target = guard.output("value ranges (output)", destination)

@@ -74,15 +74,16 @@ def default_margin(low_dtype: str) -> float:
 
 
 def check_margin(value: float | None, low_dtype: str, name: str = "--data-max") -> float | None:
-    """``value`` when it is a usable margin for ``low_dtype`` (positive, at most the type's largest value)."""
+    """``value`` when it is a usable margin for ``low_dtype`` (positive, at most the type's largest value): the one
+    check of the margin, for the command line (``name``: the flag or the config key), the config and the API."""
     if value is None:
         return None
     limit = LOW_MAX[str(low_dtype)]
-    if not (math.isfinite(value) and 0 < value <= limit):
-        raise AmpconfigError(
-            f"{name} {value:g} is out of range for {low_dtype}",
-            hint=f"give a positive value up to {limit:.6g} (default {default_margin(low_dtype):.6g})",
-        )
+    hint = f"give a positive value up to {limit:.6g} (default {default_margin(low_dtype):.6g})"
+    if not is_positive_finite(value):
+        raise AmpconfigError(f"{name} must be a finite number greater than 0, got {value!r}", hint=hint)
+    if value > limit:
+        raise AmpconfigError(f"{name} {value:g} is out of range for {low_dtype}", hint=hint)
     return float(value)
 
 
