@@ -21,7 +21,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import nothing_lowered
 from ampconfig.decide.judgements import Judges
-from ampconfig.decide.ranges_input import read_ranges
+from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_bridge import to_ir, to_proto
@@ -38,6 +38,7 @@ from ampconfig.files.node_checks import NodePieces
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
+from ampconfig.rewrite.expose import measured_value_keys
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import MAX_CHECKER_REPAIRS as MAX_CHECKER_REPAIRS
 from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, restart_from_copy, run_pipeline
@@ -336,6 +337,10 @@ def _rewrite_in_place(
         return proto, None, left_out
 
     value_ranges = _value_ranges(options, identity)
+    if value_ranges is not None and value_ranges.file is not None:  # said by every command, the API and the pass
+        constants = opened.proto.graph.initializer if opened is not None else model.graph.initializers.values()
+        keys = measured_value_keys(light, (constant.name or "" for constant in constants))
+        warnings.extend(coverage_warnings(value_ranges, keys))
     ir_version = output_ir_version(source, opened.path if opened is not None else None)
     admission = InputAdmission(light)
     runtime_input: list[Runnable] = []

@@ -5,7 +5,7 @@ measures them).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import onnx
@@ -101,3 +101,28 @@ def version_1_note(path: Path) -> str:
         "so underflow (values below the low type's normal range) is not judged and the file is not checked against "
         "the model's weights; make it again to judge both (ampconfig calibrate)"
     )
+
+
+def coverage_warnings(ranges: ValueRanges, keys: Sequence[str]) -> list[str]:
+    """What a ranges file does not cover of a model whose float values are ``keys``, and what it names that the
+    model lacks: warnings for every deciding command (the values not covered are not checked against the low
+    type's range; the others decide nothing)."""
+    present = set(keys)
+    missing = [key for key in keys if key not in ranges.peaks]
+    extra = [key for key in ranges.peaks if key not in present]
+    warnings = []
+    if missing:
+        warnings.append(
+            f"{len(missing)} float value(s) are not in the ranges file {ranges.file} and were not checked against the "
+            f"low type's range: {_shown(missing)}; make the ranges again (ampconfig calibrate)"
+        )
+    if extra:
+        warnings.append(
+            f"the ranges file {ranges.file} names {len(extra)} value(s) the model does not have, which decide "
+            f"nothing: {_shown(extra)}; make the ranges again for this model (ampconfig calibrate)"
+        )
+    return warnings
+
+
+def _shown(keys: Sequence[str]) -> str:
+    return ", ".join(repr(key) for key in keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")

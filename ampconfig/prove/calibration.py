@@ -226,27 +226,13 @@ def decision_values(
     runs the model anyway) or None and the settings name data, else none (``measure`` False: ``--no-range-check``).
     ``model`` is the input model as opened."""
     if settings.ranges is not None:
-        ranges = read_ranges(settings.ranges, model, settings.data_max, model_path=settings.model_path)
-        return DecisionValues(ranges, warnings=_unchecked(ranges, model))
+        # what the file does not cover the rewrite says (api: coverage_warnings), as the API and the pass do
+        return DecisionValues(read_ranges(settings.ranges, model, settings.data_max, model_path=settings.model_path))
     if not (measure if measure is not None else has_value_inputs(settings)):
         return DecisionValues(None)
     prepared = prepare_samples()
     calibration = calibrate(prepared, progress)
     return DecisionValues(calibration.ranges if calibration is not None else None, calibration)
-
-
-def _unchecked(ranges: ValueRanges, model: onnx.ModelProto) -> list[str]:
-    """A warning naming the float values of the model's main graph the ranges file does not hold."""
-    from ampconfig.rewrite.expose import float_value_keys
-
-    missing = [key for key in float_value_keys(model) if key not in ranges.peaks]
-    if not missing:
-        return []
-    shown = ", ".join(repr(key) for key in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    return [
-        f"{len(missing)} float value(s) are not in the ranges file {ranges.file} and were not checked against the "
-        f"low type's range: {shown}; make the ranges again (ampconfig calibrate)"
-    ]
 
 
 def _shape_flags(shapes: object) -> tuple[str, ...]:

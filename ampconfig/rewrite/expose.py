@@ -446,3 +446,15 @@ def float_value_keys(model: onnx.ModelProto) -> list[str]:
             if known is not None and known.tensor_type.elem_type in FLOAT_TYPES:
                 keys.append(scope.key(name))
     return keys
+
+
+def measured_value_keys(model: onnx.ModelProto, constants: Iterable[str] = ()) -> list[str]:
+    """The keys a calibration of ``model`` measures: the main graph's float inputs (but ``constants``, initializers
+    a light proto declares as inputs), then every float value a debugging run exposes (:func:`float_value_keys`)."""
+    left_out = set(constants) | {init.name for init in model.graph.initializer}
+    inputs = [
+        value.name
+        for value in model.graph.input
+        if value.name not in left_out and value.type.tensor_type.elem_type in FLOAT_TYPES
+    ]
+    return [*inputs, *float_value_keys(model)]
