@@ -228,7 +228,8 @@ def values_cause(old: PrecisionLock, new: PrecisionLock, side: SettingsSide | No
         return Cause(
             "ranges", f"the value ranges now come from {_values_origin(now)} (were {_values_origin(was)})", file
         )
-    if was.beyond_margin != now.beyond_margin or was.data_sha256 != now.data_sha256:
+    moved = was.beyond_margin != now.beyond_margin or (was.below_normal or {}) != (now.below_normal or {})
+    if moved or was.data_sha256 != now.data_sha256:
         return Cause("ranges", "the recorded value ranges changed", file)
     return None
 

@@ -187,6 +187,20 @@ class ValueRanges:
         normal, flushed = LOW_EXPONENTS[str(Dtype(dtype))]
         return Underflow(spread.below(normal), spread.below(flushed + 1), spread.nonzero, spread.zeros)
 
+    def below_normal(self, dtype: Dtype | str) -> dict[str, ValueSpread]:
+        """Every value whose spread can decide by underflow, by key: more than :data:`UNDERFLOW_SHARE` below the
+        low type's normal range, or with elements it rounds to zero where float32 had none (what a Log or a divisor
+        reading it decides by). With :meth:`beyond_margin`, all the value rules read: a decision made with only
+        these equals one made with every value."""
+        found = {}
+        for key, spread in self.spreads.items():
+            underflow = self.underflow(key, dtype)
+            if underflow is None:
+                continue
+            if underflow.share > UNDERFLOW_SHARE or (underflow.flushed and not spread.zeros):
+                found[key] = spread
+        return found
+
     def beyond_margin(self, dtype: Dtype | str) -> dict[str, float]:
         """Every value whose peak is beyond the margin, by key: all the range rule reads (a value within the margin
         decides nothing), so a decision made with only these equals one made with every peak."""
