@@ -18,6 +18,7 @@ values give the same decisions everywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +48,7 @@ from ampconfig.version import __version__
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
     from ampconfig.files.guard import Destination, OutputGuard
     from ampconfig.prove.request import Prepared
+    from ampconfig.runner.datasets import Shard
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -163,6 +165,12 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
         refusal = input_refusal(exc, prepared.graph, str(prepared.request.model_path))
         raise explain_reference_failure(refusal, prepared) from None
     identity = ranges_identity(prepared.opened.proto, prepared.opened.path)
+    part = prepared.calibration
+    shard = (
+        RangesShard(index=part.shard.index, count=part.shard.count, files=part.whole)
+        if part.shard is not None and part.whole is not None
+        else None
+    )
     return Calibration(
         stats=stats,
         source=prepared.calibration_source(),
@@ -172,6 +180,7 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
         weights_sha256=identity.weights_sha256,
         device=prepared.device.device,
         margin=prepared.request.data_max,
+        shard=shard,
     )
 
 
@@ -276,12 +285,14 @@ def calibrate_model(
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
     device: str = "auto",
+    shard: tuple[int, int] | None = None,
 ) -> RangesFile:
     """The Python API of ``ampconfig calibrate``: run the float32 ``model`` on the data (``data``/``calibration_data``:
     a data set; ``inputs``: one ``.npz``; else inputs generated from ``shapes`` and ``seed``), write the ranges
     file to ``output`` (atomically, never over an input) and return it. ``rewrite_model(..., ranges=output)`` and
-    every command's ``--ranges output`` then decide from it as ``run`` decides on the same data. Bad input raises
-    :class:`~ampconfig.errors.AmpconfigError`."""
+    every command's ``--ranges output`` then decide from it as ``run`` decides on the same data.
+    ``shard=(index, count)``: only that part of the data set, every sample of it (``calibrate --shard``;
+    :func:`merge_ranges` joins the parts). Bad input raises :class:`~ampconfig.errors.AmpconfigError`."""
     from ampconfig.files.guard import OutputGuard
     from ampconfig.settings.declared_files import declare_inputs
     from ampconfig.settings.resolve import Flags, require_model, resolve
@@ -303,6 +314,72 @@ def calibrate_model(
     with OutputGuard() as guard:
         declare_inputs(guard, settings)
         target = guard.output("value ranges (output)", destination)
-        calibration = measured(prepared_samples(settings, command="calibrate", guard=guard))
+        part = _shard_argument(shard)
+        calibration = measured(prepared_samples(settings, command="calibrate", guard=guard, shard=part))
         ranges, _ = write_ranges_file(guard, target, calibration, settings.model_path, destination)
     return ranges
+
+
+def parse_shard(text: str, name: str = "--shard") -> Shard:
+    """``INDEX/COUNT`` (1-based: ``2/4`` is the second of four shards) as a :class:`~ampconfig.runner.datasets.Shard`;
+    anything else is exit 2 naming ``name``."""
+    from ampconfig.runner.datasets import Shard
+
+    index, slash, count = text.partition("/")
+    if slash and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count) <= MAX_SHARDS:
+        return Shard(int(index), int(count))
+    raise AmpconfigError(
+        f"{name} must be INDEX/COUNT with 1 <= INDEX <= COUNT <= {MAX_SHARDS}, got {text!r:.60}",
+        hint=f"{name} 2/4 measures the second of four shards of the data set",
+    )
+
+
+def _shard_argument(shard: object) -> Shard | None:
+    """The API's ``shard=(index, count)``, checked as ``--shard`` is."""
+    if shard is None:
+        return None
+    if isinstance(shard, tuple) and len(shard) == 2 and all(type(part) is int for part in shard):
+        return parse_shard(f"{shard[0]}/{shard[1]}", "shard")
+    raise AmpconfigError(f"shard must be (index, count), whole numbers, got {shard!r:.60}", hint="shard=(2, 4)")
+
+
+#: More shards than this is no split a data set needs.
+MAX_SHARDS = 100_000
+
+
+def merge_ranges(shards: Sequence[str | Path], output: str | Path) -> RangesFile:
+    """The Python API of ``ampconfig ranges merge``: join the shard files of one split (``calibrate --shard``,
+    :func:`calibrate_model` with ``shard=``) exactly into one ranges file written to ``output`` (atomically, never
+    over an input); the merged values equal one calibration over all the data. Bad input raises
+    :class:`~ampconfig.errors.AmpconfigError`."""
+    from ampconfig.files.guard import OutputGuard
+
+    if isinstance(shards, (str, Path)) or not isinstance(shards, Sequence):
+        raise AmpconfigError(f"shards must be a list of shard files' paths, got {shards!r:.60}")
+    paths = [path_argument(path, "shards", "a shard's ranges file") for path in shards]
+    destination = path_argument(output, "output", "the ranges file to write")
+    with OutputGuard() as guard:
+        for path in paths:
+            guard.read("value ranges shard", path)
+        target = guard.output("value ranges (output)", destination)
+        merged, _ = write_merged(guard, target, paths, destination)
+    return merged
+
+
+def write_merged(
+    guard: OutputGuard, destination: Destination, paths: Sequence[Path], written_to: Path
+) -> tuple[RangesFile, Path]:
+    """Read the shard files, merge them (:func:`ampconfig.settings.ranges_file.merge_ranges`) and write the result
+    through ``guard`` to ``destination``, declared for the path ``written_to``: its model path relative to that
+    file's folder (where the first shard's recorded path leads to a file), its schema reference for there."""
+    from ampconfig.settings.ranges_file import load_ranges, ranges_text
+    from ampconfig.settings.ranges_file import merge_ranges as join
+    from ampconfig.settings.schemas import schema_reference
+
+    merged = join([(load_ranges(path)[0], str(path)) for path in paths])
+    recorded = merged.model.path
+    model = Path(os.path.normpath(paths[0].parent / recorded)) if recorded is not None else None
+    if model is not None and model.is_file():
+        merged.model.path = relative_path(model, written_to.parent)
+    merged.schema_ref = schema_reference("ranges", written_to)
+    return merged, guard.write_text(destination, ranges_text(merged))

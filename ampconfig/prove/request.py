@@ -31,7 +31,7 @@ from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.datasets import SampleSet, load_data, single_sample
+from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.proof import REFERENCE_FAILED
@@ -168,6 +168,7 @@ def prepare(
     guard: OutputGuard | None = None,
     map_weights: bool = False,
     progress: ProgressCallback | None = None,
+    shard: Shard | None = None,
 ) -> Prepared:
     """The request's model, named, with its samples when ``need_inputs`` (something will run). The model's
     external data files are declared to ``guard`` as inputs as soon as they are known, before anything runs.
@@ -182,6 +183,9 @@ def prepare(
     if not need_inputs:
         empty = SampleSet([{}], [], "none")
         return Prepared(request, opened, graph, empty, empty, device, command)
+    if shard is not None:  # a part of the data set, every sample of it to calibrate on; nothing else is read
+        part = _shard_samples(request, graph, shard, progress)
+        return Prepared(request, opened, graph, part, part, device, command)
     data = _samples(request, graph, progress)
     calibration = data
     if request.inputs.calibration_data is not None:
@@ -189,6 +193,25 @@ def prepare(
     elif request.inputs.data is not None:
         calibration = data.first(CALIBRATION_SAMPLES)
     return Prepared(request, opened, graph, data, calibration, device, command)
+
+
+def _shard_samples(
+    request: Settings, graph: onnx.ModelProto, shard: Shard, progress: ProgressCallback | None
+) -> SampleSet:
+    """Shard ``shard`` of the calibration data set (``--calibration-data``, else ``--data``: all of it, split)."""
+    wanted = request.inputs
+    path, label = (
+        (wanted.calibration_data, "--calibration-data")
+        if wanted.calibration_data is not None
+        else (wanted.data, "--data")
+    )
+    if path is None or wanted.npz is not None or wanted.arrays or wanted.shapes:
+        raise AmpconfigError(
+            "--shard splits a data set: give --calibration-data or --data (generated inputs or one batch of "
+            "--inputs/--input/--shape cannot be split; shards need data)",
+            hint="ampconfig calibrate MODEL --calibration-data DIR --shard 1/4 -o ranges-1.json",
+        )
+    return load_data(path, graph, label, progress, shard=shard)
 
 
 def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallback | None = None) -> SampleSet:

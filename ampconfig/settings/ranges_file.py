@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -219,3 +220,117 @@ def load_ranges(path: Path) -> tuple[RangesFile, str]:
     require_file(path, "value ranges file", hint="check the path of the ranges file")
     raw = read_bounded(path, "value ranges file", MAX_RANGES_BYTES)
     return parse_ranges(decode_utf8(raw, str(path)), str(path)), hashlib.sha256(raw).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------- merging
+def merge_ranges(shards: Sequence[tuple[RangesFile, str]]) -> RangesFile:
+    """The shard files of one split (``calibrate --shard K/N``, each with where it was read from) joined exactly:
+    per value the lowest minimum, the highest maximum, and the zeros, non-finite counts and exponent histograms
+    added, so the values equal one calibration over all the data. The data digest is the digest of the shards'
+    digests in shard order. Refused (a located AmpconfigError naming the files): a file that is not a version 2
+    shard, files of another model (structure or weights), device, ampconfig or split, a shard given twice or
+    missing."""
+    if not shards:
+        raise AmpconfigError("no ranges file to merge", hint="ampconfig ranges merge ranges-1.json ... -o ranges.json")
+    for ranges, source in shards:
+        _require_shard(ranges, source)
+    first, first_source = shards[0]
+    assert first.data.shard is not None  # _require_shard
+    for ranges, source in shards[1:]:
+        assert ranges.data.shard is not None
+        model, first_model = ranges.model, first.model
+        for what, json_path, mine, theirs in (
+            ("model structure", "$.model.structure_sha256", model.structure_sha256, first_model.structure_sha256),
+            ("model weights", "$.model.weights_sha256", model.weights_sha256, first_model.weights_sha256),
+            ("device", "$.device", ranges.device, first.device),
+            ("ampconfig", "$.ampconfig", ranges.ampconfig, first.ampconfig),
+            ("shard count", "$.data.shard.count", ranges.data.shard.count, first.data.shard.count),
+            ("data set size", "$.data.shard.files", ranges.data.shard.files, first.data.shard.files),
+        ):
+            if mine != theirs:
+                raise AmpconfigError(
+                    f"the shards differ in {what}: {source} has {mine}, {first_source} has {theirs}; only shards of "
+                    "one split of one data set, measured the same way on one model, merge",
+                    file=source,
+                    json_path=json_path,
+                    hint="make every shard again with the same model, ampconfig and device",
+                )
+    by_index: dict[int, tuple[RangesFile, str]] = {}
+    for ranges, source in shards:
+        assert ranges.data.shard is not None
+        index = ranges.data.shard.index
+        if index in by_index:
+            raise AmpconfigError(
+                f"shard {index} is given twice: {by_index[index][1]} and {source}",
+                file=source,
+                json_path="$.data.shard.index",
+                hint="give each shard once",
+            )
+        by_index[index] = (ranges, source)
+    count = first.data.shard.count
+    missing = [index for index in range(1, count + 1) if index not in by_index]
+    if missing:
+        raise AmpconfigError(
+            f"the split has {count} shards; missing: {', '.join(map(str, missing))} (merged shards must cover the "
+            "whole data set)",
+            file=first_source,
+            json_path="$.data.shard.count",
+            hint=f"give all {count} shard files",
+        )
+    ordered = [by_index[index][0] for index in range(1, count + 1)]
+    values: dict[str, ValueRange] = {}
+    for ranges in ordered:
+        for key, value in ranges.values.items():
+            values[key] = _joined(values[key], value) if key in values else value
+    digest = hashlib.sha256("".join(f"{index} {r.data.sha256}\n" for index, r in enumerate(ordered, 1)).encode())
+    base = first.data.source.rsplit(" (shard ", 1)[0]
+    return first.model_copy(
+        update={
+            "data": RangesData(
+                source=f"{base} ({count} shards merged)",
+                samples=sum(ranges.data.samples for ranges in ordered),
+                sha256=digest.hexdigest(),
+                shards=[
+                    ShardDigest(index=index, samples=ranges.data.samples, sha256=ranges.data.sha256)
+                    for index, ranges in enumerate(ordered, 1)
+                ],
+            ),
+            "values": values,
+        }
+    )
+
+
+def _require_shard(ranges: RangesFile, source: str) -> None:
+    if ranges.format_version != RANGES_FORMAT_VERSION:
+        raise AmpconfigError(
+            f"a version {ranges.format_version} ranges file holds no exponent histograms: it cannot be merged exactly",
+            file=source,
+            json_path="$.format_version",
+            hint="make the shards again: ampconfig calibrate MODEL --calibration-data DIR --shard K/N -o FILE",
+        )
+    if ranges.data.shard is None:
+        raise AmpconfigError(
+            "not a shard: the file measured a whole data set (data.shard is absent); merging joins the shards of "
+            "one split",
+            file=source,
+            json_path="$.data",
+            hint="make the shards with ampconfig calibrate MODEL --calibration-data DIR --shard K/N -o FILE",
+        )
+
+
+def _joined(first: ValueRange, second: ValueRange) -> ValueRange:
+    """One value's lines of two shards as one: exact in any order."""
+    lows = [bound for bound in (first.min, second.min) if bound is not None]
+    highs = [bound for bound in (first.max, second.max) if bound is not None]
+    exponents: dict[int, int] = {}
+    for histogram in (first.exponents or {}, second.exponents or {}):
+        for exponent, count in histogram.items():
+            exponents[int(exponent)] = exponents.get(int(exponent), 0) + count
+    return ValueRange(
+        min=min(lows) if lows else None,
+        max=max(highs) if highs else None,
+        max_abs=max(first.max_abs, second.max_abs),
+        nonfinite=first.nonfinite + second.nonfinite,
+        zeros=(first.zeros or 0) + (second.zeros or 0),
+        exponents={str(exponent): count for exponent, count in sorted(exponents.items())},
+    )

@@ -902,3 +902,110 @@ def test_calibrate_never_writes_over_an_input_and_keeps_an_existing_file_on_fail
     missing = folder / "no-such-inputs.npz"
     assert_refused(invoke(["calibrate", model, "--inputs", missing, "-o", kept]), str(missing))
     assert kept.read_text(encoding="utf-8") == "previous"
+
+
+# --------------------------------------------------------------------- shards and ranges merge (issue 36)
+@pytest.fixture(scope="module")
+def shards(folder: Path, model: Path) -> tuple[Path, Path, Path]:
+    """Shards 1 and 2 of 2 of a data set of three samples, and the same model's whole-set ranges."""
+    data = folder / "shard_samples"
+    data.mkdir()
+    for index in range(3):
+        np.savez(data / f"s{index}.npz", x=np.full((1, 64), index + 1, np.float32))
+    made = []
+    for name, extra in (("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"]), ("whole", [])):
+        path = folder / f"{name}.ranges.json"
+        result = invoke(["calibrate", model, "--calibration-data", data, *extra, "-o", path])
+        assert result.exit_code == 0, _stderr(result)
+        made.append(path)
+    return made[0], made[1], made[2]
+
+
+@pytest.mark.parametrize("shard", ["0/2", "3/2", "1/0", "x/2", "1/2/3", "-1/2", "", "1/" + "9" * 30, "1/200000"])
+def test_a_bad_shard_is_refused_naming_the_flag(folder: Path, model: Path, shard: str) -> None:
+    out = folder / "bad-shard.json"
+    result = invoke(["calibrate", model, "--calibration-data", folder / "shard_samples", "--shard", shard, "-o", out])
+    assert_refused(result, "--shard")
+    assert not out.exists()
+
+
+def test_shards_need_data(folder: Path, model: Path) -> None:
+    out = folder / "generated-shard.json"
+    assert_refused(invoke(["calibrate", model, "--shard", "1/2", "-o", out]), "shards need data")
+    assert not out.exists()
+
+
+def _merged(paths: Sequence[Path | str], out: Path) -> Result:
+    return invoke(["ranges", "merge", *paths, "-o", out])
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["empty", "truncated", "deep nesting", "not a shard", "version 1", "other weights", "other device",
+     "twice", "missing", "wrong count", "no such file", "a folder", "a fifo", "nul", "too long"],
+)  # fmt: skip
+def test_a_hostile_merge_is_a_located_error_and_writes_nothing(
+    folder: Path, shards: tuple[Path, Path, Path], case: str
+) -> None:
+    first, second, whole = shards
+    spoilt = folder / f"merge-{case.replace(' ', '_')}.json"
+    data = json.loads(second.read_text(encoding="utf-8"))
+    given: list[Path | str] = [first, spoilt]
+    if case == "empty":
+        spoilt.write_text("", encoding="utf-8")
+    elif case == "truncated":
+        spoilt.write_text(second.read_text(encoding="utf-8")[:200], encoding="utf-8")
+    elif case == "deep nesting":
+        spoilt.write_text("[" * 10_000 + "]" * 10_000, encoding="utf-8")
+    elif case == "not a shard":
+        given = [first, whole]
+    elif case == "version 1":
+        data["format_version"] = 1
+        del data["model"]["weights_sha256"]
+        for value in data["values"].values():
+            del value["zeros"], value["exponents"]
+        spoilt.write_text(json.dumps(data), encoding="utf-8")
+    elif case in ("other weights", "other device", "wrong count"):
+        key, field, value = {
+            "other weights": ("model", "weights_sha256", "0" * 64),
+            "other device": (None, "device", "cuda"),
+            "wrong count": ("data", "shard", {"index": 2, "count": 3, "files": 3}),
+        }[case]
+        (data[key] if key else data)[field] = value
+        spoilt.write_text(json.dumps(data), encoding="utf-8")
+    elif case == "twice":
+        given = [first, first, second]
+    elif case == "missing":
+        given = [first]
+    elif case == "no such file":
+        given = [first, folder / "no-such-shard.json"]
+    elif case == "a folder":
+        given = [first, folder]
+    elif case == "a fifo":
+        fifo = folder / "shard.fifo"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        given = [first, fifo]
+    elif case in ("nul", "too long"):
+        given = [first, UNNAMEABLE_PATHS["nul" if case == "nul" else "too_long"][0]]
+    out = folder / f"merged-{case.replace(' ', '_')}.json"
+    result = _merged(given, out)
+    assert result.exit_code == 2, (case, _stderr(result))
+    assert not out.exists()
+    assert "error" in _stderr(result)
+
+
+def test_merge_never_writes_over_a_shard(folder: Path, shards: tuple[Path, Path, Path]) -> None:
+    first, second, _ = shards
+    before = second.read_bytes()
+    assert_refused(_merged([first, second], second), str(second))
+    assert second.read_bytes() == before
+
+
+def test_the_merged_shards_equal_the_whole(folder: Path, shards: tuple[Path, Path, Path]) -> None:
+    first, second, whole = shards
+    out = folder / "merged.ranges.json"
+    assert _merged([second, first], out).exit_code == 0
+    merged = json.loads(out.read_text(encoding="utf-8"))
+    assert merged["values"] == json.loads(whole.read_text(encoding="utf-8"))["values"]
+    assert merged["data"]["samples"] == 3 and [s["index"] for s in merged["data"]["shards"]] == [1, 2]
