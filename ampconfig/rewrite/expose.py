@@ -14,15 +14,11 @@ outputs do, one scope at a time, until it is an output of the main graph:
 A body's float inputs (a Loop's carried state, a Scan's slices) are exposed too, through an Identity, so the
 error a value carries from one iteration to the next is seen where it enters.
 
-:func:`expose_grouped` carries main-graph float values out **grouped**: each value flattened right after the node
-that makes it, and up to :data:`VALUE_GROUP` values of one compute type joined by one Concat into one output, their
-shapes into a second (:class:`ValueGroup`). A session that runs nodes in graph order (ONNX Runtime's priority-based
-order) then frees each group's values at its Concat, and the session has a few outputs, not one per value: with one
-output per value, ONNX Runtime's set-up grows with the square of the values (2,500 values: 19 s), and it costs
-about the same per node whatever the node, so a value costs two nodes here (a Reshape and a Shape). Every statistic
-(ranges, exponent histograms) and every per-node error is computed from the arrays that come back
-(``benchmarks/range_run.py``: two nodes per value and numpy beat three reductions per value in the session, and the
-exponent histogram in numpy costs a fraction of what it costs as ONNX nodes).
+One value, one graph output: in a session that runs nodes in graph order (ONNX Runtime's priority-based order, as
+:class:`ampconfig.runner.intermediates.ExposedRunner` builds it), that set-up costs less per value than any node
+added to compute or to group values in the session (``benchmarks/range_run.py``, docs/benchmarks.md): at 20,000
+values one output each took 1.7 s to set up, a Reshape per value into 256-value Concats 2.4 s, with a Shape per
+value to cut them apart again 12 s, and three reductions per value (the range run before histograms) 5 s.
 """
 
 from __future__ import annotations
@@ -35,7 +31,6 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.domains import onnx_opset
 from ampconfig.rewrite.names import fresh_name
 from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 
@@ -50,37 +45,12 @@ EXPOSED_FLOAT32_SUFFIX = "::as_float32"
 STACKED, FLAT = "stacked", "flat"
 
 
-#: Most main-graph values one :class:`ValueGroup` joins (ONNX Runtime's set-up time grows with the square of a
-#: model's outputs; a Concat of this many flattened values is cheap).
-VALUE_GROUP = 256
-#: Most elements one :class:`ValueGroup` joins where the shapes say how many (a value of unknown size counts as
-#: :data:`UNKNOWN_ELEMENTS`): a group's values stay alive until its Concat, so this bounds the memory it holds.
-GROUP_ELEMENTS = 1 << 22
-UNKNOWN_ELEMENTS = 1 << 16
-
-
-@dataclass(frozen=True)
-class ValueGroup:
-    """Two graph outputs carrying the main-graph values ``keys`` (:func:`expose_grouped`).
-
-    ``values``: every value flattened and joined in turn, in its compute type (float16 and bfloat16 as float32,
-    exactly; float64 as it is). ``shapes``: int64, each value's shape followed by -1 (no dimension is negative),
-    so the values are cut apart again whatever their ranks. ``elem_types``: each value's own element type."""
-
-    keys: tuple[str, ...]
-    values: str
-    shapes: str
-    elem_types: tuple[int, ...]
-
-
 @dataclass
 class ExposedModel:
-    """The debugging copy and, per graph output it added, the key of the value it carries (and, for
-    :func:`expose_grouped`, the outputs carrying the main-graph values in groups)."""
+    """The debugging copy and, per graph output it added, the key of the value it carries."""
 
     model: onnx.ModelProto
     keys: dict[str, str] = field(default_factory=dict)
-    groups: list[ValueGroup] = field(default_factory=list)
     #: keys of values that come back one slice per Loop/Scan iteration (``[iterations, *shape]``)
     per_iteration: set[str] = field(default_factory=set)
     #: keys of values that come back flattened and joined over the iterations (:data:`FLAT`)
@@ -92,23 +62,10 @@ def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) ->
     return expose_keys(model, names).model
 
 
-def expose_grouped(model: onnx.ModelProto, keys: Iterable[str], loop_layout: str = STACKED) -> ExposedModel:
-    """:func:`expose_keys` with the main-graph float values in :class:`ValueGroup` outputs (see the module
-    docstring); values inside bodies, and values that are not float, leave as :func:`expose_keys` carries them.
-    Below opset 5 (a Reshape with its shape as an input) every value gets an output of its own."""
-    return expose_keys(model, keys, loop_layout, grouped=(onnx_opset(model.opset_import) or 0) >= GROUPED_MIN_OPSET)
-
-
-#: Reshape takes its shape as an input from opset 5.
-GROUPED_MIN_OPSET = 5
-
-
 def expose_keys(
     model: onnx.ModelProto,
     keys: Iterable[str],
     loop_layout: str = STACKED,
-    *,
-    grouped: bool = False,
 ) -> ExposedModel:
     """A copy of ``model`` whose main graph also outputs the values ``keys`` (see the module docstring).
 
@@ -134,16 +91,11 @@ def expose_keys(
         if not scope.is_main or name not in present:
             wanted.append((scope, name, known, key))
     exposer = _Exposer(copy, names, types, loop_layout)
-    grouper = _Grouper(exposer) if grouped else None
     for scope, name, known, key in wanted:
-        if scope.is_main and grouper is not None and known.tensor_type.elem_type in FLOAT_TYPES:
-            grouper.add(name, known, key)
-        elif scope.is_main:
+        if scope.is_main:
             exposer.main_value(name, known, key)
         else:
             exposer.body_value(scope, name, known.tensor_type.elem_type, key)
-    if grouper is not None:
-        grouper.finish()
     return exposer.result
 
 
@@ -286,102 +238,6 @@ class _Exposer:
         outer = self.names.fresh(name + "::flat_all")
         owner.output.insert(carried, outer)
         return outer
-
-
-class _Grouper:
-    """The nodes of :func:`expose_grouped`: per value ``Reshape(x, [-1])`` (after a Cast to float32 for float16 and
-    bfloat16) and ``Shape(x)`` right after its producer; per group ``Concat`` of the flat values and ``Concat`` of
-    the shapes, each followed by -1, after the group's last producer."""
-
-    def __init__(self, exposer: _Exposer) -> None:
-        self.exposer = exposer
-        self.graph = exposer.graph
-        self.names = exposer.names
-        self.producer = {output: index for index, node in enumerate(self.graph.node) for output in node.output}
-        self._constants: dict[str, str] = {}
-        #: main-graph nodes to insert after the node at each position (-1: before the first)
-        self._after: dict[int, list[onnx.NodeProto]] = {}
-        #: by compute type: the open group's (key, flat name, shape name, elem type, producer position), elements
-        self._open: dict[int, tuple[list[tuple[str, str, str, int, int]], int]] = {}
-
-    def add(self, name: str, known: onnx.TypeProto, key: str) -> None:
-        elem_type = known.tensor_type.elem_type
-        compute_type = _compute_type(elem_type)
-        at = self.producer.get(name, -1)
-        stem = self.names.fresh(name + "::grouped")
-        source = name
-        nodes: list[onnx.NodeProto] = []
-        if elem_type != compute_type:
-            source = self.names.fresh(stem + "_f")
-            nodes.append(oh.make_node("Cast", [name], [source], name=source, to=compute_type))
-        flat, shape = self.names.fresh(stem + "_flat"), self.names.fresh(stem + "_shape")
-        nodes += [
-            oh.make_node("Reshape", [source, self._constant("flat_shape")], [flat], name=flat),
-            oh.make_node("Shape", [name], [shape], name=shape),
-        ]
-        self._after.setdefault(at, []).extend(nodes)
-        members, elements = self._open.get(compute_type, ([], 0))
-        members.append((key, flat, shape, elem_type, at))
-        elements += _elements(known)
-        if len(members) >= VALUE_GROUP or elements >= GROUP_ELEMENTS:
-            self._close(compute_type, members)
-            self._open.pop(compute_type, None)
-        else:
-            self._open[compute_type] = (members, elements)
-
-    def finish(self) -> None:
-        for compute_type, (members, _) in list(self._open.items()):
-            self._close(compute_type, members)
-        self._open.clear()
-        original = list(self.graph.node)
-        placed = list(self._after.get(-1, []))
-        for index, node in enumerate(original):
-            placed.append(node)
-            placed.extend(self._after.get(index, []))
-        del self.graph.node[:]
-        self.graph.node.extend(placed)
-
-    def _close(self, compute_type: int, members: list[tuple[str, str, str, int, int]]) -> None:
-        last = self._after.setdefault(max(member[4] for member in members), [])
-        values, shapes = self.names.fresh("::grouped_values"), self.names.fresh("::grouped_shapes")
-        separator = self._constant("separator")
-        shape_parts = [part for member in members for part in (member[2], separator)]
-        last += [
-            oh.make_node("Concat", [member[1] for member in members], [values], name=values, axis=0),
-            oh.make_node("Concat", shape_parts, [shapes], name=shapes, axis=0),
-        ]
-        self.graph.output.extend(
-            [
-                oh.make_tensor_value_info(values, compute_type, [None]),
-                oh.make_tensor_value_info(shapes, TensorProto.INT64, [None]),
-            ]
-        )
-        keys = tuple(member[0] for member in members)
-        self.exposer.result.groups.append(ValueGroup(keys, values, shapes, tuple(member[3] for member in members)))
-
-    def _constant(self, part: str) -> str:
-        """A main-graph initializer the group nodes read: the flat shape [-1], or the separator [-1]."""
-        if part not in self._constants:
-            self._constants[part] = self.names.fresh(f"::grouped_{part}")
-            self.graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), self._constants[part]))
-        return self._constants[part]
-
-
-def _elements(known: onnx.TypeProto) -> int:
-    """How many elements a value of this type holds, where its shape says (else :data:`UNKNOWN_ELEMENTS`)."""
-    if not known.tensor_type.HasField("shape"):
-        return UNKNOWN_ELEMENTS
-    count = 1
-    for dim in known.tensor_type.shape.dim:
-        if not dim.HasField("dim_value"):
-            return UNKNOWN_ELEMENTS
-        count *= dim.dim_value
-    return count
-
-
-def _compute_type(elem_type: int) -> int:
-    """float64 is reduced as it is; float16 and bfloat16 as float32 (exact)."""
-    return TensorProto.DOUBLE if elem_type == TensorProto.DOUBLE else TensorProto.FLOAT
 
 
 def _scan_outputs_stack(node: onnx.NodeProto) -> bool:

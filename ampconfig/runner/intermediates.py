@@ -1,16 +1,18 @@
 """Run a model with its intermediate float values carried out (range analysis and calibration, compare, tune).
 
-The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_grouped`: main-graph values flattened and joined
-into a few outputs (one session, few outputs, each value freed at its group's Concat), values inside If, Loop and
-Scan bodies carried out one output each, every value known by its key (:mod:`ampconfig.rewrite.scopes`). The
-arrays are cut apart again here, in their shapes. ONNX Runtime may fuse fewer nodes in the copy than in the plain
-model, which is the price of seeing each node's output. Every call is one model run: callers that count runs
-(``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per iteration (their shapes differ
-between iterations), the same run is made once more with them flattened, and still counts as one.
+The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_keys`: every value one graph output (values
+inside If, Loop and Scan bodies carried out of them), each known by its key (:mod:`ampconfig.rewrite.scopes`), and
+one session for every sample of a command, running nodes in graph order. ONNX Runtime may fuse fewer nodes in the
+copy than in the plain model, which is the price of seeing each node's output. Every call is one model run:
+callers that count runs (``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per
+iteration (their shapes differ between iterations), the same run is made once more with them flattened, and still
+counts as one.
 
 :func:`run_value_stats` is the calibration: the same runs, and each value's numbers
 (:func:`~ampconfig.decide.value_ranges.value_stats`: range, zeros, non-finite count, exponent histogram) computed
-from the arrays that come back, one sample at a time.
+from the arrays that come back, one sample at a time. Every value it carries out stays alive until the run ends,
+so a model whose values would not fit in :data:`CALIBRATION_MEMORY_FRACTION` of the memory is measured in parts,
+one run per part and sample (:func:`value_parts`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,15 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto
 
+from ampconfig.decide.value_ranges import SMALL_VALUE, segment_stats
 from ampconfig.decide.value_ranges import ValueStats as ValueStats
-from ampconfig.decide.value_ranges import segment_stats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
-from ampconfig.rewrite.expose import FLAT, STACKED, ValueGroup, expose_grouped, float_value_keys
+from ampconfig.files.models import light_proto
+from ampconfig.rewrite.expose import FLAT, STACKED, expose_keys, float_value_keys
 from ampconfig.runner.inputs import adapt_feeds
+from ampconfig.runner.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import ModelInFolder, Session, create_session, model_proto, run_once
 from ampconfig.runner.timing import ProgressCallback
@@ -71,8 +74,9 @@ class IntermediateRun:
 
 
 class ExposedRunner:
-    """One exposed copy of a model and its session, run on sample after sample (:meth:`run`). ``folder``: the
-    model's weights stay in their files there (a :class:`ModelInFolder`), read by the session, never copied."""
+    """One exposed copy of a model and its session, run on sample after sample (:meth:`run`, :meth:`stats`).
+    ``folder``: the model's weights stay in their files there (a :class:`ModelInFolder`), read by the session,
+    never copied."""
 
     def __init__(
         self,
@@ -84,7 +88,7 @@ class ExposedRunner:
     ) -> None:
         self.model, self.keys, self.device, self.folder = model, list(keys), device, folder
         self.announce = announce
-        self.exposed = expose_grouped(model, self.keys, STACKED)
+        self.exposed = expose_keys(model, self.keys, STACKED)
         self.session = self._session()
         self.output_names = [value.name for value in model.graph.output]
 
@@ -99,25 +103,20 @@ class ExposedRunner:
         inputs as fed among them (a node reading a graph input finds it there)."""
         adapted, results = self.results(feeds)
         values: dict[str, np.ndarray] = dict(adapted)
-        values.update(self._single(results))
-        for group in self.exposed.groups:
-            values.update(ungrouped(group, results[group.values], results[group.shapes]))
+        values.update(self._by_key(results))
         outputs = {name: results[name] for name in self.output_names if name in results}
         exposed = self.exposed
         return IntermediateRun(
             outputs, values, self.output_names, list(self.session.providers), exposed.per_iteration, exposed.flattened
         )
 
-    def stats(self, feeds: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
-        """One run on ``feeds``: the :class:`ValueStats` of every float value (graph inputs and outputs included),
-        computed from the groups as they come back (:func:`~ampconfig.decide.value_ranges.segment_stats`)."""
+    def stats(self, feeds: Mapping[str, np.ndarray], io: bool = True) -> dict[str, ValueStats]:
+        """One run on ``feeds``: the :class:`ValueStats` of every float value carried out (and, with ``io``, of
+        the graph inputs and outputs), small values counted together
+        (:func:`~ampconfig.decide.value_ranges.segment_stats`)."""
         adapted, results = self.results(feeds)
-        found = {name: value_stats(array) for name, array in adapted.items() if _is_float(array)}
-        found.update({key: value_stats(array) for key, array in self._single(results).items() if _is_float(array)})
-        for group in self.exposed.groups:
-            sizes = [int(np.prod(shape, dtype=np.int64)) for shape in _shapes(group, results[group.shapes])]
-            found.update(zip(group.keys, segment_stats(results[group.values], sizes), strict=True))
-        return found
+        arrays = {**(adapted if io else {}), **self._by_key(results, io)}
+        return float_stats(arrays)
 
     def results(self, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The feeds as fed, and the run's results by output name."""
@@ -128,48 +127,38 @@ class ExposedRunner:
             if not self.exposed.per_iteration:
                 raise
             # ONNX Runtime refuses a Loop body's values one slice per iteration when their shapes differ
-            self.exposed = expose_grouped(self.model, self.keys, FLAT)
+            self.exposed = expose_keys(self.model, self.keys, FLAT)
             self.session = self._session()
             return adapted, run_once(self.session, adapted)
 
-    def _single(self, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The values that came back one output each (the model's outputs, body values), by key."""
+    def _by_key(self, results: Mapping[str, np.ndarray], io: bool = True) -> dict[str, np.ndarray]:
+        """The exposed values (and, with ``io``, the model's outputs) by key."""
         values: dict[str, np.ndarray] = {}
         for name, array in results.items():
             if name in self.exposed.keys:
                 values[self.exposed.keys[name]] = array
-            elif name in self.output_names:
+            elif io and name in self.output_names:
                 values[name] = array
         return values
 
 
-def _is_float(array: np.ndarray) -> bool:
-    return np.asarray(array).dtype.kind == "f"
-
-
-def _shapes(group: ValueGroup, shapes: np.ndarray) -> list[tuple[int, ...]]:
-    """Each value's shape, from a group's shapes output (each shape followed by -1)."""
-    ends = np.flatnonzero(shapes == -1).tolist()
-    if len(ends) != len(group.keys):
-        raise AmpconfigError(f"the grouped values came back with {len(ends)} shapes for {len(group.keys)} values")
-    starts = [0] + [end + 1 for end in ends[:-1]]
-    return [tuple(int(dim) for dim in shapes[start:end]) for start, end in zip(starts, ends, strict=True)]
-
-
-def ungrouped(group: ValueGroup, joined: np.ndarray, shapes: np.ndarray) -> dict[str, np.ndarray]:
-    """The values of one :class:`~ampconfig.rewrite.expose.ValueGroup`, cut apart and in their shapes (float16
-    values in float16 again; bfloat16 ones stay float32: numpy has no bfloat16)."""
-    values: dict[str, np.ndarray] = {}
-    offset = 0
-    flat = np.ravel(joined)
-    for key, shape, elem_type in zip(group.keys, _shapes(group, shapes), group.elem_types, strict=True):
-        size = int(np.prod(shape, dtype=np.int64))
-        array = flat[offset : offset + size].reshape(shape)
-        values[key] = array.astype(np.float16) if elem_type == TensorProto.FLOAT16 else array
-        offset += size
-    if offset != flat.size:
-        raise AmpconfigError(f"the grouped values came back with {flat.size} elements for shapes of {offset}")
-    return values
+def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
+    """The :class:`ValueStats` of every float array, by key: the small float32 ones (float16 and bfloat16 read as
+    float32) joined and counted together, the rest one by one; as :func:`value_stats` of each."""
+    small: dict[str, np.ndarray] = {}
+    found: dict[str, ValueStats] = {}
+    for key, array in arrays.items():
+        values = np.asarray(array)
+        if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+            continue
+        if values.dtype != np.float64 and values.size <= SMALL_VALUE:
+            small[key] = values.astype(np.float32, copy=False).reshape(-1)
+        else:
+            found[key] = value_stats(values)
+    if small:
+        joined = np.concatenate(list(small.values()))
+        found.update(zip(small, segment_stats(joined, [each.size for each in small.values()]), strict=True))
+    return {key: found[key] for key in arrays if key in found}
 
 
 def run_with_intermediates(
@@ -231,26 +220,93 @@ def run_value_stats(
     device: str = "cpu",
     progress: ProgressCallback | None = None,
     label: str = "ranges",
+    memory_budget: int | None = None,
 ) -> dict[str, ValueStats]:
     """:class:`ValueStats` of every float value (by key; graph inputs and the model's outputs included), over
     every sample: one run per sample of the exposed copy (:class:`ExposedRunner`), each value's numbers computed
-    from its array and the arrays dropped before the next sample. A :class:`ModelInFolder` keeps its weights on
-    disk (the copy references them).
+    from its array and the arrays dropped before the next sample; a model whose values would not fit in memory
+    together runs once per part of them (:func:`value_parts`). A :class:`ModelInFolder` keeps its weights on disk
+    (the copy references them).
 
     ``progress`` hears of each step (``{label}: ...``): building the session of a large model takes seconds."""
     folder = model.folder if isinstance(model, ModelInFolder) else None
     model = model_proto(model)
     keys = float_value_keys(model)
-    step = _Steps(f"{label}: fp32 values", 2 + len(samples), progress)  # the copy, its session, each sample
-    step.start(f"building a copy that carries out {len(keys)} values")
-    runner = ExposedRunner(model, keys, device, folder, announce=step.done)
+    parts = value_parts(model, keys, samples[0] if samples else {}, memory_budget)
+    step = _Steps(f"{label}: fp32 values", len(parts) * (2 + len(samples)), progress)  # copy, session, samples
+    what = f" in {len(parts)} parts, one run each, to stay within memory" if len(parts) > 1 else ""
+    step.start(f"building a copy that carries out {len(keys)} values{what}")
     stats: dict[str, ValueStats] = {}
-    for index, feeds in enumerate(samples):
-        step.done(f"running sample {index + 1} of {len(samples)}")
-        for key, found in runner.stats(feeds).items():
-            stats[key] = stats[key].joined(found) if key in stats else found
+    for number, part in enumerate(parts):
+        if number:
+            step.done(f"building the copy of part {number + 1} of {len(parts)} ({len(part)} values)")
+        runner = ExposedRunner(model, part, device, folder, announce=step.done)
+        for index, feeds in enumerate(samples):
+            step.done(f"running sample {index + 1} of {len(samples)}")
+            for key, found in runner.stats(feeds, io=number == 0).items():
+                stats[key] = stats[key].joined(found) if key in stats else found
+        del runner
     step.done("")
     return stats
+
+
+#: The share of the memory available when the calibration starts that the values it carries out of one run may
+#: take (twice: ONNX Runtime's outputs, and their copies in numpy).
+CALIBRATION_MEMORY_FRACTION = 0.25
+
+
+def value_parts(
+    model: onnx.ModelProto, keys: Sequence[str], feeds: Mapping[str, np.ndarray], budget: int | None = None
+) -> list[list[str]]:
+    """``keys`` in parts whose values, carried out of one run together, fit in ``budget`` bytes (default:
+    :data:`CALIBRATION_MEMORY_FRACTION` of the memory available, halved for the copies): each value's size from
+    the model's shapes with its inputs' dimensions set to those of ``feeds``, a value of unknown size counted as
+    :data:`UNKNOWN_BYTES`. One part for most models; a value larger than the budget is a part of its own."""
+    if budget is None:
+        budget = int(available_memory() * CALIBRATION_MEMORY_FRACTION / 2)
+    sizes = value_bytes(model, feeds)
+    parts: list[list[str]] = [[]]
+    held = 0
+    for key in keys:
+        size = sizes.get(key, UNKNOWN_BYTES)
+        if parts[-1] and held + size > budget:
+            parts.append([])
+            held = 0
+        parts[-1].append(key)
+        held += size
+    return parts
+
+
+#: What a value of unknown size is counted as (a quarter of a million float32 elements).
+UNKNOWN_BYTES = 1 << 20
+
+
+def value_bytes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The bytes of each main-graph value whose shape ONNX's shape inference finds with the model's inputs set to
+    the dimensions of ``feeds`` (no weight is read: a light copy of the graph is inferred)."""
+    light = light_proto(model)
+    for value in light.graph.input:
+        array = feeds.get(value.name)
+        if array is None or not value.type.HasField("tensor_type"):
+            continue
+        shape = value.type.tensor_type.shape
+        shape.ClearField("dim")
+        for size in np.shape(array):
+            shape.dim.add().dim_value = int(size)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # inference is best effort: every value then counts as unknown
+        return {}
+    sizes: dict[str, int] = {}
+    for value in (*inferred.graph.value_info, *inferred.graph.output):
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
+            continue
+        if all(dim.HasField("dim_value") for dim in tensor.shape.dim):
+            itemsize = 8 if tensor.elem_type == onnx.TensorProto.DOUBLE else 4
+            elements = int(np.prod([dim.dim_value for dim in tensor.shape.dim], dtype=np.int64))
+            sizes[value.name] = elements * itemsize
+    return sizes
 
 
 class _Steps:

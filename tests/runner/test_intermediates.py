@@ -17,6 +17,8 @@ from ampconfig.rewrite.expose import expose_keys, float_value_keys
 from ampconfig.runner.intermediates import (
     ValueStats,
     run_value_stats,
+    value_bytes,
+    value_parts,
     value_stats,
 )
 from ampconfig.runner.sessions import create_session, run_once
@@ -178,3 +180,15 @@ def test_the_range_run_reports_each_step(caplog: pytest.LogCaptureFixture) -> No
     messages = [record.getMessage() for record in caplog.records]
     assert any("ONNX Runtime session" in message for message in messages)
     assert "done in" in messages[-1]
+
+
+def test_a_model_measured_in_parts_gives_the_numbers_of_one_run() -> None:
+    """A model whose values would not fit in memory together runs once per part: the same numbers."""
+    model = _awkward_values()
+    samples = [_sample(), _sample(-2.0)]
+    keys = float_value_keys(model)
+    sizes = value_bytes(model, samples[0])
+    assert sizes["plain"] == 6 * 4 and sizes["wide_twice"] == 6 * 8 and sizes["total"] == 4
+    parts = value_parts(model, keys, samples[0], budget=40)
+    assert len(parts) > 3 and [key for part in parts for key in part] == keys
+    assert run_value_stats(model, samples, memory_budget=40) == run_value_stats(model, samples)
