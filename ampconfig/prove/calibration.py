@@ -164,6 +164,13 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     except AmpconfigError as exc:  # the fp32 model refused, or failing on its inputs: say where, or what to set
         refusal = input_refusal(exc, prepared.graph, str(prepared.request.model_path))
         raise explain_reference_failure(refusal, prepared) from None
+    return calibration_of(prepared, stats)
+
+
+def calibration_of(prepared: Prepared, stats: Mapping[str, ValueStats]) -> Calibration:
+    """The :class:`Calibration` of ``stats``, measured on ``prepared``'s calibration samples (by :func:`calibrate`,
+    or from a run that carried every value out for more than its numbers: compare's and tune's reference)."""
+    samples = prepared.calibration.samples
     identity = ranges_identity(prepared.opened.proto, prepared.opened.path)
     part = prepared.calibration
     shard = (

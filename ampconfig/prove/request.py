@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.value_ranges import ValueRanges, peak
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -33,7 +32,6 @@ from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
-from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
@@ -142,17 +140,6 @@ def _runnable(model: onnx.ModelProto, prepared: Prepared) -> onnx.ModelProto:
     except AmpconfigError:
         return model  # a version nothing loads: the rewrite says so, located
     return with_ir_version(model, min(version, model.ir_version))
-
-
-def value_ranges_of(prepared: Prepared, run: IntermediateRun) -> ValueRanges:
-    """The value ranges of an fp32 run with every intermediate exposed on the calibration samples: the peak of
-    every float value (sentinels left out), the data named, the request's margin."""
-    peaks = {key: peak(array) for key, array in run.values.items() if _is_float(array)}
-    return ValueRanges(peaks, prepared.calibration_source(), prepared.request.data_max)
-
-
-def _is_float(array: np.ndarray) -> bool:
-    return np.asarray(array).dtype.kind == "f"
 
 
 def runnable_graph(prepared: Prepared) -> onnx.ModelProto:

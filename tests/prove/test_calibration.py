@@ -286,3 +286,29 @@ def test_the_api_and_the_pass_say_it_too(spectrum: tuple[Path, Path, Path], unev
         passed.result.warnings,
     ):
         assert sum("not in the ranges file" in w or "the model does not have" in w for w in warnings) == 2, warnings
+
+
+def test_explain_compare_and_tune_decide_from_the_calibration_run_makes(tmp_path: Path) -> None:
+    """One measurement path: the decisions of explain (the calibration alone), explain --compare, compare and tune
+    (the calibration of their reference runs) on the same data are run's, underflow included."""
+    from tests.underflow_models import FRONT_END, write_front_end
+
+    model, data = write_front_end(tmp_path)
+    common = ["-m", "allow_mix_precision", "--data", data, "--json"]
+
+    def payload(*args: str | Path) -> dict:
+        done = ampconfig(*args, *common, cwd=tmp_path)
+        assert done.returncode in (0, 1), done.stderr
+        return json.loads(done.stdout)
+
+    explained = payload("explain", model)
+    compared = payload("explain", model, "--compare")
+    decided = {node["name"]: (node["dtype"], node["rule"]) for node in explained["nodes"]}
+    assert decided == {node["name"]: (node["dtype"], node["rule"]) for node in compared["nodes"]}
+    assert {name for name, (_, rule) in decided.items() if rule == "range_underflows"} == set(FRONT_END) - {"log"}
+    located = payload("compare", model)["localization"]["nodes"]
+    assert {node["name"]: node["dtype"] for node in located} == {name: d for name, (d, _) in decided.items()}
+    ran = payload("run", model, *RUN)
+    assert ran["passed"] and "6 by range_underflows" in " ".join(ran["notes"])
+    tuned = payload("tune", model, "--max-runs", "8", "-o", tmp_path / "tuned.mixlist.json")
+    assert tuned["range_analysis"] == compared["range_analysis"]
