@@ -14,16 +14,20 @@ outputs do, one scope at a time, until it is an output of the main graph:
 A body's float inputs (a Loop's carried state, a Scan's slices) are exposed too, through an Identity, so the
 error a value carries from one iteration to the next is seen where it enters.
 
-One value, one graph output: in a session that runs nodes in graph order (ONNX Runtime's priority-based order, as
-:class:`ampconfig.runner.intermediates.ExposedRunner` builds it), that set-up costs less per value than any node
-added to compute or to group values in the session (``benchmarks/range_run.py``, docs/benchmarks.md): at 20,000
-values one output each took 1.7 s to set up, a Reshape per value into 256-value Concats 2.4 s, with a Shape per
-value to cut them apart again 12 s, and three reductions per value (the range run before histograms) 5 s.
+The measuring runs (:class:`ampconfig.runner.intermediates.ExposedRunner`, one session for every sample, nodes in
+graph order) carry the values out with as few nodes and outputs as they can: ONNX Runtime's set-up costs about the
+same per node whatever the node, and graph outputs cost more the longer the graph (docs/benchmarks.md: on the CPU
+rounding copy of a 20,000-node chain's rewrite, 60,003 nodes, 20,000 values took 10.4 s to set up as one output
+each, 7.5 s as a Reshape each joined by 256-value Concats, 5.5 s joined as they are). So values whose shapes ONNX's
+shape inference knows from the graph alone (``group=``, :func:`static_shapes`) and that agree but in the first
+dimension, of one element type, are **grouped**: up to :data:`VALUE_GROUP` of them joined by one Concat along
+that dimension into one output (:class:`ValueGroup`), cut apart again by their known shapes; no node per value.
+Every other value is an output of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,12 +49,29 @@ EXPOSED_FLOAT32_SUFFIX = "::as_float32"
 STACKED, FLAT = "stacked", "flat"
 
 
+#: Most values one :class:`ValueGroup` joins, and most elements: a group's values live until its Concat.
+VALUE_GROUP = 256
+GROUP_ELEMENTS = 1 << 22
+
+
+@dataclass(frozen=True)
+class ValueGroup:
+    """A graph output carrying the main-graph values ``keys`` joined in turn along their first dimension, of one
+    element type (bfloat16 values as float32, exactly), each of its known ``shapes``."""
+
+    keys: tuple[str, ...]
+    output: str
+    shapes: tuple[tuple[int, ...], ...]
+
+
 @dataclass
 class ExposedModel:
-    """The debugging copy and, per graph output it added, the key of the value it carries."""
+    """The debugging copy and, per graph output it added, the key of the value it carries (or, for the values in
+    ``groups``, the output carrying each group)."""
 
     model: onnx.ModelProto
     keys: dict[str, str] = field(default_factory=dict)
+    groups: list[ValueGroup] = field(default_factory=list)
     #: keys of values that come back one slice per Loop/Scan iteration (``[iterations, *shape]``)
     per_iteration: set[str] = field(default_factory=set)
     #: keys of values that come back flattened and joined over the iterations (:data:`FLAT`)
@@ -66,6 +87,8 @@ def expose_keys(
     model: onnx.ModelProto,
     keys: Iterable[str],
     loop_layout: str = STACKED,
+    *,
+    group: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ExposedModel:
     """A copy of ``model`` whose main graph also outputs the values ``keys`` (see the module docstring).
 
@@ -91,12 +114,101 @@ def expose_keys(
         if not scope.is_main or name not in present:
             wanted.append((scope, name, known, key))
     exposer = _Exposer(copy, names, types, loop_layout)
+    grouper = _Grouper(exposer) if group else None
     for scope, name, known, key in wanted:
+        shape = group.get(key) if group else None
+        elem_type = known.tensor_type.elem_type
+        grouped = scope.is_main and grouper is not None and shape is not None and elem_type in FLOAT_TYPES
+        if grouped and grouper is not None and shape is not None and grouper.add(name, elem_type, shape, key):
+            continue
         if scope.is_main:
             exposer.main_value(name, known, key)
         else:
             exposer.body_value(scope, name, known.tensor_type.elem_type, key)
+    if grouper is not None:
+        grouper.finish()
     return exposer.result
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """The shape of every main-graph value that ONNX's shape inference finds fully known from the graph alone:
+    inferred on a light copy without the model's own declarations of intermediate values (which exporters leave
+    stale), so a shape here is what the ops make of the inputs' fixed dimensions."""
+    from ampconfig.files.models import light_proto
+
+    light = light_proto(model)
+    del light.graph.value_info[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # inference is best effort: nothing is grouped then
+        return {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in inferred.graph.value_info:
+        tensor = value.type.tensor_type
+        known = value.type.HasField("tensor_type") and tensor.HasField("shape")
+        if known and all(dim.HasField("dim_value") for dim in tensor.shape.dim):
+            shapes[value.name] = tuple(dim.dim_value for dim in tensor.shape.dim)
+    return shapes
+
+
+class _Grouper:
+    """The nodes of a grouped copy: values of one element type whose known shapes agree but in their first
+    dimension joined by one ``Concat`` along it, placed after the last of them is made (bfloat16 values through an
+    exact Cast to float32 first). No node per value: the values are what the Concat reads."""
+
+    def __init__(self, exposer: _Exposer) -> None:
+        self.exposer = exposer
+        self.graph = exposer.graph
+        self.names = exposer.names
+        self.producer = {output: index for index, node in enumerate(self.graph.node) for output in node.output}
+        #: main-graph nodes to insert after the node at each position (-1: before the first)
+        self._after: dict[int, list[onnx.NodeProto]] = {}
+        #: by (element type, shape past the first dimension): the open group's (key, name, shape, producer
+        #: position), and its elements
+        self._open: dict[tuple[int, tuple[int, ...]], tuple[list[tuple[str, str, tuple[int, ...], int]], int]] = {}
+
+    def add(self, name: str, elem_type: int, shape: tuple[int, ...], key: str) -> bool:
+        """Put the value in a group; False for a scalar (nothing to join it along)."""
+        if not shape:
+            return False
+        at = self.producer.get(name, -1)
+        source = name
+        if elem_type == TensorProto.BFLOAT16:
+            source = self.names.fresh(name + EXPOSED_FLOAT32_SUFFIX)
+            cast = oh.make_node("Cast", [name], [source], name=source, to=TensorProto.FLOAT)
+            self._after.setdefault(at, []).append(cast)
+            elem_type = TensorProto.FLOAT
+        kind = (elem_type, shape[1:])
+        members, elements = self._open.get(kind, ([], 0))
+        members.append((key, source, shape, at))
+        elements += int(np.prod(shape, dtype=np.int64))
+        if len(members) >= VALUE_GROUP or elements >= GROUP_ELEMENTS:
+            self._close(elem_type, members)
+            self._open.pop(kind, None)
+        else:
+            self._open[kind] = (members, elements)
+        return True
+
+    def finish(self) -> None:
+        for (elem_type, _), (members, _) in list(self._open.items()):
+            self._close(elem_type, members)
+        original = list(self.graph.node)
+        placed = list(self._after.get(-1, []))
+        for index, node in enumerate(original):
+            placed.append(node)
+            placed.extend(self._after.get(index, []))
+        del self.graph.node[:]
+        self.graph.node.extend(placed)
+
+    def _close(self, elem_type: int, members: list[tuple[str, str, tuple[int, ...], int]]) -> None:
+        output = self.names.fresh("::grouped_values")
+        self._after.setdefault(max(member[3] for member in members), []).append(
+            oh.make_node("Concat", [member[1] for member in members], [output], name=output, axis=0)
+        )
+        shapes = tuple(member[2] for member in members)
+        # its rank only: ONNX Runtime's planner trusts declared sizes, and these come from inference
+        self.graph.output.append(oh.make_tensor_value_info(output, elem_type, [None] * len(shapes[0])))
+        self.exposer.result.groups.append(ValueGroup(tuple(member[0] for member in members), output, shapes))
 
 
 def _exposable(scopes: Sequence[ProtoScope]) -> dict[str, tuple[ProtoScope, str]]:

@@ -31,7 +31,7 @@ from ampconfig.decide.value_ranges import ValueStats as ValueStats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import light_proto
-from ampconfig.rewrite.expose import FLAT, STACKED, expose_keys, float_value_keys
+from ampconfig.rewrite.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
@@ -88,7 +88,9 @@ class ExposedRunner:
     ) -> None:
         self.model, self.keys, self.device, self.folder = model, list(keys), device, folder
         self.announce = announce
-        self.exposed = expose_keys(model, self.keys, STACKED)
+        #: the values of known shape leave joined (:func:`~ampconfig.rewrite.expose.static_shapes`)
+        self.group: dict[str, tuple[int, ...]] | None = static_shapes(model)
+        self.exposed = expose_keys(model, self.keys, STACKED, group=self.group)
         self.session = self._session()
         self.output_names = [value.name for value in model.graph.output]
 
@@ -122,24 +124,42 @@ class ExposedRunner:
         """The feeds as fed, and the run's results by output name."""
         adapted = adapt_feeds(feeds, self.model)
         try:
-            return adapted, run_once(self.session, adapted)
+            results = run_once(self.session, adapted)
         except AmpconfigError:
             if not self.exposed.per_iteration:
                 raise
             # ONNX Runtime refuses a Loop body's values one slice per iteration when their shapes differ
-            self.exposed = expose_keys(self.model, self.keys, FLAT)
+            self.exposed = expose_keys(self.model, self.keys, FLAT, group=self.group)
             self.session = self._session()
-            return adapted, run_once(self.session, adapted)
+            results = run_once(self.session, adapted)
+        if not all(_fits(group, results[group.output]) for group in self.exposed.groups):
+            # a shape inference got wrong (a custom op's): those values leave one output each from now on
+            self.group = None
+            self.exposed = expose_keys(self.model, self.keys, FLAT if self.exposed.flattened else STACKED)
+            self.session = self._session()
+            results = run_once(self.session, adapted)
+        return adapted, results
 
     def _by_key(self, results: Mapping[str, np.ndarray], io: bool = True) -> dict[str, np.ndarray]:
-        """The exposed values (and, with ``io``, the model's outputs) by key."""
+        """The exposed values (and, with ``io``, the model's outputs) by key, groups cut apart."""
         values: dict[str, np.ndarray] = {}
         for name, array in results.items():
             if name in self.exposed.keys:
                 values[self.exposed.keys[name]] = array
             elif io and name in self.output_names:
                 values[name] = array
+        for group in self.exposed.groups:
+            joined, offset = results[group.output], 0
+            for key, shape in zip(group.keys, group.shapes, strict=True):
+                values[key] = joined[offset : offset + shape[0]]
+                offset += shape[0]
         return values
+
+
+def _fits(group: ValueGroup, joined: np.ndarray) -> bool:
+    """Whether a group came back in the shape its values' known shapes say."""
+    first = sum(shape[0] for shape in group.shapes)
+    return tuple(np.shape(joined)) == (first, *group.shapes[0][1:])
 
 
 def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
@@ -188,7 +208,8 @@ def run_samples_with_intermediates(
     """:func:`run_with_intermediates` once per sample, one session for all, pooled (see :func:`pooled`)."""
     runs = []
     shown = progress if len(samples) >= PROGRESS_SAMPLES else None
-    runner = ExposedRunner(model, list(names) if names is not None else float_value_keys(model), device)
+    keys = list(names) if names is not None else float_value_keys(model)
+    runner = ExposedRunner(model, keys, device)
     for index, feeds in enumerate(samples):
         if shown is not None:
             shown(f"{label}: samples", index, len(samples))
