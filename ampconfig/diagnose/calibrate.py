@@ -23,7 +23,7 @@ from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare, value_ranges_of
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
+from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.limits import DEFAULT_THRESHOLD, check_margin
@@ -168,6 +168,7 @@ def compare_rewrite(
         names=list(reference.first.values),
         progress=progress,
         label="rewritten",
+        what=REWRITTEN_EXPOSED,
     )
     localization = locate(
         graph_nodes(prepared.model),

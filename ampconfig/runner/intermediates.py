@@ -37,8 +37,13 @@ from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import ModelInFolder, Session, create_session, model_proto, run_once
 from ampconfig.runner.timing import ProgressCallback
+from ampconfig.runner.worker import WorkerCrashed
 
 log = logging.getLogger(__name__)
+
+#: How a crash message names the model whose values these runs expose (callers that run another one say which).
+EXPOSED_WHAT = "the fp32 model (a copy of it that returns its values)"
+REWRITTEN_EXPOSED = "a rewrite of the model (a copy of it that returns its values)"
 
 
 @dataclass
@@ -78,6 +83,7 @@ def run_with_intermediates(
     feeds: Mapping[str, np.ndarray],
     device: str = "cpu",
     names: Sequence[str] | None = None,
+    what: str = EXPOSED_WHAT,
 ) -> IntermediateRun:
     """Run ``model`` once on ``feeds`` (converted to its input dtypes) and return outputs and intermediates.
 
@@ -89,12 +95,14 @@ def run_with_intermediates(
     exposed = expose_keys(model, keys, STACKED)
     adapted = adapt_feeds(feeds, model)
     try:
-        results, providers = _run(exposed, adapted, device)
+        results, providers = _run(exposed, adapted, device, what)
+    except WorkerCrashed:
+        raise
     except AmpconfigError:
         if not exposed.per_iteration:
             raise
         exposed = expose_keys(model, keys, FLAT)
-        results, providers = _run(exposed, adapted, device)
+        results, providers = _run(exposed, adapted, device, what)
     output_names = [value.name for value in model.graph.output]
     values: dict[str, np.ndarray] = dict(adapted)
     for name, array in results.items():
@@ -113,6 +121,7 @@ def run_samples_with_intermediates(
     names: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
     label: str = "exposed",
+    what: str = EXPOSED_WHAT,
 ) -> IntermediateRun:
     """:func:`run_with_intermediates` once per sample, pooled (see :func:`pooled`)."""
     runs = []
@@ -120,7 +129,7 @@ def run_samples_with_intermediates(
     for index, feeds in enumerate(samples):
         if shown is not None:
             shown(f"{label}: samples", index, len(samples))
-        runs.append(run_with_intermediates(model, feeds, device, names))
+        runs.append(run_with_intermediates(model, feeds, device, names, what))
     if shown is not None:
         shown(f"{label}: samples", len(samples), len(samples))
     return pooled(runs)
@@ -258,7 +267,7 @@ def run_value_stats(
 def _stats_session(exposed: ExposedModel, folder: Path | None, device: str, step: _Steps) -> Session:
     step.done(f"building its ONNX Runtime session ({len(exposed.model.graph.node)} nodes)")
     copy = exposed.model if folder is None else ModelInFolder(exposed.model, folder)
-    return create_session(copy, device, in_node_order=True)
+    return create_session(copy, device, in_node_order=True, what=EXPOSED_WHAT)
 
 
 def _quick_stats_of(
@@ -329,7 +338,7 @@ PEAK_MIN_OPSET = 9
 
 
 def _run(
-    exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str
+    exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str, what: str
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    session = create_session(exposed.model, device)
+    session = create_session(exposed.model, device, what=what)
     return run_once(session, feeds), list(session.providers)
