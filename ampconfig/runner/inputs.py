@@ -269,7 +269,8 @@ def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> tuple[np.nd
     if array.dtype.kind in "iu":
         _check_int_range(spec, array, target, origin)  # then the conversion keeps every value: no warning
         return array.astype(target), None
-    converted = array.astype(target)
+    with np.errstate(over="ignore"):  # a value beyond the target's range becomes inf: the warning says so
+        converted = array.astype(target)
     return converted, _conversion_warning(spec, array, converted, origin)
 
 
