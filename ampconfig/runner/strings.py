@@ -71,6 +71,12 @@ def text_array(name: str, array: np.ndarray, origin: str) -> np.ndarray:
 
 
 def _decoded(name: str, array: np.ndarray, origin: str) -> np.ndarray:
+    # A byte takes 4 once decoded into a <U array: the file's size checked the bytes, not this.
+    check_input_memory(
+        array.size * array.dtype.itemsize * _UNICODE_BYTES,
+        f"{origin}: input {name!r} decoded from bytes to text",
+        hint="give fewer or shorter strings, or save them as text already (array.astype(str))",
+    )
     try:
         return np.char.decode(array, "utf-8")
     except UnicodeDecodeError:
