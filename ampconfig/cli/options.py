@@ -134,7 +134,12 @@ KeepIoTypes = Annotated[
 ]
 InputFiles = Annotated[
     list[str] | None,
-    typer.Option("--input", metavar="NAME=FILE.npy", help="One input from a .npy file; repeat for more."),
+    typer.Option(
+        "--input",
+        metavar="NAME=FILE.npy",
+        help="One input from a .npy file (a STRING input of rank 1: also a UTF-8 text file, one string a line); "
+        "repeat for more.",
+    ),
 ]
 InputsNpz = Annotated[Path | None, typer.Option("--inputs", help=".npz with one array per model input.")]
 Data = Annotated[

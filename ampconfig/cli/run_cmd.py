@@ -26,9 +26,12 @@ config, the bundled example (a small transformer block) runs. Without --precisio
 the mode is [bold]allow_mix_precision[/bold].
 
 Inputs come from --inputs FILE.npz or --input NAME=FILE.npy, else they are generated (seeded): floats
-standard normal (bfloat16 too), token ids within the embedding table; dynamic dimensions come from --shape (0 is
-an empty dimension), else the first dimension is 1 and the others 16. Values a file holds in another type (float64
-for a float32 input, float32 for a bfloat16 one) are converted, with a warning when that changes any. --data
+standard normal (bfloat16 too), token ids within the embedding table, strings from the keys of the LabelEncoder
+or CategoryMapper that reads them; dynamic dimensions come from --shape (0 is an empty dimension), else the first
+dimension is 1 and the others 16. Strings are NumPy text arrays (array.astype(str)), or for a rank-1 input a
+text file of one string a line (--input NAME=FILE.txt). Values a file holds in another type (float64 for a
+float32 input, float32 for a bfloat16 one) are converted, with a warning when that changes any; an integer the
+input's type cannot hold is an error. --data
 DIR|FILE runs a data set instead (a folder of .npz files, one sample each; one .npz with a leading sample axis; or
 a Polygraphy JSON list of feeds): every sample is judged, the run passes when every sample meets the tolerance,
 and each output reports its worst, p95 and median error and its worst sample.
