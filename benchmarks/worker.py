@@ -14,7 +14,8 @@ checkout, in interleaved rounds (so a loaded machine moves every column alike):
 Two models: the bundled transformer block (``ampconfig run`` with no model; 36 nodes) and a BERT-base-sized stack
 of ``tests/transformer_stacks.py`` (12 layers, hidden 768, FFN 3072: 343 MB of float32 weights), both
 ``-m allow_mix_precision`` with the default range check. The wall time of the whole process is reported (median
-of the rounds), and the sessions the worker built (its own count, from ``-v``'s log line).
+of the rounds), the CPU time of the process and its worker (user + system: what a loaded machine cannot hide), and
+the sessions the worker built (its own count, from ``-v``'s log line).
 
     python benchmarks/worker.py [--rounds 5] [--before /tmp/before] [--skip-bert] [--json out.json]
 """
@@ -26,6 +27,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -74,9 +76,11 @@ BEFORE = "import sys; sys.argv[0] = 'ampconfig'; from ampconfig.cli import main;
 BUILT = re.compile(r"ONNX Runtime worker \(([\w-]+), pid \d+\): (\d+) session\(s\) built")
 
 
-def timed(code: str, args: list[str], path: Path) -> tuple[float, int | None]:
-    """Wall seconds of one fresh process running ``code`` with ``args``; the sessions the worker said it built."""
+def timed(code: str, args: list[str], path: Path) -> tuple[float, float, int | None]:
+    """Wall seconds and CPU seconds (user + system, the process and its worker) of one fresh process running
+    ``code`` with ``args``; the sessions the worker said it built."""
     environment = {**os.environ, "PYTHONPATH": str(path)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -87,10 +91,12 @@ def timed(code: str, args: list[str], path: Path) -> tuple[float, int | None]:
         check=False,
     )
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker is reaped by its parent: counted here too
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode not in (0, 1):
         raise SystemExit(f"{args} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     found = BUILT.search(done.stderr)
-    return wall, int(found.group(2)) if found else None
+    return wall, cpu, int(found.group(2)) if found else None
 
 
 def main() -> None:
@@ -127,17 +133,20 @@ def main() -> None:
         for model, model_args in models.items():
             command = ["-v", "run", *model_args, "-m", "allow_mix_precision", "--warmup", "3", "--iterations", "20"]
             walls: dict[str, list[float]] = {way: [] for way in ways}
+            cpus: dict[str, list[float]] = {way: [] for way in ways}
             sessions: dict[str, int | None] = {}
             for round_number in range(args.rounds):
                 order = list(ways)[round_number % len(ways) :] + list(ways)[: round_number % len(ways)]
                 for way in order:
                     code, path = ways[way]
-                    wall, built = timed(code, command, path)
+                    wall, cpu, built = timed(code, command, path)
                     walls[way].append(wall)
+                    cpus[way].append(cpu)
                     sessions[way] = built if built is not None else sessions.get(way)
             medians = {way: statistics.median(values) for way, values in walls.items()}
             row = {
                 "wall_s": {way: round(medians[way], 3) for way in ways},
+                "cpu_s": {way: round(statistics.median(values), 3) for way, values in cpus.items()},
                 "all_s": {way: [round(value, 3) for value in values] for way, values in walls.items()},
                 "sessions_built": sessions,
                 "worker_minus_in_process_s": round(medians["worker"] - medians["in process"], 3),

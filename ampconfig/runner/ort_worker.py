@@ -11,8 +11,9 @@ model loads its own). Each request gets one answer, ``("ok", value)`` or ``("err
 after any number of ``("progress", label, done, total)`` messages while it times a model. The worker ignores
 Ctrl-C: the user's interrupt is the main process's to handle, and the main process ends the worker.
 
-This module imports only what sessions need (NumPy, ml_dtypes, onnxruntime and ampconfig's light modules), so a
-worker forked before the command's own imports, or started afresh, is ready quickly.
+This module imports only what sessions need (NumPy, onnxruntime and ampconfig's light modules; ml_dtypes and onnx
+when a bfloat16 value comes), so a worker forked before the command's own imports, or started afresh, is ready
+quickly.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 
@@ -133,7 +133,7 @@ def feed(array: np.ndarray) -> np.ndarray | ort.OrtValue:
     """``array`` as ONNX Runtime's Python API takes it: as it is, or, for a bfloat16 array (ml_dtypes), an OrtValue
     over its bits, since ORT's numpy bridge refuses it. The OrtValue does not copy: the C-contiguous ``array`` must
     outlive it."""
-    if array.dtype != ml_dtypes.bfloat16:
+    if array.dtype.name != "bfloat16":  # ml_dtypes' bfloat16, imported only when such an array comes
         return array
     from onnx import TensorProto
 
@@ -201,6 +201,8 @@ def _host_array(value: ort.OrtValue) -> np.ndarray:
     """A host OrtValue as a numpy array (copied); a bfloat16 one through its memory, as ml_dtypes' bfloat16."""
     if value.data_type() != "tensor(bfloat16)":
         return value.numpy()
+    import ml_dtypes
+
     shape = tuple(value.shape())
     count = math.prod(shape)
     if count == 0:
