@@ -15,14 +15,34 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
 import struct
+import sys
 from typing import Any
+
+if sys.platform != "win32":
+    import fcntl
 
 _COUNTS = struct.Struct("<QQ")
 _LENGTH = struct.Struct("<Q")
 #: Protocol 5 is the first that sends buffers out of band.
 PROTOCOL = 5
+
+
+#: Linux's fcntl command that sets a pipe's buffer size, and the size asked for: a 64 KiB pipe (the default) makes a
+#: 343 MB model cross in 0.8-1.2 s of alternating writes and reads, a 1 MiB one in 0.35 s (benchmarks/worker.py).
+_F_SETPIPE_SZ = 1031
+PIPE_BYTES = 1 << 20
+
+
+def pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) with the larger buffer where the platform lets a process set it."""
+    read_fd, write_fd = os.pipe()
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):  # a lower /proc/sys/fs/pipe-max-size: the default buffer stays
+            fcntl.fcntl(write_fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    return read_fd, write_fd
 
 
 def large_bytes(data: bytes) -> pickle.PickleBuffer:

@@ -48,7 +48,7 @@ from typing import Any
 
 from ampconfig.errors import AmpconfigError, printable
 from ampconfig.files.interrupts import Terminated, received_signal
-from ampconfig.runner.channel import Channel
+from ampconfig.runner.channel import Channel, pipe
 
 log = logging.getLogger(__name__)
 
@@ -274,8 +274,8 @@ def prestart() -> bool:
     if not sys.platform.startswith("linux") or _current is not None or _thread_count() != 1:
         return False
     folder = _private_folder()
-    to_worker = os.pipe()
-    from_worker = os.pipe()
+    to_worker = pipe()
+    from_worker = pipe()
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the worker
@@ -353,8 +353,8 @@ def spawn() -> WorkerProcess:
     root = str(Path(init).parent.parent)
     folder = _private_folder()
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []
-    to_worker = os.pipe()
-    from_worker = os.pipe()
+    to_worker = pipe()
+    from_worker = pipe()
     try:
         with open(folder / _STDERR, "wb") as errors:
             popen = subprocess.Popen(
