@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, read_bounded
 from ampconfig.runner.memory import check_input_memory
@@ -235,7 +236,7 @@ def vocabulary(model: onnx.ModelProto, name: str) -> Vocabulary | None:
                 strings = _keys(node)
                 if strings:
                     return Vocabulary(strings, node.op_type, node.name or node.output[0])
-            elif node.domain in ("", "ai.onnx") and node.op_type in _STRING_PASSING_OPS:
+            elif is_default_domain(node.domain) and node.op_type in _STRING_PASSING_OPS:
                 frontier.extend(node.output[:1])
     return None
 
