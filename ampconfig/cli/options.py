@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ampconfig.files.paths import refuse_folder_spelling
 from ampconfig.settings.limits import (
     DEFAULT_THRESHOLD,
     MAX_ITERATIONS,
@@ -54,6 +55,18 @@ def count_between(low: int, high: int) -> IntCheck:
         return value if value is None else check_count(value, _flag(param), low, high)
 
     return check
+
+
+def output_path(flag: str) -> Callable[[str], Path]:
+    """The parser of an output path option: the path as written is checked before it becomes a ``Path``, which
+    drops a trailing separator (``-o out_dir/`` would write a file named ``out_dir``)."""
+
+    def parse(value: str | Path) -> Path:
+        if isinstance(value, str):
+            refuse_folder_spelling(value, flag)
+        return Path(value)
+
+    return parse
 
 
 _MODES = ", ".join(V1_NAMES) + "; or a v2 name: " + ", ".join(f"{n} ({m.value})" for n, m in V2_ALIASES.items())
@@ -175,6 +188,7 @@ Output = Annotated[
         "--output",
         "-o",
         metavar="OUT.onnx",
+        parser=output_path("--output"),
         help=f"Write the rewritten model here: atomically, never over an input. {_STREAMS}",
     ),
 ]
@@ -246,6 +260,7 @@ Html = Annotated[
     typer.Option(
         "--html",
         metavar="FILE",
+        parser=output_path("--html"),
         help=f"Also write a self-contained HTML report here (never over an input). {_STREAMS}",
     ),
 ]
@@ -488,6 +503,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
     "validate": uses(
         "target",
         "op_names",
+        "json_output",
         target=ValidateTarget,
         op_names=ValidateOpNames,
     ),

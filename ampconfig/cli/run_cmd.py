@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.options import SharedOptions, output_path
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
@@ -120,6 +120,7 @@ def run(
         typer.Option(
             "--lock-out",
             metavar="FILE",
+            parser=output_path("--lock-out"),
             help="Also write a precision lock with the proof (tolerance, device, data, each output's error): "
             "see ampconfig lock.",
         ),
@@ -129,6 +130,7 @@ def run(
         typer.Option(
             "--ranges-out",
             metavar="RANGES.json",
+            parser=output_path("--ranges-out"),
             help="Also write the value ranges the float32 model's calibration run measured (as ampconfig calibrate "
             "does): --ranges FILE then gives every other command the same decisions without running the model.",
         ),

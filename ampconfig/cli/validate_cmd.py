@@ -99,7 +99,7 @@ def validate(
         typer.Option(
             "--format",
             metavar="|".join(OUTPUT_FORMATS),
-            help="text, json (one JSON object) or github (workflow annotations).",
+            help="text, json (one JSON object, as --json) or github (workflow annotations).",
         ),
     ] = "text",
     touched: Annotated[
@@ -110,6 +110,7 @@ def validate(
             "folder) that record one of them as model, config, mixlist or keep_dtype, or are one of them.",
         ),
     ] = False,
+    json_output: shared.JsonOutput = False,
 ) -> None:
     """Validate files and report every problem in one pass, with file, line and JSON path.
 
@@ -128,6 +129,7 @@ def validate(
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """
     options = SharedOptions.of(locals())
+    output_format = "json" if options.json_output else output_format
     if output_format not in OUTPUT_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
     from ampconfig.settings.validate import validate_paths

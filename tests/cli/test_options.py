@@ -44,7 +44,7 @@ DOCUMENTED: dict[str, list[str]] = {
     "diff": ["model", *_DECIDING, *_DECIDING_VALUES, "--json"],
     "calibrate": ["model", "-c", "-m", "--target", *_RUNNING, "--data", "--calibration-data", "--json"],
     "lists": ["-c", "-m", "--modify-mixlist", "--op-names", "--target", "--json"],
-    "validate": ["--target", "--op-names"],
+    "validate": ["--target", "--op-names", "--json"],
     "schema": [],
 }
 #: A command's own option that spells a shared flag with another meaning: its -o writes a lock or a mixlist.
