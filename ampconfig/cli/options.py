@@ -192,6 +192,16 @@ Output = Annotated[
         help=f"Write the rewritten model here: atomically, never over an input. {_STREAMS}",
     ),
 ]
+DecisionMetadata = Annotated[
+    bool | None,
+    typer.Option(
+        "--decision-metadata/--no-decision-metadata",
+        help="Write each node's decision into the rewritten model, in the node's metadata_props (ampconfig.rule, "
+        "ampconfig.cause, ampconfig.reason, ampconfig.precision_mode: Netron shows them beside the node). Needs IR "
+        "version 10 or later (an older model gets none, said in a note).",
+        show_default="the config's decision_metadata, else on",
+    ),
+]
 Warmup = Annotated[
     int | None,
     typer.Option("--warmup", help="Untimed runs per model.", show_default="3", callback=count_between(0, MAX_WARMUP)),
@@ -307,6 +317,7 @@ DECLARATIONS: dict[str, Any] = {
     "shapes": Shapes,
     "seed": Seed,
     "output": Output,
+    "decision_metadata": DecisionMetadata,
     "warmup": Warmup,
     "iterations": Iterations,
     "tolerance": Tolerance,
@@ -344,6 +355,7 @@ class SharedOptions:
     shapes: list[str] | None = None
     seed: int | None = None
     output: Path | None = None
+    decision_metadata: bool | None = None
     warmup: int | None = None
     iterations: int | None = None
     tolerance: float | None = None
@@ -376,6 +388,7 @@ class SharedOptions:
             device=self.device,
             keep_io_types=self.keep_io_types,
             output=_path(self.output),
+            decision_metadata=self.decision_metadata,
             inputs_npz=_path(self.inputs_npz),
             input_files=tuple(self.input_files or ()),
             shapes=tuple(self.shapes or ()),
@@ -469,6 +482,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
         *RUNNING,
         *VALUES,
         "output",
+        "decision_metadata",
         "warmup",
         "iterations",
         "tolerance",
@@ -491,6 +505,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
         *DECIDING,
         *DECIDING_VALUES,
         "output",
+        "decision_metadata",
         "json_output",
         model=RewriteModel,
     ),

@@ -108,6 +108,7 @@ def run(
     shapes: shared.Shapes = None,
     seed: shared.Seed = None,
     output: shared.Output = None,
+    decision_metadata: shared.DecisionMetadata = None,
     warmup: shared.Warmup = None,
     iterations: shared.Iterations = None,
     tolerance: shared.Tolerance = None,
@@ -159,6 +160,9 @@ def run(
                 hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
             )
         report = execute(settings, start.progress, guard, output_role, range_check=options.range_check)
+        lacks = report.rewrite.metadata_note if report.rewrite is not None else None
+        if report.output_path is not None and lacks:
+            report.notes.append(lacks)  # what the model written lacks, and why
         if ranges_file is not None and ranges_out is not None:
             report.notes.append(f"wrote the value ranges {write_ranges(guard, ranges_file, report, ranges_out)}")
         if lock_file is not None and lock_out is not None:

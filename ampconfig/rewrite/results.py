@@ -72,6 +72,7 @@ class RewriteResult:
     cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
     skeleton: ModelSkeleton | None = None  # the output as checked, serialised once without its large weights
     value_ranges: ValueRanges | None = None  # the float32 model's value ranges the decision read (None: none)
+    metadata_note: str | None = None  # why the model carries no decisions in its node metadata (its IR version)
 
     @cached_property
     def model(self) -> onnx.ModelProto:

@@ -283,6 +283,14 @@ class SessionConfig(BaseModel):
     )
     model: UserPath | None = Field(default=None, description="The fp32 ONNX model (a command-line path wins).")
     output: UserOutputPath | None = Field(default=None, description="Where the rewritten model is written.")
+    decision_metadata: bool = Field(
+        default=True,
+        strict=True,
+        description="Write each node's decision into the rewritten model, in the node's metadata_props "
+        "(ampconfig.rule, ampconfig.cause, ampconfig.reason, ampconfig.precision_mode), which Netron shows beside "
+        "the node; false leaves them out (`--no-decision-metadata`). A model below IR version 10 has no node "
+        "metadata and gets none.",
+    )
     modify_mixlist: MixlistSetting | None = Field(
         default=None,
         description="Ascend modify_mixlist: the path of a mixlist JSON file, or the mixlist object inline. "
