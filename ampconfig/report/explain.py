@@ -35,15 +35,18 @@ def explain_payload(
     range_report: Mapping[str, Any] | None = None,
     op_names: str | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order) and ``summary``.
+    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order, each with the Casts
+    the rewrite added on its inputs and outputs: ``casts_in``, ``casts_out``) and ``summary``.
     With ``op_names`` tensorflow or ascend, each node also carries ``op_type_names``: its op type in that
     vocabulary (every name it has there, as a mixlist for ATC would list it; docs/op-names.md)."""
     foreign = op_names if op_names in ("tensorflow", "ascend") else None
+    casts = result.casts_around()
     nodes = []
     for index, decision in enumerate(result.decisions):
         item = decision.to_dict()
         item["index"] = index
         item["changed"] = decision.changed
+        item["casts_in"], item["casts_out"] = casts.get(decision.name, (0, 0))
         if foreign is not None:
             item["op_type_names"] = written_names(decision.op_type, foreign)
         nodes.append(item)

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.files.ir_bridge import to_proto
+from ampconfig.files.ir_bridge import model_graphs, to_proto
 from ampconfig.files.skeleton import ModelSkeleton
 
 
@@ -89,6 +89,26 @@ class RewriteResult:
         if self.input_files or self.skeleton is None:
             return self.ir_model
         return self.skeleton
+
+    def casts_around(self) -> dict[str, tuple[int, int]]:
+        """Per decided node (by name), the Casts the rewrite added on its inputs and on its outputs: where a value
+        crosses between dtypes, which the reports draw. A Cast the input had is a decided node, not counted."""
+        decided = {decision.name for decision in self.decisions}
+        counts = dict.fromkeys(decided, (0, 0))
+        for graph in model_graphs(self.ir_model):
+            for node in graph:
+                if node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or node.name in decided:
+                    continue
+                source = node.inputs[0] if node.inputs else None
+                producer = source.producer() if source is not None else None
+                if producer is not None and producer.name is not None and producer.name in decided:
+                    before, after = counts[producer.name]
+                    counts[producer.name] = (before, after + 1)
+                readers = {use.node.name or "" for output in node.outputs for use in output.uses()}
+                for reader in readers & decided:
+                    before, after = counts[reader]
+                    counts[reader] = (before + 1, after)
+        return counts
 
     def count_by_dtype(self) -> dict[str, int]:
         counts: dict[str, int] = {}
