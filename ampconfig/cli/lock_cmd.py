@@ -181,4 +181,4 @@ def print_comparison(comparison: Comparison, output_format: str, exit_code: int)
         print_json(comparison_payload(comparison, exit_code))
         return
     render = {"github": render_github, "markdown": render_markdown, "html": render_html}.get(output_format, render_text)
-    say(render(comparison).rstrip("\n"))
+    say(render(comparison).rstrip("\n"), wrap=output_format == "text")

@@ -147,7 +147,7 @@ def validate(
         print_json(_json_report(report))
     elif output_format == "github":
         for problem in report.problems:
-            say(format_github(problem))
+            say(format_github(problem), wrap=False)
     else:
         for problem in report.problems:
             say(format_text(problem))

@@ -108,11 +108,10 @@ def _node_cells(node: Mapping[str, Any]) -> dict[str, Any]:
     return {"node": name, "op": op, "colour": Text(colour, style=_COLOUR_STYLES.get(colour, "")), "dtype": dtype}
 
 
-def _narrow_decisions(payload: Mapping[str, Any], title: str) -> Table:
+def _narrow_decisions(payload: Mapping[str, Any]) -> Table:
     """The decisions for a narrow terminal: per node its index, then two lines, ``name  op, colour  dtype`` and
     ``rule (cause): reason``; nothing left out, long names folded."""
     table = Table.grid(padding=(0, 1))
-    table.title, table.title_justify = title, "left"
     number_column(table, "#")
     table.add_column(overflow="fold")
     for node in payload["nodes"]:
@@ -144,8 +143,11 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             node["cause"] or "-",
             node["reason"],
         )
+    if console.is_terminal:  # the title wraps as any line does (a table's title does not)
+        console.print(Text(title, style="italic"))
+        table.title = None
     if console.is_terminal and not fits(console, table):
-        print_table(console, _narrow_decisions(payload, title))
+        print_table(console, _narrow_decisions(payload))
     else:
         print_table(console, table)
     summary = payload["summary"]
