@@ -117,9 +117,11 @@ def validate(
     The kind is detected from the suffix and content: .yaml/.yml/.toml configs; .json configs, mixlists
     (black-list/white-list/gray-list keys) and op info (ops + provider); .cfg/.txt keep_dtype files; TensorFlow's
     list variables (TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_*=..., any suffix) as a mixlist. A
-    config's mixlist and keep_dtype files are checked too, and its settings are resolved as every command
-    resolves them (the mode/mixlist pairing). Op types written the TensorFlow or Ascend way (Conv2D, MatMulV2)
-    are read as their ONNX op, each shown as a note with its line. Nothing is run and no ONNX Runtime is loaded.
+    config's mixlist, keep_dtype, customize_dtypes and ranges files are checked too, each as a file of its kind,
+    the files it names for runs (model, run.inputs, data sets) for what they hold, and its settings are resolved as
+    every command resolves them (the mode/mixlist pairing). Op types written the TensorFlow or Ascend way (Conv2D,
+    MatMulV2) are read as their ONNX op, each shown as a note with its line. Nothing is run and no ONNX Runtime is
+    loaded.
 
     A precision lock (*.lock.json, see ampconfig lock) is checked as `lock --check` checks it: decided again
     with the settings it records, on today's files; each changed decision is a problem on its line and on the
