@@ -205,7 +205,7 @@ def rewrite_model_detailed(
     ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
     net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
     Each decided node carries its decision in its ``metadata_props`` (``ampconfig.rule``, ``ampconfig.cause``,
-    ``ampconfig.reason``, ``ampconfig.precision_mode``: what Netron shows beside it) in a model of IR version 10
+    ``ampconfig.precision_mode``: what Netron shows beside it) in a model of IR version 10
     or later (a note says so for an older one); ``decision_metadata=False`` writes none and takes out those of an
     earlier rewrite.
     """

@@ -197,7 +197,7 @@ DecisionMetadata = Annotated[
     typer.Option(
         "--decision-metadata/--no-decision-metadata",
         help="Write each node's decision into the rewritten model, in the node's metadata_props (ampconfig.rule, "
-        "ampconfig.cause, ampconfig.reason, ampconfig.precision_mode: Netron shows them beside the node). Needs IR "
+        "ampconfig.cause, ampconfig.precision_mode: Netron shows them beside the node). Needs IR "
         "version 10 or later (an older model gets none, said in a note).",
         show_default="the config's decision_metadata, else on",
     ),

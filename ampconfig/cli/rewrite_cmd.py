@@ -43,9 +43,9 @@ Models with external data (any model over 2 GB) are read lazily, one weight at a
 written to OUTPUT.data next to --output.
 
 Each node of the written model carries its decision in its metadata_props (ampconfig.rule, ampconfig.cause,
-ampconfig.reason, ampconfig.precision_mode), which Netron shows beside the node; the rule is the one explain
-gives. --no-decision-metadata (config decision_metadata: false) leaves them out. A model below IR version 10 has
-no node metadata: it gets none, and a note says so.
+ampconfig.precision_mode), which Netron shows beside the node; the rule is the one explain gives.
+--no-decision-metadata (config decision_metadata: false) leaves them out. A model below IR version 10 has no
+node metadata: it gets none, and a note says so.
 
 [bold]Examples[/bold]
 

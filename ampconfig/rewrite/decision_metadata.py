@@ -1,10 +1,13 @@
 """Each node's decision written into the model it is about: ``metadata_props`` entries (``ampconfig.rule``,
-``ampconfig.cause``, ``ampconfig.reason``, ``ampconfig.precision_mode``), which Netron shows beside the node, so
-whoever opens the rewritten model sees why a node has its dtype without ampconfig's reports.
+``ampconfig.cause``, ``ampconfig.precision_mode``), which Netron shows beside the node, so whoever opens the
+rewritten model sees why a node has its dtype without ampconfig's reports.
 
-The entries are explain's fields (``explain --json``: ``rule``, ``cause``, ``reason``) and the mode. A node the
-rewrite added (a Cast, a constant's copy in another dtype) says so (rule ``inserted``). Node metadata exists from IR
-version 10 (``NodeProto.metadata_props``): a model kept below it gets none, and the caller says so.
+The entries are explain's fields (``explain --json``: ``rule``, ``cause``) and the mode. Not the reason: it names
+where the values the decision read came from (``range_exceeds``: "on the inputs in frames.npz (ranges file r.json)"),
+and ``rewrite --ranges R`` and the ``run`` that measured ``R`` write the same bytes (docs/design.md §7). A node the
+rewrite added (a Cast, a constant's copy in another dtype) says so (rule ``inserted``; a Cast's cause is the value it
+converts). Node metadata exists from IR version 10 (``NodeProto.metadata_props``): a model kept below it gets none,
+and the caller says so.
 
 Rewriting a rewritten model is idempotent (docs/design.md §6), and so are the entries: in a second rewrite in the
 same mode, a node the first one lowered is "already low" and a Cast the first one inserted is "kept"; the entries
@@ -20,13 +23,11 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.decide.facts import graphs_of
-from ampconfig.dtypes import Dtype
 
 #: What every key ampconfig writes starts with; an entry of another tool is never touched.
 PREFIX = "ampconfig."
 RULE = PREFIX + "rule"
 CAUSE = PREFIX + "cause"
-REASON = PREFIX + "reason"
 PRECISION_MODE = PREFIX + "precision_mode"
 #: The rule written on a node the rewrite added: it was not decided, it realises decisions.
 INSERTED = "inserted"
@@ -44,8 +45,8 @@ def no_metadata_note(ir_version: int) -> str:
 
 
 def decision_entries(decision: NodeDecision, precision_mode: str) -> dict[str, str]:
-    """The entries of one decided node: explain's rule, cause (when there is one) and reason, and the mode."""
-    entries = {RULE: decision.rule.value, REASON: decision.reason, PRECISION_MODE: precision_mode}
+    """The entries of one decided node: explain's rule and cause (when there is one), and the mode."""
+    entries = {RULE: decision.rule.value, PRECISION_MODE: precision_mode}
     if decision.cause:
         entries[CAUSE] = decision.cause
     return entries
@@ -96,22 +97,12 @@ def _left_by_an_earlier_rewrite(props: Mapping[str, str], decision: NodeDecision
 
 
 def _inserted_entries(node: ir.Node, precision_mode: str) -> dict[str, str]:
-    output = node.outputs[0] if node.outputs else None
-    dtype = Dtype.of_value(output) if output is not None else None
-    into = f" in {dtype.value}" if dtype is not None else ""
-    if node.op_type == "Cast" and node.inputs and node.inputs[0] is not None:
-        source = node.inputs[0].name or ""
-        return {
-            RULE: INSERTED,
-            CAUSE: source,
-            REASON: f"inserted by ampconfig: {source}{into}, as what reads it needs",
-            PRECISION_MODE: precision_mode,
-        }
-    return {
-        RULE: INSERTED,
-        REASON: f"inserted by ampconfig: a {node.op_type}{into}, as what reads it needs",
-        PRECISION_MODE: precision_mode,
-    }
+    """A node the rewrite added: rule ``inserted``, and for a Cast the value it converts as the cause."""
+    entries = {RULE: INSERTED, PRECISION_MODE: precision_mode}
+    source = node.inputs[0] if node.op_type == "Cast" and node.inputs else None
+    if source is not None and source.name:
+        entries[CAUSE] = source.name
+    return entries
 
 
 def _replace(node: ir.Node, entries: Mapping[str, str]) -> bool:

@@ -12,6 +12,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
+from ampconfig.decide.facts import is_onnx_op
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.ir_bridge import model_graphs, to_proto
 from ampconfig.files.skeleton import ModelSkeleton
@@ -97,7 +98,7 @@ class RewriteResult:
         counts = dict.fromkeys(decided, (0, 0))
         for graph in model_graphs(self.ir_model):
             for node in graph:
-                if node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or node.name in decided:
+                if not is_onnx_op(node, "Cast") or node.name in decided:
                     continue
                 source = node.inputs[0] if node.inputs else None
                 producer = source.producer() if source is not None else None

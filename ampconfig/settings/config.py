@@ -287,7 +287,7 @@ class SessionConfig(BaseModel):
         default=True,
         strict=True,
         description="Write each node's decision into the rewritten model, in the node's metadata_props "
-        "(ampconfig.rule, ampconfig.cause, ampconfig.reason, ampconfig.precision_mode), which Netron shows beside "
+        "(ampconfig.rule, ampconfig.cause, ampconfig.precision_mode), which Netron shows beside "
         "the node; false leaves them out (`--no-decision-metadata`). A model below IR version 10 has no node "
         "metadata and gets none.",
     )

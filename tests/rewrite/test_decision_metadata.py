@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.examples import example_path
-from ampconfig.rewrite.decision_metadata import CAUSE, INSERTED, PRECISION_MODE, PREFIX, REASON, RULE
+from ampconfig.rewrite.decision_metadata import CAUSE, INSERTED, PRECISION_MODE, PREFIX, RULE
 from ampconfig.settings.modes import V1_NAMES
 from tests import exporter_models
 from tests.value_models import char_lstm_loop, vad_if
@@ -110,7 +110,6 @@ def test_every_decided_node_carries_the_rule_explain_gives(
             continue
         entries = _entries(by_name[node["name"]])
         assert entries[RULE] == node["rule"], (node["name"], entries, node)
-        assert entries[REASON] == node["reason"]
         assert entries.get(CAUSE) == node["cause"]
         assert entries[PRECISION_MODE] == explained["precision_mode"]
     names = {node["name"] for node in decided}
