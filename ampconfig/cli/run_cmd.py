@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.options import SharedOptions, output_path
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
@@ -111,6 +111,7 @@ def run(
     shapes: shared.Shapes = None,
     seed: shared.Seed = None,
     output: shared.Output = None,
+    decision_metadata: shared.DecisionMetadata = None,
     warmup: shared.Warmup = None,
     iterations: shared.Iterations = None,
     tolerance: shared.Tolerance = None,
@@ -123,6 +124,7 @@ def run(
         typer.Option(
             "--lock-out",
             metavar="FILE",
+            parser=output_path("--lock-out"),
             help="Also write a precision lock with the proof (tolerance, device, data, each output's error): "
             "see ampconfig lock.",
         ),
@@ -132,6 +134,7 @@ def run(
         typer.Option(
             "--ranges-out",
             metavar="RANGES.json",
+            parser=output_path("--ranges-out"),
             help="Also write the value ranges the float32 model's calibration run measured (as ampconfig calibrate "
             "does): --ranges FILE then gives every other command the same decisions without running the model.",
         ),
@@ -160,6 +163,9 @@ def run(
                 hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
             )
         report = execute(settings, start.progress, guard, output_role, range_check=options.range_check)
+        lacks = report.rewrite.metadata_note if report.rewrite is not None else None
+        if report.output_path is not None and lacks:
+            report.notes.append(lacks)  # what the model written lacks, and why
         if ranges_file is not None and ranges_out is not None:
             report.notes.append(f"wrote the value ranges {write_ranges(guard, ranges_file, report, ranges_out)}")
         if lock_file is not None and lock_out is not None:

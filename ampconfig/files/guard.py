@@ -40,6 +40,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -450,7 +451,7 @@ class OutputGuard:
                 sys.stdout.flush()  # whatever was printed before goes first, not into the middle of the stream
                 descriptor = os.dup(STDOUT_FD)
             else:
-                descriptor = os.open(destination.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+                descriptor = _open_for_stream(destination)
             with os.fdopen(descriptor, "wb") as stream, staged.open("rb") as source:
                 shutil.copyfileobj(source, stream, _STREAM_CHUNK)
         except OSError as exc:
@@ -564,6 +565,36 @@ def take_back_outputs() -> list[str]:
                 guard._remove_staging()
         _held.guards.clear()
     return list(_held.taken_back)
+
+
+#: How long an output FIFO may have no reader before the command stops saying so (a reader started with the
+#: command, ``ampconfig ... -o fifo & consumer < fifo``, opens it well within this).
+FIFO_READER_WAIT_S = 5.0
+_FIFO_POLL_S = 0.05
+
+
+def _open_for_stream(destination: Destination) -> int:
+    """The FIFO or device open for writing, without ever waiting for ever: opening a FIFO for writing blocks
+    until something reads it, so it is opened non-blocking (ENXIO while nobody reads), retried for
+    :data:`FIFO_READER_WAIT_S`, and then written in blocking mode (the reader sets the pace)."""
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    deadline = time.monotonic() + FIFO_READER_WAIT_S
+    while True:
+        try:
+            descriptor = os.open(destination.path, flags)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise AmpconfigError(
+                    f"nothing reads the FIFO the {destination.role} goes to (waited {FIFO_READER_WAIT_S:g} s)",
+                    file=destination.shown,
+                    hint="start its reader first (cat FIFO > FILE &), or write to a regular file",
+                ) from None
+            time.sleep(_FIFO_POLL_S)
+            continue
+        os.set_blocking(descriptor, True)
+        return descriptor
 
 
 def _check_still_replaceable(destination: Destination) -> None:

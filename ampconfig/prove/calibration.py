@@ -30,7 +30,7 @@ from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sh
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.domains import onnx_opset
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import relative_path
+from ampconfig.files.paths import real_location, relative_path
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.ranges_file import (
     RANGES_FORMAT,
@@ -102,6 +102,7 @@ class Calibration:
         relative to that file's folder, with ``/`` separators, as a lock records paths."""
         from ampconfig.settings.schemas import schema_reference
 
+        written_to = real_location(written_to)  # through a symbolic link: relative to the real file
         return RangesFile(
             schema_ref=schema_reference("ranges", written_to),
             format=RANGES_FORMAT,
