@@ -460,22 +460,30 @@ class OutputGuard:
 
     # ------------------------------------------------------------------------------------------------ finish
     def __enter__(self) -> OutputGuard:
+        if _held is not None:
+            # Until its own exit has cleaned up: a signal can arrive inside __exit__ before its first line holds the
+            # signals back, and the command line must then take this guard's outputs back itself.
+            _held.open.append(self)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         with uninterrupted():  # a SIGTERM now waits until the cleanup is done
-            if error is None and _held is not None and (self._committed or self._staging):
-                _held.guards.append(self)  # final when the command line settles its outputs
-                return
             try:
-                if error is not None:
-                    taken_back = self._undo()
-                    if _held is not None:
-                        _held.taken_back.extend(taken_back)
+                if error is None and _held is not None and (self._committed or self._staging):
+                    _held.guards.append(self)  # final when the command line settles its outputs
+                    return
+                try:
+                    if error is not None:
+                        taken_back = self._undo()
+                        if _held is not None:
+                            _held.taken_back.extend(taken_back)
+                finally:
+                    self._remove_staging()
             finally:
-                self._remove_staging()
+                if _held is not None and self in _held.open:
+                    _held.open.remove(self)
 
     def _undo(self) -> list[str]:
         """Take back every committed output, newest first: restore what was replaced, remove what is new. Returns
@@ -529,6 +537,8 @@ class _HeldOutputs:
 
     guards: list[OutputGuard] = field(default_factory=list)
     taken_back: list[str] = field(default_factory=list)
+    #: guards entered whose exit has not finished (an interrupted one is taken back with the held ones)
+    open: list[OutputGuard] = field(default_factory=list)
 
 
 _held: _HeldOutputs | None = None
@@ -558,11 +568,12 @@ def take_back_outputs() -> list[str]:
     if _held is None:
         return []
     with uninterrupted():
-        for guard in reversed(_held.guards):
+        for guard in [*reversed(_held.open), *reversed(_held.guards)]:
             try:
                 _held.taken_back.extend(guard._undo())
             finally:
                 guard._remove_staging()
+        _held.open.clear()
         _held.guards.clear()
     return list(_held.taken_back)
 
