@@ -13,6 +13,7 @@ Two things must happen before the command line's own imports (typer, rich, onnx,
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -36,10 +37,19 @@ def runs_models(args: Sequence[str]) -> bool:
     return command in _ALWAYS_RUN or (command in _RUN_WHEN and bool(_RUNNING_OPTIONS.intersection(words)))
 
 
+def _import_numpy_unthreaded() -> None:
+    """NumPy imported before the fork, so the worker does not import it again, with its BLAS kept to this thread:
+    OpenBLAS starts its thread pool at import, and a process with threads is not forked. This process uses BLAS
+    for a few vector norms only. A thread count the user set stays theirs (the worker is then started anew)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import numpy  # noqa: F401
+
+
 def main() -> None:
     """Start the worker when the command will need it, then hand over to :func:`ampconfig.cli.main`."""
     try:
         if runs_models(sys.argv[1:]):
+            _import_numpy_unthreaded()
             from ampconfig.runner.worker import prestart
 
             prestart()
