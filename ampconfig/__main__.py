@@ -1,5 +1,5 @@
 """``python -m ampconfig``: the same command line as the ``ampconfig`` script."""
 
-from ampconfig.cli import main
+from ampconfig.entry import main
 
 main()

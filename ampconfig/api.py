@@ -169,6 +169,7 @@ def rewrite_model_detailed(
     data_max: float | None = None,
     with_cost: bool = True,
     runtime_refused: Mapping[str, str] | None = None,
+    decision_metadata: bool = True,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -206,6 +207,10 @@ def rewrite_model_detailed(
     caller that shows none of it saves their walk over the graph (a quarter of a second on 25k nodes).
     ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
     net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
+    Each decided node carries its decision in its ``metadata_props`` (``ampconfig.rule``, ``ampconfig.cause``,
+    ``ampconfig.precision_mode``: what Netron shows beside it) in a model of IR version 10
+    or later (a note says so for an older one); ``decision_metadata=False`` writes none and takes out those of an
+    earlier rewrite.
     """
     options = RewriteOptions.of(
         precision_mode,
@@ -225,6 +230,7 @@ def rewrite_model_detailed(
         data_max=data_max,
         with_cost=with_cost,
         runtime_refused=runtime_refused,
+        decision_metadata=decision_metadata,
     )
     return rewrite_with_options(model, options)
 
@@ -433,7 +439,8 @@ def _result(
         target=read.library.target,
         low_dtype=mode.low_dtype,
         warnings=warnings,
-        notes=read.notes,
+        notes=[*read.notes, *([run.metadata_note] if run.metadata_note else [])],
+        metadata_note=run.metadata_note,
         input_files=input_files,
         cost=run.cost,
         skeleton=run.skeleton,
@@ -527,6 +534,7 @@ def rewrite_model(
     clamp_values: bool = False,
     ranges: str | Path | None = None,
     data_max: float | None = None,
+    decision_metadata: bool = True,
 ) -> onnx.ModelProto:
     """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""
     return rewrite_model_detailed(
@@ -539,5 +547,6 @@ def rewrite_model(
         clamp_values=clamp_values,
         ranges=ranges,
         data_max=data_max,
+        decision_metadata=decision_metadata,
         with_cost=False,  # only the model is returned
     ).model

@@ -100,7 +100,7 @@ def ampconfig_command() -> list[str]:
     locations = (spec.submodule_search_locations or []) if spec else []
     if any((Path(p) / "__main__.py").is_file() for p in locations):
         return [sys.executable, "-m", "ampconfig"]
-    # What the console script itself runs (pyproject: ampconfig = "ampconfig.cli:main").
+    # What the console script itself runs (pyproject: ampconfig = "ampconfig.entry:main").
     return [sys.executable, "-c", "import sys; from ampconfig.cli import main; sys.exit(main())"]
 
 

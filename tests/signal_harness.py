@@ -5,6 +5,7 @@ always do. The moments:
 
 - ``staged``: an output is complete in its staging folder, not yet moved into place;
 - ``committed``: the first file was just moved into place;
+- ``exiting``: a guarded block ended successfully and its guard's exit is about to run (its outputs in place);
 - ``kept``: a guarded block ended successfully: its outputs are in place, and the command still prints its results;
 - ``returned``: the command returned, its outputs not yet final;
 - ``ending``: the outputs are final and the process is about to end (ending signals are ignored by now);
@@ -72,6 +73,8 @@ def commit_after_pause(self: guard.OutputGuard, *args: Any) -> None:
 
 
 def exit_then_pause(self: guard.OutputGuard, kind: Any, error: Any, trace: Any) -> None:
+    if moment == "exiting" and error is None:
+        pause()  # the signal's exception is raised here, before the guard's own exit has run a line
     guard_exit(self, kind, error, trace)
     if moment == "kept" and error is None:
         pause()

@@ -357,9 +357,16 @@ def test_modified_is_false_when_nothing_changes_and_true_otherwise() -> None:
     typed = onnx.shape_inference.infer_shapes(proto)  # every value declared: the typing step has nothing to add
     model = ir.serde.deserialize_model(typed)
     handed_in = _serialized(model)
-    fp32 = MixedPrecisionPass("force_fp32", target="cuda")(model)
+    # Without the decisions written into the nodes' metadata, force_fp32 changes nothing here.
+    fp32 = MixedPrecisionPass("force_fp32", target="cuda", decision_metadata=False)(model)
     assert not fp32.modified and fp32.rewrite is not None and not any(d.changed for d in fp32.rewrite.decisions)
     assert _serialized(fp32.model) == handed_in  # and indeed nothing did
+    # With them (the default), the first run records every node's decision, and a second run has nothing to add.
+    recorded = MixedPrecisionPass("force_fp32", target="cuda")
+    assert recorded(model).modified
+    assert {n.metadata_props["ampconfig.rule"] for n in model.graph} == {"mode_keeps"}
+    before_again = _serialized(model)
+    assert not recorded(model).modified and _serialized(model) == before_again
     untyped = MixedPrecisionPass("force_fp32", target="cuda")(ir.serde.deserialize_model(proto))
     assert untyped.modified  # the values got their types (written as value_info)
     mixed = MixedPrecisionPass(MIXED, target="cuda")

@@ -32,7 +32,8 @@ LEVELS = {
     "report": 9,
     "cli": 10,
     "__init__": 11,
-    "__main__": 11,
+    "entry": 11,
+    "__main__": 12,
 }
 SAME_LEVEL = {("opinfo", "files")}
 

@@ -1,8 +1,12 @@
 """Real models of the kinds exporters write that ampconfig once failed on (issue 18), built with onnx.helper:
 sparse constants and initializers, a scikit-learn-style classifier ending in ZipMap, bfloat16 and zero-size
-inputs, ConstantOfShape, training info. Each one loads and runs in ONNX Runtime."""
+inputs, ConstantOfShape, training info, inputs and outputs that share a symbolic size differing at run time. Each
+one loads and runs in ONNX Runtime."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 import onnx
@@ -205,3 +209,119 @@ def training_info_model() -> onnx.ModelProto:
     )
     info.update_binding.add(key="w1", value="w1_next")
     return model
+
+
+# ------------------------------------------------------------------------------------- shared symbolic sizes
+# Exporters name one symbol for every dimension they cannot tell apart (``N`` for phonemes, notes and frames of a
+# singing-synthesis model) although the tensors differ in size at run time. ONNX Runtime runs such a model; its
+# memory planner reuses a freed buffer for a value declared with the same shape, so a declaration copied from one
+# tensor onto another makes it fail ("Shape mismatch attempting to re-use buffer").
+
+#: The sizes each shared-size model is run with: one symbol ``N``, different sizes.
+SHARED_SIZE_FEEDS: dict[str, dict[str, list[int]]] = {
+    "shared_size_concat": {"a": [10], "b": [14]},
+    "shared_size_embeddings": {"a_ids": [10], "b_ids": [14]},
+    "shared_size_two_outputs": {"a": [10], "b": [14]},
+    "shared_size_if_branches": {"a": [10], "b": [14]},
+}
+
+
+def _shared_size_model(
+    nodes: list[onnx.NodeProto],
+    name: str,
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    weights: tuple[onnx.TensorProto, ...] = (),
+) -> onnx.ModelProto:
+    model = _model(oh.make_graph(nodes, name, inputs, outputs, list(weights)))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def shared_size_concat_model() -> onnx.ModelProto:
+    """a [N], b [N] -> Max(a, a), Max(b, b) -> Concat -> y [N]: fed 10 and 14 elements, y has 24."""
+    nodes = [
+        oh.make_node("Max", ["a", "a"], ["a_max"], name="max_a"),
+        oh.make_node("Max", ["b", "b"], ["b_max"], name="max_b"),
+        oh.make_node("Concat", ["a_max", "b_max"], ["y"], name="concat", axis=0),
+    ]
+    inputs = [oh.make_tensor_value_info(name, TensorProto.FLOAT, ["N"]) for name in ("a", "b")]
+    return _shared_size_model(
+        nodes, "shared_size_concat", inputs, [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])]
+    )
+
+
+def shared_size_embeddings_model() -> onnx.ModelProto:
+    """Token ids a_ids [N], b_ids [N] -> Gather from one float32 table [32, 4] -> Max -> Concat -> y [N, 4]."""
+    nodes = [
+        oh.make_node("Gather", ["table", "a_ids"], ["a_emb"], name="embed_a"),
+        oh.make_node("Gather", ["table", "b_ids"], ["b_emb"], name="embed_b"),
+        oh.make_node("Max", ["a_emb", "a_emb"], ["a_max"], name="max_a"),
+        oh.make_node("Max", ["b_emb", "b_emb"], ["b_max"], name="max_b"),
+        oh.make_node("Concat", ["a_max", "b_max"], ["y"], name="concat", axis=0),
+    ]
+    inputs = [oh.make_tensor_value_info(name, TensorProto.INT64, ["N"]) for name in ("a_ids", "b_ids")]
+    outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])]
+    table = numpy_helper.from_array(_weight(32, 4, seed=8), "table")
+    return _shared_size_model(nodes, "shared_size_embeddings", inputs, outputs, (table,))
+
+
+def shared_size_two_outputs_model() -> onnx.ModelProto:
+    """The concatenation y [N] is an output and read again: z = Max(y, y) [N] is a second output."""
+    nodes = [
+        oh.make_node("Max", ["a", "a"], ["a_max"], name="max_a"),
+        oh.make_node("Max", ["b", "b"], ["b_max"], name="max_b"),
+        oh.make_node("Concat", ["a_max", "b_max"], ["y"], name="concat", axis=0),
+        oh.make_node("Max", ["y", "y"], ["z"], name="max_y"),
+    ]
+    inputs = [oh.make_tensor_value_info(name, TensorProto.FLOAT, ["N"]) for name in ("a", "b")]
+    outputs = [oh.make_tensor_value_info(name, TensorProto.FLOAT, ["N"]) for name in ("y", "z")]
+    return _shared_size_model(nodes, "shared_size_two_outputs", inputs, outputs)
+
+
+def _branch(op: str, name: str) -> onnx.GraphProto:
+    """A branch that reads a and b from the outer graph: op(a, a), op(b, b) concatenated, declared [N]."""
+    nodes = [
+        oh.make_node(op, ["a", "a"], [f"{name}_a"], name=f"{name}_a"),
+        oh.make_node(op, ["b", "b"], [f"{name}_b"], name=f"{name}_b"),
+        oh.make_node("Concat", [f"{name}_a", f"{name}_b"], [f"{name}_out"], name=f"{name}_concat", axis=0),
+    ]
+    return oh.make_graph(nodes, name, [], [oh.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, ["N"])])
+
+
+def shared_size_if_branches_model() -> onnx.ModelProto:
+    """An If whose branches concatenate a [N] and b [N] into an output declared [N] (a subgraph's output)."""
+    nodes = [
+        oh.make_node(
+            "If",
+            ["pick"],
+            ["y"],
+            name="choose",
+            then_branch=_branch("Max", "larger"),
+            else_branch=_branch("Min", "smaller"),
+        )
+    ]
+    inputs = [oh.make_tensor_value_info(name, TensorProto.FLOAT, ["N"]) for name in ("a", "b")]
+    inputs.append(oh.make_tensor_value_info("pick", TensorProto.BOOL, []))
+    outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])]
+    return _shared_size_model(nodes, "shared_size_if_branches", inputs, outputs)
+
+
+#: Models whose inputs and outputs share a symbolic size that differs at run time (by name, for test ids).
+SHARED_SIZE_MODELS = {
+    "shared_size_concat": shared_size_concat_model,
+    "shared_size_embeddings": shared_size_embeddings_model,
+    "shared_size_two_outputs": shared_size_two_outputs_model,
+    "shared_size_if_branches": shared_size_if_branches_model,
+}
+
+#: Every model of this corpus by name (for the suites that run them all).
+UNUSUAL_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    **SPARSE_AND_MAP_MODELS,
+    "bfloat16_io": bfloat16_io_model,
+    "zero_size": zero_size_model,
+    **{f"constant_of_shape_{opset}": partial(constant_of_shape_model, opset) for opset in (13, 17, 20)},
+    "float32_island": float32_island_model,
+    "training_info": training_info_model,
+    **SHARED_SIZE_MODELS,
+}

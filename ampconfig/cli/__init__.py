@@ -118,6 +118,7 @@ def _end_interrupted(signum: int) -> NoReturn:
     with uninterrupted():
         stop_ending_on_signals()  # a second signal does not cut the cleanup short
         taken_back = take_back_outputs()
+        _end_worker()
     with contextlib.suppress(OSError):  # a closed stderr does not stop the process from ending by the signal
         print_error("interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}")
         for line in taken_back:
@@ -125,6 +126,13 @@ def _end_interrupted(signum: int) -> NoReturn:
     if signum == signal.SIGINT:
         sys.exit(130)
     die_by(signum)
+
+
+def _end_worker() -> None:
+    """End the ONNX Runtime worker now, its folder removed: ending by a signal runs no ``atexit`` handler."""
+    worker = sys.modules.get("ampconfig.runner.worker")
+    if worker is not None:
+        worker.shutdown()
 
 
 __all__ = ["app", "main"]

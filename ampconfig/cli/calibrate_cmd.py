@@ -10,7 +10,7 @@ import typer
 
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.options import SharedOptions, output_path
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 
@@ -59,7 +59,13 @@ def calibrate(
     seed: shared.Seed = None,
     ranges_path: Annotated[
         Path,
-        typer.Option("--output", "-o", metavar="RANGES.json", help="Where to write the ranges: atomically."),
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="RANGES.json",
+            help="Where to write the ranges: atomically.",
+            parser=output_path("--output"),
+        ),
     ],
     shard: Annotated[
         str | None,

@@ -22,7 +22,8 @@ colour, dtype and rule, and the casts inserted. Nothing is run unless --range-ch
 range_exceeds). Values given imply it: any input option, or --ranges FILE (read instead of running the model), so
 explain decides as run does on the same values. --compare also runs the
 rewritten model and adds each node's error to the report (see ampconfig compare). --html FILE writes one
-self-contained HTML file (searchable node table; with --compare an error plot); it may not be any input of
+self-contained HTML file (a picture of the model, one mark per node coloured by dtype with the casts drawn; a
+searchable node table; with --compare an error plot); it may not be any input of
 the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
 
 --op-names ascend (or tensorflow) reads the mixlist and keep_dtype with those names and shows each node's op

@@ -29,6 +29,8 @@ OPTIONS_PANEL = "Options"
 #: The columns between a name and its help, and the indent of an example line's continuation.
 _GAP = 2
 _CONTINUATION = "    "
+#: Narrower than this, an option's or command's help goes below its name, not beside it.
+STACKED_BELOW = 40
 #: A comment in an example line (``  ampconfig run  [dim]# what it does[/dim]``): where it starts.
 _COMMENT_MARKS = ("[dim]#", "# ")
 
@@ -49,7 +51,7 @@ def print_command_help(command: Any, ctx: Any, console: Console | None = None) -
     for title, records in _panels(command, ctx):
         console.print(_panel(title, records, console.width))
     if hasattr(command, "list_commands"):
-        console.print(_commands_panel(command, ctx))
+        console.print(_commands_panel(command, ctx, console.width))
     if command.epilog:
         console.print(Padding(Group(*_prose(command.epilog, console.width - 2)), 1))
 
@@ -75,11 +77,13 @@ def _takes_context(method: Any) -> bool:
     return "ctx" in inspect.signature(method).parameters
 
 
-def _panel(title: str, records: list[tuple[str, str]], width: int) -> Panel:
-    """One panel: names in a column as wide as the widest name that fits a third of it, help beside them."""
+def _panel(title: str, records: list[tuple[str, str]], width: int) -> RenderableType:
+    """One panel: names in a column as wide as the widest name that fits a third of it, help beside them. Below
+    :data:`STACKED_BELOW` columns each option's help goes on the lines below its names (beside them it would be a
+    column of a few letters), and the panel has no border (its four columns are the help's)."""
     inner = width - 4  # the border and one column of padding on each side
     fitting = [len(names) for names, _ in records if len(names) <= max(inner // 3, 12)]
-    name_width = max(fitting, default=0)
+    name_width = max(fitting, default=0) if width >= STACKED_BELOW else 0
     rows: list[RenderableType] = []
     for names, help_text in records:
         help_cell = Text(help_text, overflow="fold")
@@ -93,21 +97,37 @@ def _panel(title: str, records: list[tuple[str, str]], width: int) -> Panel:
             rows.append(_names(names))
             if help_text:
                 rows.append(Padding(help_cell, (0, 0, 0, name_width + _GAP)))
+    return _framed(title, rows, width)
+
+
+def _framed(title: str, rows: list[RenderableType], width: int) -> RenderableType:
+    """``rows`` in a panel titled ``title``; below :data:`STACKED_BELOW` columns, under the title without a border."""
+    if width < STACKED_BELOW:
+        return Padding(Group(Text(title, style="bold"), *rows), (0, 0, 1, 0))
     return Panel(Group(*rows), title=title, title_align="left", border_style="dim")
 
 
-def _commands_panel(group: Any, ctx: Any) -> Panel:
+def _commands_panel(group: Any, ctx: Any, console_width: int) -> RenderableType:
     """A group's commands, each with the first paragraph of its help."""
     commands = [group.get_command(ctx, name) for name in group.list_commands(ctx)]
     shown = [command for command in commands if command is not None and not command.hidden]
     width = max((len(command.name or "") for command in shown), default=0)
+    if console_width < STACKED_BELOW:  # each command's name on its own line, its help below
+        rows: list[RenderableType] = []
+        for command in shown:
+            rows.append(Text(command.name or "", style="bold cyan"))
+            rows.append(Padding(Text.from_markup(_first_paragraph(command), overflow="fold"), (0, 0, 0, _GAP)))
+        return _framed("Commands", rows, console_width)
     table = Table.grid(padding=(0, _GAP), expand=True)
     table.add_column(width=width, no_wrap=True, style="bold cyan")
     table.add_column(ratio=1, overflow="fold")
     for command in shown:
-        first = inspect.cleandoc(command.short_help or command.help or "").split("\n\n", 1)[0]
-        table.add_row(command.name or "", Text.from_markup(first.replace("\n", " ")))
+        table.add_row(command.name or "", Text.from_markup(_first_paragraph(command)))
     return Panel(table, title="Commands", title_align="left", border_style="dim")
+
+
+def _first_paragraph(command: Any) -> str:
+    return inspect.cleandoc(command.short_help or command.help or "").split("\n\n", 1)[0].replace("\n", " ")
 
 
 def _names(names: str) -> Text:

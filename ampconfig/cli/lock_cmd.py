@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.options import SharedOptions, output_path
 from ampconfig.cli.output import output_guard, print_json, print_warning, say, stderr
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
@@ -80,7 +80,13 @@ def lock(
     clamp_values: shared.ClampValues = None,
     lock_out: Annotated[
         Path | None,
-        typer.Option("--output", "-o", metavar="FILE", help="Where to write the lock (never over an input)."),
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Where to write the lock (never over an input).",
+            parser=output_path("--output"),
+        ),
     ] = None,
     check: Annotated[
         Path | None,
@@ -175,4 +181,4 @@ def print_comparison(comparison: Comparison, output_format: str, exit_code: int)
         print_json(comparison_payload(comparison, exit_code))
         return
     render = {"github": render_github, "markdown": render_markdown, "html": render_html}.get(output_format, render_text)
-    say(render(comparison).rstrip("\n"))
+    say(render(comparison).rstrip("\n"), wrap=output_format == "text")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from ampconfig.cli.options import output_path
 from ampconfig.cli.output import stderr
 from ampconfig.cli.typer_app import SubcommandGroup, app, register_command
 from ampconfig.errors import AmpconfigError
@@ -32,6 +33,7 @@ OpInfoOutputOpt = Annotated[
         "--output",
         "-o",
         metavar="FILE",
+        parser=output_path("--output"),
         help="File to write (- is standard output). Default: ops_info/<target>.json of the source checkout "
         "ampconfig runs from (an installed package is never written to: give -o there).",
     ),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ampconfig.files.paths import refuse_folder_spelling
 from ampconfig.settings.limits import (
     DEFAULT_THRESHOLD,
     MAX_ITERATIONS,
@@ -54,6 +55,18 @@ def count_between(low: int, high: int) -> IntCheck:
         return value if value is None else check_count(value, _flag(param), low, high)
 
     return check
+
+
+def output_path(flag: str) -> Callable[[str], Path]:
+    """The parser of an output path option: the path as written is checked before it becomes a ``Path``, which
+    drops a trailing separator (``-o out_dir/`` would write a file named ``out_dir``)."""
+
+    def parse(value: str | Path) -> Path:
+        if isinstance(value, str):
+            refuse_folder_spelling(value, flag)
+        return Path(value)
+
+    return parse
 
 
 _MODES = ", ".join(V1_NAMES) + "; or a v2 name: " + ", ".join(f"{n} ({m.value})" for n, m in V2_ALIASES.items())
@@ -134,7 +147,12 @@ KeepIoTypes = Annotated[
 ]
 InputFiles = Annotated[
     list[str] | None,
-    typer.Option("--input", metavar="NAME=FILE.npy", help="One input from a .npy file; repeat for more."),
+    typer.Option(
+        "--input",
+        metavar="NAME=FILE.npy",
+        help="One input from a .npy file (a STRING input of rank 1: also a UTF-8 text file, one string a line); "
+        "repeat for more.",
+    ),
 ]
 InputsNpz = Annotated[Path | None, typer.Option("--inputs", help=".npz with one array per model input.")]
 Data = Annotated[
@@ -175,7 +193,18 @@ Output = Annotated[
         "--output",
         "-o",
         metavar="OUT.onnx",
+        parser=output_path("--output"),
         help=f"Write the rewritten model here: atomically, never over an input. {_STREAMS}",
+    ),
+]
+DecisionMetadata = Annotated[
+    bool | None,
+    typer.Option(
+        "--decision-metadata/--no-decision-metadata",
+        help="Write each node's decision into the rewritten model, in the node's metadata_props (ampconfig.rule, "
+        "ampconfig.cause, ampconfig.precision_mode: Netron shows them beside the node). Needs IR "
+        "version 10 or later (an older model gets none, said in a note).",
+        show_default="the config's decision_metadata, else on",
     ),
 ]
 Warmup = Annotated[
@@ -245,6 +274,7 @@ Html = Annotated[
     typer.Option(
         "--html",
         metavar="FILE",
+        parser=output_path("--html"),
         help=f"Also write a self-contained HTML report here (never over an input). {_STREAMS}",
     ),
 ]
@@ -291,6 +321,7 @@ DECLARATIONS: dict[str, Any] = {
     "shapes": Shapes,
     "seed": Seed,
     "output": Output,
+    "decision_metadata": DecisionMetadata,
     "warmup": Warmup,
     "iterations": Iterations,
     "tolerance": Tolerance,
@@ -328,6 +359,7 @@ class SharedOptions:
     shapes: list[str] | None = None
     seed: int | None = None
     output: Path | None = None
+    decision_metadata: bool | None = None
     warmup: int | None = None
     iterations: int | None = None
     tolerance: float | None = None
@@ -360,6 +392,7 @@ class SharedOptions:
             device=self.device,
             keep_io_types=self.keep_io_types,
             output=_path(self.output),
+            decision_metadata=self.decision_metadata,
             inputs_npz=_path(self.inputs_npz),
             input_files=tuple(self.input_files or ()),
             shapes=tuple(self.shapes or ()),
@@ -453,6 +486,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
         *RUNNING,
         *VALUES,
         "output",
+        "decision_metadata",
         "warmup",
         "iterations",
         "tolerance",
@@ -475,6 +509,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
         *DECIDING,
         *DECIDING_VALUES,
         "output",
+        "decision_metadata",
         "json_output",
         model=RewriteModel,
     ),
@@ -487,6 +522,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
     "validate": uses(
         "target",
         "op_names",
+        "json_output",
         target=ValidateTarget,
         op_names=ValidateOpNames,
     ),

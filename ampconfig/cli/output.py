@@ -1,5 +1,9 @@
 """Where the CLI writes: results to stdout (one JSON object with --json), messages to stderr.
 
+On a terminal every line fits its width: text wraps at word boundaries (a word wider than the terminal folds),
+tables fold (:mod:`ampconfig.report.tables`). In a pipe or a file nothing is wrapped, so CI logs and grep keep each
+line whole; JSON, GitHub annotations and Markdown are never wrapped (:func:`say` with ``wrap=False``).
+
 Results go through :data:`reports`, a stand-in for ``sys.stdout`` that a command can move to stderr when one of its
 outputs is standard output itself (``-o -``, ``-o /dev/stdout``): the model or HTML bytes then stay alone on the
 stream. It never raises: a write that fails (a reader that went away, a full disk) is remembered, later writes are
@@ -13,6 +17,7 @@ import errno
 import json
 import os
 import sys
+import textwrap
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
@@ -110,11 +115,47 @@ def _write_whole(stream: TextIO, text: str) -> None:
         remaining = remaining[written:]
 
 
+class FittingConsole(Console):
+    """A console that wraps what it prints at word boundaries on a terminal, and never in a pipe or a file."""
+
+    def print(self, *objects: Any, soft_wrap: bool | None = None, **kwargs: Any) -> None:
+        super().print(*objects, soft_wrap=not self.is_terminal if soft_wrap is None else soft_wrap, **kwargs)
+
+
 #: The results stream of the running command.
 reports = ReportStream()
 # A text stream to rich by what it calls (write, flush, isatty, encoding), not an IO[str] subclass.
-stdout = Console(file=reports, highlight=False, soft_wrap=True)  # type: ignore[arg-type]
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+stdout = FittingConsole(file=reports, highlight=False)  # type: ignore[arg-type]
+stderr = FittingConsole(stderr=True, highlight=False)
+
+
+def fitted(text: str, width: int) -> str:
+    """``text`` with each line wider than ``width`` wrapped at word boundaries, its continuation lines indented two
+    columns more than the line; a word wider than the room left folds. Whitespace inside a line is kept where the
+    line fits."""
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        hanging = (indent + "  ")[: max(0, width // 3)]
+        wrapper = textwrap.TextWrapper(
+            width=max(width, 2),
+            subsequent_indent=hanging,
+            break_long_words=True,
+            break_on_hyphens=False,
+            replace_whitespace=False,
+        )
+        lines.extend(wrapper.wrap(line) or [""])
+    return "\n".join(lines)
+
+
+def _on_terminal() -> bool:
+    try:
+        return bool(reports.isatty())
+    except (OSError, ValueError, AttributeError):  # a closed or replaced stream
+        return False
 
 
 # ------------------------------------------------------------------------------------------ encodings
@@ -165,8 +206,11 @@ def output_guard() -> OutputGuard:
     return OutputGuard(on_stdout=reports.move_to_stderr)
 
 
-def say(text: str) -> None:
-    """One line of results (plain text, no markup)."""
+def say(text: str, *, wrap: bool = True) -> None:
+    """One line of results (plain text, no markup), on a terminal fitted to its width (:func:`fitted`); with
+    ``wrap`` false (JSON, annotations, Markdown: text a program reads) exactly as it is."""
+    if wrap and _on_terminal():
+        text = fitted(text, stdout.width)
     print(text, file=reports, flush=True)
 
 
@@ -180,7 +224,7 @@ def print_warning(message: str) -> None:
 
 def print_json(payload: Any) -> None:
     """Exactly one JSON object on the results stream, nothing else."""
-    say(json.dumps(payload, indent=2, sort_keys=False, default=str))
+    say(json.dumps(payload, indent=2, sort_keys=False, default=str), wrap=False)
 
 
 def print_result(payload: Mapping[str, Any], exit_code: int = EXIT_OK) -> None:

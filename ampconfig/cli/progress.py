@@ -17,6 +17,10 @@ if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the r
     from ampconfig.runner.timing import ProgressCallback
 
 
+#: Narrower than this, a progress line is its label and count only.
+NARROW = 40
+
+
 def shown(json_output: bool) -> bool:
     """Whether this invocation shows progress."""
     return stderr.is_terminal and not json_output
@@ -30,16 +34,17 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     if not enabled:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Column
 
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=stderr,
-        transient=True,
-    )
+    # The label folds rather than being cut; the bar shrinks with the terminal, and below NARROW columns only the
+    # label and the count are left (a bar and a clock would squeeze them to nothing).
+    label = TextColumn("{task.description}", table_column=Column(overflow="fold"))
+    if stderr.width < NARROW:
+        columns: tuple[ProgressColumn, ...] = (label, MofNCompleteColumn())
+    else:
+        columns = (label, BarColumn(bar_width=min(40, stderr.width - 36)), MofNCompleteColumn(), TimeElapsedColumn())
+    bar = Progress(*columns, console=stderr, transient=True)
     tasks: dict[str, TaskID] = {}
 
     def update(label: str, done: int, total: int) -> None:

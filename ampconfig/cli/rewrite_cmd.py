@@ -42,6 +42,11 @@ output, the summary then going to stderr; a FIFO or character device such as /de
 Models with external data (any model over 2 GB) are read lazily, one weight at a time; the output's weights are
 written to OUTPUT.data next to --output.
 
+Each node of the written model carries its decision in its metadata_props (ampconfig.rule, ampconfig.cause,
+ampconfig.precision_mode), which Netron shows beside the node; the rule is the one explain gives.
+--no-decision-metadata (config decision_metadata: false) leaves them out. A model below IR version 10 has no
+node metadata: it gets none, and a note says so.
+
 [bold]Examples[/bold]
 
   ampconfig rewrite model.onnx -o model.mixed.onnx --precision-mode allow_mix_precision
@@ -132,6 +137,7 @@ def rewrite(
     shapes: shared.Shapes = None,
     seed: shared.Seed = None,
     output: shared.Output = None,
+    decision_metadata: shared.DecisionMetadata = None,
     data_max: shared.DataMax = None,
     ranges: shared.Ranges = None,
     clamp_values: shared.ClampValues = None,
@@ -157,7 +163,7 @@ def rewrite(
         result.warnings.extend([*values.warnings, *not_checked(result)])
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)
-    summary["notes"] = list(settings.notes)
+    summary["notes"] = [*settings.notes, *result.notes]
     if options.json_output:
         print_result(summary)
         return

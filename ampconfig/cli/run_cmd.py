@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions
+from ampconfig.cli.options import SharedOptions, output_path
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
@@ -26,9 +26,12 @@ config, the bundled example (a small transformer block) runs. Without --precisio
 the mode is [bold]allow_mix_precision[/bold].
 
 Inputs come from --inputs FILE.npz or --input NAME=FILE.npy, else they are generated (seeded): floats
-standard normal (bfloat16 too), token ids within the embedding table; dynamic dimensions come from --shape (0 is
-an empty dimension), else the first dimension is 1 and the others 16. Values a file holds in another type (float64
-for a float32 input, float32 for a bfloat16 one) are converted, with a warning when that changes any. --data
+standard normal (bfloat16 too), token ids within the embedding table, strings from the keys of the LabelEncoder
+or CategoryMapper that reads them; dynamic dimensions come from --shape (0 is an empty dimension), else the first
+dimension is 1 and the others 16. Strings are NumPy text arrays (array.astype(str)), or for a rank-1 input a
+text file of one string a line (--input NAME=FILE.txt). Values a file holds in another type (float64 for a
+float32 input, float32 for a bfloat16 one) are converted, with a warning when that changes any; an integer the
+input's type cannot hold is an error. --data
 DIR|FILE runs a data set instead (a folder of .npz files, one sample each; one .npz with a leading sample axis; or
 a Polygraphy JSON list of feeds): every sample is judged, the run passes when every sample meets the tolerance,
 and each output reports its worst, p95 and median error and its worst sample.
@@ -108,6 +111,7 @@ def run(
     shapes: shared.Shapes = None,
     seed: shared.Seed = None,
     output: shared.Output = None,
+    decision_metadata: shared.DecisionMetadata = None,
     warmup: shared.Warmup = None,
     iterations: shared.Iterations = None,
     tolerance: shared.Tolerance = None,
@@ -120,6 +124,7 @@ def run(
         typer.Option(
             "--lock-out",
             metavar="FILE",
+            parser=output_path("--lock-out"),
             help="Also write a precision lock with the proof (tolerance, device, data, each output's error): "
             "see ampconfig lock.",
         ),
@@ -129,6 +134,7 @@ def run(
         typer.Option(
             "--ranges-out",
             metavar="RANGES.json",
+            parser=output_path("--ranges-out"),
             help="Also write the value ranges the float32 model's calibration run measured (as ampconfig calibrate "
             "does): --ranges FILE then gives every other command the same decisions without running the model.",
         ),
@@ -157,6 +163,9 @@ def run(
                 hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
             )
         report = execute(settings, start.progress, guard, output_role, range_check=options.range_check)
+        lacks = report.rewrite.metadata_note if report.rewrite is not None else None
+        if report.output_path is not None and lacks:
+            report.notes.append(lacks)  # what the model written lacks, and why
         if ranges_file is not None and ranges_out is not None:
             report.notes.append(f"wrote the value ranges {write_ranges(guard, ranges_file, report, ranges_out)}")
         if lock_file is not None and lock_out is not None:

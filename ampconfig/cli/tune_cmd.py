@@ -9,7 +9,7 @@ import typer
 
 from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions, count_between, positive_finite
+from ampconfig.cli.options import SharedOptions, count_between, output_path, positive_finite
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.cli.typer_app import command
@@ -89,10 +89,18 @@ def tune(
     ranges: shared.Ranges = None,
     clamp_values: shared.ClampValues = None,
     keep_dtype_out: Annotated[
-        Path | None, typer.Option("--keep-dtype-out", help="Write the node pins (keep_dtype file) here.")
+        Path | None,
+        typer.Option(
+            "--keep-dtype-out",
+            help="Write the node pins (keep_dtype file) here.",
+            parser=output_path("--keep-dtype-out"),
+        ),
     ] = None,
     mixlist_out: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write a mixlist (op types; mixed modes only) here.")
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write a mixlist (op types; mixed modes only) here.", parser=output_path("--output")
+        ),
     ] = None,
     objective: Annotated[
         str, typer.Option("--objective", metavar="nodes|latency", help="Fewest float32 nodes, or least latency.")

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
@@ -157,6 +158,14 @@ def _global_options(
 ) -> None:
     handler = configure_logging(verbose)
     ctx.call_on_close(lambda: restore_logging(handler))
+    ctx.call_on_close(_log_worker)  # runs first: the log is still on
+
+
+def _log_worker() -> None:
+    """With -v, what the command asked of ONNX Runtime's worker (the sessions it built)."""
+    worker = sys.modules.get("ampconfig.runner.worker")
+    if worker is not None:
+        worker.log_sessions()
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -99,7 +99,7 @@ def validate(
         typer.Option(
             "--format",
             metavar="|".join(OUTPUT_FORMATS),
-            help="text, json (one JSON object) or github (workflow annotations).",
+            help="text, json (one JSON object, as --json) or github (workflow annotations).",
         ),
     ] = "text",
     touched: Annotated[
@@ -110,15 +110,18 @@ def validate(
             "folder) that record one of them as model, config, mixlist or keep_dtype, or are one of them.",
         ),
     ] = False,
+    json_output: shared.JsonOutput = False,
 ) -> None:
     """Validate files and report every problem in one pass, with file, line and JSON path.
 
     The kind is detected from the suffix and content: .yaml/.yml/.toml configs; .json configs, mixlists
     (black-list/white-list/gray-list keys) and op info (ops + provider); .cfg/.txt keep_dtype files; TensorFlow's
     list variables (TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_*=..., any suffix) as a mixlist. A
-    config's mixlist and keep_dtype files are checked too, and its settings are resolved as every command
-    resolves them (the mode/mixlist pairing). Op types written the TensorFlow or Ascend way (Conv2D, MatMulV2)
-    are read as their ONNX op, each shown as a note with its line. Nothing is run and no ONNX Runtime is loaded.
+    config's mixlist, keep_dtype, customize_dtypes and ranges files are checked too, each as a file of its kind,
+    the files it names for runs (model, run.inputs, data sets) for what they hold, and its settings are resolved as
+    every command resolves them (the mode/mixlist pairing). Op types written the TensorFlow or Ascend way (Conv2D,
+    MatMulV2) are read as their ONNX op, each shown as a note with its line. Nothing is run and no ONNX Runtime is
+    loaded.
 
     A precision lock (*.lock.json, see ampconfig lock) is checked as `lock --check` checks it: decided again
     with the settings it records, on today's files; each changed decision is a problem on its line and on the
@@ -128,6 +131,7 @@ def validate(
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """
     options = SharedOptions.of(locals())
+    output_format = "json" if options.json_output else output_format
     if output_format not in OUTPUT_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))
     from ampconfig.settings.validate import validate_paths
@@ -145,7 +149,7 @@ def validate(
         print_json(_json_report(report))
     elif output_format == "github":
         for problem in report.problems:
-            say(format_github(problem))
+            say(format_github(problem), wrap=False)
     else:
         for problem in report.problems:
             say(format_text(problem))

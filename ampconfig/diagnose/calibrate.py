@@ -21,7 +21,12 @@ from ampconfig.prove.calibration import Calibration, calibration_of
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.intermediates import IntermediateRun, float_stats, run_samples_with_intermediates
+from ampconfig.runner.intermediates import (
+    REWRITTEN_EXPOSED,
+    IntermediateRun,
+    float_stats,
+    run_samples_with_intermediates,
+)
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.limits import DEFAULT_THRESHOLD, check_margin
@@ -180,6 +185,7 @@ def compare_rewrite(
         names=list(reference.first.values),
         progress=progress,
         label="rewritten",
+        what=REWRITTEN_EXPOSED,
     )
     localization = locate(
         graph_nodes(prepared.model),

@@ -47,16 +47,18 @@ def _megabytes(size: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-def read_bounded(path: Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
+def read_bounded(
+    path: Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES, *, too_large_hint: str = _SPLIT_HINT
+) -> bytes:
     """The bytes of ``path``, a regular file (:func:`~ampconfig.files.paths.open_regular`: a FIFO, device or
     socket is refused, never opened to wait): one larger than ``max_bytes`` is refused from its size, before it is
-    read; one that grows past the limit while it is read is refused then."""
+    read (with ``too_large_hint``); one that grows past the limit while it is read is refused then."""
     source = str(path)
     try:
         with open_regular(path, what) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > max_bytes:
-                raise _too_large(what, source, _megabytes(size), max_bytes)
+                raise _too_large(what, source, _megabytes(size), max_bytes, too_large_hint)
             # Read one byte more than expected: a file that grows meanwhile is read on, up to the limit.
             raw = handle.read(size + 1)
             if len(raw) > size:
@@ -64,15 +66,13 @@ def read_bounded(path: Path, what: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> 
     except OSError as exc:
         raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
     if len(raw) > max_bytes:  # a file that grew while it was read
-        raise _too_large(what, source, f"more than {_megabytes(max_bytes)}", max_bytes)
+        raise _too_large(what, source, f"more than {_megabytes(max_bytes)}", max_bytes, too_large_hint)
     return raw
 
 
-def _too_large(what: str, source: str, size: str, max_bytes: int) -> AmpconfigError:
+def _too_large(what: str, source: str, size: str, max_bytes: int, hint: str) -> AmpconfigError:
     return AmpconfigError(
-        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(max_bytes)}",
-        file=source,
-        hint=_SPLIT_HINT,
+        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(max_bytes)}", file=source, hint=hint
     )
 
 

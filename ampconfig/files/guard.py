@@ -40,6 +40,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -450,7 +451,7 @@ class OutputGuard:
                 sys.stdout.flush()  # whatever was printed before goes first, not into the middle of the stream
                 descriptor = os.dup(STDOUT_FD)
             else:
-                descriptor = os.open(destination.path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+                descriptor = _open_for_stream(destination)
             with os.fdopen(descriptor, "wb") as stream, staged.open("rb") as source:
                 shutil.copyfileobj(source, stream, _STREAM_CHUNK)
         except OSError as exc:
@@ -459,22 +460,30 @@ class OutputGuard:
 
     # ------------------------------------------------------------------------------------------------ finish
     def __enter__(self) -> OutputGuard:
+        if _held is not None:
+            # Until its own exit has cleaned up: a signal can arrive inside __exit__ before its first line holds the
+            # signals back, and the command line must then take this guard's outputs back itself.
+            _held.open.append(self)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         with uninterrupted():  # a SIGTERM now waits until the cleanup is done
-            if error is None and _held is not None and (self._committed or self._staging):
-                _held.guards.append(self)  # final when the command line settles its outputs
-                return
             try:
-                if error is not None:
-                    taken_back = self._undo()
-                    if _held is not None:
-                        _held.taken_back.extend(taken_back)
+                if error is None and _held is not None and (self._committed or self._staging):
+                    _held.guards.append(self)  # final when the command line settles its outputs
+                    return
+                try:
+                    if error is not None:
+                        taken_back = self._undo()
+                        if _held is not None:
+                            _held.taken_back.extend(taken_back)
+                finally:
+                    self._remove_staging()
             finally:
-                self._remove_staging()
+                if _held is not None and self in _held.open:
+                    _held.open.remove(self)
 
     def _undo(self) -> list[str]:
         """Take back every committed output, newest first: restore what was replaced, remove what is new. Returns
@@ -528,6 +537,8 @@ class _HeldOutputs:
 
     guards: list[OutputGuard] = field(default_factory=list)
     taken_back: list[str] = field(default_factory=list)
+    #: guards entered whose exit has not finished (an interrupted one is taken back with the held ones)
+    open: list[OutputGuard] = field(default_factory=list)
 
 
 _held: _HeldOutputs | None = None
@@ -557,13 +568,44 @@ def take_back_outputs() -> list[str]:
     if _held is None:
         return []
     with uninterrupted():
-        for guard in reversed(_held.guards):
+        for guard in [*reversed(_held.open), *reversed(_held.guards)]:
             try:
                 _held.taken_back.extend(guard._undo())
             finally:
                 guard._remove_staging()
+        _held.open.clear()
         _held.guards.clear()
     return list(_held.taken_back)
+
+
+#: How long an output FIFO may have no reader before the command stops saying so (a reader started with the
+#: command, ``ampconfig ... -o fifo & consumer < fifo``, opens it well within this).
+FIFO_READER_WAIT_S = 5.0
+_FIFO_POLL_S = 0.05
+
+
+def _open_for_stream(destination: Destination) -> int:
+    """The FIFO or device open for writing, without ever waiting for ever: opening a FIFO for writing blocks
+    until something reads it, so it is opened non-blocking (ENXIO while nobody reads), retried for
+    :data:`FIFO_READER_WAIT_S`, and then written in blocking mode (the reader sets the pace)."""
+    flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    deadline = time.monotonic() + FIFO_READER_WAIT_S
+    while True:
+        try:
+            descriptor = os.open(destination.path, flags)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise AmpconfigError(
+                    f"nothing reads the FIFO the {destination.role} goes to (waited {FIFO_READER_WAIT_S:g} s)",
+                    file=destination.shown,
+                    hint="start its reader first (cat FIFO > FILE &), or write to a regular file",
+                ) from None
+            time.sleep(_FIFO_POLL_S)
+            continue
+        os.set_blocking(descriptor, True)
+        return descriptor
 
 
 def _check_still_replaceable(destination: Destination) -> None:

@@ -34,6 +34,7 @@ from ampconfig.files.ir_bridge import attach_external_data, ir_shape, model_grap
 from ampconfig.files.mapped import mappable, read_mapped
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import IN_MODEL_FILE, STREAM_BYTES, ModelSkeleton, skeleton_of
+from ampconfig.files.sniff import text_kind
 
 log = logging.getLogger(__name__)
 
@@ -231,15 +232,6 @@ def _with_a_graph(proto: onnx.ModelProto, path: Path, what: str) -> onnx.ModelPr
     return proto
 
 
-#: What a text file that is not a model most likely is, by its first line that is not blank.
-_TEXT_KINDS = (
-    (re.compile(r"[{\[]"), "JSON"),
-    (re.compile(r"[\w.-]+\s*\{"), "the protobuf text of something else"),
-    (re.compile(r"(---|[\w.-]+\s*:(\s|$))"), "YAML"),
-    (re.compile(r"[\w.-]+\s*="), "TOML"),
-)
-
-
 def _not_a_model(path: Path, what: str) -> AmpconfigError | None:
     """The refusal of a text file given as a model (the arguments swapped, a config or mixlist in its place), or
     None for a file that is not text: protobuf's own complaint about that is the clearer one."""
@@ -255,7 +247,7 @@ def _not_a_model(path: Path, what: str) -> AmpconfigError | None:
     elif path.suffix.lower() in (".textproto", ".pbtxt", ".prototxt"):
         looks = "it looks like the protobuf text of something else"
     else:
-        looks = "it looks like " + next((name for pattern, name in _TEXT_KINDS if pattern.match(head)), "text")
+        looks = "it looks like " + (text_kind(head) or "text")
     return AmpconfigError(
         f"not an ONNX model ({looks})",
         file=str(path),

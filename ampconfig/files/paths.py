@@ -137,6 +137,54 @@ def _link_loop(source: str, what: str) -> AmpconfigError:
     )
 
 
+def names_a_folder(spelling: str) -> bool:
+    """Whether a path as the user wrote it names a folder whatever is there: it ends in a separator, or in ``.``
+    or ``..`` (``out/``, ``out/.``). ``Path`` drops both (``Path("out/")`` is ``out``), so a file named ``out``
+    would be written where the user meant a folder: an output path is checked as written, before it is a Path."""
+    separators = os.sep + (os.altsep or "")
+    if spelling.endswith(tuple(separators)):
+        return True
+    last = spelling
+    for separator in separators:
+        last = last.rsplit(separator, 1)[-1]
+    return last in (".", "..")
+
+
+def folder_ending(spelling: str) -> str:
+    """What makes ``spelling`` name a folder: its trailing separator, else its last part (``.`` or ``..``)."""
+    if spelling[-1:] in (os.sep, os.altsep):
+        return spelling[-1]
+    return ".." if spelling.endswith("..") else "."
+
+
+def refuse_folder_spelling(spelling: str, what: str) -> None:
+    """A located AmpconfigError when an output path names a folder (:func:`names_a_folder`)."""
+    if names_a_folder(spelling):
+        raise AmpconfigError(
+            f"{what} names a folder (the path ends in {folder_ending(spelling)!r}), not a file",
+            file=spelling,
+            hint="give a file name inside the folder",
+        )
+
+
+def real_location(path: Path) -> Path:
+    """Where the file at ``path`` really is, or will be written (the guard writes through a symbolic link to its
+    target): the paths a lock or ranges file records are relative to that file's folder, so they hold however the
+    file was reached. ``path`` as given when no link is on the way (messages keep the user's spelling), and for
+    what is not a file on disk (``-``, a FIFO, a device): a stream has no folder of its own."""
+    spelled = os.fspath(path)
+    if spelled == "-":
+        return path
+    try:
+        mode = os.stat(spelled).st_mode
+    except (OSError, ValueError):  # not there yet (a new output), or not a path a file can have
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        return path
+    real = os.path.realpath(spelled)
+    return path if real == os.path.abspath(spelled) else Path(real)
+
+
 def relative_path(path: Path, folder: Path) -> str:
     """``path`` relative to ``folder`` with ``/`` separators (``..`` where it lies outside), as a lock and a ranges
     file keep it: the same on every machine for the same tree, whatever the working directory."""

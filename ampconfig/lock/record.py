@@ -21,7 +21,7 @@ from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
-from ampconfig.files.paths import relative_path
+from ampconfig.files.paths import real_location, relative_path
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
@@ -65,9 +65,10 @@ PROOF_DIGITS = 4
 
 # ---------------------------------------------------------------------------------------------------- pieces
 def lock_relative(lock_path: Path, recorded: str) -> Path:
-    """A path the lock records, as a path to open: relative to the lock's folder."""
+    """A path the lock records, as a path to open: relative to the folder the lock really is in (a symbolic
+    link's target: :func:`~ampconfig.files.paths.real_location`)."""
     path = Path(recorded)
-    return path if path.is_absolute() else Path(os.path.normpath(lock_path.parent / path))
+    return path if path.is_absolute() else Path(os.path.normpath(real_location(lock_path).parent / path))
 
 
 def setting_source(settings: Settings, name: str) -> SettingSource:
@@ -247,7 +248,8 @@ def build_lock(
     settings: Settings, opened: OpenedModel, result: RewriteResult, lock_path: Path, library: OpInfoLibrary
 ) -> PrecisionLock:
     """The lock of ``result``, the rewrite of ``opened`` with ``settings`` and ``library``, to be written at
-    ``lock_path`` (the paths it records are relative to that file's folder)."""
+    ``lock_path`` (the paths it records are relative to the folder that file really is in)."""
+    lock_path = real_location(lock_path)
     lock_dir = lock_path.parent
     return PrecisionLock(
         schema_ref=schema_reference("lock", lock_path),

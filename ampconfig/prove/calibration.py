@@ -30,7 +30,7 @@ import onnx
 from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
 from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import path_argument, relative_path
+from ampconfig.files.paths import path_argument, real_location, relative_path
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.limits import MAX_SEED, check_count
 from ampconfig.settings.ranges_file import (
@@ -108,6 +108,7 @@ class Calibration:
         relative to that file's folder, with ``/`` separators, as a lock records paths."""
         from ampconfig.settings.schemas import schema_reference
 
+        written_to = real_location(written_to)  # through a symbolic link: relative to the real file
         return RangesFile(
             schema_ref=schema_reference("ranges", written_to),
             format=RANGES_FORMAT,

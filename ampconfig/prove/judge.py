@@ -40,7 +40,7 @@ from ampconfig.prove.accuracy import (
     output_failures,
     tolerance_failures,
 )
-from ampconfig.runner.proof import REFERENCE_LABEL, sample_outputs
+from ampconfig.runner.proof import REFERENCE_LABEL, REFERENCE_WHAT, sample_outputs
 from ampconfig.runner.sessions import TRIAL_CONV_ALGO_SEARCH, create_session
 from ampconfig.runner.timing import ProgressCallback
 
@@ -187,7 +187,7 @@ class Judge:
         them. ``samples``: the feeds of each sample, or the feeds of one."""
         if isinstance(samples, Mapping):
             samples = [samples]
-        session = create_session(model, device, tf32=False)
+        session = create_session(model, device, tf32=False, what=REFERENCE_WHAT)
         outputs = sample_outputs(session, samples, model, reference=True, progress=progress, label=REFERENCE_LABEL)
         for each in outputs:
             check_reference(each, session.output_names)
@@ -207,6 +207,7 @@ class Judge:
             self.device,
             tf32=self.allow_tf32,
             conv_algo_search=TRIAL_CONV_ALGO_SEARCH if trial and self.device == "cuda" else None,
+            what="a rewrite of the model",
         )
         return sample_outputs(session, self.samples, model, progress=self.progress, label="rewritten")
 

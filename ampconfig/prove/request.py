@@ -35,6 +35,7 @@ from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
+from ampconfig.runner.worker import WorkerCrashed
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.declared_files import declare_model
 from ampconfig.settings.resolve import Settings
@@ -241,7 +242,11 @@ def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str 
 
 
 def explain_reference_failure(error: AmpconfigError, prepared: Prepared) -> AmpconfigError:
-    """``error`` (the fp32 model failed to run) with :func:`generated_dims_hint` as its hint where it applies."""
+    """``error`` (the fp32 model failed to run) with :func:`generated_dims_hint` as its hint where it applies; a crash
+    of ONNX Runtime located at the model's file."""
+    if isinstance(error, WorkerCrashed):
+        error.file = error.file or str(prepared.request.model_path)
+        return error
     if REFERENCE_FAILED not in error.message:
         return error
     hint = generated_dims_hint(prepared.data.generated, prepared.graph)

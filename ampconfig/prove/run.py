@@ -26,14 +26,14 @@ from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
-from ampconfig.prove.safety_net import Failure, crashed_on_input, repair
+from ampconfig.prove.safety_net import Failure, Outcome, repair
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.crash_guard import GuardedModel, Outcome, Phase, check_in_child
 from ampconfig.runner.datasets import SampleSet
-from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM, adapt_feeds
-from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, REFERENCE_LABEL, Proof, RewrittenRefused, prove
-from ampconfig.runner.sessions import ModelFile, model_proto
+from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
+from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, RewrittenRefused, prove
+from ampconfig.runner.sessions import ModelFile
 from ampconfig.runner.timing import ProgressCallback, speedup
+from ampconfig.runner.worker import Phase, WorkerCrashed
 from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.resolve import Settings
@@ -104,8 +104,8 @@ def _prove_with_safety_net(
     ranges: ValueRanges | None,
     progress: ProgressCallback | None,
 ) -> tuple[Proof, RewriteResult]:
-    """Both models checked for crashes in a child process first (once), then run here; a rewritten model ONNX
-    Runtime crashes on or refuses while the fp32 model runs goes to the safety net
+    """Both models run in the worker (:mod:`ampconfig.runner.worker`); a crash of the fp32 model is an error naming
+    it; a rewritten model ONNX Runtime crashes on or refuses while the fp32 model runs goes to the safety net
     (:func:`ampconfig.prove.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
     the proof and the rewrite it ran."""
     samples = prepared.data.samples
@@ -123,17 +123,14 @@ def _prove_with_safety_net(
             )
         with _models_to_run(settings, prepared.opened, result, prepared.from_files) as models:
             reference, rewritten, accuracy_copy = models
-            if attempt == 0:
-                failure = _crash_in_child(settings, prepared, reference, rewritten)
-                if failure is not None:
-                    continue
             try:
                 proof = _prove(settings, prepared, reference, rewritten, accuracy_copy, progress, _has_qdq(result))
                 return proof, result
             except RewrittenRefused as refused:
                 if attempt == MAX_REPAIRS:
                     raise
-                failure = Failure(Outcome.REFUSED, Phase(refused.phase), refused.reason)
+                outcome = Outcome.CRASHED if refused.crashed else Outcome.REFUSED
+                failure = Failure(outcome, Phase(refused.phase), refused.reason)
                 sample = samples[refused.sample]
     raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -147,8 +144,8 @@ def _prove(
     progress: ProgressCallback | None,
     float_qdq: bool = False,
 ) -> Proof:
-    """Both models run in this process; a refusal of the fp32 model said as the user's input's. ``float_qdq``: the
-    model's Q/DQ pairs run as float ops on the CPU, as on CUDA."""
+    """Both models run in the worker; a refusal of the fp32 model said as the user's input's, a crash of it located
+    at the model's file. ``float_qdq``: the model's Q/DQ pairs run as float ops on the CPU, as on CUDA."""
     try:
         return prove(
             reference,
@@ -164,43 +161,15 @@ def _prove(
         )
     except RewrittenRefused:
         raise
+    except WorkerCrashed as crash:
+        crash.file = crash.file or str(settings.model_path)
+        raise
     except AmpconfigError as exc:
         if exc.file is None and exc.message.startswith(INPUT_REFUSED):
             raise replace(exc, file=str(settings.model_path)) from None
         if REFERENCE_FAILED in exc.message:
             raise explain_reference_failure(exc, prepared) from None
         raise
-
-
-def _crash_in_child(
-    settings: Settings, prepared: Prepared, reference: RunnableModel, rewritten: RunnableModel
-) -> Failure | None:
-    """Both models loaded and run once on the first sample in a child process (:mod:`ampconfig.runner.crash_guard`)
-    before this process builds their sessions: a crash of the fp32 model is an error naming it; a crash of the
-    rewritten one (the fp32 model ran) is returned for the safety net. Refusals are left to the in-process run,
-    which says them in its own words."""
-    sample = prepared.data.samples[0]
-    with tempfile.TemporaryDirectory(prefix="ampconfig-guard-") as folder:
-        guarded = [
-            GuardedModel(label, path, adapt_feeds(sample, model_proto(model)), tf32)
-            for label, path, model, tf32 in (
-                (REFERENCE_LABEL, _file_of(reference, Path(folder) / "reference.onnx"), reference, False),
-                ("rewritten", _file_of(rewritten, Path(folder) / "rewritten.onnx"), rewritten, settings.allow_tf32),
-            )
-        ]
-        checks = check_in_child(guarded, prepared.device.device)
-    crashes = {check.label: check for check in checks if check.outcome is Outcome.CRASHED}
-    if REFERENCE_LABEL in crashes:
-        raise crashed_on_input(crashes[REFERENCE_LABEL], settings.model_path)
-    return Failure.of(crashes["rewritten"]) if "rewritten" in crashes else None
-
-
-def _file_of(model: RunnableModel, path: Path) -> Path:
-    """The model's file: its own, or ``path`` with the in-memory proto written to it."""
-    if isinstance(model, ModelFile):
-        return model.path
-    path.write_bytes(model.SerializeToString())
-    return path
 
 
 @contextmanager

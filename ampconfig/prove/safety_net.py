@@ -8,8 +8,9 @@ triggers it and keeps them in their original dtype (rule ``runtime_refuses``, a 
 The search (:func:`find_kept`): nodes ONNX Runtime names in its message are kept first; otherwise a binary search
 over the lowered nodes in graph order finds the shortest prefix whose keeping makes the model run, and its last
 node is kept; repeated until the model runs. Each probe rewrites the model with the nodes kept so far and loads
-and runs it once in a child process (:mod:`ampconfig.runner.crash_guard`), so that a crash of a probe is an
-answer, not the end of ``ampconfig``. ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000 lowered nodes.
+and runs it once in the worker (:mod:`ampconfig.runner.worker`), so that a crash of a probe is an answer, not the
+end of ``ampconfig`` (the next probe gets a new worker). ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000
+lowered nodes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +26,20 @@ import numpy as np
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model, save_model_atomic
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.crash_guard import GuardedModel, ModelCheck, Outcome, Phase, check_in_child
 from ampconfig.runner.inputs import adapt_feeds
+from ampconfig.runner.sessions import LOAD_FAILED, RUN_FAILED, ModelFile, create_session, run_once
+from ampconfig.runner.worker import Phase, WorkerCrashed
 
 #: At most this many nodes are kept by the net: more means the cause is not a few nodes' dtypes.
 MAX_KEPT = 16
 
 _LOW_DTYPES = frozenset({"float16", "bfloat16"})
 _WHILE = {Phase.LOAD: "loading", Phase.RUN: "running"}
+
+
+class Outcome(str, Enum):
+    REFUSED = "refused"  # ONNX Runtime raised an exception (a Python error: the worker lives on)
+    CRASHED = "crashed"  # the worker died (a signal, or an exit without a word)
 
 
 @dataclass(frozen=True)
@@ -47,22 +55,6 @@ class Failure:
         if self.outcome is Outcome.CRASHED:
             return f"crashed ({self.message}) while {_WHILE[self.phase]}"
         return f"refused it while {_WHILE[self.phase]}: {self.message}"
-
-    @staticmethod
-    def of(check: ModelCheck) -> Failure | None:
-        if check.ok or check.phase is None:
-            return None
-        return Failure(check.outcome, check.phase, check.message)
-
-
-def crashed_on_input(check: ModelCheck, model_path: str | Path) -> AmpconfigError:
-    """The fp32 model itself crashed ONNX Runtime: nothing ampconfig did, nothing it can keep."""
-    return AmpconfigError(
-        f"ONNX Runtime crashed ({check.message}) while {_WHILE[check.phase or Phase.LOAD]} the fp32 model",
-        file=str(model_path),
-        hint="the input model crashes ONNX Runtime on its own; check it with onnxruntime.InferenceSession, and "
-        "try another onnxruntime version or --device",
-    )
 
 
 def lowered_nodes(result: RewriteResult) -> list[str]:
@@ -154,9 +146,19 @@ def repair(
 def check_rewrite(
     result: RewriteResult, sample: Mapping[str, np.ndarray], device: str, *, tf32: bool = False
 ) -> Failure | None:
-    """Load and run the rewritten model once on ``sample`` in a child process: None when it runs."""
+    """Load and run the rewritten model once on ``sample`` in the worker: None when it runs."""
     with tempfile.TemporaryDirectory(prefix="ampconfig-net-") as folder:
         path = save_model_atomic(result.savable, Path(folder) / "probe.onnx")
-        feeds = adapt_feeds(sample, open_model(path, map_weights=True).proto)
-        (check,) = check_in_child([GuardedModel("rewritten", path, feeds, tf32)], device)
-    return Failure.of(check)
+        model = ModelFile(path, open_model(path, map_weights=True).proto)
+        try:
+            session = create_session(model, device, tf32=tf32, what="a probe of the rewritten model")
+            run_once(session, adapt_feeds(sample, model.proto))
+        except WorkerCrashed as crash:
+            return Failure(Outcome.CRASHED, crash.phase, crash.death)
+        except AmpconfigError as exc:
+            if exc.message.startswith(LOAD_FAILED):
+                return Failure(Outcome.REFUSED, Phase.LOAD, exc.message.removeprefix(LOAD_FAILED))
+            if exc.message.startswith(RUN_FAILED):
+                return Failure(Outcome.REFUSED, Phase.RUN, exc.message.removeprefix(RUN_FAILED))
+            raise
+    return None

@@ -35,15 +35,18 @@ def explain_payload(
     range_report: Mapping[str, Any] | None = None,
     op_names: str | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order) and ``summary``.
+    """The ``--json`` object of ``ampconfig explain``: ``nodes`` (one per node, decision order, each with the Casts
+    the rewrite added on its inputs and outputs: ``casts_in``, ``casts_out``) and ``summary``.
     With ``op_names`` tensorflow or ascend, each node also carries ``op_type_names``: its op type in that
     vocabulary (every name it has there, as a mixlist for ATC would list it; docs/op-names.md)."""
     foreign = op_names if op_names in ("tensorflow", "ascend") else None
+    casts = result.casts_around()
     nodes = []
     for index, decision in enumerate(result.decisions):
         item = decision.to_dict()
         item["index"] = index
         item["changed"] = decision.changed
+        item["casts_in"], item["casts_out"] = casts.get(decision.name, (0, 0))
         if foreign is not None:
             item["op_type_names"] = written_names(decision.op_type, foreign)
         nodes.append(item)
@@ -105,11 +108,10 @@ def _node_cells(node: Mapping[str, Any]) -> dict[str, Any]:
     return {"node": name, "op": op, "colour": Text(colour, style=_COLOUR_STYLES.get(colour, "")), "dtype": dtype}
 
 
-def _narrow_decisions(payload: Mapping[str, Any], title: str) -> Table:
+def _narrow_decisions(payload: Mapping[str, Any]) -> Table:
     """The decisions for a narrow terminal: per node its index, then two lines, ``name  op, colour  dtype`` and
     ``rule (cause): reason``; nothing left out, long names folded."""
     table = Table.grid(padding=(0, 1))
-    table.title, table.title_justify = title, "left"
     number_column(table, "#")
     table.add_column(overflow="fold")
     for node in payload["nodes"]:
@@ -141,8 +143,11 @@ def render_explain(payload: Mapping[str, Any], console: Console) -> None:
             node["cause"] or "-",
             node["reason"],
         )
+    if console.is_terminal:  # the title wraps as any line does (a table's title does not)
+        console.print(Text(title, style="italic"))
+        table.title = None
     if console.is_terminal and not fits(console, table):
-        print_table(console, _narrow_decisions(payload, title))
+        print_table(console, _narrow_decisions(payload))
     else:
         print_table(console, table)
     summary = payload["summary"]

@@ -1,10 +1,12 @@
 """The ``explain --html`` / ``compare --html`` report: ONE self-contained HTML file.
 
 Inline CSS and JavaScript, no network access (no external URL anywhere, not even an SVG namespace: inline SVG in
-HTML5 needs none), so the file can be mailed or archived and opens offline. It holds the summary, a searchable
-and filterable node table, and, when compare data is given, an inline SVG plot of each node's relative L2 error
-in topological order with the threshold and the first bad node marked. Every text from the model is escaped.
-Pure: payload dicts in, a string out.
+HTML5 needs none), so the file can be mailed or archived and opens offline. It opens with a picture of the model
+(:func:`model_picture`: one mark per node in graph order, coloured by its dtype, the casts the rewrite added drawn
+on the marks' edges), then the summary, a searchable and filterable node table (the filters dim the picture's
+marks too), and, when compare data is given, an inline SVG plot of each node's relative L2 error in topological
+order with the threshold and the first bad node marked. Every text from the model is escaped. Pure: payload
+dicts in, a string out.
 """
 
 from __future__ import annotations
@@ -39,19 +41,31 @@ tr.bad{background:#fdecea}.warn{color:#8a4b00}
 svg{background:#fff;border:1px solid #d8dde4;border-radius:6px;max-width:100%;height:auto}
 @media (max-width:900px){body{margin:12px}}
 svg text{font-size:11px;fill:#5b6472}
+#picture .mark{cursor:pointer}#picture .dim{opacity:.12}#picture .cast{fill:#1d2430;pointer-events:none}
+#picture .dim+.cast,#picture .dim+.cast+.cast{opacity:.12}
+.legend{display:flex;flex-wrap:wrap;gap:14px;margin:6px 0 0;color:#5b6472;font-size:12px}
+.legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px;border-radius:2px}
 """
 
 _JS = """
 (function(){
   var q=document.getElementById('q'),col=document.getElementById('colour'),dt=document.getElementById('dtype'),
       ch=document.getElementById('changed'),count=document.getElementById('count'),
-      rows=Array.prototype.slice.call(document.querySelectorAll('#nodes tbody tr'));
+      rows=Array.prototype.slice.call(document.querySelectorAll('#nodes tbody tr')),marks={};
+  document.querySelectorAll('#picture .mark').forEach(function(m){
+    marks[m.dataset.i]=m;
+    m.addEventListener('click',function(){
+      q.value=m.dataset.name;apply();
+      var row=document.querySelector('#nodes tbody tr[data-i="'+m.dataset.i+'"]');if(row){row.scrollIntoView();}
+    });
+  });
   function apply(){
     var text=q.value.toLowerCase(),c=col.value,d=dt.value,only=ch.checked,shown=0;
     rows.forEach(function(r){
       var ok=(!text||r.textContent.toLowerCase().indexOf(text)>=0)&&(!c||r.dataset.colour===c)&&
              (!d||r.dataset.dtype===d)&&(!only||r.dataset.changed==='1');
       r.style.display=ok?'':'none'; if(ok){shown++;}
+      var m=marks[r.dataset.i]; if(m){m.classList.toggle('dim',!ok);}
     });
     count.textContent=shown+' of '+rows.length+' nodes';
   }
@@ -163,10 +177,77 @@ def _table(nodes: Sequence[Mapping[str, Any]], errors: Mapping[str, Mapping[str,
                 f'<td class="warn">{_e("; ".join(err.get("overflow", [])) if err else "")}</td>',
             ]
         rows.append(
-            f'<tr class="{" ".join(classes)}" data-colour="{_e(colour)}" data-dtype="{_e(dtype)}" '
+            f'<tr class="{" ".join(classes)}" data-i="{node["index"]}" data-colour="{_e(colour)}" '
+            f'data-dtype="{_e(dtype)}" '
             f'data-changed="{1 if node.get("changed") else 0}">{"".join(cells)}</tr>'
         )
     return f'<table id="nodes"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+#: The picture's width (its viewBox: it scales down with the window) and the height it aims at; a mark is at most
+#: :data:`_MAX_CELL` wide (a small model is one row of legible marks) and at least 2 (a large one stays a page).
+_PICTURE_W, _PICTURE_H, _MAX_CELL, _MIN_CELL = 1000, 360, 18, 2
+#: Each dtype's colour: the low types blue and violet, float32 orange (an island stands out among low nodes),
+#: float64 brown, a node with no float dtype light gray.
+DTYPE_COLOURS = {"float16": "#2f6fd6", "bfloat16": "#7b4fc9", "float32": "#e8702a", "float64": "#8c5a2b"}
+NO_DTYPE_COLOUR = "#c9ced6"
+
+
+def _picture_grid(count: int) -> tuple[int, int, int]:
+    """(cell size, columns, rows) for ``count`` marks: cells as large as fit the aimed-at area, whole pixels."""
+    cell = int(math.sqrt(_PICTURE_W * _PICTURE_H / max(count, 1)))
+    cell = max(_MIN_CELL, min(_MAX_CELL, cell))
+    columns = max(1, min(count, _PICTURE_W // cell))  # a small model's one row is no wider than its marks
+    rows = max(1, math.ceil(count / columns))
+    return cell, columns, rows
+
+
+def model_picture(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """Inline SVG: every node a mark in graph order (left to right, row by row), coloured by the dtype it computes
+    in; a dark bar on a mark's left edge is a Cast the rewrite added on its inputs, on its right edge one on its
+    outputs. Each mark's tooltip names the node, its op, dtype, rule and cause (the reason is in the table: on
+    25,000 nodes it would be a third of the page); a click finds it in the table."""
+    cell, columns, rows = _picture_grid(len(nodes))
+    gap = 1 if cell >= 6 else 0
+    bar = max(1, cell // 5)
+    height = rows * cell
+    parts = [
+        f'<svg id="picture" width="{columns * cell}" height="{height}" viewBox="0 0 {columns * cell} {height}" '
+        f'role="img" aria-label="the model\'s nodes in graph order, coloured by dtype">'
+    ]
+    for position, node in enumerate(nodes):
+        x, y = (position % columns) * cell, (position // columns) * cell
+        dtype = node.get("dtype") or "none"
+        fill = DTYPE_COLOURS.get(dtype, NO_DTYPE_COLOUR)
+        before = node.get("original_dtype") or "none"
+        changed = f"{before} -> {dtype}" if before != dtype else dtype
+        where = f" in {node['scope']}" if node.get("scope") else ""
+        label = f"{node['name']} ({node['op_type']}{where}): {changed}, rule {node['rule']}"
+        cause = f" ({node['cause']})" if node.get("cause") else ""
+        parts.append(
+            f'<rect class="mark" data-i="{node["index"]}" data-name="{_e(node["name"])}" data-dtype="{_e(dtype)}" '
+            f'x="{x}" y="{y}" width="{cell - gap}" height="{cell - gap}" fill="{fill}">'
+            f"<title>{_e(label)}{_e(cause)}</title></rect>"
+        )
+        if node.get("casts_in"):
+            parts.append(f'<rect class="cast" x="{x}" y="{y}" width="{bar}" height="{cell - gap}"/>')
+        if node.get("casts_out"):
+            parts.append(f'<rect class="cast" x="{x + cell - gap - bar}" y="{y}" width="{bar}" height="{cell - gap}"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend(nodes: Sequence[Mapping[str, Any]], casts: int) -> str:
+    counts: dict[str, int] = {}
+    for node in nodes:
+        dtype = node.get("dtype") or "none"
+        counts[dtype] = counts.get(dtype, 0) + 1
+    items = [
+        f'<span><i style="background:{DTYPE_COLOURS.get(dtype, NO_DTYPE_COLOUR)}"></i>{_e(dtype)} {count}</span>'
+        for dtype, count in sorted(counts.items())
+    ]
+    items.append(f'<span><i style="background:#1d2430;width:3px"></i>a cast added ({casts})</span>')
+    return f'<div class="legend">{"".join(items)}</div>'
 
 
 def _log_error(value: Any) -> float | None:
@@ -290,6 +371,7 @@ def render_html(
         f"<h1>{_e(title)}</h1>"
         f'<div class="sub">precision mode <b>{_e(explain["precision_mode"])}</b>, target '
         f"<b>{_e(explain['target'])}</b>, low dtype {_e(explain['low_dtype'])}</div>"
+        f"{model_picture(nodes)}{_legend(nodes, int(summary['casts_inserted']))}"
         f'<div class="cards">{_cards(summary, extra)}</div>'
         f"{warnings}{plot}{range_html}"
         "<h2>Nodes</h2>"

@@ -16,7 +16,8 @@ from ampconfig.decide.facts import constant_tensor, graphs_of, is_onnx_op
 from ampconfig.decide.needs import Conversion
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
-from ampconfig.rewrite.casts import insert_cast, new_cast, owner_graph
+from ampconfig.files.ir_bridge import ir_shape
+from ampconfig.rewrite.casts import hand_over_declaration, insert_cast, new_cast, owner_graph
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats
 from ampconfig.rewrite.tensors import Float16Encoder, TensorConverter, numpy_float16, set_dtype
@@ -94,7 +95,9 @@ class Rewriter:
             self.stats.initializers_converted += 1
             return value
         name = self.names.value(f"{value.name}_{dtype.short}")
-        copy = ir.Value(name=name, shape=value.shape, const_value=self.tensors.convert(tensor, dtype, name))
+        converted = self.tensors.convert(tensor, dtype, name)
+        # Its own tensor's shape, as onnx-ir gives an initializer it reads: the source's declaration is not copied.
+        copy = ir.Value(name=name, shape=ir_shape(converted.shape), const_value=converted)
         set_dtype(copy, dtype)
         graph.register_initializer(copy)
         self.stats.initializers_converted += 1
@@ -111,7 +114,7 @@ class Rewriter:
             set_dtype(value, dtype)
             self.stats.constants_converted += 1
             return value
-        out = ir.Value(name=self.names.value(f"{value.name}_{dtype.short}"), shape=value.shape)
+        out = ir.Value(name=self.names.value(f"{value.name}_{dtype.short}"))  # shape: ONNX Runtime infers it
         set_dtype(out, dtype)
         copy = ir.Node(
             "",
@@ -167,7 +170,7 @@ class Rewriter:
             if not takes_name:
                 return False  # a subgraph's output, or an input passed straight through: the Cast stays
             name = out.name
-            source.shape = source.shape or out.shape  # a graph output states its shape
+            hand_over_declaration(out, source)  # the output's declaration, not the source's own
             graph.outputs[graph.outputs.index(out)] = source
             out.replace_all_uses_with(source)
             graph.remove(cast, safe=True)
@@ -190,12 +193,17 @@ class Rewriter:
                 if wanted is None or have is None or have == wanted:
                     continue
                 name = value.name
-                if is_main and (producer := value.producer()) is not None and producer.graph is graph:
+                produced_here = (producer := value.producer()) is not None and producer.graph is graph
+                if is_main and produced_here:
                     # Keep the public name: the producer's tensor is renamed, the cast takes the old name.
                     value.name = self.names.value(f"{name}_{have.short}")
                     out = self._cast(value, wanted, output_name=name)
                 else:
                     out = self._cast(value, wanted)
+                if produced_here:
+                    hand_over_declaration(value, out)
+                else:
+                    out.shape = value.shape  # an input or outer value: declared where it is defined, kept there
                 self._converted[(value, wanted)] = out
                 graph.outputs[index] = out
 

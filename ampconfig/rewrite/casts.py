@@ -10,10 +10,23 @@ from ampconfig.rewrite.tensors import set_dtype
 
 
 def new_value(like: ir.Value, dtype: Dtype, names: NameAllocator, name: str | None = None) -> ir.Value:
-    """A value of ``like``'s shape in ``dtype``, named ``name`` or a fresh name derived from ``like``'s."""
-    out = ir.Value(name=name or names.value(f"{like.name or 'value'}_{dtype.short}"), shape=like.shape)
+    """A value in ``dtype`` with no shape, named ``name`` or a fresh name derived from ``like``'s.
+
+    No shape is copied from ``like``: a shape declared for one tensor is a claim about that tensor only, and ONNX
+    Runtime's memory planner trusts a declared internal shape (two values declared ``[N]`` may share a buffer), so
+    a claim the input made for a graph input or output, where it plans nothing, breaks a run when copied inside
+    (docs/design.md §6). ONNX Runtime infers the new value's shape itself."""
+    out = ir.Value(name=name or names.value(f"{like.name or 'value'}_{dtype.short}"))
     set_dtype(out, dtype)
     return out
+
+
+def hand_over_declaration(previous: ir.Value, successor: ir.Value) -> None:
+    """``successor`` takes the place (a graph output, a name) that ``previous`` held, and with it the shape
+    declared for that place; ``previous``, now an internal value under another name, keeps none. An output's shape
+    is a claim about the output only: left on the value that now feeds it, ONNX Runtime would plan memory by it."""
+    successor.shape = previous.shape
+    previous.shape = None
 
 
 def new_cast(

@@ -12,8 +12,9 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
+from ampconfig.decide.facts import is_onnx_op
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.files.ir_bridge import to_proto
+from ampconfig.files.ir_bridge import model_graphs, to_proto
 from ampconfig.files.skeleton import ModelSkeleton
 
 
@@ -72,6 +73,7 @@ class RewriteResult:
     cost: DecisionCost | None = None  # casts, estimated time, float32 islands (see ampconfig.decide.cost)
     skeleton: ModelSkeleton | None = None  # the output as checked, serialised once without its large weights
     value_ranges: ValueRanges | None = None  # the float32 model's value ranges the decision read (None: none)
+    metadata_note: str | None = None  # why the model carries no decisions in its node metadata (its IR version)
 
     @cached_property
     def model(self) -> onnx.ModelProto:
@@ -88,6 +90,26 @@ class RewriteResult:
         if self.input_files or self.skeleton is None:
             return self.ir_model
         return self.skeleton
+
+    def casts_around(self) -> dict[str, tuple[int, int]]:
+        """Per decided node (by name), the Casts the rewrite added on its inputs and on its outputs: where a value
+        crosses between dtypes, which the reports draw. A Cast the input had is a decided node, not counted."""
+        decided = {decision.name for decision in self.decisions}
+        counts = dict.fromkeys(decided, (0, 0))
+        for graph in model_graphs(self.ir_model):
+            for node in graph:
+                if not is_onnx_op(node, "Cast") or node.name in decided:
+                    continue
+                source = node.inputs[0] if node.inputs else None
+                producer = source.producer() if source is not None else None
+                if producer is not None and producer.name is not None and producer.name in decided:
+                    before, after = counts[producer.name]
+                    counts[producer.name] = (before, after + 1)
+                readers = {use.node.name or "" for output in node.outputs for use in output.uses()}
+                for reader in readers & decided:
+                    before, after = counts[reader]
+                    counts[reader] = (before + 1, after)
+        return counts
 
     def count_by_dtype(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -11,7 +11,7 @@ from ampconfig.decide.facts import ONNX_TYPING, graphs_of, node_facts
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.files.ir_bridge import stand_in_nodes
 from ampconfig.opinfo.typing_source import TypingSource
-from ampconfig.rewrite.casts import insert_cast, new_cast, new_value
+from ampconfig.rewrite.casts import hand_over_declaration, insert_cast, new_cast, new_value
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.tensors import set_dtype
 
@@ -55,6 +55,7 @@ def _store_rounded(graph: ir.Graph, node: ir.Node, value: ir.Value, dtype: Dtype
     """The node now produces ``value`` in float32; its consumers (and graph outputs) read a rounded copy."""
     rounded = new_value(value, dtype, names, name=value.name)
     value.name = names.value(f"{value.name}_fp32")
+    hand_over_declaration(value, rounded)
     set_dtype(value, Dtype.FLOAT32)
     ir.convenience.replace_all_uses_with(value, rounded, replace_graph_outputs=True)
     graph.insert_after(node, new_cast(value, dtype, names, output=rounded))

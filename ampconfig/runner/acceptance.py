@@ -26,6 +26,7 @@ from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
 from ampconfig.runner.sessions import LOAD_FAILED, ModelFile, Session, create_session, model_proto, run_once
+from ampconfig.runner.worker import WorkerCrashed
 
 Runnable = onnx.ModelProto | ModelFile
 
@@ -45,7 +46,9 @@ def load_failure(model: Runnable) -> str | None:
     """Why ONNX Runtime (CPU provider) refuses to load ``model``, in its own words with the nodes it means
     named (:func:`locate_refusal`), or None when it loads."""
     try:
-        create_session(model, "cpu")
+        create_session(model, "cpu", what="the input model")
+    except WorkerCrashed as crash:
+        return crash.message
     except AmpconfigError as exc:
         return locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model))
     return None
@@ -74,7 +77,7 @@ def check_output_runs(original: Runnable, rewritten: Runnable) -> RunCheck:
     """Load ``rewritten`` in ORT and run it on inputs generated for ``original``; when it does not run, run
     ``original`` on the same inputs: only a model that does worse than its input is a failure."""
     try:
-        session = create_session(rewritten, "cpu")
+        session = create_session(rewritten, "cpu", what="the rewritten model")
     except AmpconfigError as exc:
         return RunCheck(f"ONNX Runtime cannot load it: {exc.message.removeprefix(LOAD_FAILED)}", ran=False)
     try:
@@ -84,7 +87,7 @@ def check_output_runs(original: Runnable, rewritten: Runnable) -> RunCheck:
     failure = _run_failure(session, feeds, model_proto(rewritten))
     if failure is None:
         return RunCheck(None, ran=True)
-    reference = _run_failure(create_session(original, "cpu"), feeds, model_proto(original))
+    reference = _run_failure(create_session(original, "cpu", what="the input model"), feeds, model_proto(original))
     if reference is None:
         return RunCheck(f"ONNX Runtime loads it but fails to run it, while the input runs: {failure}", ran=False)
     return RunCheck(None, ran=False, note=f"neither the input nor the output runs on generated inputs ({reference})")

@@ -23,6 +23,8 @@ from ampconfig.files.paths import open_regular
 from ampconfig.runner.memory import check_input_memory
 
 _SAVE_HINT = "save it with numpy.save(path, array) (numpy.savez for a .npz of several inputs)"
+#: How every .npy array starts (numpy.lib.format's magic string).
+NPY_MAGIC = b"\x93NUMPY"
 
 
 def _describe(shape: tuple[int, ...], dtype: np.dtype) -> str:
@@ -45,7 +47,8 @@ def _read_header(stream: IO[bytes], label: str, source: str | None) -> tuple[tup
         raise AmpconfigError(
             f"{label}: the array holds Python objects ({dtype}), which ampconfig does not load (pickles run code)",
             file=source,
-            hint="save a numeric array",
+            hint="save numbers as a numeric array, and strings as a NumPy text array: numpy.save(path, "
+            "array.astype(str))",
         )
     return tuple(int(dim) for dim in shape), dtype
 

@@ -30,13 +30,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import scan_json
 from ampconfig.files.paths import open_regular, path_kind, require_file
 from ampconfig.runner.array_files import load_array_bytes, load_npz
-from ampconfig.runner.inputs import InputSet, InputSpec, PreparedInput, coerce_input, model_input_specs
+from ampconfig.runner.inputs import (
+    InputSet,
+    InputSpec,
+    PreparedInput,
+    coerce_input,
+    dtype_name,
+    model_input_specs,
+)
 from ampconfig.runner.memory import check_input_memory
+from ampconfig.runner.strings import is_string, strings_from_lists
 from ampconfig.runner.timing import ProgressCallback
 
 log = logging.getLogger(__name__)
@@ -45,8 +54,6 @@ Sample = dict[str, np.ndarray]
 
 #: How a data set's path says what it is, for messages.
 _LAYOUTS = "a folder of .npz files (one sample each), one .npz with a leading sample axis, or a Polygraphy .json"
-#: How every .npy array starts (numpy.lib.format's magic string).
-_NPY_MAGIC = b"\x93NUMPY"
 _JSON_HINT = (
     "write it with polygraphy.json.save_json([{input_name: array}, ...], path) or polygraphy run --save-inputs; "
     "or give a folder of .npz files"
@@ -148,7 +155,7 @@ def load_data(
     first = samples[0]
     described = [
         PreparedInput(
-            spec.name, str(first[spec.name].dtype), list(first[spec.name].shape), f"data:{path}", _what(samples)
+            spec.name, dtype_name(spec, first[spec.name]), list(first[spec.name].shape), f"data:{path}", _what(samples)
         )
         for spec in specs
     ]
@@ -263,12 +270,25 @@ def _checked(specs: Sequence[InputSpec], arrays: Mapping[str, Any], where: str, 
 
 
 def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:
+    """An array as decoded, or a JSON data set's plain (nested) list in the type its values are written in:
+    booleans, integers (int64), other numbers (float64) or strings. :func:`coerce_input` then converts it as it
+    converts a file's array, so an integer the input's type cannot hold is refused, not wrapped round."""
     if isinstance(value, np.ndarray):
         return value
+    if is_string(spec.elem_type):
+        return strings_from_lists(spec.name, value, where)
     try:
-        return np.asarray(value, dtype=spec.dtype)
+        array = np.asarray(value)
     except (TypeError, ValueError) as exc:
         raise AmpconfigError(f"{where}: input {spec.name!r} is not an array of numbers ({exc})") from None
+    if array.dtype.kind not in "biuf":  # strings, integers beyond int64 (object), lists of unequal length
+        raise AmpconfigError(
+            f"{where}: input {spec.name!r} is not a rectangular array of numbers",
+            hint="give a list (of lists) of numbers, each list as long as the others",
+        )
+    if array.dtype.kind in "iu" and (spec.dtype.kind == "f" or spec.elem_type == TensorProto.BFLOAT16):
+        return array.astype(np.float64)  # whole numbers written for a float input; a change is warned about
+    return array
 
 
 def _split_npz(

@@ -49,7 +49,7 @@ def _cast_session() -> Any:
     except ImportError as exc:
         log.info("onnxruntime cannot be imported (%s): weights are converted by numpy", exc)
         return None
-    from ampconfig.runner.sessions import SESSION_LOG_SEVERITY  # onnxruntime is loaded by now
+    from ampconfig.runner.ort_worker import SESSION_LOG_SEVERITY  # onnxruntime is loaded by now
 
     options = ort.SessionOptions()
     options.log_severity_level = SESSION_LOG_SEVERITY

@@ -1,4 +1,4 @@
-"""Model inputs for a run: read from ``.npz``/``.npy`` files, or generated from the model's input types.
+"""Model inputs for a run: read from ``.npz``/``.npy`` (or text) files, or generated from the model's input types.
 
 Generation is seeded and independent per input (each draws from ``default_rng([seed, crc32(name)])``), so
 giving one input from a file does not change the values generated for the others.
@@ -9,9 +9,15 @@ giving one input from a file does not change the values generated for the others
   [int_low, int_high) from the config, else [0, 100); integer inputs named like a mask (``*mask*``) are all
   ones (a random mask can hide every position and turn a softmax into NaN).
 - bool inputs: random.
-- a value from a file converted to the input's type (float64 to float32, float32 to bfloat16, int64 to int32)
+- STRING inputs: strings drawn from the keys of the ``ai.onnx.ml`` LabelEncoder or CategoryMapper that reads
+  them; without one, a located error that says how to give them (:mod:`ampconfig.runner.strings`).
+- a float value from a file converted to the input's type (float64 to float32, float32 to bfloat16 or float16)
   is a warning, once per input, with the largest change when the conversion changed any value; numpy saves
-  a bfloat16 array as raw 2-byte values (``|V2``), which are read back as bfloat16 for a bfloat16 input.
+  a bfloat16 array as raw 2-byte values (``|V2``), which are read back as bfloat16 for a bfloat16 input. An
+  integer is converted to another width (int32 to int64, uint8 to int32) only when the input's type holds every
+  value: one it cannot hold is a located error, never wrapped round. Kinds are never mixed (floats for an
+  integer input, integers for a bool one). Strings, from ``<U`` or UTF-8 ``S`` arrays or (``--input``) a text
+  file of one string a line, are fed as one ``<U`` array.
 - dimensions of size 0 are kept: an empty input is a valid input.
 - dynamic dimensions: from ``--shape NAME=1x128`` (or the config's ``run.shapes``), else from another input
   that shares the dimension's symbol, else the defaults: the first dimension (batch-like) 1, every other 16.
@@ -33,8 +39,17 @@ from onnx import TensorProto
 
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
-from ampconfig.runner.array_files import load_npy, load_npz
+from ampconfig.files.paths import open_regular
+from ampconfig.runner.array_files import NPY_MAGIC, load_npy, load_npz
 from ampconfig.runner.memory import check_input_memory, format_bytes
+from ampconfig.runner.strings import (
+    generate_strings,
+    is_string,
+    no_vocabulary_error,
+    read_text_lines,
+    text_array,
+    vocabulary,
+)
 
 if TYPE_CHECKING:
     from ampconfig.settings.resolve import InputRequest
@@ -236,6 +251,8 @@ def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> tuple[np.nd
                 raise AmpconfigError(
                     f"{origin}: input {spec.name!r} has {got} at axis {axis}; the model fixes it to {want}"
                 )
+    if is_string(spec.elem_type):
+        return text_array(spec.name, array, origin), None
     target = spec.dtype
     if array.dtype == _RAW_BFLOAT16:
         if target != _BFLOAT16:
@@ -249,8 +266,27 @@ def coerce_input(spec: InputSpec, array: np.ndarray, origin: str) -> tuple[np.nd
         return array, None
     if not _same_kind(array.dtype, target):
         raise AmpconfigError(f"{origin}: input {spec.name!r} is {array.dtype} but the model expects {target}")
-    converted = array.astype(target)
+    if array.dtype.kind in "iu":
+        _check_int_range(spec, array, target, origin)  # then the conversion keeps every value: no warning
+        return array.astype(target), None
+    with np.errstate(over="ignore"):  # a value beyond the target's range becomes inf: the warning says so
+        converted = array.astype(target)
     return converted, _conversion_warning(spec, array, converted, origin)
+
+
+def _check_int_range(spec: InputSpec, array: np.ndarray, target: np.dtype, origin: str) -> None:
+    """Refuse integers that ``target`` cannot hold: numpy's conversion would wrap them round to other values."""
+    if array.size == 0:
+        return
+    info = np.iinfo(target)
+    for value in (array.min(), array.max()):
+        if not int(info.min) <= int(value) <= int(info.max):
+            index = tuple(int(i) for i in np.argwhere(array == value)[0])
+            raise AmpconfigError(
+                f"{origin}: input {spec.name!r} holds {int(value)} at index {list(index)}, which {target} (the "
+                f"model's type) cannot hold: its range is {int(info.min)} to {int(info.max)}",
+                hint=f"give values in that range, saved as {target} (numpy: array.astype(np.{target}))",
+            )
 
 
 #: numpy has no bfloat16 of its own: ml_dtypes' type, and what np.save writes for it (raw 2-byte values).
@@ -345,7 +381,7 @@ def _rng(seed: int, name: str) -> np.random.Generator:
 
 
 def _generate(
-    model: onnx.ModelProto, spec: InputSpec, shape: list[int], seed: int, ints: IntRange
+    model: onnx.ModelProto, spec: InputSpec, shape: list[int], seed: int, ints: IntRange, earlier_bytes: int = 0
 ) -> tuple[np.ndarray, str]:
     rng = _rng(seed, spec.name)
     dtype = spec.dtype
@@ -355,6 +391,11 @@ def _generate(
         return rng.integers(0, 2, size=shape).astype(np.bool_), "random booleans"
     if dtype.kind in "iu":
         return _generate_ints(model, spec, shape, rng, ints)
+    if is_string(spec.elem_type):
+        vocab = vocabulary(model, spec.name)
+        if vocab is None:
+            raise no_vocabulary_error(spec.name, spec.dims)
+        return generate_strings(vocab, spec.name, shape, rng, earlier_bytes), vocab.describe()
     raise AmpconfigError(
         f"cannot generate values for input {spec.name!r} of type {spec.type_name}",
         hint=f"give it in a file: --input {spec.name}=FILE.npy or --inputs FILE.npz",
@@ -367,6 +408,7 @@ def _generate_ints(
     dtype = spec.dtype
     rows = gather_table_rows(model, spec.name)
     if rows is not None:
+        rows = min(rows, int(np.iinfo(dtype).max) + 1)  # a narrow input cannot hold every row's index
         values = rng.integers(0, rows, size=shape).astype(dtype)
         return values, f"token ids in [0, {rows}) (rows of the Gather)"
     lowered = spec.name.lower()
@@ -442,17 +484,26 @@ def prepare_inputs(
             array, source, stored = loaded[spec.name]
             _check_shape_agrees(spec.name, shapes.get(spec.name), array, source)
             values = f"from {source.split(':', 1)[1]}"
-            if stored != array.dtype and stored != _RAW_BFLOAT16:
+            if is_string(spec.elem_type):
+                values += " (UTF-8 bytes decoded)" if stored.kind == "S" else ""
+            elif stored != array.dtype and stored != _RAW_BFLOAT16:
                 values += f" ({stored} converted to {array.dtype})"
-            prepared.append(PreparedInput(spec.name, str(array.dtype), list(array.shape), source, values))
+            prepared.append(PreparedInput(spec.name, dtype_name(spec, array), list(array.shape), source, values))
         else:
             shape, defaulted = _resolve_shape(spec, shapes.get(spec.name), symbols)
-            _check_generation_memory(spec, shape, generated_bytes)
-            array, values = _generate(model, spec, shape, seed, IntRange(int_low, int_high))
+            if not is_string(spec.elem_type):  # strings are checked once their width is known
+                _check_generation_memory(spec, shape, generated_bytes)
+            array, values = _generate(model, spec, shape, seed, IntRange(int_low, int_high), generated_bytes)
             generated_bytes += array.nbytes
-            prepared.append(PreparedInput(spec.name, str(array.dtype), shape, "generated", values, defaulted))
+            prepared.append(PreparedInput(spec.name, dtype_name(spec, array), shape, "generated", values, defaulted))
         feeds[spec.name] = array
     return InputSet(feeds, prepared, warnings)
+
+
+def dtype_name(spec: InputSpec, array: np.ndarray) -> str:
+    """The type of an input as fed, for the reports: ``string`` for strings (whatever width numpy gives the
+    array), else numpy's name."""
+    return "string" if is_string(spec.elem_type) else str(array.dtype)
 
 
 def _check_generation_memory(spec: InputSpec, shape: list[int], earlier_bytes: int) -> None:
@@ -491,9 +542,9 @@ def _load_files(
     for spec in specs:
         if spec.name in arrays:
             path = arrays[spec.name]
-            raw = load_npy(path, f"--input {spec.name}")
+            raw, source = _read_input_file(spec, path)
             array, warning = coerce_input(spec, raw, f"--input {spec.name}={path}")
-            loaded[spec.name] = (array, f"npy:{path}", raw.dtype)
+            loaded[spec.name] = (array, source, raw.dtype)
         elif npz is not None:
             if spec.name not in archive:
                 raise AmpconfigError(
@@ -512,6 +563,35 @@ def _load_files(
     return loaded, warnings
 
 
+def _read_input_file(spec: InputSpec, path: Path) -> tuple[np.ndarray, str]:
+    """The array ``--input NAME=path`` gives, and its source for the report: a ``.npy`` array, or for a STRING
+    input a UTF-8 text file of one string a line (any file that does not start as a ``.npy`` does)."""
+    label = f"--input {spec.name}"
+    if not is_string(spec.elem_type):
+        if path.suffix.lower() == ".txt":
+            raise AmpconfigError(
+                f"{label}: a text file gives strings, one a line, but input {spec.name!r} is {spec.type_name}",
+                file=str(path),
+                hint=f"save the values with numpy.save(path, array.astype(np.{spec.dtype}))",
+            )
+        return load_npy(path, label), f"npy:{path}"
+    if path.suffix.lower() == ".npy" or _starts_as_npy(path, label):
+        return load_npy(path, label), f"npy:{path}"
+    if spec.dims is not None and len(spec.dims) != 1:
+        raise AmpconfigError(
+            f"{label}: a text file gives a rank-1 input (one string a line), but input {spec.name!r} has rank "
+            f"{len(spec.dims)} ({_format_dims(spec.dims)})",
+            file=str(path),
+            hint="save the strings in the input's shape as a .npy: numpy.save(path, array.astype(str))",
+        )
+    return read_text_lines(path, spec.name, label), f"txt:{path}"
+
+
+def _starts_as_npy(path: Path, label: str) -> bool:
+    with open_regular(path, f"{label}: file", hint="check the path") as stream:  # a FIFO is refused, not waited on
+        return stream.read(len(NPY_MAGIC)) == NPY_MAGIC
+
+
 def _check_shape_agrees(name: str, explicit: list[int] | None, array: np.ndarray, source: str) -> None:
     if explicit is not None and list(explicit) != list(array.shape):
         raise AmpconfigError(
@@ -526,7 +606,10 @@ def adapt_feeds(feeds: Mapping[str, np.ndarray], model: onnx.ModelProto) -> dict
     specs = {spec.name: spec for spec in model_input_specs(model)}
     for name, array in feeds.items():
         spec = specs.get(name)
-        adapted[name] = array if spec is None or array.dtype == spec.dtype else array.astype(spec.dtype)
+        if spec is None or array.dtype == spec.dtype or (is_string(spec.elem_type) and array.dtype.kind == "U"):
+            adapted[name] = array  # strings stay a <U array (ONNX Runtime takes it; object arrays need pickle)
+        else:
+            adapted[name] = array.astype(spec.dtype)
     return adapted
 
 

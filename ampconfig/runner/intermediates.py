@@ -37,8 +37,13 @@ from ampconfig.runner.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import ModelInFolder, Session, create_session, model_proto, run_once
 from ampconfig.runner.timing import ProgressCallback
+from ampconfig.runner.worker import WorkerCrashed
 
 log = logging.getLogger(__name__)
+
+#: How a crash message names the model whose values these runs expose (callers that run another one say which).
+EXPOSED_WHAT = "the fp32 model (a copy of it that returns its values)"
+REWRITTEN_EXPOSED = "a rewrite of the model (a copy of it that returns its values)"
 
 
 @dataclass
@@ -85,9 +90,10 @@ class ExposedRunner:
         device: str,
         folder: Path | None = None,
         announce: Callable[[str], None] | None = None,
+        what: str = EXPOSED_WHAT,
     ) -> None:
         self.model, self.keys, self.device, self.folder = model, list(keys), device, folder
-        self.announce = announce
+        self.announce, self.what = announce, what
         #: the values of known shape leave joined (:func:`~ampconfig.rewrite.expose.static_shapes`)
         self.group: dict[str, tuple[int, ...]] | None = static_shapes(model)
         self.exposed = expose_keys(model, self.keys, STACKED, group=self.group)
@@ -98,7 +104,7 @@ class ExposedRunner:
         if self.announce is not None:
             self.announce(f"building its ONNX Runtime session ({len(self.exposed.model.graph.node)} nodes)")
         copy = self.exposed.model if self.folder is None else ModelInFolder(self.exposed.model, self.folder)
-        return create_session(copy, self.device, in_node_order=True)
+        return create_session(copy, self.device, in_node_order=True, what=self.what)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> IntermediateRun:
         """One run on ``feeds`` (converted to the model's input dtypes): outputs and every exposed value, the graph
@@ -125,6 +131,8 @@ class ExposedRunner:
         adapted = adapt_feeds(feeds, self.model)
         try:
             results = run_once(self.session, adapted)
+        except WorkerCrashed:
+            raise  # the worker died: no layout saves that run
         except AmpconfigError:
             if not self.exposed.per_iteration:
                 raise
@@ -186,6 +194,7 @@ def run_with_intermediates(
     feeds: Mapping[str, np.ndarray],
     device: str = "cpu",
     names: Sequence[str] | None = None,
+    what: str = EXPOSED_WHAT,
 ) -> IntermediateRun:
     """Run ``model`` once on ``feeds`` (converted to its input dtypes) and return outputs and intermediates.
 
@@ -194,7 +203,7 @@ def run_with_intermediates(
     node reading a graph input finds it there.
     """
     keys = list(names) if names is not None else float_value_keys(model)
-    return ExposedRunner(model, keys, device).run(feeds)
+    return ExposedRunner(model, keys, device, what=what).run(feeds)
 
 
 def run_samples_with_intermediates(
@@ -204,12 +213,13 @@ def run_samples_with_intermediates(
     names: Sequence[str] | None = None,
     progress: ProgressCallback | None = None,
     label: str = "exposed",
+    what: str = EXPOSED_WHAT,
 ) -> IntermediateRun:
     """:func:`run_with_intermediates` once per sample, one session for all, pooled (see :func:`pooled`)."""
     runs = []
     shown = progress if len(samples) >= PROGRESS_SAMPLES else None
     keys = list(names) if names is not None else float_value_keys(model)
-    runner = ExposedRunner(model, keys, device)
+    runner = ExposedRunner(model, keys, device, what=what)
     for index, feeds in enumerate(samples):
         if shown is not None:
             shown(f"{label}: samples", index, len(samples))

@@ -41,8 +41,8 @@ from ampconfig.opinfo.kernel_claims import (
 from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
+from ampconfig.runner.ort_worker import feed
 from ampconfig.runner.schemas import schema_at
-from ampconfig.runner.sessions import feed
 from ampconfig.settings.documents import read_text
 
 _CONTRIB = "com.microsoft"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 import onnx
@@ -26,12 +27,20 @@ from ampconfig.runner.sessions import (
     ModelSource,
     Session,
     create_session,
+    first_line,
     model_proto,
 )
-from ampconfig.runner.timing import Latency, ProgressCallback, measure
+from ampconfig.runner.timing import Latency, ProgressCallback
+from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
 from ampconfig.settings.resolve import AUTO_DEVICE
 
 REFERENCE_LABEL = "fp32 reference"
+#: How a crash message names each model the proof runs.
+REFERENCE_WHAT = "the fp32 model"
+REWRITTEN_WHAT = "the rewritten model"
+ACCURACY_COPY_WHAT = "the accuracy copy of the rewritten model"
+#: The graph optimisation level of the accuracy copy's second try, after ONNX Runtime crashed on the first.
+ACCURACY_COPY_FALLBACK = "disabled"
 #: How a failure of the fp32 model to run on the inputs starts (callers add what they know about the inputs).
 REFERENCE_FAILED = "ONNX Runtime failed to run the fp32 model"
 
@@ -66,18 +75,29 @@ class Proof:
 
 
 class RewrittenRefused(AmpconfigError):
-    """ONNX Runtime refused the rewritten model (``phase`` "load" or "run", on sample ``sample``) while the fp32 model
-    ran: not the user's input and not a bug, but an op ONNX Runtime does not take in the dtype the rewrite gave it.
-    ``ampconfig run`` hands it to its safety net (:mod:`ampconfig.prove.safety_net`)."""
+    """ONNX Runtime refused the rewritten model, or crashed on it (``crashed``; ``message`` then says how it died), in
+    ``phase`` "load" or "run", on sample ``sample``, while the fp32 model ran: not the user's input and not a bug,
+    but an op ONNX Runtime does not take in the dtype the rewrite gave it. ``ampconfig run`` hands it to its safety
+    net (:mod:`ampconfig.prove.safety_net`)."""
 
-    def __init__(self, message: str, phase: str, sample: int = 0) -> None:
+    def __init__(self, message: str, phase: str, sample: int = 0, crashed: bool = False) -> None:
+        said = (
+            f"crashed ({message}) while {phase}ing the rewritten model (the fp32 model ran)"
+            if crashed
+            else f"refused to {phase} the rewritten model (the fp32 model ran): {message}"
+        )
         super().__init__(
-            f"ONNX Runtime refused to {phase} the rewritten model (the fp32 model ran): {message}",
+            f"ONNX Runtime {said}",
             hint="keep the node ONNX Runtime names in its original dtype (keep_dtype), or use another precision mode",
         )
         self.reason = message
         self.phase = phase
         self.sample = sample
+        self.crashed = crashed
+
+    @staticmethod
+    def of_crash(crash: WorkerCrashed, sample: int = 0) -> RewrittenRefused:
+        return RewrittenRefused(crash.death, crash.phase.value, sample, crashed=True)
 
 
 #: How a refusal of the fp32 reference (the user's model) starts; callers that know its file add it.
@@ -87,7 +107,11 @@ INPUT_REFUSED = "ONNX Runtime cannot load the input model: "
 def input_refusal(error: AmpconfigError, model: onnx.ModelProto, path: str | None) -> AmpconfigError:
     """``error`` from a session of the user's fp32 model, said as the reference run says it: a model ONNX Runtime
     refused to load is located at the node it names (:data:`INPUT_REFUSED`); one it could not run on the inputs
-    is the inputs' fault (:data:`REFERENCE_FAILED`); any other error as it is."""
+    is the inputs' fault (:data:`REFERENCE_FAILED`); a crash is located at the model's file; any other error as
+    it is."""
+    if isinstance(error, WorkerCrashed):
+        error.file = error.file or path
+        return error
     if error.message.startswith(RUN_FAILED):
         return _reference_run_failure(RuntimeError(error.message.removeprefix(RUN_FAILED)))
     if not error.message.startswith(LOAD_FAILED):
@@ -98,7 +122,9 @@ def input_refusal(error: AmpconfigError, model: onnx.ModelProto, path: str | Non
 
 def _reference_session(reference: ModelSource, device: str, config: Mapping[str, str] | None = None) -> Session:
     try:
-        return create_session(reference, device, tf32=False, config=config)
+        return create_session(reference, device, tf32=False, config=config, what=REFERENCE_WHAT)
+    except WorkerCrashed:
+        raise
     except AmpconfigError as exc:
         if not isinstance(reference, (onnx.ModelProto, ModelFile)):
             raise
@@ -118,6 +144,8 @@ def _session(create: Callable[[], Session], choice: DeviceChoice) -> Session:
     """``create()``; a CUDA session that cannot be built is an error unless the device was auto."""
     try:
         return create()
+    except WorkerCrashed:
+        raise
     except AmpconfigError as exc:
         if choice.device == "cuda" and choice.requested == AUTO_DEVICE:
             raise _CudaRefused(exc) from None
@@ -136,8 +164,8 @@ def _run_model(
     outputs = sample_outputs(
         session, samples, model_proto(model), reference=label == REFERENCE_LABEL, progress=progress, label=label
     )
-    bound = session.bind(adapt_feeds(samples[0], model_proto(model)))
-    latency = measure(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
+    first = adapt_feeds(samples[0], model_proto(model))
+    latency = session.time(first, warmup=warmup, iterations=iterations, label=label, progress=progress)
     return ModelRun(label, session.providers, session.tf32, outputs, latency)
 
 
@@ -165,10 +193,13 @@ def sample_outputs(
         if shown is not None:
             shown(what, index, len(samples))
         try:
-            outputs.append(session.bind(adapt_feeds(feeds, proto)).outputs())
-        except Exception as exc:  # ORT's own exception types
+            outputs.append(session.run(adapt_feeds(feeds, proto)))
+        except WorkerCrashed as crash:
+            crash.sample = index  # the safety net probes the sample the rewritten model crashed on
+            raise
+        except WorkerRefused as exc:  # ORT's own words
             if not reference:
-                raise RewrittenRefused(_first_line(exc), "run", index) from None
+                raise RewrittenRefused(first_line(exc), "run", index) from None
             failure = _reference_run_failure(exc)
             if len(samples) > 1:
                 failure = replace(failure, message=f"sample {index}: {failure.message}")
@@ -178,16 +209,12 @@ def sample_outputs(
     return outputs
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-
-
 def _reference_run_failure(exc: Exception) -> AmpconfigError:
     """The fp32 model loads but fails to run: the inputs' fault (shapes that disagree with the model, e.g. one
     dim_param bound to two sizes). On the rewritten model, with the reference fine, the same is ONNX Runtime
     refusing an op in the dtype it was given (:class:`RewrittenRefused`)."""
     return AmpconfigError(
-        f"{REFERENCE_FAILED} on these inputs: {_first_line(exc)}",
+        f"{REFERENCE_FAILED} on these inputs: {first_line(exc)}",
         hint="check the inputs' shapes and dtypes against the model's inputs (--shape, --inputs)",
     )
 
@@ -249,16 +276,32 @@ def _prove_on(
     output_names = list(ref_session.output_names)
     del ref_session  # its weights are freed before the rewritten model loads its own
     timed_copy: tuple[onnx.ModelProto | ModelFile, int] | None = None
-    try:
-        rew_session = _session(lambda: create_session(rewritten, choice.device, tf32=allow_tf32, config=config), choice)
-    except AmpconfigError as exc:
-        timed_copy = _copy_the_cpu_can_run(exc, choice, cpu_accuracy_model)
-        rewritten = timed_copy[0]
-        rew_session = create_session(rewritten, choice.device, tf32=allow_tf32, config=config)
-    rew_run = _run_model("rewritten", rew_session, rewritten, samples, warmup, iterations, progress)
-    del rew_session  # and before the accuracy copy loads its own
     notes = list(choice.notes)
+    try:
+        try:
+            rew_session = _session(
+                lambda: create_session(rewritten, choice.device, tf32=allow_tf32, config=config, what=REWRITTEN_WHAT),
+                choice,
+            )
+        except WorkerCrashed:
+            raise
+        except AmpconfigError as exc:
+            timed_copy = _copy_the_cpu_can_run(exc, choice, cpu_accuracy_model)
+        if timed_copy is None:
+            rew_run = _run_model("rewritten", rew_session, rewritten, samples, warmup, iterations, progress)
+            del rew_session  # and before the accuracy copy loads its own
+    except WorkerCrashed as crash:
+        raise RewrittenRefused.of_crash(crash, crash.sample) from None
     if timed_copy is not None:
+        copy = timed_copy[0]
+
+        def timed(optimization: str | None) -> ModelRun:
+            session = create_session(
+                copy, choice.device, tf32=allow_tf32, config=config, optimization=optimization, what=ACCURACY_COPY_WHAT
+            )
+            return _run_model("rewritten", session, copy, samples, warmup, iterations, progress)
+
+        rew_run, fallback = _accuracy_copy_run(timed)
         notes.append(
             "ONNX Runtime's CPU provider cannot load the rewritten model as it is (it was decided for another "
             f"target, see --target); accuracy and latency are those of a copy in which {timed_copy[1]} node(s) "
@@ -266,16 +309,24 @@ def _prove_on(
             "every low-precision value as the target's hardware stores it. CPU latency says nothing about the "
             "target's"
         )
+        notes.extend([fallback] if fallback else [])
     elif choice.device == "cpu" and cpu_accuracy_model is not None:
         faithful, wrapped = cpu_accuracy_model()
         if wrapped:
-            session = create_session(faithful, "cpu", tf32=False, config=config)
-            rew_run.samples = sample_outputs(session, samples, faithful, progress=progress, label="accuracy copy")
+
+            def measured(optimization: str | None) -> list[dict[str, np.ndarray]]:
+                session = create_session(
+                    faithful, "cpu", config=config, optimization=optimization, what=ACCURACY_COPY_WHAT
+                )
+                return sample_outputs(session, samples, faithful, progress=progress, label="accuracy copy")
+
+            rew_run.samples, fallback = _accuracy_copy_run(measured)
             notes.append(
                 f"accuracy measured on a copy of the rewritten model in which {wrapped} node(s) without a native "
                 "CPU float16 kernel compute between explicit float16 casts: ONNX Runtime's CPU provider would "
                 "otherwise skip their float16 rounding. Latency is the rewritten model's own."
             )
+            notes.extend([fallback] if fallback else [])
     if config is not None:
         notes.append(
             "the model holds QuantizeLinear/DequantizeLinear pairs: on the CPU both models ran them as float ops, "
@@ -283,6 +334,30 @@ def _prove_on(
             "accuracy is the rewrite's alone"
         )
     return Proof(choice, ref_run, rew_run, output_names, notes)
+
+
+_Measured = TypeVar("_Measured")
+
+
+def _accuracy_copy_run(measure: Callable[[str | None], _Measured]) -> tuple[_Measured, str | None]:
+    """``measure(None)``: the accuracy copy measured at ONNX Runtime's default graph optimisations. When ONNX Runtime
+    crashes on the copy (its optimiser builds a graph the rewritten model itself never had), the copy is measured
+    again, in a new worker, with the optimisations off, and the note says so, naming the signal; a second crash is
+    :class:`~ampconfig.runner.worker.WorkerCrashed` naming both."""
+    try:
+        return measure(None), None
+    except WorkerCrashed as crash:
+        first = crash
+    try:
+        measured = measure(ACCURACY_COPY_FALLBACK)
+    except WorkerCrashed as again:
+        raise WorkerCrashed(
+            again.death, again.phase, f"{ACCURACY_COPY_WHAT} with graph optimisations off ({first.death} with them on)"
+        ) from None
+    return measured, (
+        f"ONNX Runtime crashed ({first.death}) while {first.phase_words} {ACCURACY_COPY_WHAT} with its graph "
+        "optimisations on; the copy was measured again with them off (the rewritten model itself ran as it is)"
+    )
 
 
 def _copy_the_cpu_can_run(

@@ -1,5 +1,9 @@
 """ONNX Runtime sessions: which execution provider to use, and sessions that report the one they really got.
 
+Every session lives in the worker process (:mod:`ampconfig.runner.worker`): a :class:`Session` here is a handle
+to one there, and running or timing it is a request. A native crash of ONNX Runtime while a session is built or
+run is :class:`~ampconfig.runner.worker.WorkerCrashed`, never the end of this process.
+
 onnxruntime-gpu lists ``CUDAExecutionProvider`` as available even where the CUDA libraries cannot be loaded,
 and then silently runs on the CPU. So the CUDA path is decided by building a tiny session and reading
 ``InferenceSession.get_providers()``, and every real session is checked the same way.
@@ -14,38 +18,31 @@ whose op info decides the dtypes), which needs no device at all.
 
 On CUDA the fp32 reference runs with TF32 off (``use_tf32=0``) and the rewritten model with TF32 as the
 config's ``allow_tf32`` says; runs go through IOBinding (inputs as device OrtValues, outputs bound to the
-device) so the host copies stay out of the timed loop.
+device) so the host copies stay out of the timed loop, and timing happens in the worker, next to the session.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import logging
-import math
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import onnx
-import onnxruntime as ort
-from onnx import TensorProto, helper
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
+from ampconfig.opinfo.library import CPU_PROVIDER as CPU_PROVIDER  # re-exported: where sessions run
+from ampconfig.opinfo.library import CUDA_PROVIDER
+from ampconfig.runner import worker
+from ampconfig.runner.channel import large_bytes
+from ampconfig.runner.timing import Latency, ProgressCallback, check_counts, summarize
+from ampconfig.runner.worker import Phase, WorkerRefused
+from ampconfig.runner.worker import WorkerCrashed as WorkerCrashed  # re-exported: what a session may raise
 from ampconfig.settings.resolve import AUTO_DEVICE, DEVICES
 
 log = logging.getLogger(__name__)
-
-
-#: ONNX Runtime's own default severity for its process-wide logger (warning).
-_ORT_DEFAULT_LOG_SEVERITY = 2
-#: Fatal only: ORT's placement warnings are not the user's business, and a failure reaches the user once, as
-#: ampconfig's own located error carrying ORT's words, not first as ORT's raw coloured log line.
-SESSION_LOG_SEVERITY = 4
 
 #: How :func:`create_session` reports a model ONNX Runtime refuses, before ORT's own words.
 LOAD_FAILED = "ONNX Runtime could not load the model: "
@@ -74,9 +71,6 @@ class ModelInFolder:
     folder: Path
 
 
-#: ONNX Runtime's session option that resolves a model's external data in a folder when the model comes as bytes.
-EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
-
 ModelSource = onnx.ModelProto | ModelFile | ModelInFolder | bytes | str | Path
 
 
@@ -89,16 +83,6 @@ class DeviceChoice:
     notes: tuple[str, ...] = ()
 
 
-@contextmanager
-def _quiet_ort() -> Iterator[None]:
-    """Silence ORT's process-wide logger (its CUDA library load errors) while probing."""
-    ort.set_default_logger_severity(4)
-    try:
-        yield
-    finally:
-        ort.set_default_logger_severity(_ORT_DEFAULT_LOG_SEVERITY)
-
-
 def normalize_device(device: str | None) -> str:
     """``None``/"auto" -> "auto"; "cpu"/"cuda" (any case) kept; anything else is an error."""
     if device is None:
@@ -109,34 +93,11 @@ def normalize_device(device: str | None) -> str:
     raise AmpconfigError(f"unknown device {device!r}", hint="use auto, cpu or cuda")
 
 
-def _probe_model() -> bytes:
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])],
-        "cuda_probe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-    return model.SerializeToString()
-
-
 @functools.lru_cache(maxsize=1)
 def cuda_unavailable_reason() -> str | None:
-    """``None`` when a CUDA session can really be built here, else why not (in words)."""
-    if CUDA_PROVIDER not in ort.get_available_providers():
-        return f"this onnxruntime build ({ort.get_device()}) has no {CUDA_PROVIDER}"
-    options = _session_options()
-    try:
-        with _quiet_ort():
-            session = ort.InferenceSession(_probe_model(), options, providers=[CUDA_PROVIDER, CPU_PROVIDER])
-    except Exception as exc:  # ORT raises its own exception types
-        return f"creating a CUDA session failed: {exc}"
-    if CUDA_PROVIDER not in session.get_providers():
-        return (
-            f"onnxruntime lists {CUDA_PROVIDER} but could not load it (CUDA 13 / cuDNN 9 libraries missing "
-            "or no GPU); the session got only " + ", ".join(session.get_providers())
-        )
-    return None
+    """``None`` when a CUDA session can really be built here, else why not (in words); asked of the worker, where
+    the sessions run."""
+    return worker.current().ask("cuda_probe", {}, Phase.LOAD, "a one-node CUDA probe model")
 
 
 def choose_device(device: str | None) -> DeviceChoice:
@@ -159,20 +120,6 @@ def choose_device(device: str | None) -> DeviceChoice:
     return choice
 
 
-def _session_options(
-    model: ModelSource | None = None, config: Mapping[str, str] | None = None, in_node_order: bool = False
-) -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.log_severity_level = SESSION_LOG_SEVERITY
-    if in_node_order:
-        options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
-    if isinstance(model, ModelInFolder):
-        options.add_session_config_entry(EXTERNAL_DATA_FOLDER, str(model.folder))
-    for key, value in (config or {}).items():
-        options.add_session_config_entry(key, value)
-    return options
-
-
 #: ONNX Runtime's session config entry that turns off its QDQ fusions (DequantizeLinear -> op -> QuantizeLinear
 #: into int8 kernels), which only its CPU (and DirectML) provider applies.
 DISABLE_QDQ_FUSION = {"session.disable_quant_qdq": "1"}
@@ -182,23 +129,14 @@ DISABLE_QDQ_FUSION = {"session.disable_quant_qdq": "1"}
 #: defaults to EXHAUSTIVE, which benchmarks every algorithm on a new session's first run of each conv shape.
 TRIAL_CONV_ALGO_SEARCH = "HEURISTIC"
 CONV_ALGO_SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+#: ONNX Runtime's graph optimisation levels, lowest first, by the names :func:`create_session` takes.
+OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 
 
-def provider_list(
-    device: str, tf32: bool, conv_algo_search: str | None = None
-) -> list[str | tuple[str, dict[str, str]]]:
-    """The ``providers`` argument of a session on ``device``; ``conv_algo_search`` None keeps ORT's default."""
-    if device == "cuda":
-        options = {"use_tf32": "1" if tf32 else "0"}
-        if conv_algo_search is not None:
-            if conv_algo_search not in CONV_ALGO_SEARCHES:
-                raise ValueError(f"unknown cudnn_conv_algo_search {conv_algo_search!r}")
-            options["cudnn_conv_algo_search"] = conv_algo_search
-        return [(CUDA_PROVIDER, options), CPU_PROVIDER]
-    return [CPU_PROVIDER]
-
-
-def _model_bytes_or_path(model: ModelSource) -> bytes | str:
+def _payload(model: ModelSource) -> tuple[object, str | None]:
+    """What the worker loads (a model's bytes, sent out of band, or a file path) and the folder of its external
+    data when it comes as bytes."""
+    folder = str(model.folder) if isinstance(model, ModelInFolder) else None
     if isinstance(model, ModelInFolder):
         model = model.proto
     if isinstance(model, onnx.ModelProto):
@@ -209,12 +147,14 @@ def _model_bytes_or_path(model: ModelSource) -> bytes | str:
                 "cannot serialise 2 GiB or more)",
                 hint="ampconfig run and ampconfig rewrite handle such models from files with external data",
             )
-        return model.SerializeToString()
+        return large_bytes(model.SerializeToString()), folder
     if isinstance(model, ModelFile):
-        return str(model.path)
+        return str(model.path), folder
     if isinstance(model, Path):
-        return str(model)
-    return model
+        return str(model), folder
+    if isinstance(model, bytes):
+        return large_bytes(model), folder
+    return model, folder
 
 
 def model_proto(model: onnx.ModelProto | ModelFile | ModelInFolder) -> onnx.ModelProto:
@@ -222,26 +162,60 @@ def model_proto(model: onnx.ModelProto | ModelFile | ModelInFolder) -> onnx.Mode
     return model.proto if isinstance(model, (ModelFile, ModelInFolder)) else model
 
 
-@dataclass
 class Session:
-    """An ORT session plus what it really runs on."""
+    """A session in the worker, and what it really runs on. Dropping the last reference frees it there."""
 
-    session: ort.InferenceSession
-    device: str
-    providers: list[str]
-    tf32: bool | None  # None on the CPU, where TF32 does not exist
-    output_names: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        process: worker.WorkerProcess,
+        number: int,
+        device: str,
+        providers: list[str],
+        tf32: bool | None,
+        output_names: list[str],
+        what: str,
+    ) -> None:
+        self._process = process
+        self._number = number
+        self.device = device
+        self.providers = providers
+        self.tf32 = tf32  # None on the CPU, where TF32 does not exist
+        self.output_names = output_names
+        self.what = what
 
     @property
     def provider(self) -> str:
         """The first (preferred) provider the session actually got."""
         return self.providers[0]
 
-    def input_types(self) -> dict[str, str]:
-        return {arg.name: arg.type for arg in self.session.get_inputs()}
-
     def bind(self, feeds: Mapping[str, np.ndarray]) -> BoundRun:
         return BoundRun(self, feeds)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One run on ``feeds``; ONNX Runtime's refusal is :class:`~ampconfig.runner.worker.WorkerRefused`."""
+        arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        answer = self._process.ask("run", {"id": self._number, "feeds": arrays}, Phase.RUN, self.what)
+        return answer
+
+    def time(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        *,
+        warmup: int,
+        iterations: int,
+        label: str = "timing",
+        progress: ProgressCallback | None = None,
+    ) -> Latency:
+        """Warm-up runs, then timed runs, in the worker next to the session: the time of each run is ONNX Runtime's
+        alone, with no message between this process and the worker inside it."""
+        check_counts(warmup, iterations)
+        arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        arguments = {"id": self._number, "feeds": arrays, "warmup": warmup, "iterations": iterations, "label": label}
+        samples = self._process.ask("time", arguments, Phase.RUN, self.what, progress)
+        return summarize(samples, warmup)
+
+    def __del__(self) -> None:
+        self._process.release(self._number)
 
 
 def create_session(
@@ -252,125 +226,90 @@ def create_session(
     conv_algo_search: str | None = None,
     config: Mapping[str, str] | None = None,
     in_node_order: bool = False,
+    optimization: str | None = None,
+    what: str = "the model",
 ) -> Session:
-    """Build a session on ``device`` ("cpu" or "cuda") and check it got that device.
+    """Build a session on ``device`` ("cpu" or "cuda") in the worker and check it got that device.
 
     A CUDA session that came back without CUDA raises :class:`AmpconfigError`: ORT would otherwise run it on
     the CPU without saying so. ``conv_algo_search`` (CUDA only) sets cuDNN's convolution algorithm search
     (:data:`TRIAL_CONV_ALGO_SEARCH` for sessions built many times). ``config``: session config entries
     (:data:`DISABLE_QDQ_FUSION`). ``in_node_order``: ONNX Runtime runs ready nodes in the order of the graph (its
     priority-based order) rather than its default, which may run a whole chain before the side branches that read
-    it, keeping every value the branches read alive until then.
+    it, keeping every value the branches read alive until then. ``optimization``: one of
+    :data:`OPTIMIZATION_LEVELS` (None: ONNX Runtime's default, all). ``what`` names the model in a crash message
+    ("the fp32 model").
     """
-    providers = provider_list(device, tf32, conv_algo_search)
-    options = _session_options(model, config, in_node_order)
+    if conv_algo_search is not None and conv_algo_search not in CONV_ALGO_SEARCHES:
+        raise ValueError(f"unknown cudnn_conv_algo_search {conv_algo_search!r}")
+    if optimization is not None and optimization not in OPTIMIZATION_LEVELS:
+        raise ValueError(f"unknown graph optimisation level {optimization!r}")
+    payload, folder = _payload(model)
+    arguments = {
+        "model": payload,
+        "device": device,
+        "tf32": tf32,
+        "conv_algo_search": conv_algo_search,
+        "config": dict(config or {}),
+        "in_node_order": in_node_order,
+        "folder": folder,
+        "optimization": optimization,
+    }
+    process = worker.current()
     try:
-        with _quiet_ort():
-            session = ort.InferenceSession(_model_bytes_or_path(model), options, providers=providers)
-    except AmpconfigError:
-        raise
-    except Exception as exc:
+        answer = process.ask("open", arguments, Phase.LOAD, what)
+    except WorkerRefused as exc:
         raise AmpconfigError(f"{LOAD_FAILED}{exc}") from None
-    active: list[str] = list(session.get_providers())
-    log.info("ONNX Runtime session on %s: providers %s", device, ", ".join(active))
-    if device == "cuda" and CUDA_PROVIDER not in active:
-        raise AmpconfigError(f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(active)}")
-    return Session(
-        session=session,
-        device=device,
-        providers=active,
-        tf32=tf32 if device == "cuda" else None,
-        output_names=[arg.name for arg in session.get_outputs()],
+    session = Session(
+        process,
+        answer["id"],
+        device,
+        list(answer["providers"]),
+        tf32 if device == "cuda" else None,
+        list(answer["outputs"]),
+        what,
     )
-
-
-def feed(array: np.ndarray) -> np.ndarray | ort.OrtValue:
-    """``array`` as ONNX Runtime's Python API takes it: as it is, or, for a bfloat16 array (ml_dtypes), an OrtValue
-    over its bits, since ORT's numpy bridge refuses it. The OrtValue does not copy: the C-contiguous ``array`` must
-    outlive it."""
-    if array.dtype != ml_dtypes.bfloat16:
-        return array
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), TensorProto.BFLOAT16)
+    log.info("ONNX Runtime session on %s: providers %s", device, ", ".join(session.providers))
+    if device == "cuda" and CUDA_PROVIDER not in session.providers:
+        raise AmpconfigError(
+            f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(session.providers)}"
+        )
+    return session
 
 
 class BoundRun:
-    """One model with its inputs bound: calling it runs the model once; :meth:`outputs` fetches the results.
-
-    On CUDA the inputs live on the device and the outputs are bound to the device (IOBinding), so a call times
-    the model and not the host copies; on the CPU it is a plain ``session.run``. A model with a bfloat16 output
-    has its outputs bound to host memory on either device: numpy has no bfloat16, so ORT's Python API cannot hand
-    one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
-    """
+    """One model with its inputs: calling it runs the model once in the worker; :meth:`outputs` returns the last
+    run's outputs (running once if nothing ran yet). ONNX Runtime's refusal is
+    :class:`~ampconfig.runner.worker.WorkerRefused`, a crash :class:`~ampconfig.runner.worker.WorkerCrashed`."""
 
     def __init__(self, session: Session, feeds: Mapping[str, np.ndarray]) -> None:
         self._session = session
-        self._arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # kept alive: see feed
-        self._feeds = {name: feed(array) for name, array in self._arrays.items()}
-        self._last: list[np.ndarray] | None = None
-        self._ran = False
-        self._binding: ort.IOBinding | None = None
-        self._bound_inputs: list[ort.OrtValue] = []
-        outputs = session.session.get_outputs()
-        self._bfloat16_outputs = any(arg.type == "tensor(bfloat16)" for arg in outputs)
-        if session.device == "cuda" or self._bfloat16_outputs:
-            self._bind()
-
-    def _bind(self) -> None:
-        binding = self._session.session.io_binding()
-        device = self._session.device
-        for name, array in self._arrays.items():
-            value = self._feeds[name]
-            if isinstance(value, np.ndarray):
-                value = ort.OrtValue.ortvalue_from_numpy(array, device, 0)
-            # else a bfloat16 host value (ORT makes no device copy of one from numpy): ORT copies it to the device
-            self._bound_inputs.append(value)  # keep the buffers alive
-            binding.bind_ortvalue_input(name, value)
-        for name in self._session.output_names:
-            binding.bind_output(name, "cpu" if self._bfloat16_outputs else device, 0)
-        self._binding = binding
+        self._feeds = dict(feeds)
+        self._last: dict[str, np.ndarray] | None = None
 
     def __call__(self) -> None:
-        if self._binding is not None:
-            self._session.session.run_with_iobinding(self._binding)
-            self._binding.synchronize_outputs()
-        else:
-            self._last = self._session.session.run(None, self._feeds)
-        self._ran = True
+        self._last = self._session.run(self._feeds)
 
     def outputs(self) -> dict[str, np.ndarray]:
-        """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
-        if not self._ran:
+        if self._last is None:
             self()
-        if self._binding is None:
-            values = self._last or []
-        elif self._bfloat16_outputs:
-            values = [_host_array(value) for value in self._binding.get_outputs()]
-        else:
-            values = self._binding.copy_outputs_to_cpu()
-        return dict(zip(self._session.output_names, values, strict=True))
-
-
-def _host_array(value: ort.OrtValue) -> np.ndarray:
-    """A host OrtValue as a numpy array (copied); a bfloat16 one through its memory, as ml_dtypes' bfloat16."""
-    if value.data_type() != "tensor(bfloat16)":
-        return value.numpy()
-    shape = tuple(value.shape())
-    count = math.prod(shape)
-    if count == 0:
-        return np.empty(shape, ml_dtypes.bfloat16)
-    bits = (ctypes.c_uint16 * count).from_address(value.data_ptr())
-    return np.frombuffer(bits, np.uint16).copy().view(ml_dtypes.bfloat16).reshape(shape)
+        assert self._last is not None
+        return self._last
 
 
 def run_once(session: Session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run a session once on host arrays and return its outputs by name; ONNX Runtime refusing to run the model on
     these inputs is an input error (out-of-range ids, shapes the model does not take)."""
     try:
-        return session.bind(feeds).outputs()
-    except AmpconfigError:
-        raise
-    except Exception as exc:  # ORT raises its own exception types (InvalidArgument, Fail, RuntimeException...)
+        return session.run(feeds)
+    except WorkerRefused as exc:
         raise AmpconfigError(
-            f"{RUN_FAILED}{str(exc).strip().splitlines()[0]}",
+            f"{RUN_FAILED}{first_line(exc)}",
             hint="give real inputs (--inputs FILE.npz, --input NAME=FILE.npy) or the shapes the model takes (--shape)",
         ) from None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's words (ONNX Runtime's messages run on with a stack), or its type's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

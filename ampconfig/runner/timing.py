@@ -62,6 +62,18 @@ def measure(
     progress: ProgressCallback | None = None,
 ) -> Latency:
     """Run ``step`` ``warmup`` times untimed, then ``iterations`` times timed (``step`` blocks until done)."""
+    return summarize(timed_runs(step, warmup=warmup, iterations=iterations, label=label, progress=progress), warmup)
+
+
+def timed_runs(
+    step: Callable[[], object],
+    *,
+    warmup: int,
+    iterations: int,
+    label: str = "timing",
+    progress: ProgressCallback | None = None,
+) -> list[float]:
+    """The milliseconds of each of ``iterations`` timed calls of ``step``, after ``warmup`` untimed ones."""
     check_counts(warmup, iterations)
     total = warmup + iterations
     if progress is not None:
@@ -77,7 +89,7 @@ def measure(
         samples.append((time.perf_counter_ns() - start) / 1e6)
         if progress is not None:
             progress(label, warmup + index + 1, total)
-    return summarize(samples, warmup)
+    return samples
 
 
 def speedup(reference: Latency, candidate: Latency) -> float | None:

@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.files.paths import folder_ending, names_a_folder
 from ampconfig.opinfo.targets import TargetName
 from ampconfig.settings.documents import (
     Document,
@@ -70,6 +71,20 @@ def _non_empty_path(value: Any) -> Any:
 
 
 UserPath = Annotated[Path, BeforeValidator(_non_empty_path)]
+
+
+def _file_spelling(value: Any) -> Any:
+    if isinstance(value, str) and names_a_folder(value):
+        raise PydanticCustomError(
+            "folder_path",
+            "the path names a folder (it ends in '{ending}'), not a file",
+            {"ending": folder_ending(value), "hint": "give a file name inside the folder"},
+        )
+    return value
+
+
+#: A path ampconfig writes: checked as written, since ``Path`` drops a trailing separator (``out/`` -> ``out``).
+UserOutputPath = Annotated[Path, BeforeValidator(_non_empty_path), BeforeValidator(_file_spelling)]
 
 
 def _path_or_object(value: Any) -> str | None:
@@ -267,7 +282,15 @@ class SessionConfig(BaseModel):
         "without a GPU decides for cuda; where models run is `run.device`.",
     )
     model: UserPath | None = Field(default=None, description="The fp32 ONNX model (a command-line path wins).")
-    output: UserPath | None = Field(default=None, description="Where the rewritten model is written.")
+    output: UserOutputPath | None = Field(default=None, description="Where the rewritten model is written.")
+    decision_metadata: bool = Field(
+        default=True,
+        strict=True,
+        description="Write each node's decision into the rewritten model, in the node's metadata_props "
+        "(ampconfig.rule, ampconfig.cause, ampconfig.precision_mode), which Netron shows beside "
+        "the node; false leaves them out (`--no-decision-metadata`). A model below IR version 10 has no node "
+        "metadata and gets none.",
+    )
     modify_mixlist: MixlistSetting | None = Field(
         default=None,
         description="Ascend modify_mixlist: the path of a mixlist JSON file, or the mixlist object inline. "

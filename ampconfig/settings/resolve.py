@@ -72,6 +72,7 @@ class Flags:
     device: str | None = None
     keep_io_types: bool | None = None
     output: Path | None = None
+    decision_metadata: bool | None = None
     inputs_npz: Path | None = None
     input_files: tuple[str, ...] = ()  # NAME=FILE.npy
     shapes: tuple[str, ...] = ()  # NAME=1x128
@@ -141,6 +142,7 @@ class Settings:
     clamp_values: bool = False  # constants beyond the low type's range clamped (warned) instead of kept float32
     data_max: float | None = None  # the range rule's margin; None: half the low type's largest value
     ranges: Path | None = None  # a value ranges file: what the float32 model's values were on data
+    decision_metadata: bool = True  # each node's decision written into the rewritten model's node metadata
 
     @property
     def mode_source(self) -> str:
@@ -148,7 +150,8 @@ class Settings:
 
     @property
     def rewrite_options(self) -> RewriteOptions:
-        """What the rewrite reads of these settings: mode, target, lists, op names, keep_io_types, clamping. The
+        """What the rewrite reads of these settings: mode, target, lists, op names, keep_io_types, clamping, the
+        decisions written into the model. The
         ranges file is not among them: the commands read it (against the model they opened) and hand the rewrite
         its :class:`~ampconfig.settings.limits.ValueRanges`."""
         return RewriteOptions(
@@ -160,6 +163,7 @@ class Settings:
             op_names=self.op_names,
             customize_dtypes=self.customize_dtypes,
             clamp_values=self.clamp_values,
+            decision_metadata=self.decision_metadata,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,6 +186,7 @@ class Settings:
             "keep_io_types": self.keep_io_types,
             "allow_tf32": self.allow_tf32,
             "output": _text(self.output),
+            "decision_metadata": self.decision_metadata,
             "inputs": self.inputs.to_dict(),
             "warmup": self.warmup,
             "iterations": self.iterations,
@@ -305,6 +310,9 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
         clamp_values=clamp_values,
         data_max=data_max,
         ranges=ranges,
+        decision_metadata=merged.pick(
+            "decision_metadata", flags.decision_metadata, _set(config, "decision_metadata"), True
+        ),
     )
     _log(settings)
     return settings, problems
@@ -337,6 +345,7 @@ _FLAG_NAMES = {
     "inputs": "--inputs",
     "keep_io_types": "--keep-io-types/--no-keep-io-types",
     "clamp_values": "--clamp-values",
+    "decision_metadata": "--decision-metadata/--no-decision-metadata",
 }
 
 

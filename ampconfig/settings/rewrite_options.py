@@ -49,7 +49,8 @@ class RewriteOptions:
     ``clamp_values``, ``ranges`` and ``data_max``. What other steps found: ``overflow_nodes``, ``value_ranges``,
     ``runtime_refused`` (node names kept at their dtype, each with its reason) and ``judges`` (the caller's
     judgements of op types). How to work: ``op_info`` (in place of ``target``'s built-in op info),
-    ``float16_encoder`` (None: the one every command uses) and ``with_cost`` (False: no cost report)."""
+    ``float16_encoder`` (None: the one every command uses) and ``with_cost`` (False: no cost report). What the
+    output carries: ``decision_metadata`` (False: no node gets its decision in its ``metadata_props``)."""
 
     precision_mode: PrecisionMode
     modify_mixlist: MixlistInput = None
@@ -68,6 +69,7 @@ class RewriteOptions:
     data_max: float | None = None
     with_cost: bool = True
     runtime_refused: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    decision_metadata: bool = True
 
     def __post_init__(self) -> None:
         # None is accepted for the mappings, as the API's keywords have always accepted it.

@@ -23,7 +23,8 @@ CLEARLIST_ADD                 gray-list to-add (warned: a mixlist has no clear l
 ============================  ==================================================================================
 
 TensorFlow's pre-2.4 names (WHITELIST, BLACKLIST, GRAYLIST) are read too. ``..._LEVEL`` is not a list edit: it
-is reported and ignored.
+is reported and ignored. A file is read as these variables when any line sets one, so a whole env file works;
+its other variables (``PATH=...``) are ignored, a note each.
 """
 
 from __future__ import annotations
@@ -70,16 +71,21 @@ for _names, _list, _add_warning in (
 VARIABLES: tuple[str, ...] = tuple(_EDITS)
 
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
+#: A TOML table header, ``[modify_mixlist]`` or ``[[array]]``, alone on its line.
+_TOML_TABLE = re.compile(r"^\s*\[\[?[^\[\]=]+\]\]?\s*(?:#.*)?$")
 
 
 def is_tf_lists_text(text: str) -> bool:
-    """True when the first line that is not blank or a comment sets a TensorFlow list variable."""
+    """True when any line sets a TensorFlow list variable: an env file (``env > amp.env``, a launch script's
+    exports) sets other variables too, in any order. A TOML config's ``[modify_mixlist]`` table sets the same
+    names with the same syntax; its table header tells it apart (an env file has none). JSON and YAML spell a
+    key differently (quoted, or followed by a colon)."""
+    if any(_TOML_TABLE.match(line) for line in text.splitlines()):
+        return False
     for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        match = _ASSIGNMENT.match(stripped)
-        return bool(match and match.group(1).startswith(PREFIX))
+        match = _ASSIGNMENT.match(line)
+        if match is not None and match.group(1).startswith(PREFIX):
+            return True
     return False
 
 
@@ -104,12 +110,15 @@ class _Builder:
         if variable == LEVEL:
             self._problem(where, f"{LEVEL} is not a list edit: ignored", Severity.WARNING)
             return
+        if edit is None and not variable.startswith(PREFIX):  # an env file's PATH, HOME ...: not ours to read
+            self._problem(where, f"{variable} is not a TensorFlow list variable: ignored", Severity.NOTE)
+            return
         if edit is None:
             suggestion = closest(variable, VARIABLES)
             self._problem(
                 where,
                 f"{variable} is not one of TensorFlow's auto-mixed-precision list variables",
-                Severity.ERROR if variable.startswith(PREFIX) else Severity.WARNING,
+                Severity.ERROR,
                 (f"did you mean {suggestion}? " if suggestion else "")
                 + f"the variables are {PREFIX}{{ALLOWLIST,DENYLIST,INFERLIST,CLEARLIST}}_{{ADD,REMOVE}}",
             )

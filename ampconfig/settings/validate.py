@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
 from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
+from ampconfig.files.sniff import ONNX_TEXT_SUFFIXES, Content, content_of
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
@@ -144,7 +145,7 @@ class _Context:
 
     target: str | None
     op_names: str | None = None  # --op-names: whose op names every file uses (a config's op_names for its files)
-    done: set[Path] = field(default_factory=set)
+    done: set[tuple[Path, str | None]] = field(default_factory=set)  # a file, as the kind it was read as
     lists_cache: dict[str, OpLists | Problem] = field(default_factory=dict)
 
     def lists_for(self, target: str) -> OpLists | Problem:
@@ -197,7 +198,7 @@ def _validate_file(
     target: str | None = None,
     op_names: str | None = None,
 ) -> list[FileReport]:
-    key = resolve_path(path)  # a symbolic link loop is reported by reading it, below
+    key = (resolve_path(path), kind)  # a symbolic link loop is reported by reading it, below
     if key in context.done:
         return []
     context.done.add(key)
@@ -206,6 +207,7 @@ def _validate_file(
         report.kind = "lock"
     try:
         limit = MAX_LOCK_BYTES if report.kind in ("lock", "ranges") else MAX_DOCUMENT_BYTES
+        _refuse_binary(path, report.kind)
         text = read_text(path, _WHAT.get(report.kind or "", "file"), max_bytes=limit)
         tf_lists = report.kind in (None, "mixlist") and is_tf_lists_text(text)
         if tf_lists:
@@ -236,6 +238,22 @@ def _validate_file(
     referenced = _check(report, path, text, document, context, target or context.target or DEFAULT_TARGET, names)
     report.problems.sort(key=lambda problem: problem.line or 0)
     return [report, *referenced]
+
+
+def _refuse_binary(path: Path, kind: str | None) -> None:
+    """Every kind validate reads is a text document: a model or an .npz (a path in the wrong place, arguments
+    swapped) is said as such rather than as the byte that is not UTF-8."""
+    content = content_of(path, _WHAT.get(kind or "", "file"))
+    if content.kind in ("text", "empty"):
+        return
+    what = f"a {_WHAT[kind]}" if kind in _WHAT else "a settings file"
+    models = " (a model goes to the model commands: ampconfig explain MODEL.onnx)" if content.kind == "protobuf" else ""
+    raise AmpconfigError(
+        f"holds {content.describe()}, not {what}",
+        file=str(path),
+        hint="validate checks configs, mixlists, keep_dtype, customize_dtypes, op info, locks and ranges files"
+        + models,
+    )
 
 
 def _parse(path: Path, text: str, kind: str | None) -> Document:
@@ -418,7 +436,11 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
         referenced.extend(_referenced(file, "keep-dtype", ("keep_dtype",), str(path), context, target, op_names))
     elif isinstance(keep_value, list) and all(isinstance(item, str) for item in keep_value):
         problems.extend(_keep_dtype_list_findings(keep_value, origin, context, target, op_names))
-    problems.extend(_missing_file_problems(data, path.parent, origin))
+    ranges_value = data.get("ranges")
+    if isinstance(ranges_value, str) and ranges_value.strip():
+        file = _resolve(path.parent, ranges_value)
+        referenced.extend(_referenced(file, "ranges", ("ranges",), str(path), context, target, op_names))
+    problems.extend(_path_problems(data, path.parent, origin))
     problems.extend(
         origin.problem(
             f"{report.referenced_key[0]} names a file that cannot be used: {report.problems[0].message}",
@@ -506,9 +528,26 @@ def _keep_dtype_list_findings(
     ]
 
 
-def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: SourceMap) -> list[Problem]:
+#: What each config path that is not a settings document must hold, by the content's kind (files/sniff.py).
+_HOLDS: dict[str, tuple[str, ...]] = {
+    "model file": ("protobuf", "binary"),  # onnx and onnx-ir read it; validate loads neither
+    "inputs file": ("zip",),
+    "data set": ("zip", "text"),  # an .npz, or a Polygraphy JSON list of feeds
+    "calibration data set": ("zip", "text"),
+}
+_WANTED = {
+    "model file": "an ONNX model",
+    "inputs file": "an .npz of input arrays",
+    "data set": "a folder of .npz files, an .npz or a Polygraphy JSON",
+    "calibration data set": "a folder of .npz files, an .npz or a Polygraphy JSON",
+}
+
+
+def _path_problems(data: Mapping[str, Any], folder: Path, origin: SourceMap) -> list[Problem]:
     """The config's paths (against its folder, as the commands read them) that name nothing usable: the model and
-    run.inputs must be files, a data set a file or a folder."""
+    run.inputs must be files, a data set a file or a folder, each holding what its key wants (a model, an .npz);
+    the output need not exist. The settings files (mixlist, keep_dtype, customize_dtypes, ranges) are validated
+    as files of their own."""
     run = data.get("run")
     run = run if isinstance(run, Mapping) else {}
     candidates = {
@@ -516,7 +555,6 @@ def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: Source
         ("run", "inputs"): (run.get("inputs"), "inputs file"),
         ("run", "data"): (run.get("data"), "data set"),
         ("run", "calibration_data"): (run.get("calibration_data"), "calibration data set"),
-        ("ranges",): (data.get("ranges"), "value ranges file"),
         ("output",): (data.get("output"), "output"),  # need not exist: only a name no file can have is wrong
     }
     problems = []
@@ -525,6 +563,13 @@ def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: Source
             continue
         file = _resolve(folder, value)
         kind = path_kind(file)
+        if kind == "file" and what != "output":
+            if what == "inputs file" and file.suffix.lower() != ".npz":
+                continue  # the config's own check says it must be an .npz
+            problem = _content_problem(file, what)
+            if problem is not None:
+                problems.append(origin.problem(problem, key, hint=RELATIVE_TO_CONFIG))
+            continue
         if kind == "file" or (kind == "folder" and what.endswith("data set")):
             continue
         if what == "output" and kind not in UNNAMEABLE:
@@ -533,3 +578,20 @@ def _missing_file_problems(data: Mapping[str, Any], folder: Path, origin: Source
         why = UNNAMEABLE.get(kind) or wrong.get(kind, "does not exist")
         problems.append(origin.problem(f"{what} {str(file)!r} {why}", key))
     return problems
+
+
+def _content_problem(file: Path, what: str) -> str | None:
+    """Why the file a config names for ``what`` does not hold what it should (None: it does, as far as its first
+    bytes tell)."""
+    try:
+        content = content_of(file, what)
+    except AmpconfigError as exc:
+        return f"{what} {str(file)!r}: {exc.message}"
+    if content.kind in _HOLDS[what] or _onnx_text(file, what, content):
+        return None
+    return f"{what} {str(file)!r} holds {content.describe()}, not {_WANTED[what]}"
+
+
+def _onnx_text(file: Path, what: str, content: Content) -> bool:
+    """ONNX's own text formats (.onnxtxt, .textproto, a .json model) are models too."""
+    return what == "model file" and content.kind == "text" and file.suffix.lower() in ONNX_TEXT_SUFFIXES

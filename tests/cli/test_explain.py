@@ -24,8 +24,9 @@ class _Report(HTMLParser):
         super().__init__()
         self.rows: list[dict[str, str | None]] = []
         self.inputs: list[dict[str, str | None]] = []
-        self.svg = 0
+        self.svg: list[str | None] = []  # each svg's id
         self.circles = 0
+        self.marks = 0
         self.external: list[str] = []
         self._in_tbody = False
 
@@ -38,9 +39,11 @@ class _Report(HTMLParser):
         elif tag == "input":
             self.inputs.append(data)
         elif tag == "svg":
-            self.svg += 1
+            self.svg.append(data.get("id"))
         elif tag == "circle":
             self.circles += 1
+        elif tag == "rect" and data.get("class") == "mark":
+            self.marks += 1
         for key in ("src", "href", "xmlns"):
             if data.get(key):
                 self.external.append(f"{tag} {key}={data[key]}")
@@ -92,7 +95,8 @@ def test_explain_html_is_self_contained_and_filterable(case: dict[str, Path], tm
     report, text = _parse(out)
     assert len(report.rows) == 11 and {row["data-colour"] for row in report.rows} == {"white", "gray", "clear"}
     assert any(item.get("type") == "search" for item in report.inputs)
-    assert report.svg == 0  # no compare data, no plot
+    assert report.svg == ["picture"]  # the model's picture; no compare data, no plot
+    assert report.marks == 11
     assert not report.external and not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, re.I)
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -104,7 +108,7 @@ def test_compare_html_has_the_error_plot(case: dict[str, Path], tmp_path: Path) 
     assert result.exit_code == 1  # without the range rule, the overflow breaks the tolerance
     assert f"first bad node: {CULPRIT}" in result.stdout
     report, text = _parse(out)
-    assert report.svg == 1 and report.circles == 11
+    assert report.svg == ["picture", "error-plot"] and report.circles == 11 and report.marks == 11
     assert f"first bad: {CULPRIT}" in text
     assert any("bad" in (row.get("class") or "") for row in report.rows)
     assert not report.external and "http" not in text
@@ -120,4 +124,4 @@ def test_explain_compare_json_carries_both(case: dict[str, Path], tmp_path: Path
     assert payload["compare"]["first_bad_node"] is None
     assert next(n for n in payload["nodes"] if n["name"] == CULPRIT)["rule"] == "range_exceeds"
     report, _ = _parse(out)
-    assert report.svg == 1
+    assert report.svg == ["picture", "error-plot"]

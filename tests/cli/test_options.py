@@ -35,16 +35,27 @@ _DECIDING_VALUES = [*_RUNNING, "--data", "--calibration-data", "--ranges", "--da
 #: The shared options each command documents (its --help), by flag; "model" is the model argument ([model]).
 #: Changing a command's interface means changing its row here on purpose.
 DOCUMENTED: dict[str, list[str]] = {
-    "run": ["model", *_DECIDING, *_RUNNING, *_VALUES, "-o", "--warmup", "--iterations", "--tolerance", "--json"],
+    "run": [
+        "model",
+        *_DECIDING,
+        *_RUNNING,
+        *_VALUES,
+        "-o",
+        "--decision-metadata",
+        "--warmup",
+        "--iterations",
+        "--tolerance",
+        "--json",
+    ],
     "explain": ["model", *_DECIDING, *_RUNNING, *_VALUES, "--threshold", "--json", "--html"],
     "compare": ["model", *_DECIDING, *_RUNNING, *_VALUES, "--tolerance", "--threshold", "--json", "--html"],
     "tune": ["model", *_DECIDING, *_RUNNING, *_VALUES, "--tolerance", "--json"],
-    "rewrite": ["model", *_DECIDING, *_DECIDING_VALUES, "-o", "--json"],
+    "rewrite": ["model", *_DECIDING, *_DECIDING_VALUES, "-o", "--decision-metadata", "--json"],
     "lock": ["model", *_DECIDING, *_DECIDING_VALUES, "--json"],
     "diff": ["model", *_DECIDING, *_DECIDING_VALUES, "--json"],
     "calibrate": ["model", "-c", "-m", "--target", *_RUNNING, "--data", "--calibration-data", "--json"],
     "lists": ["-c", "-m", "--modify-mixlist", "--op-names", "--target", "--json"],
-    "validate": ["--target", "--op-names"],
+    "validate": ["--target", "--op-names", "--json"],
     "schema": [],
 }
 #: A command's own option that spells a shared flag with another meaning: its -o writes a lock or a mixlist.

@@ -117,6 +117,91 @@ def test_missing_model_and_inputs_are_findings(tmp_path: Path) -> None:
     assert f"{config}:4: $.run.inputs: error: inputs file" in result.stdout
 
 
+@pytest.fixture
+def model_and_npz(tmp_path: Path) -> tuple[Path, Path]:
+    """A real ONNX model and a real .npz in ``tmp_path``: files a config may name in the wrong place."""
+    import numpy as np
+    import onnx
+
+    from tests.graphs import FLOAT, make_model, tensor
+
+    model = tmp_path / "m.onnx"
+    onnx.save(
+        make_model([onnx.helper.make_node("Relu", ["x"], ["y"])], [tensor("x", FLOAT, [2])], [tensor("y", FLOAT, [2])]),
+        model,
+    )
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.zeros(2, np.float32))
+    return model, npz
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "line", "json_path", "fragment"),
+    [
+        (
+            "ranges",
+            "m.onnx",
+            2,
+            "$.ranges",
+            "ranges names a file that cannot be used: holds an ONNX model, not a value",
+        ),
+        ("modify_mixlist", "m.onnx", 2, "$.modify_mixlist", "holds an ONNX model, not a mixlist file"),
+        ("keep_dtype", "in.npz", 2, "$.keep_dtype", "holds a zip archive (an .npz), not a keep_dtype file"),
+        ("customize_dtypes", "m.onnx", 2, "$.customize_dtypes", "holds an ONNX model, not a customize_dtypes file"),
+        ("model", "s.yaml", 2, "$.model", "s.yaml' holds YAML, not an ONNX model"),
+        ("model", "in.npz", 2, "$.model", "holds a zip archive (an .npz), not an ONNX model"),
+        ("run:\n  inputs", "m.npz", 3, "$.run.inputs", "holds an ONNX model, not an .npz of input arrays"),
+        ("run:\n  data", "m.onnx", 3, "$.run.data", "holds an ONNX model, not a folder of .npz files"),
+        ("run:\n  calibration_data", "s.yaml", 3, "$.run.calibration_data", None),  # a JSON/YAML may be feeds
+    ],
+)
+def test_each_config_path_must_name_a_file_of_its_kind(
+    tmp_path: Path,
+    model_and_npz: tuple[Path, Path],
+    setting: str,
+    value: str,
+    line: int,
+    json_path: str,
+    fragment: str | None,
+) -> None:
+    """A config whose ranges named a .onnx model validated (issue 38), and rewrite then stopped with exit 2:
+    validate reads each path's first bytes and says what the file holds instead."""
+    model, _ = model_and_npz
+    (tmp_path / "m.npz").write_bytes(model.read_bytes())  # a model under an .npz name
+    config = write(tmp_path, "s.yaml", f"precision_mode: allow_mix_precision\n{setting}: {value}\n")
+    result = runner.invoke(app, ["validate", str(config), "--json"])
+    payload = json.loads(result.stdout)
+    at_key = [p for p in payload["problems"] if p["json_path"] == json_path and p["file"] == str(config)]
+    if fragment is None:
+        assert result.exit_code == 0 and at_key == [], result.stdout
+        return
+    assert result.exit_code in (1, 2) and not payload["ok"]
+    assert len(at_key) == 1 and at_key[0]["line"] == line and at_key[0]["severity"] == "error", at_key
+    assert fragment in at_key[0]["message"]
+
+
+def test_a_config_naming_files_of_the_right_kind_validates(tmp_path: Path, model_and_npz: tuple[Path, Path]) -> None:
+    config = write(
+        tmp_path,
+        "s.yaml",
+        "precision_mode: allow_mix_precision\nmodel: m.onnx\nrun:\n  inputs: in.npz\n  data: in.npz\n",
+    )
+    result = validate(config)
+    assert result.exit_code == 0, result.output
+
+
+def test_validate_takes_json_as_every_command_does(tmp_path: Path) -> None:
+    write(tmp_path, "mixlist.json", BAD_MIXLIST)
+    config = write(tmp_path, "s.yaml", "precision_mode: allow_mix_precision\nmodify_mixlist: mixlist.json\n")
+    as_json = runner.invoke(app, ["validate", str(config), "--json"])
+    as_format = runner.invoke(app, ["validate", "--format", "json", str(config)])
+    assert as_json.exit_code == as_format.exit_code == 1
+    assert json.loads(as_json.stdout) == json.loads(as_format.stdout)
+    missing = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml"), "--json"])
+    assert missing.exit_code == 2
+    assert json.loads(missing.stdout)["error"]["message"] == "file not found"
+
+
 def test_keep_dtype_file_and_list_problems(tmp_path: Path) -> None:
     keep = write(tmp_path, "keep_dtype.cfg", "ok\noptype::Relu\nOpType::NotAnOnnxOp\n")
     config = write(tmp_path, "s.yaml", "precision_mode: force_fp16\nkeep_dtype:\n  - a\n  - 'OpType::'\n")

@@ -22,7 +22,7 @@ from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, 
 from ampconfig.rewrite.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
-from ampconfig.runner.sessions import CUDA_PROVIDER, provider_list
+from ampconfig.runner.ort_worker import CUDA_PROVIDER, provider_list
 from tests.exporter_models import gpt2, ocr
 from tests.graphs import run, transformer_block
 

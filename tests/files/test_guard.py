@@ -31,6 +31,7 @@ from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
+from ampconfig.files import guard as guard_module
 from ampconfig.files.guard import OutputGuard, same_file
 from ampconfig.settings import schemas
 from tests.graphs import FLOAT, make_model, tensor, weight
@@ -350,9 +351,72 @@ def test_a_fifo_gets_the_output_as_a_stream(tmp_path: Path) -> None:
     assert staging_leftovers(tmp_path) == []
 
 
+@needs_fifo
+def test_a_fifo_nobody_reads_is_a_located_error_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening a FIFO for writing waits for a reader, which may never come (issue 38: calibrate -o into such a
+    FIFO blocked for ever). The guard waits a bounded time, then stops with exit 2; nothing is left behind."""
+    monkeypatch.setattr(guard_module, "FIFO_READER_WAIT_S", 0.3)
+    model = inline_model(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    finished: list[Result] = []
+    worker = threading.Thread(target=lambda: finished.append(invoke("rewrite", model, "-o", fifo)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    if not finished:  # still blocked: let it go, then fail
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        pytest.fail("writing to a FIFO nobody reads blocked")
+    result = finished[0]
+    assert result.exit_code == 2
+    assert f"{fifo}: nothing reads the FIFO the output model (--output) goes to" in result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert staging_leftovers(tmp_path) == []
+
+
 def test_a_directory_as_output_is_a_clear_error(world: World) -> None:
     result = invoke("rewrite", world.model, "-m", "force_fp16", "-o", world.folder / "sub")
     assert result.exit_code == 2 and "is a directory" in result.stderr
+
+
+@pytest.mark.parametrize("spelled", ["new/", "new/.", "sub/", "sub/..", "sub//"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("rewrite", "{model}", "--output"),
+        ("explain", "{model}", "--html"),
+        ("lock", "{model}", "--output"),
+        ("calibrate", "{model}", "--output"),
+        ("run", "{model}", "--ranges-out"),
+        ("tune", "{model}", "--keep-dtype-out"),
+    ],
+    ids=lambda command: " ".join(command) if isinstance(command, tuple) else command,
+)
+def test_an_output_path_that_names_a_folder_is_a_located_error(
+    world: World, command: tuple[str, ...], spelled: str
+) -> None:
+    """``-o out_dir/`` wrote a file named out_dir (Path drops the separator): a path ending in a separator, ``.``
+    or ``..`` names a folder, whether the folder is there or not; exit 2 at the flag, nothing written."""
+    before = sorted(path.name for path in world.folder.iterdir())
+    args = [part.format(model=world.model) for part in command]
+    path = f"{world.folder}{os.sep}{spelled}"  # as typed: a Path would drop the trailing separator
+    result = invoke(*args, path, "--json")
+    assert result.exit_code == 2, result.stdout
+    error = json.loads(result.stdout)["error"]
+    assert error["file"] == path
+    assert error["message"].startswith(f"{command[-1]} names a folder") and "not a file" in error["message"]
+    assert sorted(path.name for path in world.folder.iterdir()) == before
+
+
+def test_a_config_output_that_names_a_folder_is_a_located_error(world: World) -> None:
+    config = world.folder / "out.yaml"
+    config.write_text(f"model: {world.model.name}\noutput: out_dir/\n", encoding="utf-8")
+    result = invoke("rewrite", "--config", config, "--json")
+    assert result.exit_code == 2
+    error = json.loads(result.stdout)["error"]
+    assert (error["file"], error["line"], error["json_path"]) == (str(config), 2, "$.output")
+    assert "names a folder" in error["message"]
+    assert not (world.folder / "out_dir").exists()
 
 
 def test_a_symlinked_output_is_written_through_and_stays_a_link(tmp_path: Path) -> None:

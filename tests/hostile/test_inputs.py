@@ -29,8 +29,10 @@ from onnx import helper as oh
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
+from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
 from ampconfig.settings.ranges_file import MAX_RANGES_BYTES
 from tests.graphs import IR_VERSION
+from tests.input_models import normalized_phoneme_model, phoneme_model
 
 runner = CliRunner()
 FAST = ["--target", "cpu"]
@@ -1009,3 +1011,142 @@ def test_the_merged_shards_equal_the_whole(folder: Path, shards: tuple[Path, Pat
     merged = json.loads(out.read_text(encoding="utf-8"))
     assert merged["values"] == json.loads(whole.read_text(encoding="utf-8"))["values"]
     assert merged["data"]["samples"] == 3 and [s["index"] for s in merged["data"]["shards"]] == [1, 2]
+
+
+# ------------------------------------------------------------------------------------ STRING inputs (issue 35)
+@pytest.fixture(scope="module")
+def phoneme_models(folder: Path) -> dict[int, Path]:
+    """A phoneme model taking STRING [frames] (rank 1) and one taking [batch, frames] (rank 2)."""
+    paths = {}
+    for rank in (1, 2):
+        paths[rank] = folder / f"phonemes_rank{rank}.onnx"
+        onnx.save(phoneme_model(rank=rank), paths[rank])
+    return paths
+
+
+def _text_file(folder: Path, case: str) -> Path:
+    """The hostile file of ``case`` for ``--input phs=...``."""
+    path = folder / "strings" / f"{case}.txt"
+    path.parent.mkdir(exist_ok=True)
+    if case == "directory":
+        path.mkdir(exist_ok=True)
+    elif case == "fifo":
+        if not path.exists():
+            os.mkfifo(path)
+    elif case == "huge":
+        with path.open("wb") as handle:
+            handle.truncate(MAX_DOCUMENT_BYTES + 1)  # sparse: 4 MiB of NULs that are never read
+    else:
+        path.write_bytes(TEXT_CASES[case][0])
+    return path
+
+
+#: A text file for a STRING input: its bytes (None: made by _text_file), the model's rank, and the refusal.
+TEXT_CASES: dict[str, tuple[bytes | None, int, str]] = {
+    "empty": (b"", 1, "the text file is empty"),
+    "huge": (None, 1, "is too large"),
+    "not_utf8": (b"SP\nsh\n\xc3\x28\n", 1, "not UTF-8 text: byte 0xc3 at line 3"),
+    "nul": (b"SP\nAP\x00\n", 1, "holds a NUL byte at line 2"),
+    "fifo": (None, 1, "not a regular file"),
+    "directory": (None, 1, "is a directory"),
+    "wrong_rank": (b"SP\nAP\n", 2, "a text file gives a rank-1 input (one string a line), but input 'phs' has rank 2"),
+}
+
+
+@pytest.mark.parametrize("case", list(TEXT_CASES))
+def test_hostile_text_files_for_a_string_input_are_located_and_write_nothing(
+    folder: Path, phoneme_models: dict[int, Path], case: str
+) -> None:
+    if case == "fifo" and not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    _, rank, fragment = TEXT_CASES[case]
+    path = _text_file(folder, case)
+    out = folder / "strings" / f"{case}.out.onnx"
+    args = ["run", phoneme_models[rank], "-m", "force_fp16", *RUN_FAST, "--input", f"phs={path}", "--output", out]
+    with unblocked(path) if case == "fifo" else contextlib.nullcontext():
+        result = invoke(args)
+    assert_refused(result, str(path), "--input phs", fragment)
+    assert not out.exists()
+
+
+def _npy_of(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=array.dtype.hasobject)
+    return buffer.getvalue()
+
+
+#: Arrays for a STRING input that ampconfig must refuse (a pickle it never loads, what ONNX Runtime would misread),
+#: each with the refusal and, for the pickle, the advice to save text.
+STRING_ARRAY_CASES = {
+    "objects": (np.array([["SP", "AP"]], dtype=object), "holds Python objects", "array.astype(str)"),
+    "bytes_not_utf8": (np.array([[b"SP", b"\xff"]]), "holds bytes that are not UTF-8 at index [0, 1]", None),
+    "nul_inside": (np.array([["SP", "A\x00P"]]), "holds a NUL character in a string at index [0, 1]", None),
+    "numbers": (np.array([[1, 2]], dtype=np.int64), "is int64 but the model expects strings", "astype(str)"),
+}
+
+
+@pytest.mark.parametrize("how", ["--inputs", "--input", "--data", "json"])
+@pytest.mark.parametrize("case", list(STRING_ARRAY_CASES))
+def test_string_arrays_that_cannot_be_fed_are_located(
+    folder: Path, phoneme_models: dict[int, Path], case: str, how: str
+) -> None:
+    array, fragment, hint = STRING_ARRAY_CASES[case]
+    base = folder / "string_arrays" / f"{case}_{how.strip('-')}"
+    base.parent.mkdir(exist_ok=True)
+    if how == "--inputs":
+        path = base.with_suffix(".npz")
+        _npz(path, {"phs.npy": _npy_of(array)})
+        option = ["--inputs", path]
+    elif how == "--input":
+        path = base.with_suffix(".npy")
+        path.write_bytes(_npy_of(array))
+        option = ["--input", f"phs={path}"]
+    elif how == "--data":
+        base.mkdir(exist_ok=True)
+        _npz(base / "0.npz", {"phs.npy": _npy_of(array)})
+        path, option = base, ["--data", base]
+    else:
+        path = base.with_suffix(".json")
+        feed = {"phs": {"array": base64.b64encode(_npy_of(array)).decode("ascii")}}
+        path.write_text(json.dumps([feed]), encoding="utf-8")
+        option = ["--data", path]
+    out = base.with_suffix(".out.onnx")
+    result = invoke(["run", phoneme_models[2], "-m", "force_fp16", *RUN_FAST, *option, "--output", out])
+    assert_refused(result, str(path), fragment)
+    if hint is not None:
+        assert hint in _stderr(result)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ([["SP", 3]], "not a rectangular array of strings: int found at index [0, 1]"),
+        ([["SP"], ["AP", "a"]], "not a rectangular array of strings"),
+        ([["SP", "A\u0000P"]], "holds a NUL character in a string at index [0, 1]"),
+    ],
+    ids=["a_number", "ragged", "nul"],
+)
+def test_plain_json_strings_are_checked_like_arrays(
+    folder: Path, phoneme_models: dict[int, Path], value: list, fragment: str
+) -> None:
+    path = folder / f"plain_strings_{len(str(value))}.json"
+    path.write_text(json.dumps([{"phs": value}]), encoding="utf-8")
+    result = invoke(["run", phoneme_models[2], "-m", "force_fp16", *RUN_FAST, "--data", path])
+    assert_refused(result, str(path), fragment)
+
+
+def test_a_string_input_nothing_can_generate_is_exit_2_naming_it(folder: Path) -> None:
+    path = folder / "normalized_phonemes.onnx"
+    onnx.save(normalized_phoneme_model(), path)
+    out = folder / "normalized.out.onnx"
+    result = invoke(["run", path, "-m", "force_fp16", *RUN_FAST, "--output", out])
+    assert_refused(result, "input 'phs' takes strings", "--inputs FILE.npz", "--input phs=FILE.txt")
+    assert not out.exists()
+
+
+def test_a_text_file_for_a_numeric_input_is_refused(folder: Path, model: Path) -> None:
+    path = folder / "numbers.txt"
+    path.write_text("1\n2\n", encoding="utf-8")
+    result = invoke(["run", model, "-m", "force_fp16", *RUN_FAST, "--input", f"x={path}"])
+    assert_refused(result, str(path), "a text file gives strings, one a line, but input 'x' is float")

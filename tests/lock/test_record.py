@@ -111,6 +111,29 @@ def test_an_unchanged_tree_passes_and_an_update_changes_nothing(tmp_path: Path) 
     assert cli("validate", tree.lock).exit_code == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symbolic links")
+def test_a_lock_written_and_checked_through_a_symbolic_link_records_paths_from_the_real_file(tmp_path: Path) -> None:
+    """The guard writes through a link to its target, so the paths the lock records are relative to the target's
+    folder (issue 38: they were relative to the link's, wrong for the file itself); reading the lock through the
+    link or directly finds the same files."""
+    tree = _full_tree(tmp_path)
+    real_folder = tmp_path / "locks" / "deep"  # another depth than the link's folder: the paths differ
+    real_folder.mkdir(parents=True)
+    real = real_folder / "precision.lock.json"
+    link = tree.folder / "linked.lock.json"
+    link.symlink_to(os.path.relpath(real, tree.folder))
+    result = cli("lock", tree.model, "-c", tree.config, "-o", link)
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and real.is_file()
+    data = json.loads(real.read_text(encoding="utf-8"))
+    assert data["model"]["path"] == "../../models/model.onnx"
+    assert data["settings"]["config"]["path"] == "../../models/session.yaml"
+    assert data["settings"]["modify_mixlist"]["path"] == "../../models/mixlist.json"
+    for lock in (link, real):  # the same lock, by either name: nothing drifted, nothing to update
+        assert cli("lock", "--check", lock, "--update", "--strict").exit_code == 0
+    assert json.loads(real.read_text(encoding="utf-8")) == data
+
+
 def test_the_bundled_example_without_a_model_is_recorded_by_name(tmp_path: Path) -> None:
     lock = tmp_path / "example.lock.json"
     assert cli("lock", "-o", lock).exit_code == 0

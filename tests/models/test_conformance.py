@@ -1,6 +1,8 @@
 """Conformance on ONNX's node test cases: every case is rewritten, in every mode (none refused); every rewritten
-model has no full-checker complaint its input lacks and runs in ORT CPU; in allow_mix_precision at least 99%
-match the expected outputs within rtol=atol=1e-2. The Cast nodes each rewrite inserts are exactly the plan's casts,
+model has no full-checker complaint its input lacks, declares no shape its input did not declare for that tensor
+(tests/shape_claims.py: ONNX Runtime plans memory by declared shapes) and runs in ORT CPU; in allow_mix_precision at
+least 99% match the expected outputs within rtol=atol=1e-2. The exporter-shaped and unusual models run the same way
+in tests/models/test_written_models_run.py. The Cast nodes each rewrite inserts are exactly the plan's casts,
 and each island count equals the Casts on that island's edges (tests/cast_audit.py).
 
 ONNX's own ``test_mvn`` fails the strict check (inference of MeanVarianceNormalization's function body
@@ -17,6 +19,7 @@ from ampconfig import rewrite_model
 from tests.cast_audit import audit_casts
 from tests.graphs import MODES
 from tests.node_cases import conform, float32_cases
+from tests.shape_claims import added_shape_claims
 
 
 def _convert(model, mode):
@@ -38,8 +41,15 @@ def test_corpus_is_the_real_one() -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_written_model_is_valid_and_runs(mode: str) -> None:
+    added: list[str] = []
+
+    def convert(model: onnx.ModelProto, mode: str) -> onnx.ModelProto:
+        written = _convert(model, mode)
+        added.extend(f"{model.graph.name}: {claim}" for claim in added_shape_claims(model, written))
+        return written
+
     with audit_casts(flip=False) as audit:
-        report = conform(mode, _convert)
+        report = conform(mode, convert)
     print(f"\n{mode}: {dict(report.counts)}")
     assert report.failures == [] or all(kind == "mismatch" for _, kind, _ in report.failures), report.failures[:10]
     assert report.counts["crash"] == report.counts["invalid"] == report.counts["unloadable"] == 0
@@ -48,3 +58,4 @@ def test_every_written_model_is_valid_and_runs(mode: str) -> None:
         assert report.within_tolerance_rate >= 0.99, report.failures
     assert audit.mismatches == [], audit.mismatches[:10]
     assert audit.plans >= len(float32_cases()) and audit.groups > 0
+    assert added == [], added[:10]

@@ -57,6 +57,24 @@ def test_calibrate_writes_every_float_value_with_model_and_data_identity(spectru
     assert data["values"]["frames"]["max_abs"] == float(np.abs(frames).max())
 
 
+def test_calibrate_through_a_symbolic_link_records_the_model_relative_to_the_real_file(
+    spectrum: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The ranges file is written at the link's target; the model path in it holds from there (issue 38), and a
+    command reading the file by its real name finds the model it names."""
+    model, inputs, _ = spectrum
+    real = tmp_path / "measured" / "deep" / "ranges.json"
+    real.parent.mkdir(parents=True)
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "ranges.json").symlink_to(real)
+    done = ampconfig("calibrate", model, "--inputs", inputs, "-o", links / "ranges.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(real.read_text())["model"]["path"]
+    assert (real.parent / recorded).resolve() == model.resolve()
+    assert recorded.startswith("../../")
+
+
 def test_rewrite_with_ranges_writes_the_model_run_proved(spectrum: tuple[Path, Path, Path]) -> None:
     model, inputs, ranges = spectrum
     folder = model.parent

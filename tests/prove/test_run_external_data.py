@@ -20,6 +20,9 @@ from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.runner import sessions
+from tests.worker_faults import fresh_worker, inject, left_behind
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
 
 FAST = ["--warmup", "0", "--iterations", "1", "--target", "cpu"]
 runner = CliRunner()
@@ -105,7 +108,7 @@ def test_run_on_external_data_model(tmp_path: Path, private_tmp: Path, mode: str
     (y,) = session.run(None, {"x": np.ones((2, 64), np.float32)})
     assert y.shape == (2, 64) and np.isfinite(y).all()
     assert _snapshot(source.parent) == before  # the input model and its data are untouched
-    assert not list(private_tmp.iterdir())  # the temporary copies are gone
+    assert not left_behind(private_tmp)  # the temporary copies are gone
 
 
 def test_file_path_matches_in_memory_path(tmp_path: Path, private_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,7 +123,7 @@ def test_file_path_matches_in_memory_path(tmp_path: Path, private_tmp: Path, mon
     assert from_files["outputs"] == in_memory["outputs"]
     assert from_files["passed"] is True
     onnx.checker.check_model(str(out), full_check=True)
-    assert not list(private_tmp.iterdir())
+    assert not left_behind(private_tmp)
 
 
 def test_failed_run_leaves_nothing_behind(tmp_path: Path, private_tmp: Path) -> None:
@@ -132,7 +135,7 @@ def test_failed_run_leaves_nothing_behind(tmp_path: Path, private_tmp: Path) -> 
     assert result.exit_code == 2, result.output
     assert "failed to run the fp32 model" in result.stderr
     assert not out.exists() and not (tmp_path / "o.onnx.data").exists()
-    assert not list(private_tmp.iterdir())
+    assert not left_behind(private_tmp)
 
 
 @pytest.mark.parametrize(
@@ -176,3 +179,31 @@ def test_sessions_refuse_protos_over_the_protobuf_limit(monkeypatch: pytest.Monk
     with pytest.raises(AmpconfigError, match="too large") as caught:
         sessions.create_session(_model(), "cpu")
     assert caught.value.hint and "external data" in caught.value.hint
+
+
+def test_a_crash_of_the_accuracy_copy_of_an_external_data_model_is_a_verdict_that_leaves_nothing(
+    tmp_path: Path, private_tmp: Path, monkeypatch: pytest.MonkeyPatch, fresh_worker: None
+) -> None:
+    """The measuring copy (its weights beside it in the run's temporary folder) crashes ONNX Runtime's optimiser:
+    the run still gives its verdict, measured with the optimisations off, and every temporary folder is gone."""
+    rng = np.random.default_rng(5)
+    weight = numpy_helper.from_array((rng.standard_normal((64, 64)) / 8).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("MatMul", ["r", "w"], ["y"], name="fc")],
+        "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    source = _save_external(tmp_path / "in", model)
+    inject(monkeypatch, "load:segv:optimised-rounding-copy")
+    args = ["run", str(source), "-m", "force_fp16", "--warmup", "0", "--iterations", "1", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["passed"] is True and payload["low_precision_nodes"] == 2
+    said = "ONNX Runtime crashed (killed by SIGSEGV) while loading the accuracy copy"
+    assert any(note.startswith(said) for note in payload["notes"])
+    assert any("external data" in note for note in payload["notes"])
+    assert not left_behind(private_tmp)

@@ -1,6 +1,6 @@
 """prove.safety_net: the lowered nodes that make ONNX Runtime crash on or refuse a rewritten model are found and
 kept in their original dtype. The search is tested on its own (a rule for which keeps make the model run) and on
-real rewrites whose probes run in real ONNX Runtime child processes."""
+real rewrites whose probes run in ONNX Runtime's worker process (crashes injected from the tests)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
 from ampconfig.errors import AmpconfigError
-from ampconfig.prove.safety_net import MAX_KEPT, Failure, check_rewrite, find_kept, lowered_nodes, repair
+from ampconfig.prove.safety_net import MAX_KEPT, Failure, Outcome, check_rewrite, find_kept, lowered_nodes, repair
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.crash_guard import TEST_CRASH_VARIABLE, Outcome, Phase
+from ampconfig.runner.worker import Phase
 from tests.graphs import library
+from tests.worker_faults import fresh_worker, inject
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
 
 CRASH = Failure(Outcome.CRASHED, Phase.LOAD, "killed by SIGSEGV")
 NODES = [f"n{index}" for index in range(40)]
@@ -102,8 +105,10 @@ SAMPLE = {"x": np.random.default_rng(1).standard_normal((8, 8)).astype(np.float3
 COLOURS = {"MatMul": "white", "Reshape": "clear", "Resize": "clear", "Relu": "clear"}
 
 
-def test_a_real_crash_of_a_lowered_node_is_found_and_that_node_keeps_float32(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TEST_CRASH_VARIABLE, "load:Resize:float16")
+def test_a_real_crash_of_a_lowered_node_is_found_and_that_node_keeps_float32(
+    monkeypatch: pytest.MonkeyPatch, fresh_worker: None
+) -> None:
+    inject(monkeypatch, "load:segv:lowered:Resize")
     lib = library(COLOURS, ("float32", "float16"))
 
     def rewrite(kept: Mapping[str, str]) -> RewriteResult:
@@ -122,7 +127,7 @@ def test_a_real_crash_of_a_lowered_node_is_found_and_that_node_keeps_float32(mon
     assert [w for w in repaired.warnings if "runtime_refuses" in w] == [
         "node resize kept float32 (rule runtime_refuses): ONNX Runtime crashed (killed by SIGSEGV) while loading "
         "the rewritten model with it in float16"
-    ]  # repair's last probe loaded and ran this very rewrite in a child
+    ]  # repair's last probe loaded and ran this very rewrite in the worker
 
 
 def test_a_real_refusal_from_an_op_info_gap_is_repaired() -> None:

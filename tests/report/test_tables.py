@@ -48,3 +48,29 @@ def test_a_pipe_gets_the_natural_width_one_line_per_row() -> None:
 def test_a_terminal_too_narrow_even_for_the_numbers_gets_the_table_whole() -> None:
     lines = _printed(terminal=True, width=14)
     assert any(_ERROR in line for line in lines) and not any("…" in line for line in lines)
+
+
+def test_a_terminal_too_narrow_for_the_columns_gets_one_record_per_row() -> None:
+    """At 30 columns the number, a 48-character name and the reason cannot stand side by side: each row is its
+    first cell, then a ``header: value`` line per other cell, wrapped at words, nothing cut, nothing wider."""
+    lines = _printed(terminal=True, width=30)
+    assert max(len(line) for line in lines) <= 30 and not any("…" in line for line in lines)
+    assert lines[0].strip() == "nodes" and lines[1].strip() == _ERROR
+    assert lines[2].startswith("  node: ")
+    text = "".join(line.strip() for line in lines)
+    assert "a_really_long_node_name_without_any_space/MatMul" in text.replace(" ", "")
+    assert any(line.startswith("  reason: every consumer") for line in lines)
+
+
+def test_a_table_whose_text_columns_can_give_way_is_folded_with_its_words_whole() -> None:
+    table = Table(title="latency (ms)")
+    table.add_column("model")
+    for header in ("median", "p90", "runs"):
+        number_column(table, header)
+    table.add_row("fp32 reference", "0.133", "0.169", "0 warm-up + 2")
+    out = io.StringIO()
+    console = Console(file=out, width=46, force_terminal=True, color_system=None)
+    print_table(console, table)
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 46
+    assert any("reference" in line for line in lines) and any("0 warm-up + 2" in line for line in lines)

@@ -17,6 +17,7 @@ from ampconfig import rewrite_model, rewrite_model_detailed
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import build_plan
 from ampconfig.errors import AmpconfigError
+from ampconfig.settings.modes import PrecisionMode
 from tests.graphs import (
     FLOAT,
     FLOAT16,
@@ -32,6 +33,8 @@ from tests.graphs import (
     transformer_block,
     weight,
 )
+from tests.shape_claims import added_shape_claims, declared_shape
+from tests.unusual_models import SHARED_SIZE_MODELS, shared_size_if_branches_model, shared_size_two_outputs_model
 
 TARGET = os.environ.get("AMPCONFIG_TEST_TARGET", "cpu")
 
@@ -409,3 +412,99 @@ def test_cpu_accuracy_copy_rounds_like_float16_hardware() -> None:
     got = run(faithful, x)[0]
     assert np.isinf(got[0])  # 90000 stored as float16 is inf, as on a GPU
     assert got[1] == pytest.approx(4e-3, rel=1e-3)
+
+
+# ---------------------------------------------------------------------------------- declarations (issue 35)
+def _outputs(model: onnx.ModelProto) -> list[bytes]:
+    return [value.SerializeToString() for value in model.graph.output]
+
+
+def _declared(model: onnx.ModelProto) -> dict[str, list[int | str] | None]:
+    """Every main-graph value_info entry's shape (None: it declares a type only)."""
+    return {
+        entry.name: None if (shape := declared_shape(entry.type)) is None else list(shape)
+        for entry in model.graph.value_info
+    }
+
+
+#: The shared-size models whose casts are in the main graph (the If's are in its branches).
+MAIN_GRAPH_CASTS = sorted(set(SHARED_SIZE_MODELS) - {"shared_size_if_branches"})
+
+
+@pytest.mark.parametrize("name", MAIN_GRAPH_CASTS)
+def test_a_cast_around_an_output_or_input_declares_no_shape_and_the_outputs_keep_theirs(name: str) -> None:
+    """The float16 value feeding an output's Cast once took the output's ``[N]``, and an input's Cast the input's:
+    ONNX Runtime then planned a 24-element Concat into a freed 14-element buffer."""
+    model = SHARED_SIZE_MODELS[name]()
+    rewritten = rewrite_model(model, "force_fp16", target=TARGET)
+    assert added_shape_claims(model, rewritten) == []
+    assert _outputs(rewritten) == _outputs(model)
+    declared = _declared(rewritten)
+    fed_to_outputs = [
+        node.input[0]
+        for node in rewritten.graph.node
+        if node.op_type == "Cast" and node.output[0] in {v.name for v in model.graph.output}
+    ]
+    assert fed_to_outputs and all(declared[value] is None for value in fed_to_outputs)
+    cast_inputs = [
+        node.output[0]
+        for node in rewritten.graph.node
+        if node.op_type == "Cast" and node.input[0] in {v.name for v in model.graph.input}
+    ]
+    assert all(declared[value] is None for value in cast_inputs)
+
+
+def test_a_subgraph_output_cast_keeps_the_declaration_and_the_value_it_reads_has_none() -> None:
+    model = shared_size_if_branches_model()
+    rewritten = rewrite_model(model, "force_fp16", target=TARGET)
+    assert added_shape_claims(model, rewritten) == []
+    (choose,) = [node for node in rewritten.graph.node if node.op_type == "If"]
+    for branch in (attribute.g for attribute in choose.attribute):
+        (output,) = branch.output
+        cast = next(node for node in branch.node if node.output[0] == output.name)
+        assert cast.op_type == "Cast" and declared_shape(output.type) == ("N",)
+        (read,) = [entry for entry in branch.value_info if entry.name == cast.input[0]]
+        assert read.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 and declared_shape(read.type) is None
+
+
+def test_rewriting_a_float16_rewrite_back_to_float32_gives_each_output_its_own_declaration() -> None:
+    # The Cast before each output is dropped as a no-op and its input takes the output's place: with the
+    # output's declaration, not the declaration (none) of the value that took it.
+    model = shared_size_two_outputs_model()
+    back = rewrite_model(rewrite_model(model, "force_fp16", target=TARGET), "force_fp32", target=TARGET)
+    assert [node.op_type for node in back.graph.node] == [node.op_type for node in model.graph.node]
+    assert _outputs(back) == _outputs(model)
+    assert added_shape_claims(model, back) == []
+
+
+@pytest.mark.parametrize("mode", [mode.value for mode in PrecisionMode])
+def test_shared_size_models_are_rewritten_idempotently(mode: str) -> None:
+    for build in SHARED_SIZE_MODELS.values():
+        once = rewrite_model(build(), mode, target="cuda")
+        assert rewrite_model(once, mode, target="cuda").SerializeToString() == once.SerializeToString()
+
+
+def test_converted_copies_of_constants_declare_no_shape() -> None:
+    """A weight and a Constant read by a node kept float32 and by one going float16 get a float16 copy each: the
+    weight's copy declares its own tensor's dimensions, the Constant's copy nothing (not the [4] declared for c)."""
+    nodes = [
+        oh.make_node("Constant", [], ["c"], name="c", value=numpy_helper.from_array(np.full(4, 0.5, np.float32))),
+        oh.make_node("Mul", ["x", "w"], ["xw"], name="kept_w"),
+        oh.make_node("Mul", ["x", "w"], ["xw_low"], name="low_w"),
+        oh.make_node("Add", ["xw", "c"], ["kept"], name="kept_c"),
+        oh.make_node("Add", ["xw_low", "c"], ["low"], name="low_c"),
+        oh.make_node("Add", ["kept", "low"], ["y"], name="sum"),
+    ]
+    model = make_model(nodes, [tensor("x", FLOAT, ["N", 4])], [tensor("y", FLOAT, ["N", 4])], [weight("w", 4)])
+    model.graph.value_info.append(tensor("c", FLOAT, [4]))
+    onnx.checker.check_model(model, full_check=True)
+    rewritten = rewrite_model(model, "force_fp16", keep_dtype=["kept_w", "kept_c", "sum"], target=TARGET)
+    initializers = {tensor.name: tensor for tensor in rewritten.graph.initializer}
+    constants = {node.output[0] for node in rewritten.graph.node if node.op_type == "Constant"}
+    assert {"w", "c"} < initializers.keys() | constants and len(initializers) + len(constants) == 4  # one copy each
+    assert added_shape_claims(model, rewritten) == []
+    declared = _declared(rewritten)
+    (copy,) = constants - {"c"}
+    assert declared.get(copy) is None and declared["c"] == [4]
+    x = {"x": np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)}
+    valid_and_close(model, rewritten, x)

@@ -32,7 +32,7 @@ from ampconfig.rewrite.inject import InjectionModel, injection_model
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import InputSet, first_samples
-from ampconfig.runner.intermediates import IntermediateRun, run_samples_with_intermediates
+from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.documents import SourceMap
@@ -322,7 +322,13 @@ class TuneRuns:
         run: IntermediateRun = self._counted(
             step,
             lambda: run_samples_with_intermediates(
-                model, samples, self.device, names=names, progress=self.sample_progress, label="rewritten"
+                model,
+                samples,
+                self.device,
+                names=names,
+                progress=self.sample_progress,
+                label="rewritten",
+                what=REWRITTEN_EXPOSED,
             ),
             EXPOSED,
         )
@@ -352,7 +358,7 @@ class TuneRuns:
                 fed = dict(feeds)
                 for name, (source, dtype) in copy.feeds.items():
                     fed[name] = np.asarray(low_run.values[source]).astype(dtype)
-                outputs = run_once(create_session(copy.model, self.device), fed)
+                outputs = run_once(create_session(copy.model, self.device, what="a copy with values injected"), fed)
                 keys = {key for keys in copy.outputs.values() for key in keys}
                 replayed.append({copy.keys[n]: a for n, a in outputs.items() if copy.keys.get(n) in keys})
             if len(replayed) == 1:

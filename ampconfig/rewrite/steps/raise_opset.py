@@ -14,6 +14,7 @@ import onnx_ir as ir
 from ampconfig.domains import is_default_domain, onnx_opset
 from ampconfig.files.ir_bridge import move_into, to_ir
 from ampconfig.files.models import inferred_types, light_proto, weightless_proto, with_weights_back
+from ampconfig.files.repair import graphs
 from ampconfig.rewrite.steps.state import InputAdmission
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
@@ -56,6 +57,7 @@ class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
             )
             return ir.passes.PassResult(model, modified=False)
         admission.warnings.append(f"opset raised from {opset} to {BF16_MIN_OPSET}: bfloat16 needs it")
+        _keep_declarations_of(proto, converted)
         raised = to_ir(converted)
         with_weights_back(raised, left_out)
         move_into(model, raised)
@@ -68,6 +70,22 @@ class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
         opset = next((version for domain, version in model.opset_imports.items() if is_default_domain(domain)), None)
         if self.admission.opset_raised is not None and opset != self.admission.opset_raised:
             raise ir.passes.PostconditionError(f"the opset was to be raised to {self.admission.opset_raised}")
+
+
+def _keep_declarations_of(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:
+    """Give ``converted`` the ``value_info`` of ``source`` and no other: the converter runs shape inference and
+    writes what it inferred (``[N, 4]``, ``unk__0``) as declarations, shape claims the input never made that ONNX
+    Runtime's memory planner would trust (docs/design.md §6). Each graph keeps its own entries, by graph name,
+    for the values it still has."""
+    declared: dict[tuple[str, str], onnx.ValueInfoProto] = {}
+    for graph in graphs(source.graph):
+        for entry in graph.value_info:
+            declared.setdefault((graph.name, entry.name), entry)
+    for graph in graphs(converted.graph):
+        kept = [declared[graph.name, entry.name] for entry in graph.value_info if (graph.name, entry.name) in declared]
+        if len(kept) != len(graph.value_info):
+            del graph.value_info[:]
+            graph.value_info.extend(kept)
 
 
 def _io_signature(proto: onnx.ModelProto) -> list[bytes]:

@@ -91,6 +91,7 @@ class RewriteRun:
     decisions: list[NodeDecision] = field(default_factory=list)
     cost: DecisionCost | None = None
     stats: RewriteStats | None = None
+    metadata_note: str | None = None  # why the decisions are not in the model's node metadata (its IR version)
     skeleton: ModelSkeleton | None = None
     check: OutputCheck | None = None
 

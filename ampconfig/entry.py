@@ -1,0 +1,60 @@
+"""The ``ampconfig`` console script's first module: it imports nothing heavy before it can answer a signal.
+
+Two things must happen before the command line's own imports (typer, rich, onnx, the decision engine):
+
+- **Ctrl-C during start-up** is a quiet exit 130, as at every later moment, not a ``KeyboardInterrupt`` traceback
+  (SIGTERM and SIGHUP keep their default action until the command line installs its handlers: nothing is written
+  yet, so there is nothing to take back);
+- **the ONNX Runtime worker is forked** (:func:`ampconfig.runner.worker.prestart`) for a command that will run
+  models, while this process still has one thread: later, ONNX Runtime's import has started threads of its own,
+  and a fork could deadlock. A command that turns out to run a model the prediction missed still gets a worker,
+  started as a new interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+#: Commands that always run models.
+_ALWAYS_RUN = frozenset({"run", "calibrate", "compare", "tune"})
+#: Commands that run models when one of these options is given (data to measure, or a run asked for).
+_RUN_WHEN = frozenset({"explain", "rewrite", "lock", "diff"})
+_RUNNING_OPTIONS = frozenset(
+    {"--range-check", "--compare", "--run", "--data", "--calibration-data", "--inputs", "--input", "--shape"}
+)
+#: Whatever the command, these only print.
+_PRINT_ONLY = frozenset({"--help", "-h", "--version"})
+
+
+def runs_models(args: Sequence[str]) -> bool:
+    """Whether the command line ``args`` will run a model in ONNX Runtime (a prediction from its words alone)."""
+    words = [word.split("=", 1)[0] for word in args]
+    if _PRINT_ONLY.intersection(words):
+        return False
+    command = next((word for word in args if not word.startswith("-")), None)
+    return command in _ALWAYS_RUN or (command in _RUN_WHEN and bool(_RUNNING_OPTIONS.intersection(words)))
+
+
+def _import_numpy_unthreaded() -> None:
+    """NumPy imported before the fork, so the worker does not import it again, with its BLAS kept to this thread:
+    OpenBLAS starts its thread pool at import, and a process with threads is not forked. This process uses BLAS
+    for a few vector norms only. A thread count the user set stays theirs (the worker is then started anew)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import numpy  # noqa: F401
+
+
+def main() -> None:
+    """Start the worker when the command will need it, then hand over to :func:`ampconfig.cli.main`."""
+    try:
+        if runs_models(sys.argv[1:]):
+            _import_numpy_unthreaded()
+            from ampconfig.runner.worker import prestart
+
+            prestart()
+        from ampconfig.cli import main as command_line
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)
+    command_line()

@@ -1,0 +1,34 @@
+"""Step 5b, record: each decided node's decision written into its ``metadata_props`` (what Netron shows beside
+it; :mod:`ampconfig.rewrite.decision_metadata`), or every ampconfig entry taken out when the options ask for none.
+A model below IR version 10 has no node metadata: it gets none, and the run keeps a note saying so."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ampconfig.rewrite.decision_metadata import FIRST_IR_VERSION, no_metadata_note, record_decisions, remove_decisions
+from ampconfig.rewrite.steps.state import RewriteRun
+
+
+class RecordDecisionsPass(ir.passes.InPlacePass):
+    """Requires the plan applied (the rewrite's statistics). Ensures every decided node carries its decision (or,
+    with ``decision_metadata`` off, no node carries any), or ``run.metadata_note`` says why not; the model is
+    modified when an entry changed."""
+
+    def __init__(self, run: RewriteRun) -> None:
+        super().__init__()
+        self.run = run
+
+    def requires(self, model: ir.Model) -> None:
+        self.run.require("the plan applied", self.run.stats, "recording the decisions")
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        run = self.run
+        assert run.plan is not None  # the plan was applied
+        if not run.setup.options.decision_metadata:
+            return ir.passes.PassResult(model, modified=remove_decisions(model))
+        if model.ir_version < FIRST_IR_VERSION:
+            run.metadata_note = no_metadata_note(model.ir_version)
+            return ir.passes.PassResult(model, modified=False)
+        changed = record_decisions(model, run.decisions, run.plan.facts_of, run.setup.mode.value)
+        return ir.passes.PassResult(model, modified=changed)

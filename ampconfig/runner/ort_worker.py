@@ -1,0 +1,309 @@
+"""The worker process: every ONNX Runtime session of a user's model (or of a copy made from it) is built and run here.
+
+ONNX Runtime is C++: a segfault in its optimiser or an abort in a kernel kills the process that called it, with
+no exception to catch. So ampconfig's main process never hands a user's model to ONNX Runtime; it asks this
+process (:mod:`ampconfig.runner.worker` starts it and talks to it) to build sessions, run them and time them, and
+outlives it. The worker owns its sessions for the life of the command, so no session is built twice.
+
+Requests arrive on a :class:`~ampconfig.runner.channel.Channel` as ``(verb, arguments, released)``: ``released``
+lists sessions the main process no longer holds, freed before the request runs (their weights go before the next
+model loads its own). Each request gets one answer, ``("ok", value)`` or ``("error", ONNX Runtime's words)``,
+after any number of ``("progress", label, done, total)`` messages while it times a model. The worker ignores
+Ctrl-C: the user's interrupt is the main process's to handle, and the main process ends the worker.
+
+This module imports only what sessions need (NumPy, onnxruntime and ampconfig's light modules; ml_dtypes and onnx
+when a bfloat16 value comes), so a worker forked before the command's own imports, or started afresh, is ready
+quickly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from ampconfig.runner.channel import Channel
+from ampconfig.runner.timing import timed_runs
+
+#: ONNX Runtime's own default severity for its process-wide logger (warning).
+_ORT_DEFAULT_LOG_SEVERITY = 2
+#: Fatal only: ORT's placement warnings are not the user's business, and a failure reaches the user once, as
+#: ampconfig's own located error carrying ORT's words, not first as ORT's raw coloured log line.
+SESSION_LOG_SEVERITY = 4
+
+CPU_PROVIDER = "CPUExecutionProvider"
+CUDA_PROVIDER = "CUDAExecutionProvider"
+#: ONNX Runtime's session option that resolves a model's external data in a folder when the model comes as bytes.
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
+#: cuDNN's convolution algorithm searches ONNX Runtime's CUDA provider knows.
+CONV_ALGO_SEARCHES = ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+#: Graph optimisation levels by the name a request gives (None: ONNX Runtime's default, every optimisation).
+OPTIMIZATION_LEVELS = {
+    "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@contextmanager
+def _quiet_ort() -> Iterator[None]:
+    """Silence ORT's process-wide logger (its CUDA library load errors) while a session is built."""
+    ort.set_default_logger_severity(4)
+    try:
+        yield
+    finally:
+        ort.set_default_logger_severity(_ORT_DEFAULT_LOG_SEVERITY)
+
+
+def provider_list(
+    device: str, tf32: bool, conv_algo_search: str | None = None
+) -> list[str | tuple[str, dict[str, str]]]:
+    """The ``providers`` argument of a session on ``device``; ``conv_algo_search`` None keeps ORT's default."""
+    if device == "cuda":
+        options = {"use_tf32": "1" if tf32 else "0"}
+        if conv_algo_search is not None:
+            if conv_algo_search not in CONV_ALGO_SEARCHES:
+                raise ValueError(f"unknown cudnn_conv_algo_search {conv_algo_search!r}")
+            options["cudnn_conv_algo_search"] = conv_algo_search
+        return [(CUDA_PROVIDER, options), CPU_PROVIDER]
+    return [CPU_PROVIDER]
+
+
+def session_options(
+    config: Mapping[str, str] | None = None,
+    in_node_order: bool = False,
+    folder: str | None = None,
+    optimization: str | None = None,
+) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.log_severity_level = SESSION_LOG_SEVERITY
+    if in_node_order:
+        options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
+    if folder is not None:
+        options.add_session_config_entry(EXTERNAL_DATA_FOLDER, folder)
+    if optimization is not None:
+        options.graph_optimization_level = OPTIMIZATION_LEVELS[optimization]
+    for key, value in (config or {}).items():
+        options.add_session_config_entry(key, value)
+    return options
+
+
+def _probe_model() -> bytes:
+    """A one-Relu model (IR 10, opset 17): what :func:`cuda_unavailable_reason` asks the CUDA provider to load."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "cuda_probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+
+
+def cuda_unavailable_reason() -> str | None:
+    """``None`` when a CUDA session can really be built here, else why not (in words). onnxruntime-gpu lists the
+    CUDA provider even where its libraries cannot be loaded, and then runs on the CPU: only a built session's
+    ``get_providers()`` tells."""
+    if CUDA_PROVIDER not in ort.get_available_providers():
+        return f"this onnxruntime build ({ort.get_device()}) has no {CUDA_PROVIDER}"
+    try:
+        with _quiet_ort():
+            session = ort.InferenceSession(_probe_model(), session_options(), providers=[CUDA_PROVIDER, CPU_PROVIDER])
+    except Exception as exc:  # ORT raises its own exception types
+        return f"creating a CUDA session failed: {exc}"
+    if CUDA_PROVIDER not in session.get_providers():
+        return (
+            f"onnxruntime lists {CUDA_PROVIDER} but could not load it (CUDA 13 / cuDNN 9 libraries missing "
+            "or no GPU); the session got only " + ", ".join(session.get_providers())
+        )
+    return None
+
+
+def feed(array: np.ndarray) -> np.ndarray | ort.OrtValue:
+    """``array`` as ONNX Runtime's Python API takes it: as it is, or, for a bfloat16 array (ml_dtypes), an OrtValue
+    over its bits, since ORT's numpy bridge refuses it. The OrtValue does not copy: the C-contiguous ``array`` must
+    outlive it."""
+    if array.dtype.name != "bfloat16":  # ml_dtypes' bfloat16, imported only when such an array comes
+        return array
+    from onnx import TensorProto
+
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), TensorProto.BFLOAT16)
+
+
+class BoundRun:
+    """One model with its inputs bound: calling it runs the model once; :meth:`outputs` fetches the results.
+
+    On CUDA the inputs live on the device and the outputs are bound to the device (IOBinding), so a call times
+    the model and not the host copies; on the CPU it is a plain ``session.run``. A model with a bfloat16 output
+    has its outputs bound to host memory on either device: numpy has no bfloat16, so ORT's Python API cannot hand
+    one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
+    """
+
+    def __init__(self, session: ort.InferenceSession, device: str, feeds: Mapping[str, np.ndarray]) -> None:
+        self._session = session
+        self._device = device
+        self._output_names = [arg.name for arg in session.get_outputs()]
+        self._arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # kept alive: see feed
+        self._feeds = {name: feed(array) for name, array in self._arrays.items()}
+        self._last: list[np.ndarray] | None = None
+        self._ran = False
+        self._binding: ort.IOBinding | None = None
+        self._bound_inputs: list[ort.OrtValue] = []
+        self._bfloat16_outputs = any(arg.type == "tensor(bfloat16)" for arg in session.get_outputs())
+        if device == "cuda" or self._bfloat16_outputs:
+            self._bind()
+
+    def _bind(self) -> None:
+        binding = self._session.io_binding()
+        for name, array in self._arrays.items():
+            value = self._feeds[name]
+            if isinstance(value, np.ndarray):
+                value = ort.OrtValue.ortvalue_from_numpy(array, self._device, 0)
+            # else a bfloat16 host value (ORT makes no device copy of one from numpy): ORT copies it to the device
+            self._bound_inputs.append(value)  # keep the buffers alive
+            binding.bind_ortvalue_input(name, value)
+        for name in self._output_names:
+            binding.bind_output(name, "cpu" if self._bfloat16_outputs else self._device, 0)
+        self._binding = binding
+
+    def __call__(self) -> None:
+        if self._binding is not None:
+            self._session.run_with_iobinding(self._binding)
+            self._binding.synchronize_outputs()
+        else:
+            self._last = self._session.run(None, self._feeds)
+        self._ran = True
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
+        if not self._ran:
+            self()
+        if self._binding is None:
+            values = self._last or []
+        elif self._bfloat16_outputs:
+            values = [_host_array(value) for value in self._binding.get_outputs()]
+        else:
+            values = self._binding.copy_outputs_to_cpu()
+        return dict(zip(self._output_names, values, strict=True))
+
+
+def _host_array(value: ort.OrtValue) -> np.ndarray:
+    """A host OrtValue as a numpy array (copied); a bfloat16 one through its memory, as ml_dtypes' bfloat16."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    import ml_dtypes
+
+    shape = tuple(value.shape())
+    count = math.prod(shape)
+    if count == 0:
+        return np.empty(shape, ml_dtypes.bfloat16)
+    bits = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    return np.frombuffer(bits, np.uint16).copy().view(ml_dtypes.bfloat16).reshape(shape)
+
+
+class Worker:
+    """The sessions this process holds, by the number the main process knows them by, and how many were built."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.sessions: dict[int, tuple[ort.InferenceSession, str]] = {}
+        self.built = 0
+
+    def open(
+        self,
+        model: bytes | bytearray | memoryview | str,
+        device: str,
+        tf32: bool,
+        conv_algo_search: str | None,
+        config: Mapping[str, str] | None,
+        in_node_order: bool,
+        folder: str | None,
+        optimization: str | None,
+    ) -> dict[str, Any]:
+        options = session_options(config, in_node_order, folder, optimization)
+        providers = provider_list(device, tf32, conv_algo_search)
+        source = model if isinstance(model, str) else bytes(model)  # ORT takes bytes, no other buffer
+        del model
+        with _quiet_ort():
+            session = ort.InferenceSession(source, options, providers=providers)
+        self.built += 1
+        number = self.built
+        self.sessions[number] = (session, device)
+        return {
+            "id": number,
+            "providers": list(session.get_providers()),
+            "outputs": [arg.name for arg in session.get_outputs()],
+        }
+
+    def run(self, id: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        session, device = self.sessions[id]
+        return BoundRun(session, device, feeds).outputs()
+
+    def time(self, id: int, feeds: Mapping[str, np.ndarray], warmup: int, iterations: int, label: str) -> list[float]:
+        """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""
+        session, device = self.sessions[id]
+        bound = BoundRun(session, device, feeds)
+
+        def progress(what: str, done: int, total: int) -> None:
+            self.channel.send(("progress", what, done, total))
+
+        return timed_runs(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
+
+    def answer(self, verb: str, arguments: dict[str, Any]) -> Any:
+        if verb == "open":
+            return self.open(**arguments)
+        if verb == "run":
+            return self.run(**arguments)
+        if verb == "time":
+            return self.time(**arguments)
+        if verb == "cuda_probe":
+            return cuda_unavailable_reason()
+        if verb == "count":
+            return {"built": self.built, "open": len(self.sessions)}
+        raise ValueError(f"unknown request {verb!r}")
+
+
+def serve(channel: Channel) -> None:
+    """Answer requests until the main process closes the channel (or dies: the pipe ends the same way)."""
+    worker = Worker(channel)
+    while True:
+        try:
+            verb, arguments, released = channel.recv()
+        except EOFError:
+            return
+        for number in released:
+            worker.sessions.pop(number, None)
+        try:
+            value = worker.answer(verb, arguments)
+        except Exception as exc:  # ONNX Runtime's own exception types: its words go back to the main process
+            channel.send(("error", str(exc)))
+        else:
+            channel.send(("ok", value))
+
+
+def become_worker(read_fd: int, write_fd: int) -> None:
+    """This process is a worker from now on: Ctrl-C is the main process's, and answers go to the channel."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    serve(Channel(read_fd, write_fd))
+
+
+def main() -> None:
+    """A worker started as a fresh interpreter (:func:`ampconfig.runner.worker.spawn`): the channel is its standard
+    input and output, which are then pointed at the null device so that nothing printed corrupts a message."""
+    read_fd, write_fd = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process's own stdout, open until it ends)
+    become_worker(read_fd, write_fd)

@@ -1,0 +1,99 @@
+"""Faults injected into ampconfig's ONNX Runtime worker from the tests (``tests/faults/sitecustomize.py``), and the
+real ``ampconfig`` console script, for tests that need a process of its own (a forked worker, a signal)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from ampconfig.runner import worker
+
+FAULTS = Path(__file__).parent / "faults"
+
+
+def fault_environment(fault: str | None, *, marker: Path | None = None, tmpdir: Path | None = None) -> dict[str, str]:
+    """``os.environ`` with the fault module first on ``PYTHONPATH`` and ``fault`` in ``AMPCONFIG_FAULT`` (None: no
+    fault), a pause's ``marker`` file, and ``TMPDIR``."""
+    environment = dict(os.environ)
+    environment.pop("AMPCONFIG_FAULT", None)
+    if fault is not None:
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FAULTS), environment.get("PYTHONPATH")]))
+        environment["AMPCONFIG_FAULT"] = fault
+    if marker is not None:
+        environment["AMPCONFIG_FAULT_MARKER"] = str(marker)
+    if tmpdir is not None:
+        environment["TMPDIR"] = str(tmpdir)
+    return environment
+
+
+@pytest.fixture
+def fresh_worker() -> Iterator[None]:
+    """This process's worker ended before the test (the next request spawns one with the test's environment) and
+    after it (a faulty worker does not outlive the test)."""
+    worker.shutdown()
+    yield
+    worker.shutdown()
+
+
+def inject(monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """The next worker this process spawns runs with ``fault`` (use with :func:`fresh_worker`)."""
+    for name, value in fault_environment(fault).items():
+        if os.environ.get(name) != value:
+            monkeypatch.setenv(name, value)
+
+
+def console_script() -> str:
+    """The installed ``ampconfig`` script beside this interpreter (what a user runs), or the one on PATH."""
+    beside = Path(sys.executable).parent / "ampconfig"
+    found = str(beside) if beside.exists() else shutil.which("ampconfig")
+    assert found, "the ampconfig console script is not installed"
+    return found
+
+
+def run_console(
+    args: list[str], *, cwd: Path, environment: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [console_script(), *args],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def aborting_model(path: Path) -> Path:
+    """A float32 model on which ONNX Runtime aborts when it runs: RandomNormalLike with scale 0 fails a C++ standard
+    library assertion (the checker accepts it, and ONNX Runtime loads it)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("RandomNormalLike", ["x"], ["noise"], name="noise", scale=0.0),
+            helper.make_node("Add", ["x", "noise"], ["sum"], name="add"),
+            helper.make_node("MatMul", ["sum", "w"], ["y"], name="mm"),
+        ],
+        "aborts",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save_model(model, path)
+    return path
+
+
+def left_behind(folder: Path) -> list[Path]:
+    """What is left in ``folder`` (a test's temporary folder) once this process's worker has ended: a live worker
+    keeps its own folder there until then, and must remove it when it ends."""
+    worker.shutdown()
+    return sorted(folder.iterdir())
