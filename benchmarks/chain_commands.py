@@ -11,7 +11,8 @@ that grows), each a fresh process:
 nothing to compare). Timed as wall clock and as the process's CPU time (user + system), the steadier number on a
 shared machine; ``--source DIR`` times another checkout (the commit before a change, e.g. ``git archive main``).
 ``--models`` adds data-heavy models to ``calibrate``: ``front-end`` (``tests/underflow_models.py``, four
-recordings) and ``convnet`` (16 3x3 convolutions of 16 channels on a 128x512 image, two images).
+recordings), ``convnet`` and ``convnet-64`` (16 3x3 convolutions of 16 or 64 channels on a 128x512 image, two
+images).
 
     python benchmarks/chain_commands.py --nodes 5000 10000 20000 --repeat 2 [--source /tmp/before]
 
@@ -53,13 +54,14 @@ COMMANDS = {
 }
 
 
-def convnet(folder: Path) -> tuple[Path, Path]:
-    """16 3x3 convolutions of 16 channels (and Relus) on a 1x1x128x512 image, and a folder of two images."""
+def convnet(folder: Path, channels: int = 16) -> tuple[Path, Path]:
+    """16 3x3 convolutions of ``channels`` channels (and Relus) on a 1x1x128x512 image, and a folder of two
+    images."""
     rng = np.random.default_rng(0)
     nodes, inits, previous = [], [], "x"
     for index in range(16):
-        channels_in = 1 if index == 0 else 16
-        weight = (rng.standard_normal((16, channels_in, 3, 3)) * 0.2).astype(np.float32)
+        channels_in = 1 if index == 0 else channels
+        weight = (rng.standard_normal((channels, channels_in, 3, 3)) * (0.8 / channels_in) ** 0.5).astype(np.float32)
         inits.append(numpy_helper.from_array(weight, f"w{index}"))
         nodes.append(oh.make_node("Conv", [previous, f"w{index}"], [f"c{index}"], name=f"conv{index}", pads=[1] * 4))
         nodes.append(oh.make_node("Relu", [f"c{index}"], [f"r{index}"], name=f"relu{index}"))
@@ -73,9 +75,9 @@ def convnet(folder: Path) -> tuple[Path, Path]:
     )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
     model.ir_version = 10
-    path = folder / "convnet.onnx"
+    path = folder / f"convnet{channels}.onnx"
     onnx.save(model, path)
-    data = folder / "images"
+    data = folder / f"images{channels}"
     data.mkdir()
     for index in range(2):
         np.savez(data / f"image{index}.npz", x=rng.standard_normal((1, 1, 128, 512)).astype(np.float32))
@@ -111,7 +113,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[5000, 10000, 20000])
     parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS))
-    parser.add_argument("--models", nargs="*", default=[], choices=["front-end", "convnet"])
+    parser.add_argument("--models", nargs="*", default=[], choices=["front-end", "convnet", "convnet-64"])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--source", type=Path, help="another checkout's root to time instead of this one")
     args = parser.parse_args()
@@ -129,6 +131,9 @@ def main() -> None:
         if "convnet" in args.models:
             path, data = convnet(folder)
             models["convnet"] = (path, ["--calibration-data", str(data)])
+        if "convnet-64" in args.models:
+            path, data = convnet(folder, 64)
+            models["convnet-64"] = (path, ["--calibration-data", str(data)])
         for command in args.commands:
             for label, (path, extra) in models.items():
                 if extra and command != "calibrate":

@@ -207,6 +207,28 @@ def _small_float32_stats(
         found[value] = ValueStats(float(lows[row]), float(highs[row]), 0, int(zeros[row]), exponents)
 
 
+def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
+    """The :class:`ValueStats` of every float array, by key: the small float32 ones (float16 and bfloat16 read as
+    float32) joined and counted together, the rest one by one; as :func:`value_stats` of each. Pure NumPy: the
+    ONNX Runtime worker counts with it where the arrays are (:mod:`ampconfig.runner.ort_worker`)."""
+    import numpy as np
+
+    small: dict[str, np.ndarray] = {}
+    found: dict[str, ValueStats] = {}
+    for key, array in arrays.items():
+        values = np.asarray(array)
+        if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+            continue
+        if values.dtype != np.float64 and values.size <= SMALL_VALUE:
+            small[key] = values.astype(np.float32, copy=False).reshape(-1)
+        else:
+            found[key] = value_stats(values)
+    if small:
+        joined = np.concatenate(list(small.values()))
+        found.update(zip(small, segment_stats(joined, [each.size for each in small.values()]), strict=True))
+    return {key: found[key] for key in arrays if key in found}
+
+
 #: The high half-word of each float32 in memory: the second of its two 16-bit halves on a little-endian machine.
 _HIGH_HALF = 1 if sys.byteorder == "little" else 0
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ampconfig.decide.value_ranges import SMALL_VALUE, segment_stats
 from ampconfig.decide.value_ranges import ValueStats as ValueStats
+from ampconfig.decide.value_ranges import float_stats as float_stats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import light_proto
@@ -35,11 +35,22 @@ from ampconfig.rewrite.expose import FLAT, STACKED, ValueGroup, expose_keys, flo
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
-from ampconfig.runner.sessions import ModelInFolder, Session, create_session, model_proto, run_once
+from ampconfig.runner.sessions import (
+    RUN_FAILED,
+    ModelInFolder,
+    Session,
+    create_session,
+    first_line,
+    model_proto,
+    run_once,
+)
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.runner.worker import WorkerCrashed
+from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
 
 log = logging.getLogger(__name__)
+
+#: What a refused run's message tells the user to do (run_once's words).
+_REAL_INPUTS = "give real inputs (--inputs FILE.npz, --input NAME=FILE.npy) or the shapes the model takes (--shape)"
 
 #: How a crash message names the model whose values these runs expose (callers that run another one say which).
 EXPOSED_WHAT = "the fp32 model (a copy of it that returns its values)"
@@ -120,11 +131,28 @@ class ExposedRunner:
 
     def stats(self, feeds: Mapping[str, np.ndarray], io: bool = True) -> dict[str, ValueStats]:
         """One run on ``feeds``: the :class:`ValueStats` of every float value carried out (and, with ``io``, of
-        the graph inputs and outputs), small values counted together
-        (:func:`~ampconfig.decide.value_ranges.segment_stats`)."""
-        adapted, results = self.results(feeds)
-        arrays = {**(adapted if io else {}), **self._by_key(results, io)}
-        return float_stats(arrays)
+        the graph inputs and outputs), counted in ONNX Runtime's worker where the arrays are (only the numbers
+        cross to this process), small values together (:func:`~ampconfig.decide.value_ranges.float_stats`)."""
+        adapted = adapt_feeds(feeds, self.model)
+        while True:
+            keys = {**self.exposed.keys, **({name: name for name in self.output_names} if io else {})}
+            groups = [(group.output, list(group.keys), list(group.shapes)) for group in self.exposed.groups]
+            try:
+                answer = self.session.stats(adapted, keys=keys, groups=groups, fed=io)
+            except WorkerRefused as exc:
+                if not self.exposed.per_iteration or self.exposed.flattened:
+                    raise AmpconfigError(f"{RUN_FAILED}{first_line(exc)}", hint=_REAL_INPUTS) from None
+                # ONNX Runtime refuses a Loop body's values one slice per iteration when their shapes differ
+                self.exposed = expose_keys(self.model, self.keys, FLAT, group=self.group)
+                self.session = self._session()
+                continue
+            if not answer["misfit"]:
+                stats: dict[str, ValueStats] = answer["stats"]  # type: ignore[assignment]
+                return stats
+            # a shape inference got wrong (a custom op's): those values leave one output each from now on
+            self.group = None
+            self.exposed = expose_keys(self.model, self.keys, FLAT if self.exposed.flattened else STACKED)
+            self.session = self._session()
 
     def results(self, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The feeds as fed, and the run's results by output name."""
@@ -168,25 +196,6 @@ def _fits(group: ValueGroup, joined: np.ndarray) -> bool:
     """Whether a group came back in the shape its values' known shapes say."""
     first = sum(shape[0] for shape in group.shapes)
     return tuple(np.shape(joined)) == (first, *group.shapes[0][1:])
-
-
-def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
-    """The :class:`ValueStats` of every float array, by key: the small float32 ones (float16 and bfloat16 read as
-    float32) joined and counted together, the rest one by one; as :func:`value_stats` of each."""
-    small: dict[str, np.ndarray] = {}
-    found: dict[str, ValueStats] = {}
-    for key, array in arrays.items():
-        values = np.asarray(array)
-        if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
-            continue
-        if values.dtype != np.float64 and values.size <= SMALL_VALUE:
-            small[key] = values.astype(np.float32, copy=False).reshape(-1)
-        else:
-            found[key] = value_stats(values)
-    if small:
-        joined = np.concatenate(list(small.values()))
-        found.update(zip(small, segment_stats(joined, [each.size for each in small.values()]), strict=True))
-    return {key: found[key] for key in arrays if key in found}
 
 
 def run_with_intermediates(

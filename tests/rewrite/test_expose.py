@@ -105,3 +105,9 @@ def test_a_group_that_comes_back_in_another_shape_is_carried_out_one_value_each(
     run = runner.run({"x": np.ones((4, 8), np.float32)})
     assert not runner.exposed.groups and run.values["v0"].shape == (4, 8)
     np.testing.assert_allclose(run.values["v0"], np.full((4, 8), 1.5))
+    # the numbers counted in the worker take the same way back
+    runner.exposed = expose_keys(model, keys, group=wrong)
+    runner.session = create_session(runner.exposed.model, "cpu")
+    stats = runner.stats({"x": np.ones((4, 8), np.float32)})
+    assert not runner.exposed.groups and stats["v0"].minimum == stats["v0"].maximum == 1.5
+    assert stats["v0"].exponents == {0: 32}
