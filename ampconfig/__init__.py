@@ -13,6 +13,7 @@ __all__ = [
     "__version__",
     "calibrate_model",
     "gc_paused",
+    "merge_ranges",
     "rewrite_model",
     "rewrite_model_detailed",
 ]
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ampconfig.decide.judgements import Judgement
     from ampconfig.gc_pause import gc_paused
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
-    from ampconfig.prove.calibration import calibrate_model
+    from ampconfig.prove.calibration import calibrate_model, merge_ranges
 
 
 #: Where each public name is defined.
@@ -34,6 +35,7 @@ _PUBLIC_MODULES = {
     "Judgement": "ampconfig.decide.judgements",
     "gc_paused": "ampconfig.gc_pause",
     "calibrate_model": "ampconfig.prove.calibration",
+    "merge_ranges": "ampconfig.prove.calibration",
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import nothing_lowered
 from ampconfig.decide.judgements import Judges
-from ampconfig.decide.ranges_input import read_ranges
+from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.ir_bridge import to_ir, to_proto
@@ -37,6 +38,7 @@ from ampconfig.files.node_checks import NodePieces
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.opinfo.schema import NodeTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
+from ampconfig.rewrite.expose import measured_value_keys
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import MAX_CHECKER_REPAIRS as MAX_CHECKER_REPAIRS
 from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, restart_from_copy, run_pipeline
@@ -48,6 +50,7 @@ from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
+from ampconfig.settings.documents import describe_value
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import KeepDtypeInput as KeepDtypeInput
 from ampconfig.settings.rewrite_options import MixlistInput as MixlistInput
@@ -276,14 +279,20 @@ def _read_options(options: RewriteOptions) -> _ReadOptions:
     return _ReadOptions(options, library, lists, entries, keep_source, customize, warnings, notes)
 
 
-def _value_ranges(options: RewriteOptions, structure: Callable[[], onnx.ModelProto]) -> ValueRanges | None:
-    """The ranges file read for the input as handed in (``structure`` makes a proto of it: read only when there is a
-    ranges file), else the ranges given, with ``data_max``."""
+def _value_ranges(options: RewriteOptions, identity: Callable[[], _Identity]) -> ValueRanges | None:
+    """The ranges file read for the input as handed in (``identity`` gives a proto of it, its path and any weights
+    that proto holds without bytes: made only when there is a ranges file), else the ranges given, with
+    ``data_max``."""
     if options.ranges is not None:
-        return read_ranges(Path(options.ranges), structure(), options.data_max)
+        proto, path, left_out = identity()
+        return read_ranges(Path(options.ranges), proto, options.data_max, model_path=path, left_out=left_out)
     if options.value_ranges is not None and options.data_max is not None:
         return replace(options.value_ranges, margin=options.data_max)
     return options.value_ranges
+
+
+#: What a ranges file is checked against: a proto of the input, its path, and the weights it holds without bytes.
+_Identity = tuple[onnx.ModelProto, "str | None", "Mapping[str, ir.TensorProtocol] | None"]
 
 
 def _raises_opset(mode: PrecisionMode) -> bool:
@@ -296,6 +305,11 @@ def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, opti
     """:func:`rewrite_model_detailed` with its options as one object: ``model`` opened (a path or proto read into
     an ``ir.Model`` once), then admitted and rewritten in place by the pipeline (:func:`_rewrite_in_place`, what
     :class:`ampconfig.MixedPrecisionPass` runs too)."""
+    if not isinstance(model, (str, os.PathLike, onnx.ModelProto, OpenedModel)):
+        raise AmpconfigError(
+            f"model must be a model file's path, an onnx.ModelProto or an opened model, got {describe_value(model)}",
+            hint="see ampconfig.rewrite_model_detailed's model",
+        )
     read = _read_options(options)
     opened = open_model(model, map_weights=True)
     result, _ = _rewrite_in_place(opened.to_ir(), read, light_proto(opened.proto), opened)
@@ -321,7 +335,18 @@ def _rewrite_in_place(
     options = read.options
     warnings = read.warnings
     source = opened.proto if opened is not None else light
-    value_ranges = _value_ranges(options, lambda: opened.proto if opened is not None else weightless_proto(model)[0])
+
+    def identity() -> _Identity:
+        if opened is not None:
+            return opened.proto, opened.path, None
+        proto, left_out = weightless_proto(model)
+        return proto, None, left_out
+
+    value_ranges = _value_ranges(options, identity)
+    if value_ranges is not None and value_ranges.file is not None:  # said by every command, the API and the pass
+        constants = opened.proto.graph.initializer if opened is not None else model.graph.initializers.values()
+        keys = measured_value_keys(light, (constant.name or "" for constant in constants))
+        warnings.extend(coverage_warnings(value_ranges, keys))
     ir_version = output_ir_version(source, opened.path if opened is not None else None)
     admission = InputAdmission(light)
     runtime_input: list[Runnable] = []
@@ -399,6 +424,7 @@ def _result(
     stats.opset_raised_to = opset_raised
     stats.layer_norms_folded = len(run.folded)
     warnings.extend(run.keep_warnings)
+    warnings.extend(value_ranges.notes if value_ranges is not None else ())
     # Counted while the tensors were converted (the large ones while the output was serialised for its check).
     warnings.extend(clamped.warning() for clamped in stats.clamped)
     mode = read.options.precision_mode

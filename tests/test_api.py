@@ -1,19 +1,28 @@
 """``rewrite_model_detailed``'s safety net: a changed node the ONNX checker rejects keeps its dtype, every such
-node found at once by structure, and the model is rewritten once more; what the checker says is only shown."""
+node found at once by structure, and the model is rewritten once more; what the checker says is only shown. And the
+API's arguments are checked as the command line checks its flags: a hostile call is a located error naming the
+argument, never a bare TypeError or ValueError."""
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import helper as oh
 
 import ampconfig.rewrite.steps.apply_plan
+from ampconfig import MixedPrecisionPass, rewrite_model
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
+from ampconfig.errors import AmpconfigError
 from tests.graphs import FLOAT, make_model, run, tensor
+from tests.lock_trees import cli
+from tests.value_models import mlp
 
 
 def _random_like_nodes() -> onnx.ModelProto:
@@ -99,3 +108,79 @@ def test_a_lowering_mode_that_lowers_nothing_says_why(mode: str, warned: bool) -
         (warning,) = said
         assert f"in {result.low_dtype}" in warning and "all 2 float32 nodes" in warning
         assert all(f"{d.rule.value} 1" in warning for d in result.decisions)
+
+
+# ------------------------------------------------------------------ the API checks what the CLI checks (issue 36)
+HOSTILE_OPTIONS: list[tuple[str, object]] = [
+    *[("modify_mixlist", value) for value in (42, ["MatMul"], "x\0y.json", "a" * 300 + ".json", {"black-list": 3})],
+    *[("keep_dtype", value) for value in (42, [1, 2], "x\0y.cfg", {"a": 1}, b"x")],
+    *[("target", value) for value in (42, "nope", None)],
+    *[("keep_io_types", value) for value in ("yes", 2, None)],
+    *[("overflow_nodes", value) for value in (["a"], {"a": 1}, 42)],
+    *[("float16_encoder", value) for value in (42, "f")],
+    *[("op_names", value) for value in (42, "klingon")],
+    *[("op_info", value) for value in ("cpu", 42)],
+    *[("customize_dtypes", value) for value in (42, "x\0y.cfg")],
+    *[("judges", value) for value in (42, ["x"])],
+    *[("value_ranges", value) for value in ({"a": 1.0}, 42)],
+    *[("clamp_values", value) for value in ("yes", 1)],
+    *[("ranges", value) for value in (42, "x\0y.json", "a" * 300 + ".json", "/no/such/ranges.json")],
+    *[("data_max", value) for value in (math.nan, math.inf, -math.inf, -1.0, 0.0, True, "12", 1e9)],
+    *[("with_cost", value) for value in ("no",)],
+    *[("runtime_refused", value) for value in (["a"], 42)],
+    *[("precision_mode", value) for value in (42, None, "nope", True)],
+    *[("model", value) for value in (42, None, b"m.onnx", "x\0y.onnx", "a" * 300 + ".onnx", "/no/such/model.onnx")],
+]
+
+
+def _hostile_call(entry: str, key: str, value: object, model: onnx.ModelProto) -> None:
+    mode: object = "allow_mix_precision"
+    given: object = model
+    options: dict[str, object] = {}
+    if key == "model":
+        given = value
+    elif key == "precision_mode":
+        mode = value
+    else:
+        options[key] = value
+    if entry == "rewrite_model_detailed":
+        rewrite_model_detailed(given, mode, **options)  # type: ignore[arg-type]
+    elif entry == "rewrite_model":
+        rewrite_model(given, mode, **options)  # type: ignore[arg-type]
+    else:
+        MixedPrecisionPass(mode, **options)(ir.from_proto(model))  # type: ignore[arg-type]
+
+
+#: Which entry takes which argument: rewrite_model its few keywords, the pass everything but the model.
+_TAKES = {
+    "rewrite_model_detailed": lambda key: True,
+    "rewrite_model": lambda key: (
+        key in ("model", "precision_mode", "modify_mixlist", "keep_dtype", "target")
+        or key in ("keep_io_types", "clamp_values", "ranges", "data_max")
+    ),
+    "MixedPrecisionPass": lambda key: key != "model",
+}
+HOSTILE_CALLS = [(entry, key, value) for entry in _TAKES for key, value in HOSTILE_OPTIONS if _TAKES[entry](key)]
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "value"), HOSTILE_CALLS, ids=[f"{e}-{k}-{v!r:.20}" for e, k, v in HOSTILE_CALLS]
+)
+def test_a_hostile_api_call_is_a_located_error_never_a_bare_one(entry: str, key: str, value: object) -> None:
+    with pytest.raises(AmpconfigError) as raised:
+        _hostile_call(entry, key, value, mlp())
+    problem = raised.value
+    said = f"{problem.message} {problem.hint or ''} {problem.file or ''}".replace("-", "_").lower()
+    named = key.split("_")[-1] if key != "data_max" else "data_max"  # modify_mixlist: "mixlist file: ..."
+    assert named in said or key == "precision_mode", said
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9"])
+def test_the_api_refuses_a_margin_with_the_command_lines_message(value: str, tmp_path: Path) -> None:
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    refused = cli("rewrite", tmp_path / "mlp.onnx", "-o", tmp_path / "out.onnx", "--data-max", value)
+    assert refused.exit_code == 2
+    with pytest.raises(AmpconfigError) as raised:
+        rewrite_model(tmp_path / "mlp.onnx", "allow_mix_precision", data_max=float(value))
+    assert raised.value.message.replace("data_max", "--data-max") in refused.output
+    assert raised.value.hint is not None and raised.value.hint in refused.output

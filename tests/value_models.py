@@ -574,3 +574,75 @@ def near_miss_mlp(layers: int = 8, width: int = 32, offset: float = 32.0, seed: 
     return make_model(
         nodes, [tensor("x", TensorProto.FLOAT, [4, width])], [tensor("y", TensorProto.FLOAT, [4, width])], inits
     )
+
+
+#: The main-graph value named as :func:`branch_named_main`'s then-branch value ``t2`` would be keyed without escaping.
+COLLIDING_NAME = "if0.then_branch/t2"
+
+
+def branch_named_main() -> onnx.ModelProto:
+    """A main-graph value named ``if0.then_branch/t2`` (x times 3e4: beyond the margin for |x| > 1.1) beside the If
+    ``if0`` whose then-branch computes its own ``t2`` (x times 2 plus 1, small): two values one key would mix up."""
+    then_branch = oh.make_graph(
+        [
+            oh.make_node("Mul", ["x", "two"], ["t1"], name="branch_double"),
+            oh.make_node("Add", ["t1", "one"], ["t2"], name="branch_shift"),
+        ],
+        "then",
+        [],
+        [tensor("t2", TensorProto.FLOAT, [4])],
+    )
+    else_branch = oh.make_graph(
+        [oh.make_node("Sub", ["x", "one"], ["e1"], name="branch_other")],
+        "else",
+        [],
+        [tensor("e1", TensorProto.FLOAT, [4])],
+    )
+    inits = [
+        numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(3e4, np.float32), "huge"),
+        numpy_helper.from_array(np.array(1 / 3e4, np.float32), "tiny"),
+    ]
+    nodes = [
+        oh.make_node("Mul", ["x", "huge"], [COLLIDING_NAME], name="main_blow_up"),
+        oh.make_node("Mul", [COLLIDING_NAME, "tiny"], ["back"], name="main_scale_back"),
+        oh.make_node("If", ["cond"], ["branch_out"], name="if0", then_branch=then_branch, else_branch=else_branch),
+        oh.make_node("Add", ["back", "branch_out"], ["y"], name="join"),
+    ]
+    return make_model(
+        nodes,
+        [tensor("x", TensorProto.FLOAT, [4]), tensor("cond", TensorProto.BOOL, [])],
+        [tensor("y", TensorProto.FLOAT, [4])],
+        inits,
+    )
+
+
+MLP_WIDTH = 32
+
+
+def mlp(scale: float = 1.0, layers: int = 4, seed: int = 0) -> onnx.ModelProto:
+    """x [4, 32] -> ``layers`` x (MatMul -> bias Add -> Relu) -> y. ``scale`` multiplies every weight and bias: the
+    same graph retrained to larger values (x1e5: the weights stay within float16's range, 1.8e4 at most, while the
+    activations pass it from the first layer on)."""
+    rng = np.random.default_rng(seed)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    current = "x"
+    for index in range(layers):
+        weight = rng.uniform(-1, 1, (MLP_WIDTH, MLP_WIDTH)) / np.sqrt(MLP_WIDTH) * scale
+        bias = rng.uniform(-0.1, 0.1, MLP_WIDTH) * scale
+        inits += [
+            numpy_helper.from_array(weight.astype(np.float32), f"l{index}.w"),
+            numpy_helper.from_array(bias.astype(np.float32), f"l{index}.b"),
+        ]
+        nodes += [
+            oh.make_node("MatMul", [current, f"l{index}.w"], [f"l{index}.mm"], name=f"l{index}.matmul"),
+            oh.make_node("Add", [f"l{index}.mm", f"l{index}.b"], [f"l{index}.h"], name=f"l{index}.bias"),
+            oh.make_node("Relu", [f"l{index}.h"], [f"l{index}.a"], name=f"l{index}.relu"),
+        ]
+        current = f"l{index}.a"
+    nodes.append(oh.make_node("Identity", [current], ["y"], name="out"))
+    return make_model(
+        nodes, [tensor("x", TensorProto.FLOAT, [4, MLP_WIDTH])], [tensor("y", TensorProto.FLOAT, [4, MLP_WIDTH])], inits
+    )

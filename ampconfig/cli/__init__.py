@@ -44,6 +44,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "lock": ("lock_cmd",),
     "diff": ("diff_cmd",),
     "calibrate": ("calibrate_cmd",),
+    "ranges": ("ranges_cmd",),
 }
 
 

@@ -15,7 +15,8 @@ from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 
 _HELP = """Run the float32 MODEL on data and write every float value's range (min, max, largest magnitude,
-non-finite count) to RANGES.json, with the model's structure hash and the data's digest. Make it once; then
+non-finite and zero counts, binary-exponent histogram) to RANGES.json, with the model's structure hash, its
+weights digest and the data's digest. Make it once; then
 [bold]--ranges RANGES.json[/bold] (or the config's `ranges:`) gives rewrite, lock, diff, explain, run, compare and
 tune the same decisions without running the model again: a node whose values pass the margin (--data-max, by
 default half the low type's largest value) keeps float32 (rule range_exceeds). Commit it beside the config and
@@ -26,6 +27,10 @@ Polygraphy JSON list of feeds; the first 8 samples of --data calibrate, all of -
 --inputs/--input, else inputs generated from --shape and --seed, as for run. Generated inputs are no substitute
 for real ones: a model's values on noise say little about its values on data.
 
+On many machines: --shard K/N measures shard K of N of the data set (--calibration-data, else all of --data: the
+data files in sorted order, file i in shard i mod N + 1), and [bold]ampconfig ranges merge[/bold] joins the N
+files into one that equals a calibration over all the data (a CI matrix job or a Ray task per shard).
+
 [bold]Examples[/bold]
 
   ampconfig calibrate model.onnx --data samples/ -o ranges.json
@@ -33,6 +38,8 @@ for real ones: a model's values on noise say little about its values on data.
   ampconfig rewrite model.onnx --ranges ranges.json -o model.mixed.onnx
 
   ampconfig lock model.onnx --ranges ranges.json -o model.lock.json
+
+  ampconfig calibrate model.onnx --calibration-data samples/ --shard 2/4 -o ranges-2.json
 """
 
 
@@ -60,17 +67,27 @@ def calibrate(
             parser=output_path("--output"),
         ),
     ],
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Measure only shard K of N of the data set (1-based; the data files in sorted order, file i in "
+            "shard i mod N + 1), every sample of it; join the N files with ampconfig ranges merge.",
+        ),
+    ] = None,
     json_output: shared.JsonOutput = False,
 ) -> None:
     options = SharedOptions.of(locals())
 
-    from ampconfig.prove.calibration import measured, write_ranges_file
+    from ampconfig.prove.calibration import measured, parse_shard, write_ranges_file
     from ampconfig.prove.request import prepare
 
+    part = parse_shard(shard) if shard is not None else None
     with opened(options) as start:
         settings = start.settings
         destination = start.guard.output("value ranges (--output)", ranges_path)
-        prepared = prepare(settings, command="calibrate", guard=start.guard, progress=start.progress)
+        prepared = prepare(settings, command="calibrate", guard=start.guard, progress=start.progress, shard=part)
         calibration = measured(prepared, start.progress)
         ranges, written = write_ranges_file(start.guard, destination, calibration, settings.model_path, ranges_path)
     nonfinite = sorted(key for key, value in ranges.values.items() if value.nonfinite)

@@ -105,7 +105,7 @@ def diff(
 
     runs = run_both(sides.base, sides.new, SIDES) if run and sides.base and sides.new else None
     title = LOCKS_TITLE if base_lock is not None else DIFF_TITLE  # settings compared on a model: no lock involved
-    comparison = Comparison(sides.diff, subject, *SIDES, runs=runs, title=title)
+    comparison = Comparison(sides.diff, subject, *SIDES, runs=runs, title=title, notes=sides.warnings)
     code = EXIT_CHECK_FAILED if exit_code and sides.diff.decisions_changed else EXIT_OK
     print_comparison(comparison, output_format, code)
     raise typer.Exit(code)

@@ -115,7 +115,8 @@ def _explain_with_runs(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here). A data set given
     or --compare implies the range check."""
-    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report, reference_run
+    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report
+    from ampconfig.prove.calibration import calibrate
     from ampconfig.report.compare import compare_payload
     from ampconfig.report.explain import explain_payload
 
@@ -130,16 +131,18 @@ def _explain_with_runs(
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
     else:
-        reference = reference_run(prepared, start.progress) if start.settings.ranges is None else None
-        ranges = range_report(prepared, reference, options.data_max)
-        rewrite = prepared.rewrite(ranges.ranges)
+        # the calibration run makes (its numbers only: nothing kept but them), unless a ranges file is given
+        measured = start.settings.ranges is not None
+        calibration = None if measured else calibrate(prepared, start.progress)
+        ranges = range_report(prepared, calibration, options.data_max) if measured or calibration else None
+        rewrite = prepared.rewrite(ranges.ranges if ranges is not None else None)
     payload = explain_payload(
         rewrite,
         model=str(start.settings.model_path),
         range_report=ranges.to_dict() if ranges is not None else None,
         op_names=start.settings.op_names,
     )
-    payload["warnings"].extend(prepared.inputs.warnings)
+    payload["warnings"].extend([*prepared.inputs.warnings, *prepared.notes])
     if compare_data is not None:
         payload["compare"] = compare_data
     return payload, compare_data

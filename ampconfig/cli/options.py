@@ -247,7 +247,6 @@ DataMax = Annotated[
         help="The range rule's margin: a node whose float values reached beyond it on the data the fp32 model "
         "ran on keeps float32 (rule range_exceeds).",
         show_default="the config's data_max, else half the low type's max (32752 for float16)",
-        callback=positive_finite("32752"),
     ),
 ]
 Ranges = Annotated[

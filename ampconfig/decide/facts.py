@@ -16,6 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
+from ampconfig.decide.value_ranges import subgraph_key_path
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_BY_ELEM_TYPE, MOVABLE_DTYPES, Dtype
 from ampconfig.files.ir_bridge import StandIn, model_graphs, stand_in_nodes
@@ -233,29 +234,33 @@ class Scope:
     graph: ir.Graph
     path: str
     facts: tuple[NodeFacts, ...]
+    #: the path as value keys spell it (:func:`ampconfig.decide.value_ranges.subgraph_key_path`)
+    key_path: str = ""
 
 
 def iter_scopes(
     model: ir.Model, low_dtype: Dtype = Dtype.FLOAT16, typing_source: TypingSource = ONNX_TYPING
 ) -> Iterator[Scope]:
     """The main graph first, then every subgraph, outer before inner."""
-    pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
+    pending: list[tuple[ir.Graph, str, str]] = [(model.graph, "", "")]
     stand_ins = stand_in_nodes(model)
     has_subgraphs = len(graphs_of(model)) > 1
     made: dict[tuple[object, ...], NodeFacts] = {}
     while pending:
-        graph, path = pending.pop(0)
+        graph, path, key_path = pending.pop(0)
         facts = tuple(_facts_by_kind(node, model, path, low_dtype, typing_source, stand_ins, made) for node in graph)
-        yield Scope(graph, path, facts)
+        yield Scope(graph, path, facts, key_path)
         if not has_subgraphs:
             continue  # no node to look into for them (most models)
         for node in graph:
             for attr in node.attributes.values():
                 if attr.type == ir.AttributeType.GRAPH:
-                    pending.append((attr.value, _join(path, f"{node.name}.{attr.name}")))
+                    part = f"{node.name}.{attr.name}"
+                    pending.append((attr.value, _join(path, part), subgraph_key_path(key_path, part)))
                 elif attr.type == ir.AttributeType.GRAPHS:
                     for i, sub in enumerate(attr.value):
-                        pending.append((sub, _join(path, f"{node.name}.{attr.name}[{i}]")))
+                        part = f"{node.name}.{attr.name}[{i}]"
+                        pending.append((sub, _join(path, part), subgraph_key_path(key_path, part)))
 
 
 def _facts_by_kind(

@@ -17,17 +17,29 @@ Two rules, both hard verdicts decided before any painting:
   pages whose stem convolution reached 1.6x the calibration peak; half of float16's range holds it, three
   quarters did not). Sentinel values flowing through activations (a mask's -3.4e38 after a Where) are not
   ranges: they are left out of the peaks.
+- **range_underflows**: a node reading or writing a value whose finite non-zero magnitudes lie below the low type's
+  smallest normal value (float16: 2^-14; bfloat16 has float32's exponents) in more than
+  :data:`~ampconfig.settings.limits.UNDERFLOW_SHARE` of its elements keeps float32, so the value's producer and
+  every consumer compute it in float32 and no cast rounds it. One half (``benchmarks/underflow_share.py``): on
+  log-normal magnitudes the median element keeps float16's ordinary rounding error (2.8e-4) up to a share of one
+  half, is 3x worse at three quarters and 12x at nine tenths, while the relative L2 error, carried by the largest
+  elements, stays near 2e-4 until 99.6% (a constant-Q front end passes with any share up to 0.75 and gives -inf
+  at 0.95). And a Log, Reciprocal, divisor, Pow with a negative exponent, Sqrt or Rsqrt whose input the low type
+  would round to zero where float32 had no zero keeps float32 with that input's producer: a few flushed elements
+  turn into -inf or inf.
 
 Pure: arrays and numbers in, findings out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ampconfig.dtypes import Dtype
+from ampconfig.settings.limits import EXPONENT_MAX, EXPONENT_MIN, ValueSpread
 from ampconfig.settings.limits import ValueRanges as ValueRanges
 from ampconfig.settings.limits import low_max as low_max
 
@@ -38,9 +50,31 @@ if TYPE_CHECKING:
 SENTINEL = 1e38
 
 
-def value_key(scope: str, name: str) -> str:
-    """How value ranges name a value: its own name in the main graph, ``<scope path>/<name>`` inside a body."""
-    return f"{scope}/{name}" if scope else name
+def value_key(key_path: str, name: str, main_names: Container[str] = ()) -> str:
+    """How value ranges (and every debugging run) name a value: its own name in the main graph; inside a body, the
+    body's key path (:func:`subgraph_key_path`) and its name, escaped as the path's parts are, joined by ``/``.
+
+    Unique across scopes: parts are escaped, so no body key starts with an unescaped ``/``, and a body key that
+    equals a name of the main graph (``main_names``: a value named ``<If node>.then_branch/t2`` beside the branch's
+    ``t2``) gets a ``/`` in front until it does not."""
+    if not key_path:
+        return name
+    key = f"{key_path}/{escape_key_part(name)}"
+    while key in main_names:
+        key = "/" + key
+    return key
+
+
+def escape_key_part(part: str) -> str:
+    """A scope part or a name inside a body's key: ``\\`` and ``/`` escaped by a backslash."""
+    return part.replace("\\", "\\\\").replace("/", "\\/")
+
+
+def subgraph_key_path(parent: str, part: str) -> str:
+    """The key path of a body: its parent's (empty for the main graph) and its own part (``<node>.<attribute>``,
+    ``[i]`` for a list of graphs), escaped, joined by ``/``."""
+    escaped = escape_key_part(part)
+    return f"{parent}/{escaped}" if parent else escaped
 
 
 def peak(array: np.ndarray) -> float:
@@ -53,6 +87,190 @@ def peak(array: np.ndarray) -> float:
     magnitudes = np.abs(values.astype(np.float64, copy=False)).ravel()
     magnitudes = magnitudes[np.isfinite(magnitudes) & (magnitudes < SENTINEL)]
     return float(magnitudes.max()) if magnitudes.size else 0.0
+
+
+@dataclass(frozen=True)
+class ValueStats:
+    """What a float value held over the samples: its lowest and highest element with sentinels (:data:`SENTINEL`)
+    and non-finite elements left out (None when no element is left: the value was empty, or every element a
+    sentinel, NaN or infinite), its count of NaN and infinite elements, its count of zeros, and the binary exponent
+    histogram of its finite non-zero elements (:class:`~ampconfig.settings.limits.ValueSpread`; sentinels included:
+    they are finite)."""
+
+    minimum: float | None
+    maximum: float | None
+    nonfinite: int = 0
+    zeros: int = 0
+    exponents: Mapping[int, int] = field(default_factory=dict)
+
+    @property
+    def peak(self) -> float:
+        """The largest finite |value| below the sentinel (0 when no element is left), as :func:`peak` computes it."""
+        return max((abs(bound) for bound in (self.minimum, self.maximum) if bound is not None), default=0.0)
+
+    @property
+    def spread(self) -> ValueSpread:
+        return ValueSpread(self.zeros, self.nonfinite, self.exponents)
+
+    def joined(self, other: ValueStats) -> ValueStats:
+        """The numbers of both values' elements together (two samples of one value): exact, in any order."""
+        exponents = dict(self.exponents)
+        for exponent, count in other.exponents.items():
+            exponents[exponent] = exponents.get(exponent, 0) + count
+        return ValueStats(
+            _joined(min, self.minimum, other.minimum),
+            _joined(max, self.maximum, other.maximum),
+            self.nonfinite + other.nonfinite,
+            self.zeros + other.zeros,
+            dict(sorted(exponents.items())),
+        )
+
+
+def _joined(pick: Callable[[float, float], float], first: float | None, second: float | None) -> float | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return pick(first, second)
+
+
+def value_stats(array: np.ndarray) -> ValueStats:
+    """:class:`ValueStats` of one array (a non-float array has none: ``ValueStats(None, None)``). float16 and
+    bfloat16 are read as float32 (exactly); float32 in a few passes over its bits (one ``bincount`` of the high
+    half-words gives every exponent, the subnormals' included), float64 through ``frexp``."""
+    import numpy as np
+
+    values = np.asarray(array)
+    if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+        return ValueStats(None, None)
+    if values.dtype != np.float64:
+        values = values.astype(np.float32, copy=False)
+    flat = np.ascontiguousarray(values).reshape(-1)
+    if flat.dtype == np.float32:
+        zeros, nonfinite, exponents, large = _float32_exponents(flat)
+    else:
+        zeros, nonfinite, exponents, large = _float64_exponents(flat)
+    kept = flat
+    if nonfinite or large:  # only then can an element be NaN, infinite or a sentinel
+        with np.errstate(invalid="ignore"):
+            kept = flat[np.abs(flat) < SENTINEL]
+    if not kept.size:
+        return ValueStats(None, None, nonfinite, zeros, exponents)
+    return ValueStats(float(kept.min()), float(kept.max()), nonfinite, zeros, exponents)
+
+
+#: Values up to this many elements are counted together by :func:`segment_stats` (a few numpy calls for all of
+#: them); larger ones one at a time, where the calls cost nothing beside the elements.
+SMALL_VALUE = 1 << 14
+
+
+def segment_stats(joined: np.ndarray, sizes: Sequence[int]) -> list[ValueStats]:
+    """:func:`value_stats` of each of the values that lie one after another in ``joined`` (flat; float32 or
+    float64), ``sizes`` elements each: equal to calling it on each slice, in a few numpy calls for all the small
+    values (a graph's thousands of small values would otherwise cost more in calls than in elements)."""
+    import numpy as np
+
+    flat = np.ascontiguousarray(np.ravel(joined))
+    starts = np.concatenate([[0], np.cumsum(np.asarray(sizes, np.int64))])
+    found: list[ValueStats | None] = [None] * len(sizes)
+    small = [i for i, size in enumerate(sizes) if 0 < size <= SMALL_VALUE] if flat.dtype == np.float32 else []
+    if small:
+        _small_float32_stats(flat, starts, small, found)
+    return [each if each is not None else value_stats(flat[starts[i] : starts[i + 1]]) for i, each in enumerate(found)]
+
+
+def _small_float32_stats(
+    flat: np.ndarray, starts: np.ndarray, chosen: Sequence[int], found: list[ValueStats | None]
+) -> None:
+    """The :class:`ValueStats` of the small float32 values ``chosen`` (indices into ``starts``), all at once: one
+    ``bincount`` of (value, exponent field) pairs, zeros by value, bounds by ``reduceat``. A value holding NaN,
+    infinity, a magnitude of 2^126 or more (a sentinel may be among them) or a subnormal is left to
+    :func:`value_stats`."""
+    import numpy as np
+
+    index = np.asarray(chosen, np.int64)
+    begins, ends = starts[index], starts[index + 1]
+    lengths = ends - begins
+    # every chosen value's elements, one after another, and which value each belongs to
+    picked = np.concatenate([flat[begin:end] for begin, end in zip(begins.tolist(), ends.tolist(), strict=True)])
+    owner = np.repeat(np.arange(len(index), dtype=np.int64), lengths)
+    fields = (picked.view(np.uint32) >> 23) & 0xFF
+    counts = np.bincount(owner * 256 + fields, minlength=len(index) * 256).reshape(len(index), 256)
+    zeros = np.bincount(owner[picked == 0], minlength=len(index))
+    subnormal = counts[:, 0] > zeros  # non-zero elements with exponent field 0
+    awkward = subnormal | (counts[:, 253:].sum(axis=1) > 0)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    lows, highs = np.minimum.reduceat(picked, offsets), np.maximum.reduceat(picked, offsets)
+    for row, value in enumerate(index.tolist()):
+        if awkward[row]:
+            continue  # value_stats, one at a time
+        present = np.flatnonzero(counts[row, 1:253]) + 1
+        exponents = {int(field) - 127: int(counts[row, field]) for field in present}
+        found[value] = ValueStats(float(lows[row]), float(highs[row]), 0, int(zeros[row]), exponents)
+
+
+def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
+    """The :class:`ValueStats` of every float array, by key: the small float32 ones (float16 and bfloat16 read as
+    float32) joined and counted together, the rest one by one; as :func:`value_stats` of each. Pure NumPy: the
+    ONNX Runtime worker counts with it where the arrays are (:mod:`ampconfig.runner.ort_worker`)."""
+    import numpy as np
+
+    small: dict[str, np.ndarray] = {}
+    found: dict[str, ValueStats] = {}
+    for key, array in arrays.items():
+        values = np.asarray(array)
+        if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+            continue
+        if values.dtype != np.float64 and values.size <= SMALL_VALUE:
+            small[key] = values.astype(np.float32, copy=False).reshape(-1)
+        else:
+            found[key] = value_stats(values)
+    if small:
+        joined = np.concatenate(list(small.values()))
+        found.update(zip(small, segment_stats(joined, [each.size for each in small.values()]), strict=True))
+    return {key: found[key] for key in arrays if key in found}
+
+
+#: The high half-word of each float32 in memory: the second of its two 16-bit halves on a little-endian machine.
+_HIGH_HALF = 1 if sys.byteorder == "little" else 0
+
+
+def _float32_exponents(flat: np.ndarray) -> tuple[int, int, dict[int, int], bool]:
+    """Zeros, NaN and infinities, the exponent histogram and whether any magnitude reaches 2^126 (a sentinel may
+    be among them), of a contiguous float32 array. The high half-word holds the sign, the 8 exponent bits and the
+    top 7 bits of the mantissa: one ``bincount`` of it counts every exponent, and a subnormal's exponent follows
+    from its top mantissa bits; only subnormals below 2^-133 (whose top bits are all zero) are looked at again."""
+    import numpy as np
+
+    high = flat.view(np.uint16)[_HIGH_HALF::2]
+    counts = np.bincount(high, minlength=1 << 16).reshape(2, 256, 128).sum(axis=0)  # [exponent field, top bits]
+    by_field = counts.sum(axis=1)
+    exponents: dict[int, int] = {}
+    zeros = int(np.count_nonzero(flat == 0))
+    if counts[0, 0] > zeros:  # subnormals below 2^-133 (rare): their exponent is in the low half-word
+        tiny = flat[((high & 0x7FFF) == 0) & (flat != 0)].view(np.uint32) & 0xFFFF
+        _, power = np.frexp(tiny.astype(np.float64))
+        found, found_counts = np.unique(power - 1 + EXPONENT_MIN, return_counts=True)
+        exponents.update(zip(found.tolist(), found_counts.tolist(), strict=True))
+    for top in np.flatnonzero(counts[0, 1:]) + 1:  # subnormals: the highest set bit of the top mantissa bits
+        exponent = EXPONENT_MIN + 16 + int(top).bit_length() - 1
+        exponents[exponent] = exponents.get(exponent, 0) + int(counts[0, top])
+    for exponent_field in np.flatnonzero(by_field[1:255]) + 1:
+        exponents[int(exponent_field) - 127] = int(by_field[exponent_field])
+    return zeros, int(by_field[255]), dict(sorted(exponents.items())), bool(by_field[253] or by_field[254])
+
+
+def _float64_exponents(flat: np.ndarray) -> tuple[int, int, dict[int, int], bool]:
+    """:func:`_float32_exponents` of a float64 array, through ``frexp``; exponents beyond float32's count at its
+    ends."""
+    import numpy as np
+
+    finite = np.isfinite(flat)
+    nonfinite = int(flat.size - np.count_nonzero(finite))
+    nonzero = flat[finite & (flat != 0)]
+    zeros = int(np.count_nonzero(flat == 0))
+    _, power = np.frexp(nonzero)
+    found, counts = np.unique(np.clip(power - 1, EXPONENT_MIN, EXPONENT_MAX), return_counts=True)
+    large = bool(nonzero.size and np.abs(nonzero).max() >= 2.0**126)
+    return zeros, nonfinite, dict(zip(found.tolist(), counts.tolist(), strict=True)), large
 
 
 @dataclass(frozen=True)

@@ -7,23 +7,26 @@ itself is pure (:mod:`ampconfig.diagnose.locate`, :mod:`ampconfig.diagnose.range
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from ampconfig.decide.ranges_input import read_ranges
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
+from ampconfig.prove.calibration import Calibration, calibration_of
 from ampconfig.prove.judge import Judge, accuracy_model
-from ampconfig.prove.request import Prepared, explain_reference_failure, prepare, value_ranges_of
+from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
+from ampconfig.runner.intermediates import (
+    REWRITTEN_EXPOSED,
+    IntermediateRun,
+    float_stats,
+    run_samples_with_intermediates,
+)
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.limits import DEFAULT_THRESHOLD, check_margin
@@ -92,28 +95,42 @@ def reference_run(prepared: Prepared, progress: ProgressCallback | None = None) 
         raise explain_reference_failure(refusal, prepared) from None
 
 
-def range_report(prepared: Prepared, reference: IntermediateRun | None, data_max: float | None = None) -> RangeReport:
+def range_report(
+    prepared: Prepared, measured: IntermediateRun | Calibration | None, data_max: float | None = None
+) -> RangeReport:
     """What the fp32 values say: the value ranges the decision reads, and the findings the reports list
     (``data_max``: the margin, else the request's, else half the low type's largest value). With a ranges file
-    (``--ranges``) both come from the file, as every deciding command reads it, and ``reference`` may be None;
-    else from ``reference``, the fp32 calibration run with every intermediate exposed."""
+    (``--ranges``) both come from the file, as every deciding command reads it, and ``measured`` may be None; else
+    from the calibration ``run`` makes on the same samples: ``measured`` is that calibration, or a reference run
+    that carried every value out (compare's, tune's), whose numbers are the calibration's
+    (:func:`~ampconfig.prove.calibration.calibration_of`, the same :func:`~ampconfig.runner.intermediates.float_stats`
+    of the same arrays)."""
     explicit = data_max if data_max is not None else prepared.request.data_max
     limit = check_data_max(explicit, prepared.low_dtype)
     margin = check_margin(explicit, prepared.low_dtype)
     ranges_path = prepared.request.ranges
     if ranges_path is not None:
-        ranges = read_ranges(ranges_path, prepared.opened.proto, margin)
-        values: Mapping[str, np.ndarray] = {key: np.array(peak) for key, peak in ranges.peaks.items()}
+        ranges = read_ranges(ranges_path, prepared.opened.proto, margin, model_path=prepared.opened.path)
         source = ranges.source
-    elif reference is not None:
-        ranges = replace(value_ranges_of(prepared, reference), margin=margin)
-        values, source = reference.values, prepared.calibration_source()
+    elif measured is not None:
+        calibration = measured if isinstance(measured, Calibration) else calibration_of(prepared, joined(measured))
+        ranges = replace(calibration.ranges, margin=margin)
+        source = prepared.calibration_source()
     else:
-        raise ValueError("range_report needs a ranges file or a reference run")  # a bug in the caller
+        raise ValueError("range_report needs a ranges file or a measurement")  # a bug in the caller
     findings = range_findings(
-        graph_nodes(prepared.model), values, float_constants(prepared.model), limit, prepared.low_dtype
+        graph_nodes(prepared.model), ranges.peaks, float_constants(prepared.model), limit, prepared.low_dtype
     )
     return RangeReport(findings, limit, prepared.low_dtype, source, ranges)
+
+
+def joined(run: IntermediateRun) -> dict[str, ValueStats]:
+    """The numbers of every float value of a run over its samples, as the calibration counts them."""
+    stats: dict[str, ValueStats] = {}
+    for each in run.each:
+        for key, found in float_stats(each.values).items():
+            stats[key] = stats[key].joined(found) if key in stats else found
+    return stats
 
 
 def calibration_source(prepared: Prepared) -> str:

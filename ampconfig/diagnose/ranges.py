@@ -3,8 +3,8 @@ list them.
 
 Training keeps fp16 gradients in range by scaling the loss; inference has no such knob, so a node whose values
 leave the low type's range is kept in float32 instead (the decision: ``ampconfig.decide.value_ranges``, rules
-``range_exceeds`` and ``value_out_of_range``). From calibration runs of the fp32 model (every intermediate
-exposed, :mod:`ampconfig.runner.intermediates`) a node is listed when
+``range_exceeds`` and ``value_out_of_range``). From the values' peaks the decision reads (the calibration that
+``run`` makes, or a ranges file: :mod:`ampconfig.prove.calibration`) a node is listed when
 
 - one of its float outputs reaches beyond the margin (computing it low would overflow on data a little larger), or
 - one of its float inputs does: a graph input or another node's output (a low consumer casts it down), or
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ampconfig.decide.value_ranges import low_max, out_of_range, peak
+from ampconfig.decide.value_ranges import low_max, out_of_range
 from ampconfig.diagnose.graph_values import GraphNode
 from ampconfig.settings.limits import check_margin, default_margin
 
@@ -54,19 +54,14 @@ def check_data_max(value: float | None, low_dtype: str) -> float:
 
 def range_findings(
     nodes: Sequence[GraphNode],
-    values: Mapping[str, np.ndarray],
+    peaks: Mapping[str, float],
     constants: Mapping[str, np.ndarray],
     data_max: float,
     low_dtype: str = "float16",
 ) -> list[RangeFinding]:
-    """Every out-of-range float value each node reads or writes, in node order (one finding per node and value)."""
-    peaks: dict[str, float] = {}
+    """Every out-of-range float value each node reads or writes, in node order (one finding per node and value):
+    ``peaks`` by value key (the largest finite |value| below the sentinel, as a calibration records it)."""
     beyond: dict[str, float | None] = {}
-
-    def activation_peak(name: str) -> float:
-        if name not in peaks:
-            peaks[name] = peak(values[name])
-        return peaks[name]
 
     def constant_peak(name: str) -> float | None:
         if name not in beyond:
@@ -89,7 +84,7 @@ def range_findings(
                     if largest is not None:
                         limit = low_max(low_dtype)
                         findings.append(RangeFinding(node.name, node.op_type, name, "constant", largest, limit))
-                elif name in values and activation_peak(name) > data_max:
+                elif name in peaks and peaks[name] > data_max:
                     findings.append(RangeFinding(node.name, node.op_type, name, kind, peaks[name], data_max))
     return findings
 

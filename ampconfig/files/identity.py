@@ -17,9 +17,10 @@ Python hash seed and on every machine.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -63,16 +64,30 @@ def _tensor_shape_text(tensor: onnx.TensorProto) -> str:
     return f"tensor({tensor.data_type},{list(tensor.dims)})"
 
 
+class TensorBytes(Protocol):
+    """A tensor that gives its values as little-endian raw bytes (an ``onnx_ir`` tensor)."""
+
+    def tobytes(self) -> bytes: ...
+
+
 class _Walker:
     """Feeds the structure and weights digests in one walk of the model."""
 
-    def __init__(self, base_dir: Path | None, weights: bool = True, declared_types: bool = True) -> None:
+    def __init__(
+        self,
+        base_dir: Path | None,
+        weights: bool = True,
+        declared_types: bool = True,
+        left_out: Mapping[str, TensorBytes] | None = None,
+    ) -> None:
         self.structure = hashlib.sha256()
         self.weights = hashlib.sha256()
         self.base_dir = base_dir
         self.nodes = 0
         self.with_weights = weights
         self.with_declared_types = declared_types
+        self.left_out = left_out or {}
+        self._in_main = False
 
     def say(self, *parts: object) -> None:
         text = " ".join(str(part) for part in parts) + "\n"
@@ -88,7 +103,9 @@ class _Walker:
             self.weights.update(chunk)
 
     def _tensor_bytes(self, tensor: onnx.TensorProto) -> Iterator[bytes]:
-        if external_data_helper.uses_external_data(tensor):
+        if self._in_main and tensor.name in self.left_out:
+            yield self.left_out[tensor.name].tobytes()  # a main-graph weight the proto holds without its bytes
+        elif external_data_helper.uses_external_data(tensor):
             yield from self._external_bytes(tensor)
         elif tensor.HasField("raw_data"):
             yield tensor.raw_data
@@ -124,8 +141,10 @@ class _Walker:
             self.say("output", repr(value.name), _type_text(value.type))
         for value in sorted(graph.value_info, key=lambda info: info.name) if self.with_declared_types else ():
             self.say("value", repr(value.name), _type_text(value.type))
+        self._in_main = scope == ""
         for tensor in sorted(graph.initializer, key=lambda t: t.name):
             self.tensor("initializer", tensor)
+        self._in_main = False
         for sparse in sorted(graph.sparse_initializer, key=lambda s: s.values.name):
             self.say("sparse", list(sparse.dims))
             self.tensor("sparse_values", sparse.values)
@@ -166,13 +185,21 @@ class _Walker:
 
 
 def model_fingerprint(
-    proto: onnx.ModelProto, model_path: str | Path | None = None, *, weights: bool = True, declared_types: bool = True
+    proto: onnx.ModelProto,
+    model_path: str | Path | None = None,
+    *,
+    weights: bool = True,
+    declared_types: bool = True,
+    left_out: Mapping[str, TensorBytes] | None = None,
 ) -> ModelFingerprint:
     """The structural fingerprint and the weights hash of ``proto`` (external tensors are read from the folder of
     ``model_path``, one chunk at a time). ``weights=False`` reads no tensor (``weights_sha256`` is then that of
     nothing). ``declared_types=False`` leaves out the declared types of intermediate values (``value_info``), which
-    tools add and drop without moving any value: what a value ranges file is checked against."""
-    walker = _Walker(Path(model_path).resolve().parent if model_path is not None else None, weights, declared_types)
+    tools add and drop without moving any value: what a value ranges file is checked against. ``left_out``: the
+    bytes of main-graph initializers ``proto`` holds without them (:func:`~ampconfig.files.models.weightless_proto`),
+    by name: every weight is still read once."""
+    base = Path(model_path).resolve().parent if model_path is not None else None
+    walker = _Walker(base, weights, declared_types, left_out)
     opsets = {canonical_domain(entry.domain): int(entry.version) for entry in proto.opset_import}
     for domain in sorted(opsets):
         walker.say("opset", repr(domain), opsets[domain])

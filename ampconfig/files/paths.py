@@ -194,3 +194,12 @@ def relative_path(path: Path, folder: Path) -> str:
     except ValueError:  # another drive (Windows): no relative path exists
         return Path(absolute).as_posix()
     return Path(relative).as_posix()
+
+
+def path_argument(value: object, name: str, what: str) -> Path:
+    """An API's path argument as a Path: a ``str`` or ``os.PathLike`` (bytes are not paths here), else a located
+    AmpconfigError naming the argument (what a command line's flag would be)."""
+    if not isinstance(value, (str, os.PathLike)) or isinstance(os.fspath(value), bytes):
+        kind = type(value).__name__
+        raise AmpconfigError(f"{name} must be the path of {what}, got {kind} {value!r:.60}")
+    return Path(value)

@@ -32,7 +32,7 @@ MAX_CAUSE_STEPS = 64
 _KERNEL_RULES = frozenset({"no_low_kernel", "schema_forbids", "no_origin_kernel", "op_keeps_dtype", "no_schema"})
 #: What can move a node's own colour or kernel besides a settings file.
 #: Rules the value ranges decide.
-_VALUE_RULES = frozenset({"range_exceeds"})
+_VALUE_RULES = frozenset({"range_exceeds", "range_underflows"})
 _UNDERNEATH = ("op_info", "model_structure", "model_weights", "versions")
 
 
@@ -228,7 +228,8 @@ def values_cause(old: PrecisionLock, new: PrecisionLock, side: SettingsSide | No
         return Cause(
             "ranges", f"the value ranges now come from {_values_origin(now)} (were {_values_origin(was)})", file
         )
-    if was.beyond_margin != now.beyond_margin or was.data_sha256 != now.data_sha256:
+    moved = was.beyond_margin != now.beyond_margin or (was.below_normal or {}) != (now.below_normal or {})
+    if moved or was.data_sha256 != now.data_sha256:
         return Cause("ranges", "the recorded value ranges changed", file)
     return None
 

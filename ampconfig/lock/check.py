@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampconfig.decide.ranges_input import read_ranges
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model
-from ampconfig.files.paths import resolve_path
+from ampconfig.files.paths import path_kind, resolve_path
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.drift import LockDiff, compare_locks
 from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative, recorded_ranges
@@ -42,6 +43,8 @@ class LockCheck:
     decided: Decided
     diff: LockDiff
     settings: Settings
+    #: what the check said besides the decisions (a ranges file gone, decided with the lock's recorded values)
+    notes: tuple[str, ...] = ()
 
     @property
     def current(self) -> PrecisionLock:
@@ -132,12 +135,20 @@ def run_check(
     settings = prepared.settings
     try:
         opened = open_model(settings.model_path)
-        # The ranges file when one is given today, else the values the lock recorded: the model never runs.
-        ranges = (
-            read_ranges(settings.ranges, opened.proto, settings.data_max)
-            if settings.ranges is not None
-            else recorded_ranges(prepared.lock, settings)
-        )
+        # The ranges file when one is given today and is there, else the values the lock recorded (every value
+        # that decided: beyond the margin, or below the normal range): the model never runs.
+        notes: tuple[str, ...] = ()
+        ranges: ValueRanges | None
+        if settings.ranges is not None and path_kind(settings.ranges) != "missing":
+            ranges = read_ranges(settings.ranges, opened.proto, settings.data_max, model_path=opened.path)
+        else:
+            ranges = recorded_ranges(prepared.lock, settings)
+            if settings.ranges is not None:
+                notes = (
+                    f"the value ranges file {settings.ranges} the lock names is gone: decided with the values the "
+                    "lock recorded (those beyond the margin and those below the normal range)",
+                )
+
         decided = decide_lock(
             settings,
             prepared.path,
@@ -150,7 +161,7 @@ def run_check(
     except AmpconfigError as exc:
         raise _with_lock_line(exc, prepared.path, prepared.lock, prepared.document) from None
     diff = compare_locks(prepared.lock, decided.lock, side)
-    return LockCheck(prepared.path, prepared.lock, prepared.document, decided, diff, prepared.settings)
+    return LockCheck(prepared.path, prepared.lock, prepared.document, decided, diff, prepared.settings, notes)
 
 
 def check_lock(

@@ -8,7 +8,7 @@ and whatever else the resolver learns to feed a run).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ class SidesDiff:
     diff: LockDiff
     base: Settings | None
     new: Settings | None
+    #: what deciding the sides said about the values they read (a ranges file's coverage), each once
+    warnings: list[str] = field(default_factory=list)
 
 
 def diff_settings(
@@ -49,12 +51,16 @@ def diff_settings(
     opened = open_model(new.model_path)
     base_opened = opened if base.model_path == new.model_path else open_model(base.model_path)
     base_ranges, new_ranges = value_ranges
-    old_lock = decide_lock(
-        base, _HERE, opened=base_opened, float16_encoder=float16_encoder, value_ranges=base_ranges
-    ).lock
-    new_lock = decide_lock(new, _HERE, opened=opened, float16_encoder=float16_encoder, value_ranges=new_ranges).lock
-    diff = compare_locks(old_lock, new_lock, SettingsSide.read(new), SettingsSide.read(base))
-    return SidesDiff(diff, base, new)
+    old = decide_lock(base, _HERE, opened=base_opened, float16_encoder=float16_encoder, value_ranges=base_ranges)
+    now = decide_lock(new, _HERE, opened=opened, float16_encoder=float16_encoder, value_ranges=new_ranges)
+    diff = compare_locks(old.lock, now.lock, SettingsSide.read(new), SettingsSide.read(base))
+    values = _ranges_warnings(old.result.warnings) + _ranges_warnings(now.result.warnings)
+    return SidesDiff(diff, base, new, list(dict.fromkeys(values)))
+
+
+def _ranges_warnings(warnings: list[str]) -> list[str]:
+    """The warnings about the value ranges a side decided with (what a ranges file does not cover)."""
+    return [warning for warning in warnings if "ranges file" in warning]
 
 
 def _side_of(lock: PrecisionLock, path: Path) -> SettingsSide | None:

@@ -27,6 +27,7 @@ from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
+from ampconfig.settings.limits import ValueSpread
 from ampconfig.settings.lock_file import (
     LOCK_FORMAT,
     LOCK_FORMAT_VERSION,
@@ -34,6 +35,7 @@ from ampconfig.settings.lock_file import (
     FileDigest,
     FlagSetting,
     LockedNode,
+    LockedSpread,
     LockProof,
     LockSettings,
     LockSummary,
@@ -138,7 +140,7 @@ def lock_values(settings: Settings, result: RewriteResult, lock_dir: Path) -> Lo
     """The value ranges the decisions read: the ranges file or the data, and every value beyond the margin."""
     ranges = result.value_ranges
     if ranges is None:
-        return LockValues(checked=False, source=None, ranges=None, data_sha256=None, beyond_margin={})
+        return LockValues(checked=False, source=None, ranges=None, data_sha256=None, beyond_margin={}, below_normal={})
     record = None
     if ranges.file is not None and settings.ranges is not None:
         source = "config" if setting_source(settings, "ranges") == "config" else "command line"
@@ -153,18 +155,29 @@ def lock_values(settings: Settings, result: RewriteResult, lock_dir: Path) -> Lo
         ranges=record,
         data_sha256=ranges.data_sha256,
         beyond_margin=ranges.beyond_margin(result.low_dtype),
+        below_normal={
+            key: LockedSpread(zeros=spread.zeros, exponents={str(e): n for e, n in sorted(spread.exponents.items())})
+            for key, spread in ranges.below_normal(result.low_dtype).items()
+        },
     )
 
 
 def recorded_ranges(lock: PrecisionLock, settings: Settings) -> ValueRanges | None:
-    """What ``lock --check`` decides with when no ranges file is given today: the values the lock recorded (those
-    beyond the margin decide; every other was within it), or None when the lock's decisions read none."""
+    """What ``lock --check`` decides with when no ranges file is read today: the values the lock recorded (those
+    beyond the margin and those that can decide by underflow decide; every other decided nothing), or None when
+    the lock's decisions read none."""
     values = lock.values
-    if values is None or not values.checked or values.ranges is not None:
+    if values is None or not values.checked:
         return None
     # The source in the lock's own words, so that the lock made again records the same values.
     source = values.source or "the lock's recorded values"
-    return ValueRanges(dict(values.beyond_margin), source, settings.data_max, data_sha256=values.data_sha256)
+    spreads = {
+        key: ValueSpread(spread.zeros, 0, {int(e): n for e, n in spread.exponents.items()})
+        for key, spread in (values.below_normal or {}).items()
+    }
+    return ValueRanges(
+        dict(values.beyond_margin), source, settings.data_max, data_sha256=values.data_sha256, spreads=spreads
+    )
 
 
 def lock_versions(library: OpInfoLibrary) -> LockVersions:

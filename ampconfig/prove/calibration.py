@@ -18,6 +18,7 @@ values give the same decisions everywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,18 +27,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from ampconfig.decide.ranges_input import NOT_CHECKED, read_ranges, structure_sha256
-from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.domains import onnx_opset
+from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
+from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.paths import real_location, relative_path
+from ampconfig.files.paths import path_argument, real_location, relative_path
 from ampconfig.rewrite.results import RewriteResult
+from ampconfig.settings.limits import MAX_SEED, check_count
 from ampconfig.settings.ranges_file import (
     RANGES_FORMAT,
     RANGES_FORMAT_VERSION,
     RangesData,
     RangesFile,
     RangesModel,
+    RangesShard,
     ValueRange,
 )
 from ampconfig.settings.resolve import Settings
@@ -46,7 +48,7 @@ from ampconfig.version import __version__
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
     from ampconfig.files.guard import Destination, OutputGuard
     from ampconfig.prove.request import Prepared
-    from ampconfig.runner.intermediates import ValueStats
+    from ampconfig.runner.datasets import Shard
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -89,13 +91,17 @@ class Calibration:
     samples: int
     data_sha256: str
     structure_sha256: str
+    weights_sha256: str
     device: str
     margin: float | None
+    #: a shard of a data set (``calibrate --shard``): which one
+    shard: RangesShard | None = None
 
     @property
     def ranges(self) -> ValueRanges:
         peaks = {key: stats.peak for key, stats in self.stats.items()}
-        return ValueRanges(peaks, self.source, self.margin, data_sha256=self.data_sha256)
+        spreads = {key: stats.spread for key, stats in self.stats.items()}
+        return ValueRanges(peaks, self.source, self.margin, data_sha256=self.data_sha256, spreads=spreads)
 
     def file(self, model_path: Path, written_to: Path) -> RangesFile:
         """The ranges file of this measurement, to be written at ``written_to``: the model's path is recorded
@@ -110,14 +116,25 @@ class Calibration:
             ampconfig=__version__,
             device=self.device,
             model=RangesModel(
-                path=relative_path(model_path, written_to.parent), structure_sha256=self.structure_sha256
+                path=relative_path(model_path, written_to.parent),
+                structure_sha256=self.structure_sha256,
+                weights_sha256=self.weights_sha256,
             ),
-            data=RangesData(source=self.source, samples=self.samples, sha256=self.data_sha256),
-            values={
-                key: ValueRange(min=stats.minimum, max=stats.maximum, max_abs=stats.peak, nonfinite=stats.nonfinite)
-                for key, stats in self.stats.items()
-            },
+            data=RangesData(source=self.source, samples=self.samples, sha256=self.data_sha256, shard=self.shard),
+            values={key: value_range(stats) for key, stats in self.stats.items()},
         )
+
+
+def value_range(stats: ValueStats) -> ValueRange:
+    """One value's line of a ranges file."""
+    return ValueRange(
+        min=stats.minimum,
+        max=stats.maximum,
+        max_abs=stats.peak,
+        nonfinite=stats.nonfinite,
+        zeros=stats.zeros,
+        exponents={str(exponent): count for exponent, count in sorted(stats.exponents.items())},
+    )
 
 
 def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> Calibration | None:
@@ -126,13 +143,13 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     copied into memory), whatever its size; None for one below opset 9 too large to copy in memory: its activations
     are not checked, and a note in ``prepared.notes`` says so."""
     from ampconfig.prove.request import explain_reference_failure, runnable_graph
-    from ampconfig.runner.intermediates import PEAK_MIN_OPSET, run_value_stats
+    from ampconfig.runner.intermediates import run_value_stats
     from ampconfig.runner.proof import input_refusal
     from ampconfig.runner.sessions import ModelInFolder
 
     model: onnx.ModelProto | ModelInFolder
     folder = prepared.opened.folder if prepared.opened.tensors_on_disk else None
-    if folder is not None and (onnx_opset(prepared.graph.opset_import) or 0) >= PEAK_MIN_OPSET:
+    if folder is not None:
         model = ModelInFolder(runnable_graph(prepared), folder)
     elif prepared.fits_in_memory:
         model = prepared.model
@@ -148,14 +165,30 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
     except AmpconfigError as exc:  # the fp32 model refused, or failing on its inputs: say where, or what to set
         refusal = input_refusal(exc, prepared.graph, str(prepared.request.model_path))
         raise explain_reference_failure(refusal, prepared) from None
+    return calibration_of(prepared, stats)
+
+
+def calibration_of(prepared: Prepared, stats: Mapping[str, ValueStats]) -> Calibration:
+    """The :class:`Calibration` of ``stats``, measured on ``prepared``'s calibration samples (by :func:`calibrate`,
+    or from a run that carried every value out for more than its numbers: compare's and tune's reference)."""
+    samples = prepared.calibration.samples
+    identity = ranges_identity(prepared.opened.proto, prepared.opened.path)
+    part = prepared.calibration
+    shard = (
+        RangesShard(index=part.shard.index, count=part.shard.count, files=part.whole)
+        if part.shard is not None and part.whole is not None
+        else None
+    )
     return Calibration(
         stats=stats,
         source=prepared.calibration_source(),
         samples=len(samples),
         data_sha256=samples_sha256(samples),
-        structure_sha256=structure_sha256(prepared.opened.proto),
+        structure_sha256=identity.structure_sha256,
+        weights_sha256=identity.weights_sha256,
         device=prepared.device.device,
         margin=prepared.request.data_max,
+        shard=shard,
     )
 
 
@@ -210,8 +243,8 @@ def decision_values(
     runs the model anyway) or None and the settings name data, else none (``measure`` False: ``--no-range-check``).
     ``model`` is the input model as opened."""
     if settings.ranges is not None:
-        ranges = read_ranges(settings.ranges, model, settings.data_max)
-        return DecisionValues(ranges, warnings=_unchecked(ranges, model))
+        # what the file does not cover the rewrite says (api: coverage_warnings), as the API and the pass do
+        return DecisionValues(read_ranges(settings.ranges, model, settings.data_max, model_path=settings.model_path))
     if not (measure if measure is not None else has_value_inputs(settings)):
         return DecisionValues(None)
     prepared = prepare_samples()
@@ -219,18 +252,28 @@ def decision_values(
     return DecisionValues(calibration.ranges if calibration is not None else None, calibration)
 
 
-def _unchecked(ranges: ValueRanges, model: onnx.ModelProto) -> list[str]:
-    """A warning naming the float values of the model's main graph the ranges file does not hold."""
-    from ampconfig.rewrite.expose import float_value_keys
+def _shape_flags(shapes: object) -> tuple[str, ...]:
+    """The API's ``shapes`` as ``--shape`` flags: a mapping of input names to sequences of sizes."""
+    if shapes is None:
+        return ()
+    usable = isinstance(shapes, Mapping) and all(
+        isinstance(name, str)
+        and isinstance(dims, Sequence)
+        and not isinstance(dims, str)
+        and all(type(dim) is int and dim >= 0 for dim in dims)
+        for name, dims in shapes.items()
+    )
+    if not usable:
+        raise AmpconfigError(
+            f"shapes must map input names to sequences of sizes (whole numbers from 0), got {shapes!r:.80}",
+            hint='for example shapes={"x": [1, 3, 224, 224]}',
+        )
+    assert isinstance(shapes, Mapping)
+    return tuple(f"{name}={'x'.join(str(dim) for dim in dims)}" for name, dims in shapes.items())
 
-    missing = [key for key in float_value_keys(model) if key not in ranges.peaks]
-    if not missing:
-        return []
-    shown = ", ".join(repr(key) for key in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    return [
-        f"{len(missing)} float value(s) are not in the ranges file {ranges.file} and were not checked against the "
-        f"low type's range: {shown}; make the ranges again (ampconfig calibrate)"
-    ]
+
+def _not_a_seed(seed: object) -> int:
+    raise AmpconfigError(f"seed must be a whole number from 0 to {MAX_SEED}, got {seed!r:.60}")
 
 
 def prepared_samples(settings: Settings, **options: Any) -> Prepared:
@@ -250,31 +293,101 @@ def calibrate_model(
     shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
     device: str = "auto",
+    shard: tuple[int, int] | None = None,
 ) -> RangesFile:
     """The Python API of ``ampconfig calibrate``: run the float32 ``model`` on the data (``data``/``calibration_data``:
     a data set; ``inputs``: one ``.npz``; else inputs generated from ``shapes`` and ``seed``), write the ranges
     file to ``output`` (atomically, never over an input) and return it. ``rewrite_model(..., ranges=output)`` and
-    every command's ``--ranges output`` then decide from it as ``run`` decides on the same data. Bad input raises
-    :class:`~ampconfig.errors.AmpconfigError`."""
+    every command's ``--ranges output`` then decide from it as ``run`` decides on the same data.
+    ``shard=(index, count)``: only that part of the data set, every sample of it (``calibrate --shard``;
+    :func:`merge_ranges` joins the parts). Bad input raises :class:`~ampconfig.errors.AmpconfigError`."""
     from ampconfig.files.guard import OutputGuard
     from ampconfig.settings.declared_files import declare_inputs
     from ampconfig.settings.resolve import Flags, require_model, resolve
 
     flags = Flags(
-        model=Path(model),
-        data=Path(data) if data is not None else None,
-        calibration_data=Path(calibration_data) if calibration_data is not None else None,
-        inputs_npz=Path(inputs) if inputs is not None else None,
-        shapes=tuple(f"{name}={'x'.join(str(int(d)) for d in dims)}" for name, dims in (shapes or {}).items()),
-        seed=seed,
+        model=path_argument(model, "model", "an ONNX model"),
+        data=path_argument(data, "data", "a data set") if data is not None else None,
+        calibration_data=path_argument(calibration_data, "calibration_data", "a data set")
+        if calibration_data is not None
+        else None,
+        inputs_npz=path_argument(inputs, "inputs", "an .npz of inputs") if inputs is not None else None,
+        shapes=_shape_flags(shapes),
+        seed=check_count(seed, "seed", 0, MAX_SEED) if type(seed) is int else _not_a_seed(seed),
         device=device,
     )
     settings = resolve(flags)
     require_model(settings)
-    destination = Path(output)
+    destination = path_argument(output, "output", "the ranges file to write")
     with OutputGuard() as guard:
         declare_inputs(guard, settings)
         target = guard.output("value ranges (output)", destination)
-        calibration = measured(prepared_samples(settings, command="calibrate", guard=guard))
+        part = _shard_argument(shard)
+        calibration = measured(prepared_samples(settings, command="calibrate", guard=guard, shard=part))
         ranges, _ = write_ranges_file(guard, target, calibration, settings.model_path, destination)
     return ranges
+
+
+def parse_shard(text: str, name: str = "--shard") -> Shard:
+    """``INDEX/COUNT`` (1-based: ``2/4`` is the second of four shards) as a :class:`~ampconfig.runner.datasets.Shard`;
+    anything else is exit 2 naming ``name``."""
+    from ampconfig.runner.datasets import Shard
+
+    index, slash, count = text.partition("/")
+    if slash and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count) <= MAX_SHARDS:
+        return Shard(int(index), int(count))
+    raise AmpconfigError(
+        f"{name} must be INDEX/COUNT with 1 <= INDEX <= COUNT <= {MAX_SHARDS}, got {text!r:.60}",
+        hint=f"{name} 2/4 measures the second of four shards of the data set",
+    )
+
+
+def _shard_argument(shard: object) -> Shard | None:
+    """The API's ``shard=(index, count)``, checked as ``--shard`` is."""
+    if shard is None:
+        return None
+    if isinstance(shard, tuple) and len(shard) == 2 and all(type(part) is int for part in shard):
+        return parse_shard(f"{shard[0]}/{shard[1]}", "shard")
+    raise AmpconfigError(f"shard must be (index, count), whole numbers, got {shard!r:.60}", hint="shard=(2, 4)")
+
+
+#: More shards than this is no split a data set needs.
+MAX_SHARDS = 100_000
+
+
+def merge_ranges(shards: Sequence[str | Path], output: str | Path) -> RangesFile:
+    """The Python API of ``ampconfig ranges merge``: join the shard files of one split (``calibrate --shard``,
+    :func:`calibrate_model` with ``shard=``) exactly into one ranges file written to ``output`` (atomically, never
+    over an input); the merged values equal one calibration over all the data. Bad input raises
+    :class:`~ampconfig.errors.AmpconfigError`."""
+    from ampconfig.files.guard import OutputGuard
+
+    if isinstance(shards, (str, Path)) or not isinstance(shards, Sequence):
+        raise AmpconfigError(f"shards must be a list of shard files' paths, got {shards!r:.60}")
+    paths = [path_argument(path, "shards", "a shard's ranges file") for path in shards]
+    destination = path_argument(output, "output", "the ranges file to write")
+    with OutputGuard() as guard:
+        for path in paths:
+            guard.read("value ranges shard", path)
+        target = guard.output("value ranges (output)", destination)
+        merged, _ = write_merged(guard, target, paths, destination)
+    return merged
+
+
+def write_merged(
+    guard: OutputGuard, destination: Destination, paths: Sequence[Path], written_to: Path
+) -> tuple[RangesFile, Path]:
+    """Read the shard files, merge them (:func:`ampconfig.settings.ranges_file.merge_ranges`) and write the result
+    through ``guard`` to ``destination``, declared for the path ``written_to``: its model path relative to that
+    file's folder (where the first shard's recorded path leads to a file), its schema reference for there."""
+    from ampconfig.settings.ranges_file import load_ranges, ranges_text
+    from ampconfig.settings.ranges_file import merge_ranges as join
+    from ampconfig.settings.schemas import schema_reference
+
+    merged = join([(load_ranges(path)[0], str(path)) for path in paths])
+    recorded = merged.model.path
+    model = Path(os.path.normpath(paths[0].parent / recorded)) if recorded is not None else None
+    if model is not None and model.is_file():
+        merged.model.path = relative_path(model, written_to.parent)
+    merged.schema_ref = schema_reference("ranges", written_to)
+    return merged, guard.write_text(destination, ranges_text(merged))

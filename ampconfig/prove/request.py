@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import onnx
 
 from ampconfig.api import rewrite_with_settings
-from ampconfig.decide.value_ranges import ValueRanges, peak
+from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -31,9 +30,8 @@ from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.datasets import SampleSet, load_data, single_sample
+from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
 from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
-from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
@@ -145,17 +143,6 @@ def _runnable(model: onnx.ModelProto, prepared: Prepared) -> onnx.ModelProto:
     return with_ir_version(model, min(version, model.ir_version))
 
 
-def value_ranges_of(prepared: Prepared, run: IntermediateRun) -> ValueRanges:
-    """The value ranges of an fp32 run with every intermediate exposed on the calibration samples: the peak of
-    every float value (sentinels left out), the data named, the request's margin."""
-    peaks = {key: peak(array) for key, array in run.values.items() if _is_float(array)}
-    return ValueRanges(peaks, prepared.calibration_source(), prepared.request.data_max)
-
-
-def _is_float(array: np.ndarray) -> bool:
-    return np.asarray(array).dtype.kind == "f"
-
-
 def runnable_graph(prepared: Prepared) -> onnx.ModelProto:
     """The named graph (tensors on disk stay there) with the IR version the installed ONNX Runtime reads."""
     return _runnable(prepared.graph, prepared)
@@ -169,6 +156,7 @@ def prepare(
     guard: OutputGuard | None = None,
     map_weights: bool = False,
     progress: ProgressCallback | None = None,
+    shard: Shard | None = None,
 ) -> Prepared:
     """The request's model, named, with its samples when ``need_inputs`` (something will run). The model's
     external data files are declared to ``guard`` as inputs as soon as they are known, before anything runs.
@@ -183,6 +171,9 @@ def prepare(
     if not need_inputs:
         empty = SampleSet([{}], [], "none")
         return Prepared(request, opened, graph, empty, empty, device, command)
+    if shard is not None:  # a part of the data set, every sample of it to calibrate on; nothing else is read
+        part = _shard_samples(request, graph, shard, progress)
+        return Prepared(request, opened, graph, part, part, device, command)
     data = _samples(request, graph, progress)
     calibration = data
     if request.inputs.calibration_data is not None:
@@ -190,6 +181,25 @@ def prepare(
     elif request.inputs.data is not None:
         calibration = data.first(CALIBRATION_SAMPLES)
     return Prepared(request, opened, graph, data, calibration, device, command)
+
+
+def _shard_samples(
+    request: Settings, graph: onnx.ModelProto, shard: Shard, progress: ProgressCallback | None
+) -> SampleSet:
+    """Shard ``shard`` of the calibration data set (``--calibration-data``, else ``--data``: all of it, split)."""
+    wanted = request.inputs
+    path, label = (
+        (wanted.calibration_data, "--calibration-data")
+        if wanted.calibration_data is not None
+        else (wanted.data, "--data")
+    )
+    if path is None or wanted.npz is not None or wanted.arrays or wanted.shapes:
+        raise AmpconfigError(
+            "--shard splits a data set: give --calibration-data or --data (generated inputs or one batch of "
+            "--inputs/--input/--shape cannot be split; shards need data)",
+            hint="ampconfig calibrate MODEL --calibration-data DIR --shard 1/4 -o ranges-1.json",
+        )
+    return load_data(path, graph, label, progress, shard=shard)
 
 
 def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallback | None = None) -> SampleSet:

@@ -124,6 +124,8 @@ def render_compare(result: CompareResult, prepared: Prepared, console: Console, 
     if result.range is not None:
         kept = result.range.overflow_nodes
         console.print(f"range analysis kept {len(kept)} node(s) float32: " + (", ".join(kept) or "none"))
+    for warning in result.rewrite.warnings:
+        console.print(Text("warning: " + warning, style="yellow"))
     for note in result.notes:
         console.print(Text("note: " + note, style="dim"))
     _verdict(result.failures, prepared.request.tolerance, result.outputs, console)

@@ -321,7 +321,7 @@ def comparison_problems(comparison: Comparison) -> list[Problem]:
 def check_comparison(checked: LockCheck, *, failed: bool, updated: bool = False) -> Comparison:
     """What a ``lock --check`` shows: the lock against today's decisions, with the command that accepts them."""
     lock = shown_path(checked.path) or str(checked.path)
-    notes = []
+    notes = list(checked.notes)
     if updated:
         notes.append(f"updated {lock}")
     elif checked.stale and not checked.diff.drifted:

@@ -14,18 +14,20 @@ outputs do, one scope at a time, until it is an output of the main graph:
 A body's float inputs (a Loop's carried state, a Scan's slices) are exposed too, through an Identity, so the
 error a value carries from one iteration to the next is seen where it enters.
 
-:func:`expose_stats` and :func:`expose_quick_stats` expose a few numbers per value instead of the value, computed
-in the session. Main-graph values share a few outputs (:data:`STATS_GROUP` values each) and their nodes sit right
-after the node that produces the value: a session that runs nodes in graph order (ONNX Runtime's priority-based
-order) then frees each value as soon as its numbers are taken. With one output per value, or the numbers computed
-after the whole graph, ONNX Runtime's session set-up grows with the square of the values (2,500 values: 19 s);
-it costs about the same per node whatever the node, so the quick form spends three nodes per value, the exact
-form twelve (``benchmarks/range_run.py``).
+The measuring runs (:class:`ampconfig.runner.intermediates.ExposedRunner`, one session for every sample, nodes in
+graph order) carry the values out with as few nodes and outputs as they can: ONNX Runtime's set-up costs about the
+same per node whatever the node, and graph outputs cost more the longer the graph (docs/benchmarks.md: on the CPU
+rounding copy of a 20,000-node chain's rewrite, 60,003 nodes, 20,000 values took 10.4 s to set up as one output
+each, 7.5 s as a Reshape each joined by 256-value Concats, 5.5 s joined as they are). So values whose shapes ONNX's
+shape inference knows from the graph alone (``group=``, :func:`static_shapes`) and that agree but in the first
+dimension, of one element type, are **grouped**: up to :data:`VALUE_GROUP` of them joined by one Concat along
+that dimension into one output (:class:`ValueGroup`), cut apart again by their known shapes; no node per value.
+Every other value is an output of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,44 +49,29 @@ EXPOSED_FLOAT32_SUFFIX = "::as_float32"
 STACKED, FLAT = "stacked", "flat"
 
 
-#: How many main-graph values share one pair of :class:`StatsOutputs` (ONNX Runtime's set-up time grows with the
-#: square of a model's outputs; a Concat of this many scalars is cheap).
-STATS_GROUP = 256
+#: Most values one :class:`ValueGroup` joins, and most elements: a group's values live until its Concat.
+VALUE_GROUP = 256
+GROUP_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True)
-class StatsOutputs:
-    """Two graph outputs carrying the numbers of the values ``keys`` (:func:`expose_stats`).
-
-    ``bounds``: per value, its lowest and its highest element that is finite and below the sentinel in magnitude,
-    as pairs (reshaped to ``[len(keys), -1, 2]``: one pair per value, or per Loop/Scan iteration for a body's
-    value; a value with no such element gives +inf, -inf). ``nonfinite``: per value (or iteration), its count of NaN
-    and infinite elements, int32 (reshaped to ``[len(keys), -1]``). An If branch that did not run gives both empty.
-    """
+class ValueGroup:
+    """A graph output carrying the main-graph values ``keys`` joined in turn along their first dimension, of one
+    element type (bfloat16 values as float32, exactly), each of its known ``shapes``."""
 
     keys: tuple[str, ...]
-    bounds: str
-    nonfinite: str
-
-
-@dataclass(frozen=True)
-class QuickOutputs:
-    """A graph output carrying, for the values ``keys``, each value's minimum, maximum and sum in turn (reshaped to
-    ``[len(keys), 3]``; :func:`expose_quick_stats`; ONNX Runtime gives +inf, -inf, 0 for an empty value)."""
-
-    keys: tuple[str, ...]
-    numbers: str
+    output: str
+    shapes: tuple[tuple[int, ...], ...]
 
 
 @dataclass
 class ExposedModel:
-    """The debugging copy and, per graph output it added, the key of the value it carries (or, for
-    :func:`expose_stats` and :func:`expose_quick_stats`, the outputs carrying each value's numbers)."""
+    """The debugging copy and, per graph output it added, the key of the value it carries (or, for the values in
+    ``groups``, the output carrying each group)."""
 
     model: onnx.ModelProto
     keys: dict[str, str] = field(default_factory=dict)
-    stats: list[StatsOutputs] = field(default_factory=list)
-    quick: list[QuickOutputs] = field(default_factory=list)
+    groups: list[ValueGroup] = field(default_factory=list)
     #: keys of values that come back one slice per Loop/Scan iteration (``[iterations, *shape]``)
     per_iteration: set[str] = field(default_factory=set)
     #: keys of values that come back flattened and joined over the iterations (:data:`FLAT`)
@@ -96,32 +83,12 @@ def expose_values(model: onnx.ModelProto, names: list[str] | tuple[str, ...]) ->
     return expose_keys(model, names).model
 
 
-def expose_stats(model: onnx.ModelProto, keys: Iterable[str], sentinel: float) -> ExposedModel:
-    """A copy of ``model`` whose main graph also outputs, for each float value of ``keys``, its lowest and highest
-    element of magnitude below ``sentinel`` (NaN and infinity excluded) and its count of NaN and infinite
-    elements (:class:`StatsOutputs`, in ``ExposedModel.stats``): what value ranges need, without copying every
-    intermediate out of the session. float16 and bfloat16 values are compared as float32 (exact), float64 ones as
-    float64. A value inside a Loop or Scan body comes back once per iteration. Values that are main-graph outputs
-    already are left out (their arrays are the model's outputs). Needs opset 9 (Where)."""
-    return expose_keys(model, keys, STACKED, stats_sentinel=sentinel)
-
-
-def expose_quick_stats(model: onnx.ModelProto, keys: Iterable[str], sentinel: float) -> ExposedModel:
-    """:func:`expose_stats` for a fraction of its nodes: each main-graph value's plain minimum, maximum and sum
-    (:class:`QuickOutputs`), three reductions. They are its exact numbers when the sum is finite (no NaN nor
-    infinity: a sum propagates them, a minimum or maximum may skip a NaN) and both bounds lie within
-    ``sentinel``; the caller runs :func:`expose_stats` for the values where they do not. Values inside bodies get
-    :func:`expose_stats`' outputs."""
-    return expose_keys(model, keys, STACKED, stats_sentinel=sentinel, quick=True)
-
-
 def expose_keys(
     model: onnx.ModelProto,
     keys: Iterable[str],
     loop_layout: str = STACKED,
     *,
-    stats_sentinel: float | None = None,
-    quick: bool = False,
+    group: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ExposedModel:
     """A copy of ``model`` whose main graph also outputs the values ``keys`` (see the module docstring).
 
@@ -146,15 +113,102 @@ def expose_keys(
         scope, name = found
         if not scope.is_main or name not in present:
             wanted.append((scope, name, known, key))
-    if stats_sentinel is not None:
-        return _StatsExposer(copy, names, stats_sentinel, quick).expose(wanted)
     exposer = _Exposer(copy, names, types, loop_layout)
+    grouper = _Grouper(exposer) if group else None
     for scope, name, known, key in wanted:
+        shape = group.get(key) if group else None
+        elem_type = known.tensor_type.elem_type
+        grouped = scope.is_main and grouper is not None and shape is not None and elem_type in FLOAT_TYPES
+        if grouped and grouper is not None and shape is not None and grouper.add(name, elem_type, shape, key):
+            continue
         if scope.is_main:
             exposer.main_value(name, known, key)
         else:
             exposer.body_value(scope, name, known.tensor_type.elem_type, key)
+    if grouper is not None:
+        grouper.finish()
     return exposer.result
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """The shape of every main-graph value that ONNX's shape inference finds fully known from the graph alone:
+    inferred on a light copy without the model's own declarations of intermediate values (which exporters leave
+    stale), so a shape here is what the ops make of the inputs' fixed dimensions."""
+    from ampconfig.files.models import light_proto
+
+    light = light_proto(model)
+    del light.graph.value_info[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=False)
+    except Exception:  # inference is best effort: nothing is grouped then
+        return {}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for value in inferred.graph.value_info:
+        tensor = value.type.tensor_type
+        known = value.type.HasField("tensor_type") and tensor.HasField("shape")
+        if known and all(dim.HasField("dim_value") for dim in tensor.shape.dim):
+            shapes[value.name] = tuple(dim.dim_value for dim in tensor.shape.dim)
+    return shapes
+
+
+class _Grouper:
+    """The nodes of a grouped copy: values of one element type whose known shapes agree but in their first
+    dimension joined by one ``Concat`` along it, placed after the last of them is made (bfloat16 values through an
+    exact Cast to float32 first). No node per value: the values are what the Concat reads."""
+
+    def __init__(self, exposer: _Exposer) -> None:
+        self.exposer = exposer
+        self.graph = exposer.graph
+        self.names = exposer.names
+        self.producer = {output: index for index, node in enumerate(self.graph.node) for output in node.output}
+        #: main-graph nodes to insert after the node at each position (-1: before the first)
+        self._after: dict[int, list[onnx.NodeProto]] = {}
+        #: by (element type, shape past the first dimension): the open group's (key, name, shape, producer
+        #: position), and its elements
+        self._open: dict[tuple[int, tuple[int, ...]], tuple[list[tuple[str, str, tuple[int, ...], int]], int]] = {}
+
+    def add(self, name: str, elem_type: int, shape: tuple[int, ...], key: str) -> bool:
+        """Put the value in a group; False for a scalar (nothing to join it along)."""
+        if not shape:
+            return False
+        at = self.producer.get(name, -1)
+        source = name
+        if elem_type == TensorProto.BFLOAT16:
+            source = self.names.fresh(name + EXPOSED_FLOAT32_SUFFIX)
+            cast = oh.make_node("Cast", [name], [source], name=source, to=TensorProto.FLOAT)
+            self._after.setdefault(at, []).append(cast)
+            elem_type = TensorProto.FLOAT
+        kind = (elem_type, shape[1:])
+        members, elements = self._open.get(kind, ([], 0))
+        members.append((key, source, shape, at))
+        elements += int(np.prod(shape, dtype=np.int64))
+        if len(members) >= VALUE_GROUP or elements >= GROUP_ELEMENTS:
+            self._close(elem_type, members)
+            self._open.pop(kind, None)
+        else:
+            self._open[kind] = (members, elements)
+        return True
+
+    def finish(self) -> None:
+        for (elem_type, _), (members, _) in list(self._open.items()):
+            self._close(elem_type, members)
+        original = list(self.graph.node)
+        placed = list(self._after.get(-1, []))
+        for index, node in enumerate(original):
+            placed.append(node)
+            placed.extend(self._after.get(index, []))
+        del self.graph.node[:]
+        self.graph.node.extend(placed)
+
+    def _close(self, elem_type: int, members: list[tuple[str, str, tuple[int, ...], int]]) -> None:
+        output = self.names.fresh("::grouped_values")
+        self._after.setdefault(max(member[3] for member in members), []).append(
+            oh.make_node("Concat", [member[1] for member in members], [output], name=output, axis=0)
+        )
+        shapes = tuple(member[2] for member in members)
+        # its rank only: ONNX Runtime's planner trusts declared sizes, and these come from inference
+        self.graph.output.append(oh.make_tensor_value_info(output, elem_type, [None] * len(shapes[0])))
+        self.exposer.result.groups.append(ValueGroup(tuple(member[0] for member in members), output, shapes))
 
 
 def _exposable(scopes: Sequence[ProtoScope]) -> dict[str, tuple[ProtoScope, str]]:
@@ -298,206 +352,6 @@ class _Exposer:
         return outer
 
 
-class _StatsExposer:
-    """The nodes of :func:`expose_stats`: per value, ``x`` flattened and padded with one finite element beyond the
-    sentinel (so no reduction meets an empty tensor, and the pad is neither kept nor counted), then
-    ``kept = |x| < sentinel``, ``ReduceMin(Where(kept, x, +inf))``, ``ReduceMax(Where(kept, x, -inf))`` and
-    ``ReduceSum(Cast(Not(|x| < inf), int32))`` (NaN compares false)."""
-
-    def __init__(self, model: onnx.ModelProto, names: _Names, sentinel: float, quick: bool = False) -> None:
-        self.exposer = _Exposer(model, names, {}, STACKED)
-        self.quick = quick
-        self.graph = model.graph
-        self.names = names
-        self.sentinel = sentinel
-        self._constants: dict[int, dict[str, str]] = {}
-        #: main-graph nodes to insert after the node at each position (-1: before the first)
-        self._after: dict[int, list[onnx.NodeProto]] = {}
-
-    @property
-    def result(self) -> ExposedModel:
-        return self.exposer.result
-
-    def expose(self, wanted: Sequence[tuple[ProtoScope, str, onnx.TypeProto, str]]) -> ExposedModel:
-        producer = {output: index for index, node in enumerate(self.graph.node) for output in node.output}
-        # by compute type: (key, its numbers' names, the position of its producer)
-        open_groups: dict[tuple[int, int], list[tuple[str, tuple[str, str, str], int]]] = {}
-        for scope, name, known, key in wanted:
-            elem_type = known.tensor_type.elem_type
-            if elem_type not in FLOAT_TYPES:
-                continue
-            if not scope.is_main:
-                self._body_value(scope, name, elem_type, key)
-                continue
-            at = producer.get(name, -1)
-            nodes: list[onnx.NodeProto] = []
-            rank = 1
-            if self.quick:
-                low, high, count = self._quick(nodes, name, known)
-                rank = _rank(known) or 1
-            else:
-                low, high, count = self._stats(nodes, name, elem_type)
-                bounds = self.names.fresh(name + "::bounds")
-                nodes.append(oh.make_node("Concat", [low, high], [bounds], name=bounds, axis=0))
-                low = high = bounds
-            self._after.setdefault(at, []).extend(nodes)
-            group_key = (_compute_type(elem_type), rank)  # one Concat joins values of one type and rank
-            group = open_groups.setdefault(group_key, [])
-            group.append((key, (low, high, count), at))
-            if len(group) == STATS_GROUP:
-                self._close_group(group_key, open_groups.pop(group_key))
-        for group_key, group in open_groups.items():
-            self._close_group(group_key, group)
-        self._place_main_nodes()
-        return self.result
-
-    def _stats(self, nodes: list[onnx.NodeProto], name: str, elem_type: int) -> tuple[str, str, str]:
-        """Append to ``nodes`` the nodes computing ``name``'s lowest and highest kept element and its non-finite
-        count, each of shape [1]; their names."""
-        compute_type = _compute_type(elem_type)
-        constants = self._constants_of(compute_type)
-        stem = self.names.fresh(name + "::stats")
-        parts = ("f", "flat", "padded", "abs", "kept", "low_in", "high_in", "low", "high", "finite", "bad", "bad_i")
-        f, flat, padded, magnitude, kept, low_in, high_in, low, high, finite, bad, bad_i = (
-            self.names.fresh(f"{stem}_{part}") for part in parts
-        )
-        source = name
-        if elem_type != compute_type:
-            source = f
-            nodes.append(oh.make_node("Cast", [name], [f], name=f, to=compute_type))
-        count = stem
-        nodes.extend(
-            [
-                oh.make_node("Reshape", [source, constants["flat_shape"]], [flat], name=flat),
-                oh.make_node("Concat", [flat, constants["pad"]], [padded], name=padded, axis=0),
-                oh.make_node("Abs", [padded], [magnitude], name=magnitude),
-                oh.make_node("Less", [magnitude, constants["sentinel"]], [kept], name=kept),
-                oh.make_node("Where", [kept, padded, constants["inf"]], [low_in], name=low_in),
-                oh.make_node("Where", [kept, padded, constants["minus_inf"]], [high_in], name=high_in),
-                oh.make_node("ReduceMin", [low_in], [low], name=low, keepdims=1),
-                oh.make_node("ReduceMax", [high_in], [high], name=high, keepdims=1),
-                oh.make_node("Less", [magnitude, constants["inf"]], [finite], name=finite),
-                oh.make_node("Not", [finite], [bad], name=bad),
-                oh.make_node("Cast", [bad], [bad_i], name=bad_i, to=TensorProto.INT32),
-                oh.make_node("ReduceSum", [bad_i], [count], name=count, keepdims=1),
-            ]
-        )
-        return low, high, count
-
-    def _quick(self, nodes: list[onnx.NodeProto], name: str, known: onnx.TypeProto) -> tuple[str, str, str]:
-        """Append to ``nodes`` the minimum, maximum and sum of ``name``, each kept in ``name``'s rank ([1, ...]) so
-        that values of one rank join in one Concat (a value of no stated rank, or a scalar, is flattened first);
-        their names."""
-        elem_type = known.tensor_type.elem_type
-        compute_type = _compute_type(elem_type)
-        stem = self.names.fresh(name + "::quick")
-        source = name
-        if elem_type != compute_type:
-            source = self.names.fresh(stem + "_f")
-            nodes.append(oh.make_node("Cast", [name], [source], name=source, to=compute_type))
-        if _rank(known) in (None, 0):
-            flat = self.names.fresh(stem + "_flat")
-            nodes.append(
-                oh.make_node("Reshape", [source, self._constants_of(compute_type)["flat_shape"]], [flat], name=flat)
-            )
-            source = flat
-        low, high, total = (self.names.fresh(f"{stem}_{part}") for part in ("min", "max", "sum"))
-        nodes.extend(
-            [
-                oh.make_node("ReduceMin", [source], [low], name=low, keepdims=1),
-                oh.make_node("ReduceMax", [source], [high], name=high, keepdims=1),
-                oh.make_node("ReduceSum", [source], [total], name=total, keepdims=1),
-            ]
-        )
-        return low, high, total
-
-    def _close_group(self, group_key: tuple[int, int], group: list[tuple[str, tuple[str, str, str], int]]) -> None:
-        """The group's outputs, placed after the group's last value: one Concat of every value's quick numbers,
-        or one Concat of the values' bounds and one of their counts."""
-        compute_type, rank = group_key
-        last = self._after.setdefault(max(at for *_, at in group), [])
-        keys = tuple(member[0] for member in group)
-        if self.quick:
-            numbers = self.names.fresh("::quick_stats")
-            inputs = [number for _, names, _ in group for number in names]
-            last.append(oh.make_node("Concat", inputs, [numbers], name=numbers, axis=0))
-            self.graph.output.append(oh.make_tensor_value_info(numbers, compute_type, [len(inputs)] + [1] * (rank - 1)))
-            self.result.quick.append(QuickOutputs(keys, numbers))
-            return
-        bounds = self.names.fresh("::stats_bounds")
-        counts = self.names.fresh("::stats_nonfinite")
-        last.extend(
-            [
-                oh.make_node("Concat", [names[0] for _, names, _ in group], [bounds], name=bounds, axis=0),
-                oh.make_node("Concat", [names[2] for _, names, _ in group], [counts], name=counts, axis=0),
-            ]
-        )
-        self.graph.output.extend(
-            [
-                oh.make_tensor_value_info(bounds, compute_type, [2 * len(group)]),
-                oh.make_tensor_value_info(counts, TensorProto.INT32, [len(group)]),
-            ]
-        )
-        self.result.stats.append(StatsOutputs(keys, bounds, counts))
-
-    def _body_value(self, scope: ProtoScope, name: str, elem_type: int, key: str) -> None:
-        """A body's value: its numbers computed in the body, carried out as two outputs of its own."""
-        nodes: list[onnx.NodeProto] = []
-        low, high, count = self._stats(nodes, name, elem_type)
-        bounds = self.names.fresh(name + "::bounds")
-        nodes.append(oh.make_node("Concat", [low, high], [bounds], name=bounds, axis=0))
-        scope.graph.node.extend(nodes)
-        compute_type = _compute_type(elem_type)
-        outer_bounds = self.exposer.carry_out(scope, bounds, compute_type, key)
-        outer_counts = self.exposer.carry_out(scope, count, TensorProto.INT32, key)
-        if outer_bounds is None or outer_counts is None:
-            return
-        self.graph.output.extend(
-            [
-                oh.make_tensor_value_info(outer_bounds, compute_type, None),
-                oh.make_tensor_value_info(outer_counts, TensorProto.INT32, None),
-            ]
-        )
-        self.result.stats.append(StatsOutputs((key,), outer_bounds, outer_counts))
-
-    def _constants_of(self, compute_type: int) -> dict[str, str]:
-        """The main-graph initializers the nodes of ``compute_type`` read (every scope sees them)."""
-        if compute_type not in self._constants:
-            dtype = onnx.helper.tensor_dtype_to_np_dtype(compute_type)
-            values: dict[str, np.ndarray] = {
-                "sentinel": np.array(self.sentinel, dtype),
-                "inf": np.array(np.inf, dtype),
-                "minus_inf": np.array(-np.inf, dtype),
-                "pad": np.array([np.finfo(dtype).max], dtype),  # finite, beyond any sentinel
-                "flat_shape": np.array([-1], np.int64),
-            }
-            names: dict[str, str] = {}
-            for part, array in values.items():
-                names[part] = self.names.fresh(f"::stats_{part}_{dtype}")
-                self.graph.initializer.append(numpy_helper.from_array(array, names[part]))
-            self._constants[compute_type] = names
-        return self._constants[compute_type]
-
-    def _place_main_nodes(self) -> None:
-        """Put each value's nodes right after its producer (the graph stays topologically sorted)."""
-        original = list(self.graph.node)
-        placed = list(self._after.get(-1, []))
-        for index, node in enumerate(original):
-            placed.append(node)
-            placed.extend(self._after.get(index, []))
-        del self.graph.node[:]
-        self.graph.node.extend(placed)
-
-
-def _rank(known: onnx.TypeProto) -> int | None:
-    return len(known.tensor_type.shape.dim) if known.tensor_type.HasField("shape") else None
-
-
-def _compute_type(elem_type: int) -> int:
-    """float64 is reduced as it is; float16 and bfloat16 as float32 (exact)."""
-    return TensorProto.DOUBLE if elem_type == TensorProto.DOUBLE else TensorProto.FLOAT
-
-
 def _scan_outputs_stack(node: onnx.NodeProto) -> bool:
     """Scan from opset 9 on (Scan-8's batch axis is not handled)."""
     return any(attr.name == "num_scan_inputs" for attr in node.attribute) and not any(
@@ -560,3 +414,15 @@ def float_value_keys(model: onnx.ModelProto) -> list[str]:
             if known is not None and known.tensor_type.elem_type in FLOAT_TYPES:
                 keys.append(scope.key(name))
     return keys
+
+
+def measured_value_keys(model: onnx.ModelProto, constants: Iterable[str] = ()) -> list[str]:
+    """The keys a calibration of ``model`` measures: the main graph's float inputs (but ``constants``, initializers
+    a light proto declares as inputs), then every float value a debugging run exposes (:func:`float_value_keys`)."""
+    left_out = set(constants) | {init.name for init in model.graph.initializer}
+    inputs = [
+        value.name
+        for value in model.graph.input
+        if value.name not in left_out and value.type.tensor_type.elem_type in FLOAT_TYPES
+    ]
+    return [*inputs, *float_value_keys(model)]

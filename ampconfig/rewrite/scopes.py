@@ -1,11 +1,13 @@
-"""The graphs of an ONNX model as scopes (the main graph and every If/Loop/Scan body), and the names the debugging
-runs give their values.
+"""The graphs of an ONNX model as scopes (the main graph and every If/Loop/Scan body), and the keys the value ranges
+and the debugging runs give their values.
 
-A value of the main graph is known by its own name; a value of a subgraph by its **key**, the scope's path and
-its name joined by ``/`` (``If_3.then_branch/x``, ``Loop_1.body/If_2.else_branch/y``). The scope path is the one
-the decisions report (:func:`ampconfig.decide.facts.iter_scopes`: ``<node>.<attribute>``, ``[i]`` for a graph
-list), so a value, its node and the node's decision line up. Node names are unique across all scopes once the
-rewrite has named them (:mod:`ampconfig.rewrite.names`), so a node is always known by its name alone.
+A scope's **path** is the one the decisions report (:func:`ampconfig.decide.facts.iter_scopes`:
+``<node>.<attribute>``, ``[i]`` for a graph list, joined by ``/``: ``Loop_1.body/If_2.else_branch``), so a value,
+its node and the node's decision line up. A value's **key** (:func:`ampconfig.decide.value_ranges.value_key`, the
+one definition) is its name in the main graph; inside a body, the scope's parts and its name, each with ``\\`` and
+``/`` escaped, joined by ``/`` (``If_3.then_branch/x``, ``\\/m\\/If.then_branch/y``), made unique against the main
+graph's names. Node names are unique across all scopes once the rewrite has named them
+(:mod:`ampconfig.rewrite.names`), so a node is always known by its name alone.
 
 Pure reads of an ``onnx.ModelProto``.
 """
@@ -16,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import onnx
+
+from ampconfig.decide.value_ranges import subgraph_key_path, value_key
 
 #: The control-flow ops whose bodies are scopes, and how a body's outputs leave it.
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -33,6 +37,9 @@ class ProtoScope:
     parent: ProtoScope | None = None
     defined: set[str] = field(default_factory=set)
     owner_index: int = -1  # the owner's position in the parent graph
+    #: the path as value keys spell it (each part escaped), and the main graph's names (a key must differ from them)
+    key_path: str = ""
+    main_names: frozenset[str] = frozenset()
 
     @property
     def is_main(self) -> bool:
@@ -40,7 +47,7 @@ class ProtoScope:
 
     def key(self, name: str) -> str:
         """The key of a value this scope defines."""
-        return value_key(self.path, name)
+        return value_key(self.key_path, name, self.main_names)
 
     def resolve(self, name: str) -> str | None:
         """The key of the value ``name`` refers to from inside this scope: its own, else an outer scope's."""
@@ -60,10 +67,6 @@ class ProtoScope:
                 found.append(scope)
             scope = scope.parent
         return found
-
-
-def value_key(path: str, name: str) -> str:
-    return f"{path}/{name}" if path else name
 
 
 def _join(path: str, part: str) -> str:
@@ -90,7 +93,9 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, str, onnx.GraphProto]
 
 def proto_scopes(model: onnx.ModelProto) -> list[ProtoScope]:
     """The main graph, then every subgraph, outer before inner (the order of the decisions)."""
-    main = ProtoScope(model.graph, "", defined=_defined(model.graph))
+    defined = _defined(model.graph)
+    main = ProtoScope(model.graph, "", defined=defined)
+    main_names = frozenset(defined)
     scopes, pending = [], [main]
     while pending:
         scope = pending.pop(0)
@@ -98,7 +103,10 @@ def proto_scopes(model: onnx.ModelProto) -> list[ProtoScope]:
         for index, node in enumerate(scope.graph.node):
             for part, attribute, graph in subgraphs(node):
                 path = _join(scope.path, part)
-                pending.append(ProtoScope(graph, path, node, attribute, scope, _defined(graph), index))
+                key_path = subgraph_key_path(scope.key_path, part)
+                pending.append(
+                    ProtoScope(graph, path, node, attribute, scope, _defined(graph), index, key_path, main_names)
+                )
     return scopes
 
 

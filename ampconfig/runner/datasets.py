@@ -73,6 +73,9 @@ class SampleSet:
     source: str
     generated: InputSet | None = None
     conversions: list[str] = field(default_factory=list)  # a data set's values changed by type conversion
+    #: for a shard of a data set: which, and how many samples the whole set holds
+    shard: Shard | None = None
+    whole: int | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -113,13 +116,24 @@ def single_sample(inputs: InputSet) -> SampleSet:
     return SampleSet([inputs.feeds], inputs.inputs, " and ".join(parts) or "no inputs", inputs)
 
 
-def load_data(path: Path, model: Any, label: str = "--data", progress: ProgressCallback | None = None) -> SampleSet:
+def load_data(
+    path: Path,
+    model: Any,
+    label: str = "--data",
+    progress: ProgressCallback | None = None,
+    shard: Shard | None = None,
+) -> SampleSet:
     """The samples at ``path`` for ``model`` (an ``onnx.ModelProto``), every sample checked against its inputs.
-    A folder that takes more than :data:`PROGRESS_AFTER_S` to read reports its files to ``progress``."""
+    A folder that takes more than :data:`PROGRESS_AFTER_S` to read reports its files to ``progress``. ``shard``:
+    only that part (a folder's files in sorted order, file i from 0 in shard i mod count + 1, read alone; the
+    samples of one file likewise)."""
     specs = model_input_specs(model)
     changed: Changed = {}
+    whole = 0
     if path_kind(path) == "folder":
         files = _sample_files(path, label)
+        whole = len(files)
+        files = shard.part(files, f"{label} {path}") if shard is not None else files
         check_input_memory(sum(item.stat().st_size for item in files), f"{label}: the samples in {path}", _SMALLER)
         report = _late_progress(progress, f"{label} {path}: reading samples", len(files))
         samples = []
@@ -135,6 +149,9 @@ def load_data(path: Path, model: Any, label: str = "--data", progress: ProgressC
         raise AmpconfigError(f"{label}: not a data set: {path.name}", file=str(path), hint=f"give {_LAYOUTS}")
     if not samples:
         raise AmpconfigError(f"{label}: the data set holds no sample", file=str(path), hint=f"give {_LAYOUTS}")
+    if shard is not None and not whole:  # one file of samples: the samples are split as a folder's files are
+        whole = len(samples)
+        samples = shard.part(samples, f"{label} {path}")
     first = samples[0]
     described = [
         PreparedInput(
@@ -142,7 +159,33 @@ def load_data(path: Path, model: Any, label: str = "--data", progress: ProgressC
         )
         for spec in specs
     ]
-    return SampleSet(samples, described, f"{label} {path}", conversions=_conversion_warnings(changed))
+    source = f"{label} {path}" + (f" (shard {shard.index} of {shard.count})" if shard is not None else "")
+    return SampleSet(
+        samples,
+        described,
+        source,
+        conversions=_conversion_warnings(changed),
+        shard=shard,
+        whole=whole if shard is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One part of a data set (``calibrate --shard INDEX/COUNT``): of its samples in order (a folder's files in
+    sorted order), sample i (from 0) is in shard i mod ``count`` + 1."""
+
+    index: int
+    count: int
+
+    def part(self, items: Sequence[Any], where: str) -> list[Any]:
+        chosen = list(items[self.index - 1 :: self.count])
+        if not chosen:
+            raise AmpconfigError(
+                f"{where}: shard {self.index} of {self.count} holds no sample (the data set holds {len(items)})",
+                hint=f"split it into at most {len(items)} shards",
+            )
+        return chosen
 
 
 #: Reading a data set folder shows its progress once it has taken this long: a quick one shows no bar.

@@ -1,16 +1,23 @@
-"""Run a model once with every intermediate float tensor exposed as an output (compare, range analysis, tune).
+"""Run a model with its intermediate float values carried out (range analysis and calibration, compare, tune).
 
-The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_keys`: values inside If, Loop and Scan bodies
-included, each known by its key (:mod:`ampconfig.rewrite.scopes`). ONNX Runtime may fuse fewer nodes in it than
-in the plain model, which is the price of seeing each node's output. Every call is one model run: callers that
-count runs (``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per iteration (their
-shapes differ between iterations), the same run is made once more with them flattened, and still counts as one.
+The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_keys`: every value one graph output (values
+inside If, Loop and Scan bodies carried out of them), each known by its key (:mod:`ampconfig.rewrite.scopes`), and
+one session for every sample of a command, running nodes in graph order. ONNX Runtime may fuse fewer nodes in the
+copy than in the plain model, which is the price of seeing each node's output. Every call is one model run:
+callers that count runs (``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per
+iteration (their shapes differ between iterations), the same run is made once more with them flattened, and still
+counts as one.
+
+:func:`run_value_stats` is the calibration: the same runs, and each value's numbers
+(:func:`~ampconfig.decide.value_ranges.value_stats`: range, zeros, non-finite count, exponent histogram) computed
+from the arrays that come back, one sample at a time. Every value it carries out stays alive until the run ends,
+so a model whose values would not fit in :data:`CALIBRATION_MEMORY_FRACTION` of the memory is measured in parts,
+one run per part and sample (:func:`value_parts`).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,27 +26,31 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ampconfig.decide.value_ranges import SENTINEL
-from ampconfig.domains import onnx_opset
+from ampconfig.decide.value_ranges import ValueStats as ValueStats
+from ampconfig.decide.value_ranges import float_stats as float_stats
+from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
-from ampconfig.rewrite.expose import (
-    FLAT,
-    STACKED,
-    ExposedModel,
-    QuickOutputs,
-    StatsOutputs,
-    expose_keys,
-    expose_quick_stats,
-    expose_stats,
-    float_value_keys,
-)
+from ampconfig.files.models import light_proto
+from ampconfig.rewrite.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
 from ampconfig.runner.inputs import adapt_feeds
+from ampconfig.runner.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
-from ampconfig.runner.sessions import ModelInFolder, Session, create_session, model_proto, run_once
+from ampconfig.runner.sessions import (
+    RUN_FAILED,
+    ModelInFolder,
+    Session,
+    create_session,
+    first_line,
+    model_proto,
+    run_once,
+)
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.runner.worker import WorkerCrashed
+from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
 
 log = logging.getLogger(__name__)
+
+#: What a refused run's message tells the user to do (run_once's words).
+_REAL_INPUTS = "give real inputs (--inputs FILE.npz, --input NAME=FILE.npy) or the shapes the model takes (--shape)"
 
 #: How a crash message names the model whose values these runs expose (callers that run another one say which).
 EXPOSED_WHAT = "the fp32 model (a copy of it that returns its values)"
@@ -78,6 +89,115 @@ class IntermediateRun:
         return [run.outputs for run in self.each]
 
 
+class ExposedRunner:
+    """One exposed copy of a model and its session, run on sample after sample (:meth:`run`, :meth:`stats`).
+    ``folder``: the model's weights stay in their files there (a :class:`ModelInFolder`), read by the session,
+    never copied."""
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        keys: Sequence[str],
+        device: str,
+        folder: Path | None = None,
+        announce: Callable[[str], None] | None = None,
+        what: str = EXPOSED_WHAT,
+    ) -> None:
+        self.model, self.keys, self.device, self.folder = model, list(keys), device, folder
+        self.announce, self.what = announce, what
+        #: the values of known shape leave joined (:func:`~ampconfig.rewrite.expose.static_shapes`)
+        self.group: dict[str, tuple[int, ...]] | None = static_shapes(model)
+        self.exposed = expose_keys(model, self.keys, STACKED, group=self.group)
+        self.session = self._session()
+        self.output_names = [value.name for value in model.graph.output]
+
+    def _session(self) -> Session:
+        if self.announce is not None:
+            self.announce(f"building its ONNX Runtime session ({len(self.exposed.model.graph.node)} nodes)")
+        copy = self.exposed.model if self.folder is None else ModelInFolder(self.exposed.model, self.folder)
+        return create_session(copy, self.device, in_node_order=True, what=self.what)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> IntermediateRun:
+        """One run on ``feeds`` (converted to the model's input dtypes): outputs and every exposed value, the graph
+        inputs as fed among them (a node reading a graph input finds it there)."""
+        adapted, results = self.results(feeds)
+        values: dict[str, np.ndarray] = dict(adapted)
+        values.update(self._by_key(results))
+        outputs = {name: results[name] for name in self.output_names if name in results}
+        exposed = self.exposed
+        return IntermediateRun(
+            outputs, values, self.output_names, list(self.session.providers), exposed.per_iteration, exposed.flattened
+        )
+
+    def stats(self, feeds: Mapping[str, np.ndarray], io: bool = True) -> dict[str, ValueStats]:
+        """One run on ``feeds``: the :class:`ValueStats` of every float value carried out (and, with ``io``, of
+        the graph inputs and outputs), counted in ONNX Runtime's worker where the arrays are (only the numbers
+        cross to this process), small values together (:func:`~ampconfig.decide.value_ranges.float_stats`)."""
+        adapted = adapt_feeds(feeds, self.model)
+        while True:
+            keys = {**self.exposed.keys, **({name: name for name in self.output_names} if io else {})}
+            groups = [(group.output, list(group.keys), list(group.shapes)) for group in self.exposed.groups]
+            try:
+                answer = self.session.stats(adapted, keys=keys, groups=groups, fed=io)
+            except WorkerRefused as exc:
+                if not self.exposed.per_iteration or self.exposed.flattened:
+                    raise AmpconfigError(f"{RUN_FAILED}{first_line(exc)}", hint=_REAL_INPUTS) from None
+                # ONNX Runtime refuses a Loop body's values one slice per iteration when their shapes differ
+                self.exposed = expose_keys(self.model, self.keys, FLAT, group=self.group)
+                self.session = self._session()
+                continue
+            if not answer["misfit"]:
+                stats: dict[str, ValueStats] = answer["stats"]  # type: ignore[assignment]
+                return stats
+            # a shape inference got wrong (a custom op's): those values leave one output each from now on
+            self.group = None
+            self.exposed = expose_keys(self.model, self.keys, FLAT if self.exposed.flattened else STACKED)
+            self.session = self._session()
+
+    def results(self, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The feeds as fed, and the run's results by output name."""
+        adapted = adapt_feeds(feeds, self.model)
+        try:
+            results = run_once(self.session, adapted)
+        except WorkerCrashed:
+            raise  # the worker died: no layout saves that run
+        except AmpconfigError:
+            if not self.exposed.per_iteration:
+                raise
+            # ONNX Runtime refuses a Loop body's values one slice per iteration when their shapes differ
+            self.exposed = expose_keys(self.model, self.keys, FLAT, group=self.group)
+            self.session = self._session()
+            results = run_once(self.session, adapted)
+        if not all(_fits(group, results[group.output]) for group in self.exposed.groups):
+            # a shape inference got wrong (a custom op's): those values leave one output each from now on
+            self.group = None
+            self.exposed = expose_keys(self.model, self.keys, FLAT if self.exposed.flattened else STACKED)
+            self.session = self._session()
+            results = run_once(self.session, adapted)
+        return adapted, results
+
+    def _by_key(self, results: Mapping[str, np.ndarray], io: bool = True) -> dict[str, np.ndarray]:
+        """The exposed values (and, with ``io``, the model's outputs) by key, groups cut apart."""
+        values: dict[str, np.ndarray] = {}
+        for name, array in results.items():
+            if name in self.exposed.keys:
+                values[self.exposed.keys[name]] = array
+            elif io and name in self.output_names:
+                values[name] = array
+        for group in self.exposed.groups:
+            joined, offset = results[group.output], 0
+            for key, shape in zip(group.keys, group.shapes, strict=True):
+                values[key] = joined[offset : offset + shape[0]]
+                offset += shape[0]
+        return values
+
+
+def _fits(group: ValueGroup, joined: np.ndarray) -> bool:
+    """Whether a group came back in the shape its values' known shapes say."""
+    first = sum(shape[0] for shape in group.shapes)
+    return tuple(np.shape(joined)) == (first, *group.shapes[0][1:])
+
+
 def run_with_intermediates(
     model: onnx.ModelProto,
     feeds: Mapping[str, np.ndarray],
@@ -92,26 +212,7 @@ def run_with_intermediates(
     node reading a graph input finds it there.
     """
     keys = list(names) if names is not None else float_value_keys(model)
-    exposed = expose_keys(model, keys, STACKED)
-    adapted = adapt_feeds(feeds, model)
-    try:
-        results, providers = _run(exposed, adapted, device, what)
-    except WorkerCrashed:
-        raise
-    except AmpconfigError:
-        if not exposed.per_iteration:
-            raise
-        exposed = expose_keys(model, keys, FLAT)
-        results, providers = _run(exposed, adapted, device, what)
-    output_names = [value.name for value in model.graph.output]
-    values: dict[str, np.ndarray] = dict(adapted)
-    for name, array in results.items():
-        if name in exposed.keys:
-            values[exposed.keys[name]] = array
-        elif name in output_names:
-            values[name] = array
-    outputs = {name: results[name] for name in output_names if name in results}
-    return IntermediateRun(outputs, values, output_names, providers, exposed.per_iteration, exposed.flattened)
+    return ExposedRunner(model, keys, device, what=what).run(feeds)
 
 
 def run_samples_with_intermediates(
@@ -123,13 +224,15 @@ def run_samples_with_intermediates(
     label: str = "exposed",
     what: str = EXPOSED_WHAT,
 ) -> IntermediateRun:
-    """:func:`run_with_intermediates` once per sample, pooled (see :func:`pooled`)."""
+    """:func:`run_with_intermediates` once per sample, one session for all, pooled (see :func:`pooled`)."""
     runs = []
     shown = progress if len(samples) >= PROGRESS_SAMPLES else None
+    keys = list(names) if names is not None else float_value_keys(model)
+    runner = ExposedRunner(model, keys, device, what=what)
     for index, feeds in enumerate(samples):
         if shown is not None:
             shown(f"{label}: samples", index, len(samples))
-        runs.append(run_with_intermediates(model, feeds, device, names, what))
+        runs.append(runner.run(feeds))
     if shown is not None:
         shown(f"{label}: samples", len(samples), len(samples))
     return pooled(runs)
@@ -151,156 +254,99 @@ def pooled(runs: Sequence[IntermediateRun]) -> IntermediateRun:
     )
 
 
-@dataclass(frozen=True)
-class ValueStats:
-    """What a float value held over the samples, sentinels (:data:`~ampconfig.decide.value_ranges.SENTINEL`) and
-    non-finite elements left out: its lowest and highest element (None when no element is left: the value was
-    empty, or every element a sentinel, NaN or infinite) and its count of NaN and infinite elements."""
-
-    minimum: float | None
-    maximum: float | None
-    nonfinite: int = 0
-
-    @property
-    def peak(self) -> float:
-        """The largest finite |value| below the sentinel (0 when no element is left), as
-        :func:`~ampconfig.decide.value_ranges.peak` computes it."""
-        if self.minimum is None or self.maximum is None:
-            return 0.0
-        return max(abs(self.minimum), abs(self.maximum))
-
-    def joined(self, other: ValueStats) -> ValueStats:
-        """The numbers of both values' elements together (two samples of one value)."""
-        return ValueStats(
-            _joined(min, self.minimum, other.minimum),
-            _joined(max, self.maximum, other.maximum),
-            self.nonfinite + other.nonfinite,
-        )
-
-
-def _joined(pick: Callable[[float, float], float], first: float | None, second: float | None) -> float | None:
-    if first is None or second is None:
-        return second if first is None else first
-    return pick(first, second)
-
-
-def value_stats(array: np.ndarray) -> ValueStats:
-    """:class:`ValueStats` of one array, in numpy (graph inputs, the model's outputs, and models below opset 9);
-    a non-float array has none (``ValueStats(None, None)``). float16 and bfloat16 compare as float32 would."""
-    values = np.asarray(array)
-    if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
-        return ValueStats(None, None)
-    wide = values.astype(np.float64, copy=False).ravel()
-    finite = np.isfinite(wide)
-    kept = wide[finite & (np.abs(wide) < SENTINEL)]
-    nonfinite = int(wide.size - np.count_nonzero(finite))
-    if not kept.size:
-        return ValueStats(None, None, nonfinite)
-    return ValueStats(float(kept.min()), float(kept.max()), nonfinite)
-
-
 def run_value_stats(
     model: onnx.ModelProto | ModelInFolder,
     samples: Sequence[Mapping[str, np.ndarray]],
     device: str = "cpu",
     progress: ProgressCallback | None = None,
     label: str = "ranges",
+    memory_budget: int | None = None,
 ) -> dict[str, ValueStats]:
     """:class:`ValueStats` of every float value (by key; graph inputs and the model's outputs included), over
-    every sample: one run per sample of a copy that returns a few numbers per value, computed inside the session
-    (:func:`~ampconfig.rewrite.expose.expose_stats`), not every intermediate. A :class:`ModelInFolder` keeps its
-    weights on disk (the copy references them). Models below opset 9 (no Where) get their numbers from a run with
-    every intermediate exposed, which needs every tensor in memory.
+    every sample: one run per sample of the exposed copy (:class:`ExposedRunner`), each value's numbers computed
+    from its array and the arrays dropped before the next sample; a model whose values would not fit in memory
+    together runs once per part of them (:func:`value_parts`). A :class:`ModelInFolder` keeps its weights on disk
+    (the copy references them).
 
     ``progress`` hears of each step (``{label}: ...``): building the session of a large model takes seconds."""
     folder = model.folder if isinstance(model, ModelInFolder) else None
     model = model_proto(model)
-    if (onnx_opset(model.opset_import) or 0) < PEAK_MIN_OPSET:
-        if folder is not None:
-            raise ValueError("models below opset 9 need every tensor in memory for their value peaks")
-        run = run_samples_with_intermediates(model, samples, device, progress=progress, label=label)
-        return {
-            key: value_stats(array)
-            for key, array in run.values.items()
-            if np.asarray(array).dtype.kind == "f" or np.asarray(array).dtype.name == "bfloat16"
-        }
     keys = float_value_keys(model)
-    step = _Steps(f"{label}: fp32 values", 2 + len(samples), progress)  # the copy, its session, each sample
-    step.start(f"building a copy that computes the ranges of {len(keys)} values")
-    exposed = expose_quick_stats(model, keys, SENTINEL)
-    session = _stats_session(exposed, folder, device, step)
-    output_names = {value.name for value in model.graph.output}
-    per_sample: list[dict[str, ValueStats]] = []
-    unsure: dict[int, list[str]] = {}  # sample -> keys whose quick numbers are not their ranges
-    for index, feeds in enumerate(samples):
-        step.done(f"running sample {index + 1} of {len(samples)}")
-        adapted = adapt_feeds(feeds, model)
-        results = run_once(session, adapted)
-        found = {name: value_stats(array) for name, array in adapted.items()}
-        found.update({name: value_stats(results[name]) for name in output_names if name in results})
-        for outputs in exposed.stats:
-            found.update(_stats_of(outputs, results))
-        for quick in exposed.quick:
-            quick_stats, unsure_keys = _quick_stats_of(quick, results)
-            found.update(quick_stats)
-            if unsure_keys:
-                unsure.setdefault(index, []).extend(unsure_keys)
-        per_sample.append(found)
-    if unsure:  # NaN, infinity or sentinels somewhere: those values' exact numbers, on the samples that had them
-        wanted = list(dict.fromkeys(key for keys_of in unsure.values() for key in keys_of))
-        step.more(2 + len(unsure), f"building a copy that computes the exact ranges of {len(wanted)} values")
-        exact = expose_stats(model, wanted, SENTINEL)
-        session = _stats_session(exact, folder, device, step)
-        for number, (index, unsure_keys) in enumerate(unsure.items()):
-            step.done(f"running sample {index + 1} again ({number + 1} of {len(unsure)})")
-            results = run_once(session, adapt_feeds(samples[index], model))
-            found = {key: value for outputs in exact.stats for key, value in _stats_of(outputs, results).items()}
-            per_sample[index].update({key: found[key] for key in unsure_keys if key in found})
+    parts = value_parts(model, keys, samples[0] if samples else {}, memory_budget)
+    step = _Steps(f"{label}: fp32 values", len(parts) * (2 + len(samples)), progress)  # copy, session, samples
+    what = f" in {len(parts)} parts, one run each, to stay within memory" if len(parts) > 1 else ""
+    step.start(f"building a copy that carries out {len(keys)} values{what}")
     stats: dict[str, ValueStats] = {}
-    for found in per_sample:
-        for key, value in found.items():
-            stats[key] = stats[key].joined(value) if key in stats else value
+    for number, part in enumerate(parts):
+        if number:
+            step.done(f"building the copy of part {number + 1} of {len(parts)} ({len(part)} values)")
+        runner = ExposedRunner(model, part, device, folder, announce=step.done)
+        for index, feeds in enumerate(samples):
+            step.done(f"running sample {index + 1} of {len(samples)}")
+            for key, found in runner.stats(feeds, io=number == 0).items():
+                stats[key] = stats[key].joined(found) if key in stats else found
+        del runner
     step.done("")
     return stats
 
 
-def _stats_session(exposed: ExposedModel, folder: Path | None, device: str, step: _Steps) -> Session:
-    step.done(f"building its ONNX Runtime session ({len(exposed.model.graph.node)} nodes)")
-    copy = exposed.model if folder is None else ModelInFolder(exposed.model, folder)
-    return create_session(copy, device, in_node_order=True, what=EXPOSED_WHAT)
+#: The share of the memory available when the calibration starts that the values it carries out of one run may
+#: take (twice: ONNX Runtime's outputs, and their copies in numpy).
+CALIBRATION_MEMORY_FRACTION = 0.25
 
 
-def _quick_stats_of(
-    outputs: QuickOutputs, results: Mapping[str, np.ndarray]
-) -> tuple[dict[str, ValueStats], list[str]]:
-    """The :class:`ValueStats` of the values of one :class:`QuickOutputs` whose quick numbers are their ranges,
-    and the keys of the others (a sum that is not finite: NaN or infinity inside; a bound at or beyond the
-    sentinel)."""
-    numbers = np.asarray(results[outputs.numbers], np.float64).reshape(len(outputs.keys), 3)
-    found: dict[str, ValueStats] = {}
-    unsure: list[str] = []
-    for key, (low, high, total) in zip(outputs.keys, numbers.tolist(), strict=True):
-        if not math.isfinite(total) or low <= -SENTINEL or high >= SENTINEL:
-            unsure.append(key)
-        elif low > high:  # empty: ONNX Runtime reduces nothing to +inf and -inf
-            found[key] = ValueStats(None, None)
-        else:
-            found[key] = ValueStats(low, high)
-    return found, unsure
+def value_parts(
+    model: onnx.ModelProto, keys: Sequence[str], feeds: Mapping[str, np.ndarray], budget: int | None = None
+) -> list[list[str]]:
+    """``keys`` in parts whose values, carried out of one run together, fit in ``budget`` bytes (default:
+    :data:`CALIBRATION_MEMORY_FRACTION` of the memory available, halved for the copies): each value's size from
+    the model's shapes with its inputs' dimensions set to those of ``feeds``, a value of unknown size counted as
+    :data:`UNKNOWN_BYTES`. One part for most models; a value larger than the budget is a part of its own."""
+    if budget is None:
+        budget = int(available_memory() * CALIBRATION_MEMORY_FRACTION / 2)
+    sizes = value_bytes(model, feeds)
+    parts: list[list[str]] = [[]]
+    held = 0
+    for key in keys:
+        size = sizes.get(key, UNKNOWN_BYTES)
+        if parts[-1] and held + size > budget:
+            parts.append([])
+            held = 0
+        parts[-1].append(key)
+        held += size
+    return parts
 
 
-def _stats_of(outputs: StatsOutputs, results: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
-    """The :class:`ValueStats` of the values of one :class:`StatsOutputs` from a run's results."""
-    count = len(outputs.keys)
-    bounds = np.asarray(results[outputs.bounds], np.float64).reshape(count, -1, 2)
-    nonfinite = np.asarray(results[outputs.nonfinite], np.int64).reshape(count, -1)
-    found: dict[str, ValueStats] = {}
-    for index, key in enumerate(outputs.keys):
-        low = float(bounds[index, :, 0].min(initial=math.inf))
-        high = float(bounds[index, :, 1].max(initial=-math.inf))
-        kept = low <= high  # a value with no element left: +inf, -inf (or no iteration ran)
-        found[key] = ValueStats(low if kept else None, high if kept else None, int(nonfinite[index].sum()))
-    return found
+#: What a value of unknown size is counted as (a quarter of a million float32 elements).
+UNKNOWN_BYTES = 1 << 20
+
+
+def value_bytes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The bytes of each main-graph value whose shape ONNX's shape inference finds with the model's inputs set to
+    the dimensions of ``feeds`` (no weight is read: a light copy of the graph is inferred)."""
+    light = light_proto(model)
+    for value in light.graph.input:
+        array = feeds.get(value.name)
+        if array is None or not value.type.HasField("tensor_type"):
+            continue
+        shape = value.type.tensor_type.shape
+        shape.ClearField("dim")
+        for size in np.shape(array):
+            shape.dim.add().dim_value = int(size)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # inference is best effort: every value then counts as unknown
+        return {}
+    sizes: dict[str, int] = {}
+    for value in (*inferred.graph.value_info, *inferred.graph.output):
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
+            continue
+        if all(dim.HasField("dim_value") for dim in tensor.shape.dim):
+            itemsize = 8 if tensor.elem_type == onnx.TensorProto.DOUBLE else 4
+            elements = int(np.prod([dim.dim_value for dim in tensor.shape.dim], dtype=np.int64))
+            sizes[value.name] = elements * itemsize
+    return sizes
 
 
 class _Steps:
@@ -331,14 +377,3 @@ class _Steps:
             log.info("%s: done in %.1f s", self.label, elapsed)
         if self.progress is not None:
             self.progress(self.label, self.finished, self.total)
-
-
-#: Where (the peak computation's select) needs opset 9.
-PEAK_MIN_OPSET = 9
-
-
-def _run(
-    exposed: ExposedModel, feeds: Mapping[str, np.ndarray], device: str, what: str
-) -> tuple[dict[str, np.ndarray], list[str]]:
-    session = create_session(exposed.model, device, what=what)
-    return run_once(session, feeds), list(session.providers)

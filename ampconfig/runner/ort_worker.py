@@ -249,6 +249,33 @@ class Worker:
         session, device = self.sessions[id]
         return BoundRun(session, device, feeds).outputs()
 
+    def stats(
+        self,
+        id: int,
+        feeds: Mapping[str, np.ndarray],
+        keys: Mapping[str, str],
+        groups: list[tuple[str, list[str], list[tuple[int, ...]]]],
+        fed: bool,
+    ) -> dict[str, Any]:
+        """One run, and the numbers of its values counted here, where the arrays are (only the numbers cross the
+        pipe): ``keys`` names each output by its value's key, each group is an output joining values of known
+        shapes along their first dimension, ``fed`` counts the feeds too. ``misfit``: a group came back in another
+        shape (its shapes were inferred wrongly): nothing is counted."""
+        from ampconfig.decide.value_ranges import float_stats  # NumPy only; imported on the first such request
+
+        session, device = self.sessions[id]
+        results = BoundRun(session, device, feeds).outputs()
+        arrays: dict[str, np.ndarray] = dict(feeds) if fed else {}
+        arrays.update({keys[name]: array for name, array in results.items() if name in keys})
+        for output, members, shapes in groups:
+            joined, offset = results[output], 0
+            if tuple(joined.shape) != (sum(shape[0] for shape in shapes), *shapes[0][1:]):
+                return {"misfit": True, "stats": {}}
+            for key, shape in zip(members, shapes, strict=True):
+                arrays[key] = joined[offset : offset + shape[0]]
+                offset += shape[0]
+        return {"misfit": False, "stats": float_stats(arrays)}
+
     def time(self, id: int, feeds: Mapping[str, np.ndarray], warmup: int, iterations: int, label: str) -> list[float]:
         """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""
         session, device = self.sessions[id]
@@ -266,6 +293,8 @@ class Worker:
             return self.run(**arguments)
         if verb == "time":
             return self.time(**arguments)
+        if verb == "stats":
+            return self.stats(**arguments)
         if verb == "cuda_probe":
             return cuda_unavailable_reason()
         if verb == "count":

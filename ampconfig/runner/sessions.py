@@ -197,6 +197,12 @@ class Session:
         answer = self._process.ask("run", {"id": self._number, "feeds": arrays}, Phase.RUN, self.what)
         return answer
 
+    def stats(self, feeds: Mapping[str, np.ndarray], **layout: object) -> dict[str, object]:
+        """One run whose values' numbers the worker counts (``ort_worker.Worker.stats``; ``layout`` says which
+        output carries which value): the arrays stay in the worker, only the numbers come back."""
+        arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
+        return self._process.ask("stats", {"id": self._number, "feeds": arrays, **layout}, Phase.RUN, self.what)
+
     def time(
         self,
         feeds: Mapping[str, np.ndarray],

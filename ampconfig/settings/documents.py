@@ -541,12 +541,21 @@ def closest_node_name(name: str, names: Iterable[str]) -> str | None:
 
 
 def require_format(
-    document: Any, source: str | None, *, what: str, versioned: str, fmt: str, version: int, hint: str
+    document: Any,
+    source: str | None,
+    *,
+    what: str,
+    versioned: str,
+    fmt: str,
+    version: int | tuple[int, ...],
+    hint: str,
 ) -> None:
     """Raise a located AmpconfigError unless the parsed ``document`` (``data`` and its ``source`` map) is an object
-    whose ``format`` is ``fmt`` and whose ``format_version`` is exactly the integer ``version`` (``true`` is no
-    version, though Python counts it as 1): what tells one of ampconfig's files (a lock, a ranges file, named
-    ``what`` and ``versioned`` in messages) from any other JSON."""
+    whose ``format`` is ``fmt`` and whose ``format_version`` is exactly the integer ``version`` (or one of them;
+    ``true`` is no version, though Python counts it as 1): what tells one of ampconfig's files (a lock, a ranges
+    file, named ``what`` and ``versioned`` in messages) from any other JSON. A version above every one read was
+    written by a newer ampconfig, and says so."""
+    versions = version if isinstance(version, tuple) else (version,)
     data = document.data
     if not isinstance(data, dict) or data.get("format") != fmt:
         found = describe_value(data.get("format")) if isinstance(data, dict) else describe_value(data)
@@ -557,10 +566,11 @@ def require_format(
         )
         raise AmpconfigError(problem.message, file=source, problems=[problem])
     found_version = data.get("format_version")
-    if type(found_version) is not int or found_version != version:
-        newer = type(found_version) is int and found_version > version
+    if type(found_version) is not int or found_version not in versions:
+        newer = type(found_version) is int and found_version > max(versions)
+        readable = ", ".join(str(each) for each in versions)
         problem = document.source.problem(
-            f"{versioned} format version {json.dumps(found_version)} is not one this ampconfig reads ({version})",
+            f"{versioned} format version {json.dumps(found_version)} is not one this ampconfig reads ({readable})",
             ("format_version",),
             hint="written by a newer ampconfig: upgrade ampconfig" if newer else hint,
         )

@@ -31,12 +31,16 @@ from ampconfig.settings.documents import (
     require_format,
     validation_problems,
 )
+from ampconfig.settings.limits import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.settings.limits import LOCK_FORMAT as LOCK_FORMAT
 from ampconfig.settings.modes import V1Name
 
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
-#: The version of the format this ampconfig writes and reads. A lock of a newer version is refused (exit 2).
-LOCK_FORMAT_VERSION = 1
+#: The version of the format this ampconfig writes, and every version it reads. A lock of a newer version is
+#: refused (exit 2) as written by a newer ampconfig. Version 2 records the spreads of the values that decided by
+#: underflow (``values.below_normal``); a version 1 lock reads as one whose values decided by overflow only.
+LOCK_FORMAT_VERSION = 2
+LOCK_READ_VERSIONS = (1, 2)
 #: The lock's schema file (``ampconfig schema lock``); a lock written into a repository that keeps ampconfig's
 #: schemas refers to it by relative path (:func:`ampconfig.settings.schemas.schema_reference`).
 LOCK_SCHEMA_FILE = "precision-lock.schema.json"
@@ -146,6 +150,15 @@ class ModelIdentity(_Record):
     opsets: dict[str, int] = Field(description='Opset imports; the default domain is ``""``.')
 
 
+class LockedSpread(_Record):
+    """What the underflow rule reads of a value: its zeros and its binary-exponent histogram (a ranges file's)."""
+
+    zeros: int = Field(ge=0, strict=True, description="How many elements were zero.")
+    exponents: dict[
+        Annotated[str, Field(pattern=r"^(0|-?[1-9][0-9]{0,2})$")], Annotated[int, Field(ge=1, strict=True)]
+    ] = Field(description="Per binary exponent (-149 to 127), how many finite non-zero elements had it.")
+
+
 class LockValues(_Record):
     """The float32 model's value ranges the decisions read (docs/design.md §5): where they came from, and every value
     whose largest magnitude passed the margin, which is all the range rule reads. ``lock --check`` decides again
@@ -159,6 +172,12 @@ class LockValues(_Record):
     data_sha256: Sha256 | None = Field(description="Digest of the samples the values were measured on.")
     beyond_margin: dict[str, float] = Field(
         description="By value key, each largest |value| beyond the margin: the values that kept nodes float32."
+    )
+    below_normal: dict[str, LockedSpread] | None = Field(
+        default=None,
+        description="By value key, how each value that can decide by underflow spread (rule range_underflows): "
+        "mostly below the low type's normal range, or with elements the low type rounds to zero where float32 had "
+        "none. With beyond_margin, all the value rules read. Absent in version 1 locks.",
     )
 
 
@@ -227,7 +246,7 @@ class PrecisionLock(_Record):
 
     schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
     format: Literal["ampconfig-precision-lock"] = Field(description="What the file is.")
-    format_version: Literal[1] = Field(description="Version of this format.")
+    format_version: Literal[1, 2] = Field(description="Version of this format (2; version 1 locks still read).")
     settings: LockSettings
     versions: LockVersions
     model: ModelIdentity
@@ -336,7 +355,7 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
         what="precision lock",
         versioned="lock",
         fmt=LOCK_FORMAT,
-        version=LOCK_FORMAT_VERSION,
+        version=LOCK_READ_VERSIONS,
         hint=_LOCK_HINT,
     )
     data = document.data
@@ -346,6 +365,16 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
     except ValidationError as exc:
         problems = validation_problems(exc, document.source, PrecisionLock)
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
+    for key, spread in ((lock.values.below_normal or {}) if lock.values is not None else {}).items():
+        for exponent in spread.exponents:
+            if not EXPONENT_MIN <= int(exponent) <= EXPONENT_MAX:
+                problem = document.source.problem(
+                    f"exponent {exponent} of {key!r} lies outside float32's exponents ({EXPONENT_MIN} to "
+                    f"{EXPONENT_MAX})",
+                    ("values", "below_normal", key, "exponents", exponent),
+                    hint=_LOCK_HINT,
+                )
+                raise AmpconfigError(problem.message, file=source, problems=[problem])
     return lock, document
 
 

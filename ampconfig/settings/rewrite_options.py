@@ -2,13 +2,16 @@
 ``**options`` and the resolved :class:`~ampconfig.settings.resolve.Settings` of every command all become, so the
 one pipeline (:mod:`ampconfig.rewrite.pipeline`) reads them from one place.
 
-Building one checks the names (a keyword it has no field for is a TypeError) and reads the precision mode (an
-unknown mode is an :class:`~ampconfig.errors.AmpconfigError`); the files it names (mixlist, keep_dtype,
-customize_dtypes, ranges) are read when the rewrite runs, each error at its file and line.
+Building one checks the names (a keyword it has no field for is a TypeError), reads the precision mode and checks
+every option's type and range (:func:`check_options`: one validation for the API, the pass and every command, an
+:class:`~ampconfig.errors.AmpconfigError` naming the option, never a bare TypeError or ValueError from deep
+inside); the files it names (mixlist, keep_dtype, customize_dtypes, ranges) are read when the rewrite runs, each
+error at its file and line.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,11 +20,14 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import OpInfoLibrary
-from ampconfig.opinfo.targets import DEFAULT_TARGET
+from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
 from ampconfig.settings.customize_dtypes import CustomizeFile
+from ampconfig.settings.documents import describe_value
 from ampconfig.settings.judgements import Judges
-from ampconfig.settings.limits import ValueRanges
+from ampconfig.settings.limits import ValueRanges, check_margin
 from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.modes import PrecisionMode, parse_mode
 
@@ -70,8 +76,67 @@ class RewriteOptions:
         for name in ("overflow_nodes", "judges", "runtime_refused"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, MappingProxyType({}))
+        check_options(self)
+        if self.data_max is not None:
+            object.__setattr__(self, "data_max", check_margin(self.data_max, self.precision_mode.low_dtype, "data_max"))
 
     @classmethod
     def of(cls, precision_mode: str | PrecisionMode, **options: Any) -> RewriteOptions:
         """The options from a mode name and keywords (the pass's and the API's way of giving them)."""
         return cls(parse_mode(precision_mode), **options)
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, (str, os.PathLike))
+
+
+def _is_names(value: object) -> bool:
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
+        return False
+    return all(isinstance(each, str) for each in value)
+
+
+def _is_text_mapping(value: object) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+#: Each option's check and what it must be, in words (the API's keywords and the pass's options).
+_EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "precision_mode": (lambda v: isinstance(v, PrecisionMode), "a precision mode"),
+    "modify_mixlist": (
+        lambda v: v is None or _is_path(v) or isinstance(v, (Mixlist, Mapping)),
+        "a mixlist file's path, the mixlist as a mapping, or None",
+    ),
+    "keep_dtype": (lambda v: v is None or _is_path(v) or _is_names(v), "a keep_dtype file's path, node names, or None"),
+    "target": (lambda v: isinstance(v, str), "a target's name (" + ", ".join(TARGETS) + ")"),
+    "keep_io_types": (lambda v: isinstance(v, bool), "true or false"),
+    "overflow_nodes": (_is_text_mapping, "a mapping of node names to reasons"),
+    "float16_encoder": (lambda v: v is None or callable(v), "a function of a float32 array, or None"),
+    "op_names": (lambda v: v is None or v in OP_NAME_CHOICES, "one of " + ", ".join(OP_NAME_CHOICES) + ", or None"),
+    "op_info": (lambda v: v is None or isinstance(v, OpInfoLibrary), "an OpInfoLibrary, or None"),
+    "customize_dtypes": (
+        lambda v: v is None or _is_path(v) or isinstance(v, CustomizeFile),
+        "a customize_dtypes file's path, or None",
+    ),
+    "judges": (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v), "a mapping of op keys"),
+    "value_ranges": (lambda v: v is None or isinstance(v, ValueRanges), "a ValueRanges, or None"),
+    "clamp_values": (lambda v: isinstance(v, bool), "true or false"),
+    "ranges": (lambda v: v is None or _is_path(v), "a value ranges file's path, or None"),
+    "data_max": (
+        lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+        "a positive number up to the low type's largest value, or None",
+    ),
+    "with_cost": (lambda v: isinstance(v, bool), "true or false"),
+    "runtime_refused": (_is_text_mapping, "a mapping of node names to reasons"),
+}
+
+
+def check_options(options: RewriteOptions) -> None:
+    """Refuse an option of the wrong type, naming it, what it must be and what it got (exit 2 in the CLI)."""
+    for name, (accepts, expected) in _EXPECTED.items():
+        value = getattr(options, name)
+        if not accepts(value):
+            raise AmpconfigError(
+                f"{name} must be {expected}, got {describe_value(value)}",
+                hint=f"see ampconfig.rewrite_model_detailed's {name}",
+            )

@@ -1,20 +1,29 @@
 """The CI recipes the repository ships: every `ampconfig` command of the GitHub Actions workflow
 (examples/ci/precision-check.yml) runs on the bundled example as the workflow runs it, passes on an unchanged tree
 and fails on a mixlist edit naming the line; the `ampconfig-lock` pre-commit hook checks the locks a commit
-touches."""
+touches; the README's recipes for calibration on many machines (a CI matrix, Ray) run, and their merged ranges
+give the rewrite one calibration over all the data gives."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from tests.lock_trees import Tree, cli, example_tree, line_of, working_directory
 
 ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 WORKFLOW = ROOT / "examples" / "ci" / "precision-check.yml"
 HOOKS = ROOT / ".pre-commit-hooks.yaml"
 _VARIABLE = re.compile(r"\$\{?(\w+)\}?")
@@ -127,3 +136,94 @@ def test_the_lock_hook_checks_the_locks_a_commit_touches(tmp_path: Path, touched
         assert f"models/mixlist.json:{line_of(tree.mixlist, 'Erf')}: error:" in result.stdout
     else:
         assert "no precision lock" in result.stdout
+
+
+# ------------------------------------------------------------------ calibration on many machines (issue 36)
+def _readme_block(language: str, after: str) -> str:
+    """The README's first ``language`` block after the text ``after``."""
+    from tests.test_readme import readme_blocks
+
+    text = README.read_text(encoding="utf-8")
+    start = text.count("\n", 0, text.index(after)) + 1
+    return next(block.text for block in readme_blocks() if block.language == language and block.line > start)
+
+
+def _calibration_project(root: Path) -> Path:
+    """The README's project as the recipes need it: models/model.onnx (the bundled example) and the calibration
+    set the README's stand-in block writes."""
+    root.mkdir(parents=True)
+    (root / "models").mkdir()
+    shutil.copyfile(example_path(DEFAULT_EXAMPLE), root / "models" / "model.onnx")
+    data = _readme_block("python", "A stand-in for your calibration set")
+    done = subprocess.run([sys.executable, "-c", data], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _whole_rewrite(project: Path, merged: Path) -> None:
+    """One calibration over all the data gives the same values as the merged shards, and rewrite --ranges the
+    same bytes."""
+    with working_directory(project):
+        assert (
+            cli("calibrate", "models/model.onnx", "--calibration-data", "calibration", "-o", "whole.json").exit_code
+            == 0
+        )
+        for ranges, out in (("whole.json", "from-whole.onnx"), (str(merged), "from-merged.onnx")):
+            assert cli("rewrite", "models/model.onnx", "--ranges", ranges, "-o", out).exit_code == 0
+    whole = json.loads((project / "whole.json").read_text(encoding="utf-8"))
+    shards = json.loads(merged.read_text(encoding="utf-8"))
+    assert shards["values"] == whole["values"] and shards["data"]["samples"] == whole["data"]["samples"] == 8
+    assert len(shards["data"]["shards"]) == 4
+    assert {key: shards["model"][key] for key in ("structure_sha256", "weights_sha256")} == {
+        key: whole["model"][key] for key in ("structure_sha256", "weights_sha256")
+    }
+    assert (merged.parent / shards["model"]["path"]).resolve() == (project / "models" / "model.onnx").resolve()
+    assert (project / "from-merged.onnx").read_bytes() == (project / "from-whole.onnx").read_bytes()
+
+
+def test_the_ci_matrix_recipe_runs_as_its_jobs_would(tmp_path: Path) -> None:
+    project = _calibration_project(tmp_path / "project")
+    workflow = yaml.safe_load(_readme_block("yaml", "**A CI matrix**"))
+    shard_job, merge_job = workflow["jobs"]["shard"], workflow["jobs"]["merge"]
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    for shard in shard_job["strategy"]["matrix"]["shard"]:  # each job on a machine of its own: a fresh checkout
+        job = tmp_path / f"job-{shard}"
+        shutil.copytree(project, job)
+        for step in shard_job["steps"]:
+            line = step.get("run", "").replace("${{ matrix.shard }}", str(shard))
+            if line.startswith("ampconfig "):
+                with working_directory(job):
+                    assert cli(*shlex.split(line)[1:]).exit_code == 0, line
+            elif step.get("uses", "").startswith("actions/upload-artifact"):
+                uploaded = step["with"]["path"].replace("${{ matrix.shard }}", str(shard))
+                shutil.copyfile(job / uploaded, artifacts / Path(uploaded).name)
+    merge = tmp_path / "merge"
+    shutil.copytree(project, merge)
+    for step in merge_job["steps"]:
+        if step.get("uses", "").startswith("actions/download-artifact"):
+            for artifact in artifacts.iterdir():
+                shutil.copyfile(artifact, merge / artifact.name)
+        elif step.get("run", "").startswith("ampconfig "):
+            with working_directory(merge):
+                assert cli(*shlex.split(step["run"])[1:]).exit_code == 0, step["run"]
+    _whole_rewrite(merge, merge / "models" / "ranges.json")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None and not os.environ.get("CI"),
+    reason="the Ray recipe needs the ray extra (pip install '.[ray]'); CI installs it and never skips this",
+)
+def test_the_ray_recipe_runs_against_a_local_ray(tmp_path: Path) -> None:
+    project = _calibration_project(tmp_path / "project")
+    recipe = _readme_block("python", "**Ray**")
+    done = subprocess.run(
+        [sys.executable, "-c", recipe], cwd=project, capture_output=True, text=True, timeout=300, env=_ray_env()
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    _whole_rewrite(project, project / "models" / "ranges.json")
+
+
+def _ray_env() -> dict[str, str]:
+    """The recipe as a user runs it, with a small local instance: no dashboard, no usage report."""
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}

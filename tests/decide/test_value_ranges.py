@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import helper as oh
 from typer.testing import CliRunner
 
 from ampconfig.api import rewrite_model_detailed
@@ -20,7 +21,10 @@ from ampconfig.decide.passes import keep_in_range as value_pass
 from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.decide.value_ranges import ValueRanges, bounds, out_of_range, out_of_range_each
 from ampconfig.files import mapped
+from ampconfig.settings.limits import ValueSpread
 from tests.exporter_models import gpt2, gpt2_overflow
+from tests.graphs import const, make_model, tensor, weight
+from tests.underflow_models import FRONT_END, write_front_end
 from tests.value_models import (
     char_lstm_loop,
     detector_bn,
@@ -398,3 +402,109 @@ def test_without_the_norm_rule_the_film_block_misses_by_less_than_twice_the_tole
     code, report = _json(["run", str(model), "--inputs", str(data), "--json", *FAST])
     worst = max(output["rel_l2"] for output in report["outputs"])
     assert code == 1 and 0.01 < worst < 0.02
+
+
+# ----------------------------------------------------------------------------------------- underflow (issue 36)
+def _spread(exponents: dict[int, int], zeros: int = 0) -> ValueSpread:
+    return ValueSpread(zeros=zeros, nonfinite=0, exponents=exponents)
+
+
+def _tiny_chain(op: str = "Log", exponent: float = -0.5) -> onnx.ModelProto:
+    """x -> MatMul (white) -> Mul by 2 (gray) -> ``op`` -> MatMul -> y: what decides is the Mul's output."""
+    inits = [weight("w1", 8, 8), weight("w2", 8, 8), const("two", 2.0), const("p", exponent)]
+    reader = {
+        "Log": oh.make_node("Log", ["scaled"], ["read"], name="reader"),
+        "Div": oh.make_node("Div", ["x", "scaled"], ["read"], name="reader"),
+        "Pow": oh.make_node("Pow", ["scaled", "p"], ["read"], name="reader"),
+        "Sqrt": oh.make_node("Sqrt", ["scaled"], ["read"], name="reader"),
+        "Tanh": oh.make_node("Tanh", ["scaled"], ["read"], name="reader"),
+    }[op]
+    nodes = [
+        oh.make_node("MatMul", ["x", "w1"], ["h"], name="first"),
+        oh.make_node("Mul", ["h", "two"], ["scaled"], name="scale"),
+        reader,
+        oh.make_node("MatMul", ["read", "w2"], ["y"], name="last"),
+    ]
+    return make_model(nodes, [tensor("x", shape=[4, 8])], [tensor("y", shape=[4, 8])], inits)
+
+
+def _decided(
+    model: onnx.ModelProto, spreads: dict[str, ValueSpread], mode: str = "force_fp16", target: str = "cpu"
+) -> dict[str, str]:
+    ranges = ValueRanges({key: 1.0 for key in spreads}, "the tests' data", spreads=spreads)
+    result = rewrite_model_detailed(model, mode, target=target, value_ranges=ranges)
+    return {decision.name: f"{decision.dtype} {decision.rule.value}" for decision in result.decisions}
+
+
+#: float16's subnormals lie at exponents -24 to -15; below -25 it rounds to zero.
+MOSTLY_SUBNORMAL = {-20: 60, -3: 40}
+FEW_FLUSH = {-30: 2, -5: 98}
+
+
+def test_a_value_mostly_below_the_normal_range_keeps_its_producer_and_consumers_float32() -> None:
+    decided = _decided(_tiny_chain("Tanh"), {"scaled": _spread(MOSTLY_SUBNORMAL)})
+    assert decided["scale"] == decided["reader"] == "float32 range_underflows"
+    assert decided["first"] == decided["last"] == "float16 mode_lowers"
+    # at the share, not beyond it: nothing kept
+    assert _decided(_tiny_chain("Tanh"), {"scaled": _spread({-20: 50, -3: 50})})["scale"] == "float16 mode_lowers"
+
+
+def test_bfloat16_has_float32s_exponents() -> None:
+    decided = _decided(_tiny_chain("Tanh"), {"scaled": _spread(MOSTLY_SUBNORMAL)}, "allow_mix_precision_bf16", "cuda")
+    assert "range_underflows" not in " ".join(decided.values()) and decided["scale"].startswith("bfloat16")
+    deep = _decided(_tiny_chain("Tanh"), {"scaled": _spread({-130: 90, -3: 10})}, "allow_mix_precision_bf16", "cuda")
+    assert deep["scale"] == "float32 range_underflows"
+
+
+@pytest.mark.parametrize("op", ["Log", "Div", "Pow", "Sqrt"])
+def test_zeros_the_low_type_makes_before_a_log_or_a_divisor_keep_it_and_its_producer(op: str) -> None:
+    decided = _decided(_tiny_chain(op), {"scaled": _spread(FEW_FLUSH)})
+    assert decided["reader"] == decided["scale"] == "float32 range_underflows", decided
+    assert decided["first"] == "float16 mode_lowers"
+
+
+def test_zeros_float32_had_already_and_positive_powers_are_not_flushes_to_judge() -> None:
+    assert _decided(_tiny_chain("Log"), {"scaled": _spread(FEW_FLUSH, zeros=3)})["reader"] == "float16 mode_lowers"
+    assert _decided(_tiny_chain("Pow", 2.0), {"scaled": _spread(FEW_FLUSH)})["reader"] == "float16 mode_lowers"
+    assert _decided(_tiny_chain("Tanh"), {"scaled": _spread(FEW_FLUSH)})["reader"] == "float16 mode_lowers"
+
+
+@pytest.fixture(scope="module")
+def front_end(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The constant-Q front end, four quiet recordings and the ranges calibrate made of them."""
+    folder = tmp_path_factory.mktemp("front_end")
+    model, data = write_front_end(folder)
+    ranges = folder / "ranges.json"
+    code, _ = _json(["calibrate", str(model), "--calibration-data", str(data), "-o", str(ranges), "--json"])
+    assert code == 0
+    return model, data, ranges
+
+
+def test_the_front_end_passes_with_float32_only_where_the_underflow_rule_says(
+    front_end: tuple[Path, Path, Path],
+) -> None:
+    model, data, ranges = front_end
+    code, without = _json(["run", str(model), "-m", "allow_mix_precision", "--data", str(data), *FAST, "--json"])
+    code_off, off = _json(
+        ["run", str(model), "-m", "allow_mix_precision", "--data", str(data), *FAST, "--no-range-check", "--json"]
+    )
+    assert code == 0 and without["passed"], without["outputs"]
+    assert code_off == 1 and off["outputs"][0]["nonfinite"]  # the Log meets zeros: -inf, then NaN
+    _, explained = _json(["explain", str(model), "-m", "allow_mix_precision", "--ranges", str(ranges), "--json"])
+    _, plain = _json(["explain", str(model), "-m", "allow_mix_precision", "--json"])
+    now = {node["name"]: node for node in explained["nodes"]}
+    before = {node["name"]: node for node in plain["nodes"]}
+    moved = {name for name in now if now[name]["dtype"] != before[name]["dtype"]}
+    underflow = {name for name, node in now.items() if node["rule"] == "range_underflows"}
+    assert moved == underflow == set(FRONT_END) - {"log"}  # the Log is black: float32 before and after
+    assert "lies below float16's normal range in 78" in now["cqt_re"]["reason"]
+    assert "% would round to zero" in now["cqt_re"]["reason"]
+
+
+def test_the_front_end_has_no_non_finite_output_in_force_fp16(front_end: tuple[Path, Path, Path]) -> None:
+    model, data, ranges = front_end
+    args = ["-m", "force_fp16", "--ranges", str(ranges)]
+    code, report = _json(["run", str(model), *args, "--data", str(data), *FAST, "--json"])
+    assert code == 0 and not any(output["nonfinite"] for output in report["outputs"])
+    _, explained = _json(["explain", str(model), *args, "--json"])
+    assert {node["name"] for node in explained["nodes"] if node["rule"] == "range_underflows"} == set(FRONT_END)

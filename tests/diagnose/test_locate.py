@@ -50,7 +50,7 @@ def test_locate_reports_overflow_and_nonfinite_gain() -> None:
 
 
 def test_range_findings_name_outputs_inputs_and_constants() -> None:
-    values = {"x": np.array([1e5], np.float32), "va": np.array([1.0]), "vb": np.array([2e5]), "vc": np.array([1.0])}
+    values = {"x": 1e5, "va": 1.0, "vb": 2e5, "vc": 1.0}  # the peaks a calibration records
     constants = {"c": np.array([7e4], np.float32), "w": np.array([1.0], np.float32)}
     findings = range_findings(CHAIN, values, constants, 65504.0)
     assert [(f.node, f.value, f.kind) for f in findings] == [
@@ -63,8 +63,9 @@ def test_range_findings_name_outputs_inputs_and_constants() -> None:
     assert list(kept) == ["a", "b", "c"] and kept["b"].count("calibration") == 2
     # A constant is known exactly: it counts when it leaves float16 itself, whatever the margin of activations.
     assert [(f.node, f.value) for f in range_findings(CHAIN, values, constants, 1e6)] == [("b", "c")]
-    # float32's extremes are stand-ins for infinity (a mask's fill), in constants and activations alike.
-    masked = {**values, "x": np.array([-3.4e38, 1.0], np.float32), "vb": np.array([1.0])}
+    # float32's extremes are stand-ins for infinity (a mask's fill): a constant of them is no finding (a peak
+    # never holds them: the calibration leaves them out)
+    masked = {**values, "x": 1.0, "vb": 1.0}
     assert range_findings(CHAIN, masked, {"c": np.array([-3.4e38, 0.0], np.float32)}, 65504.0) == []
 
 

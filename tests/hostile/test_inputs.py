@@ -29,7 +29,8 @@ from onnx import helper as oh
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
+from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
+from ampconfig.settings.ranges_file import MAX_RANGES_BYTES
 from tests.graphs import IR_VERSION
 from tests.input_models import normalized_phoneme_model, phoneme_model
 
@@ -807,7 +808,25 @@ def _spoiled(data: dict, case: str) -> str:
     if case == "version true":
         return json.dumps({**data, "format_version": True})
     if case == "newer version":
-        return json.dumps({**data, "format_version": 2})
+        return json.dumps({**data, "format_version": 3})
+    if case == "exponent beyond float32":
+        data["values"][value]["exponents"]["200"] = 1
+        return json.dumps(data)
+    if case == "exponent not a number":
+        data["values"][value]["exponents"]["-1.5"] = 1
+        return json.dumps(data)
+    if case == "exponent count zero":
+        data["values"][value]["exponents"]["0"] = 0
+        return json.dumps(data)
+    if case == "histogram a list":
+        data["values"][value]["exponents"] = [[0, 1]]
+        return json.dumps(data)
+    if case == "version 2 without zeros":
+        del data["values"][value]["zeros"]
+        return json.dumps(data)
+    if case == "version 2 without weights":
+        del data["model"]["weights_sha256"]
+        return json.dumps(data)
     if case == "count is a boolean":
         data["values"][value]["nonfinite"] = True
         return json.dumps(data)
@@ -829,7 +848,9 @@ def _spoiled(data: dict, case: str) -> str:
 
 RANGES_CASES = [
     "empty", "truncated", "not an object", "no format", "version true", "newer version", "count is a boolean",
-    "peak is a string", "negative peak", "unknown key", "repeated key", "deep nesting",
+    "peak is a string", "negative peak", "unknown key", "repeated key", "deep nesting", "exponent beyond float32",
+    "exponent not a number", "exponent count zero", "histogram a list", "version 2 without zeros",
+    "version 2 without weights",
 ]  # fmt: skip
 
 
@@ -846,15 +867,18 @@ def test_a_bad_ranges_file_is_a_located_error_and_nothing_is_written(
         "lock": ["lock", model, "-o", out],
         "explain": ["explain", model],
     }[command]
-    assert_refused(invoke([*args, "--ranges", path]), str(path))
+    refused = invoke([*args, "--ranges", path])
+    assert_refused(refused, str(path))
     assert not out.exists()
     assert invoke(["validate", path]).exit_code != 0
+    if case == "newer version":
+        assert "written by a newer ampconfig" in _stderr(refused)
 
 
 def test_a_huge_ranges_file_is_refused_before_it_is_read(folder: Path, model: Path) -> None:
     path = folder / "huge.ranges.json"
     with path.open("wb") as handle:
-        handle.truncate(MAX_LOCK_BYTES + 1)
+        handle.truncate(MAX_RANGES_BYTES + 1)
     assert_refused(invoke(["rewrite", model, "-o", folder / "huge.out", "--ranges", path]), str(path))
 
 
@@ -880,6 +904,113 @@ def test_calibrate_never_writes_over_an_input_and_keeps_an_existing_file_on_fail
     missing = folder / "no-such-inputs.npz"
     assert_refused(invoke(["calibrate", model, "--inputs", missing, "-o", kept]), str(missing))
     assert kept.read_text(encoding="utf-8") == "previous"
+
+
+# --------------------------------------------------------------------- shards and ranges merge (issue 36)
+@pytest.fixture(scope="module")
+def shards(folder: Path, model: Path) -> tuple[Path, Path, Path]:
+    """Shards 1 and 2 of 2 of a data set of three samples, and the same model's whole-set ranges."""
+    data = folder / "shard_samples"
+    data.mkdir()
+    for index in range(3):
+        np.savez(data / f"s{index}.npz", x=np.full((1, 64), index + 1, np.float32))
+    made = []
+    for name, extra in (("s1", ["--shard", "1/2"]), ("s2", ["--shard", "2/2"]), ("whole", [])):
+        path = folder / f"{name}.ranges.json"
+        result = invoke(["calibrate", model, "--calibration-data", data, *extra, "-o", path])
+        assert result.exit_code == 0, _stderr(result)
+        made.append(path)
+    return made[0], made[1], made[2]
+
+
+@pytest.mark.parametrize("shard", ["0/2", "3/2", "1/0", "x/2", "1/2/3", "-1/2", "", "1/" + "9" * 30, "1/200000"])
+def test_a_bad_shard_is_refused_naming_the_flag(folder: Path, model: Path, shard: str) -> None:
+    out = folder / "bad-shard.json"
+    result = invoke(["calibrate", model, "--calibration-data", folder / "shard_samples", "--shard", shard, "-o", out])
+    assert_refused(result, "--shard")
+    assert not out.exists()
+
+
+def test_shards_need_data(folder: Path, model: Path) -> None:
+    out = folder / "generated-shard.json"
+    assert_refused(invoke(["calibrate", model, "--shard", "1/2", "-o", out]), "shards need data")
+    assert not out.exists()
+
+
+def _merged(paths: Sequence[Path | str], out: Path) -> Result:
+    return invoke(["ranges", "merge", *paths, "-o", out])
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["empty", "truncated", "deep nesting", "not a shard", "version 1", "other weights", "other device",
+     "twice", "missing", "wrong count", "no such file", "a folder", "a fifo", "nul", "too long"],
+)  # fmt: skip
+def test_a_hostile_merge_is_a_located_error_and_writes_nothing(
+    folder: Path, shards: tuple[Path, Path, Path], case: str
+) -> None:
+    first, second, whole = shards
+    spoilt = folder / f"merge-{case.replace(' ', '_')}.json"
+    data = json.loads(second.read_text(encoding="utf-8"))
+    given: list[Path | str] = [first, spoilt]
+    if case == "empty":
+        spoilt.write_text("", encoding="utf-8")
+    elif case == "truncated":
+        spoilt.write_text(second.read_text(encoding="utf-8")[:200], encoding="utf-8")
+    elif case == "deep nesting":
+        spoilt.write_text("[" * 10_000 + "]" * 10_000, encoding="utf-8")
+    elif case == "not a shard":
+        given = [first, whole]
+    elif case == "version 1":
+        data["format_version"] = 1
+        del data["model"]["weights_sha256"]
+        for value in data["values"].values():
+            del value["zeros"], value["exponents"]
+        spoilt.write_text(json.dumps(data), encoding="utf-8")
+    elif case in ("other weights", "other device", "wrong count"):
+        key, field, value = {
+            "other weights": ("model", "weights_sha256", "0" * 64),
+            "other device": (None, "device", "cuda"),
+            "wrong count": ("data", "shard", {"index": 2, "count": 3, "files": 3}),
+        }[case]
+        (data[key] if key else data)[field] = value
+        spoilt.write_text(json.dumps(data), encoding="utf-8")
+    elif case == "twice":
+        given = [first, first, second]
+    elif case == "missing":
+        given = [first]
+    elif case == "no such file":
+        given = [first, folder / "no-such-shard.json"]
+    elif case == "a folder":
+        given = [first, folder]
+    elif case == "a fifo":
+        fifo = folder / "shard.fifo"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        given = [first, fifo]
+    elif case in ("nul", "too long"):
+        given = [first, UNNAMEABLE_PATHS["nul" if case == "nul" else "too_long"][0]]
+    out = folder / f"merged-{case.replace(' ', '_')}.json"
+    result = _merged(given, out)
+    assert result.exit_code == 2, (case, _stderr(result))
+    assert not out.exists()
+    assert "error" in _stderr(result)
+
+
+def test_merge_never_writes_over_a_shard(folder: Path, shards: tuple[Path, Path, Path]) -> None:
+    first, second, _ = shards
+    before = second.read_bytes()
+    assert_refused(_merged([first, second], second), str(second))
+    assert second.read_bytes() == before
+
+
+def test_the_merged_shards_equal_the_whole(folder: Path, shards: tuple[Path, Path, Path]) -> None:
+    first, second, whole = shards
+    out = folder / "merged.ranges.json"
+    assert _merged([second, first], out).exit_code == 0
+    merged = json.loads(out.read_text(encoding="utf-8"))
+    assert merged["values"] == json.loads(whole.read_text(encoding="utf-8"))["values"]
+    assert merged["data"]["samples"] == 3 and [s["index"] for s in merged["data"]["shards"]] == [1, 2]
 
 
 # ------------------------------------------------------------------------------------ STRING inputs (issue 35)

@@ -4,6 +4,7 @@ line, the config key, the model's graph or weights, the op info), and the report
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import ampconfig
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.lock.record import decide_lock
 from ampconfig.opinfo.library import PrecisionReduce, load_ops_info
-from ampconfig.settings.lock_file import lock_text
+from ampconfig.settings.lock_file import load_lock, lock_data, lock_text
 from ampconfig.settings.resolve import Flags, resolve
 from tests.exporter_models import EXPORTER_MODELS
 from tests.lock_trees import Tree, changed_names, cli, cli_json, example_tree, line_of, working_directory
@@ -291,3 +292,54 @@ def test_diff_usage_errors(tmp_path: Path) -> None:
     assert cli("diff", tree.model, "--base-mixlist", tree.mixlist, "--format", "pdf").exit_code == 2
     missing = cli("diff", tree.model, "--base-mixlist", tree.folder / "gone.json", "--modify-mixlist", tree.mixlist)
     assert missing.exit_code == 2 and "gone.json" in missing.stderr
+
+
+# ------------------------------------------------------------------------------ locks keep what decided (issue 36)
+@pytest.fixture(scope="module")
+def front_end(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from tests.underflow_models import write_front_end
+
+    folder = tmp_path_factory.mktemp("front_end_lock")
+    return write_front_end(folder)
+
+
+def test_a_lock_of_underflow_decisions_passes_its_check_without_the_ranges_file(front_end: tuple[Path, Path]) -> None:
+    model, data = front_end
+    folder = model.parent
+    ranges, lock = folder / "ranges.json", folder / "front_end.lock.json"
+    assert cli("calibrate", model, "--calibration-data", data, "-o", ranges).exit_code == 0
+    made = cli("lock", model, "-m", "allow_mix_precision", "--ranges", ranges, "-o", lock)
+    assert made.exit_code == 0, made.output
+    recorded = load_lock(lock)[0]
+    assert recorded.values is not None and recorded.values.below_normal is not None
+    assert {"re", "im", "re2", "im2", "power_out"} <= set(recorded.values.below_normal)
+    assert all(spread.exponents for spread in recorded.values.below_normal.values())
+    assert cli("lock", "--check", lock).exit_code == 0  # with the file
+    ranges.unlink()
+    code, payload = cli_json("lock", "--check", lock)
+    assert code == 0, payload
+    assert any("is gone: decided with the values the lock recorded" in note for note in payload["notes"])
+
+
+def test_a_lock_from_a_run_on_data_passes_its_check(front_end: tuple[Path, Path]) -> None:
+    model, data = front_end
+    lock = model.parent / "run.lock.json"
+    ran = cli("run", model, "-m", "allow_mix_precision", "--data", data, "--warmup", "0", "--iterations", "1")
+    assert ran.exit_code == 0, ran.output
+    made = cli("run", model, "-m", "allow_mix_precision", "--data", data, "--warmup", "0", "--iterations", "1",
+               "--lock-out", lock)  # fmt: skip
+    assert made.exit_code == 0, made.output
+    assert cli("lock", "--check", lock).exit_code == 0
+    decided = {node.name: node.rule for node in load_lock(lock)[0].nodes}
+    assert decided["cqt_re"] == decided["power"] == "range_underflows"
+
+
+def test_a_version_1_lock_still_reads_and_passes(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path, BASE_MIXLIST)
+    tree.lock_it("--modify-mixlist", tree.mixlist)
+    data = lock_data(load_lock(tree.lock)[0])
+    data["format_version"] = 1
+    del data["values"]["below_normal"]
+    tree.lock.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    code, payload = tree.check()
+    assert code == 0, payload

@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_NESTING_DEPTH
-from ampconfig.settings.lock_file import LOCK_FORMAT, load_lock
+from ampconfig.settings.lock_file import LOCK_FORMAT, LOCK_FORMAT_VERSION, load_lock
 from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema
 from tests.lock_trees import Tree, cli, cli_json, example_tree, line_of, working_directory
 
@@ -38,7 +38,7 @@ def test_lock_records_settings_versions_identity_nodes_and_summary(tmp_path: Pat
     assert "wrote" in result.stderr and "casts" in result.stderr
     data = json.loads(tree.lock.read_text(encoding="utf-8"))
     assert "$schema" not in data  # the tree keeps no schemas: no address an editor would try to fetch
-    assert (data["format"], data["format_version"]) == (LOCK_FORMAT, 1)
+    assert (data["format"], data["format_version"]) == (LOCK_FORMAT, LOCK_FORMAT_VERSION) == (LOCK_FORMAT, 2)
     settings = data["settings"]
     assert settings["precision_mode"] == {"value": "allow_mix_precision", "source": "config"}
     assert settings["target"] == {"value": "cuda", "source": "command line"}
@@ -227,11 +227,11 @@ def test_truncated_lock(locked: Tree) -> None:
 
 
 def test_lock_of_another_format_version(locked: Tree) -> None:
-    text = locked.lock.read_text(encoding="utf-8").replace('"format_version": 1', '"format_version": 2')
+    text = locked.lock.read_text(encoding="utf-8").replace('"format_version": 2', '"format_version": 3')
     locked.lock.write_text(text, encoding="utf-8")
     code, payload = locked.check()
-    _located(code, payload, "format version 2", line_of(locked.lock, "format_version"))
-    assert "newer ampconfig" in payload["error"]["hint"]
+    _located(code, payload, "format version 3", line_of(locked.lock, "format_version"))
+    assert "written by a newer ampconfig" in payload["error"]["hint"] and "edit" not in payload["error"]["hint"]
 
 
 def test_lock_with_wrong_types(locked: Tree) -> None:
@@ -258,11 +258,11 @@ def test_lock_with_an_unknown_key_and_a_file_that_is_no_lock(locked: Tree) -> No
 
 def test_lock_with_a_repeated_key_or_a_comment(locked: Tree) -> None:
     text = locked.lock.read_text(encoding="utf-8")
-    repeated = text.replace('"format_version": 1,', '"format_version": 1,\n  "format_version": 1,')
+    repeated = text.replace('"format_version": 2,', '"format_version": 2,\n  "format_version": 2,')
     locked.lock.write_text(repeated, encoding="utf-8")
     code, payload = locked.check()
     _located(code, payload, "duplicate key 'format_version'", line_of(locked.lock, "format_version") + 1)
-    locked.lock.write_text(text.replace('"format_version": 1,', '"format_version": 1, // v1'), "utf-8")
+    locked.lock.write_text(text.replace('"format_version": 2,', '"format_version": 2, // v2'), "utf-8")
     code, payload = locked.check()
     _located(code, payload, "comments are not allowed", line_of(locked.lock, "format_version"))
 
@@ -296,7 +296,7 @@ def test_missing_model_or_settings_file_is_located(locked: Tree) -> None:
 
 
 def test_validate_reports_a_hostile_lock_as_unusable(locked: Tree) -> None:
-    text = locked.lock.read_text(encoding="utf-8").replace('"format_version": 1', '"format_version": "1"')
+    text = locked.lock.read_text(encoding="utf-8").replace('"format_version": 2', '"format_version": "2"')
     locked.lock.write_text(text, encoding="utf-8")
     result = cli("validate", locked.lock)
     assert result.exit_code == 2 and "format version" in result.stdout
@@ -370,3 +370,23 @@ def test_a_lock_refers_to_the_repositorys_schema_by_relative_path(tmp_path: Path
     schema_file = (tree.lock.parent / data["$schema"]).resolve()
     assert schema_file == (tmp_path / "schemas" / SCHEMA_KINDS["lock"].filename).resolve()
     jsonschema.validate(data, json.loads(schema_file.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize(
+    ("spread", "said"),
+    [
+        ({"zeros": 0, "exponents": {"500": 1}}, "lies outside float32's exponents"),
+        ({"zeros": 0, "exponents": {"-1.5": 1}}, "below_normal"),
+        ({"zeros": "none", "exponents": {}}, "below_normal"),
+        ({"zeros": 0, "exponents": {"3": 0}}, "below_normal"),
+        ([1, 2], "below_normal"),
+    ],
+)
+def test_a_hostile_underflow_record_is_located(locked: Tree, spread: object, said: str) -> None:
+    data = json.loads(locked.lock.read_text(encoding="utf-8"))
+    data["values"]["below_normal"] = {"x": spread}
+    locked.lock.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    code, payload = locked.check()
+    assert code == 2
+    assert said in payload["error"]["message"] or said in str(payload["error"]["json_path"]), payload
+    assert payload["error"]["line"] is not None

@@ -47,7 +47,7 @@ def _run_output(model: Path) -> np.ndarray:
 def test_calibrate_writes_every_float_value_with_model_and_data_identity(spectrum: tuple[Path, Path, Path]) -> None:
     _, _, ranges = spectrum
     data = json.loads(ranges.read_text())
-    assert data["format"] == "ampconfig-value-ranges" and data["format_version"] == 1
+    assert data["format"] == "ampconfig-value-ranges" and data["format_version"] == 2
     assert data["model"]["path"] == "log_mel.onnx" and len(data["model"]["structure_sha256"]) == 64
     assert data["data"]["samples"] == 1 and len(data["data"]["sha256"]) == 64
     power = data["values"]["power"]
@@ -254,3 +254,79 @@ def test_the_api_calibrates_as_the_command_does(spectrum: tuple[Path, Path, Path
     with pytest.raises(AmpconfigError):
         api.calibrate_model(model, model, inputs=inputs)  # never over an input
     assert model.read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def uneven(spectrum: tuple[Path, Path, Path]) -> Path:
+    """The spectrum's ranges without the value 'mel' and with a value the model lacks."""
+    _, _, ranges = spectrum
+    data = json.loads(ranges.read_text())
+    data["values"]["no_such_value"] = data["values"].pop("mel")
+    path = ranges.parent / "uneven.ranges.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("command", ["rewrite", "lock", "explain", "diff", "run", "compare", "tune"])
+def test_every_deciding_command_says_what_the_file_does_not_cover(
+    spectrum: tuple[Path, Path, Path], uneven: Path, command: str
+) -> None:
+    model, inputs, _ = spectrum
+    folder = model.parent
+    args: list[str | Path] = {
+        "rewrite": ["rewrite", model, "-o", f"{command}.onnx"],
+        "lock": ["lock", model, "-o", f"{command}.lock.json"],
+        "explain": ["explain", model],
+        "diff": ["diff", model, "--base-precision-mode", "force_fp32"],
+        "run": ["run", model, "--inputs", inputs, *RUN],
+        "compare": ["compare", model, "--inputs", inputs],
+        "tune": ["tune", model, "--inputs", inputs, "--max-runs", "8", "-o", f"{command}.mixlist.json"],
+    }[command]
+    done = ampconfig(*args, "-m", "allow_mix_precision", "--ranges", uneven, cwd=folder)
+    assert done.returncode in (0, 1), done.stderr
+    said = done.stdout + done.stderr
+    assert "1 float value(s) are not in the ranges file" in said and "'mel'" in said, said
+    assert "names 1 value(s) the model does not have" in said and "'no_such_value'" in said, said
+
+
+def test_the_api_and_the_pass_say_it_too(spectrum: tuple[Path, Path, Path], uneven: Path) -> None:
+    import onnx_ir as ir
+
+    from ampconfig import MixedPrecisionPass
+    from ampconfig.api import rewrite_model_detailed
+
+    model, _, _ = spectrum
+    passed = MixedPrecisionPass("allow_mix_precision", ranges=uneven)
+    passed(ir.load(model))
+    assert passed.result is not None
+    for warnings in (
+        rewrite_model_detailed(model, "allow_mix_precision", ranges=uneven).warnings,
+        passed.result.warnings,
+    ):
+        assert sum("not in the ranges file" in w or "the model does not have" in w for w in warnings) == 2, warnings
+
+
+def test_explain_compare_and_tune_decide_from_the_calibration_run_makes(tmp_path: Path) -> None:
+    """One measurement path: the decisions of explain (the calibration alone), explain --compare, compare and tune
+    (the calibration of their reference runs) on the same data are run's, underflow included."""
+    from tests.underflow_models import FRONT_END, write_front_end
+
+    model, data = write_front_end(tmp_path)
+    common = ["-m", "allow_mix_precision", "--data", data, "--json"]
+
+    def payload(*args: str | Path) -> dict:
+        done = ampconfig(*args, *common, cwd=tmp_path)
+        assert done.returncode in (0, 1), done.stderr
+        return json.loads(done.stdout)
+
+    explained = payload("explain", model)
+    compared = payload("explain", model, "--compare")
+    decided = {node["name"]: (node["dtype"], node["rule"]) for node in explained["nodes"]}
+    assert decided == {node["name"]: (node["dtype"], node["rule"]) for node in compared["nodes"]}
+    assert {name for name, (_, rule) in decided.items() if rule == "range_underflows"} == set(FRONT_END) - {"log"}
+    located = payload("compare", model)["localization"]["nodes"]
+    assert {node["name"]: node["dtype"] for node in located} == {name: d for name, (d, _) in decided.items()}
+    ran = payload("run", model, *RUN)
+    assert ran["passed"] and "6 by range_underflows" in " ".join(ran["notes"])
+    tuned = payload("tune", model, "--max-runs", "8", "-o", tmp_path / "tuned.mixlist.json")
+    assert tuned["range_analysis"] == compared["range_analysis"]

@@ -1,6 +1,6 @@
-"""Nodes that the low type cannot hold the values of (``ampconfig.decide.value_ranges``: rules value_out_of_range and
-range_exceeds). A hard pass, after :class:`FixedVerdicts` in every pipeline (keep_dtype pins come first), in the
-modes that lower; like a keep_dtype pin its float32 verdicts are hard: neighbours follow them.
+"""Nodes that the low type cannot hold the values of (``ampconfig.decide.value_ranges``: rules value_out_of_range,
+range_exceeds and range_underflows). A hard pass, after :class:`FixedVerdicts` in every pipeline (keep_dtype pins
+come first), in the modes that lower; like a keep_dtype pin its float32 verdicts are hard: neighbours follow them.
 
 Why float32 and not a typed form: BatchNormalization from opset 15 lets its scale, bias, mean and variance have
 types of their own (``Verdict.input_dtypes`` could keep them float32 beside a float16 input), but ONNX Runtime's
@@ -33,23 +33,26 @@ from ampconfig.decide.value_ranges import (
 from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
+from ampconfig.settings.limits import UNDERFLOW_SHARE
 from ampconfig.settings.modes import PrecisionMode
 
 #: Modes that never lower a float32 node: nothing for the values to keep.
 _KEEPING_MODES = frozenset({PrecisionMode.FORCE_FP32, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE})
-_VALUE_RULES = frozenset({Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS})
+_VALUE_RULES = frozenset({Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS, Rule.RANGE_UNDERFLOWS})
 
 
 class KeepValuesInRange(DecisionPass):
     """Ensures: a float32 node the mode could lower that reads a constant beyond the low type's range (not
-    clamped, not a sentinel), or whose float values on data passed the margin, is float32, with its rule and the
-    value named."""
+    clamped, not a sentinel), whose float values on data passed the margin, or which reads or writes a value whose
+    magnitudes mostly lie below the low type's normal range, is float32, with its rule and the value named; so are
+    a Log, Reciprocal, divisor, negative Pow, Sqrt or Rsqrt whose input the low type would round to zero where
+    float32 had no zero, and that input's producer."""
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
         ctx = state.ctx
         if ctx.mode in _KEEPING_MODES:
             return False
-        paths = {id(each.graph): each.path for each in state.scopes}
+        paths = ValueKeys.of(state)
         asked: list[tuple[NodeFacts, list[ir.Value]]] = []
         verdict_of = ModeVerdicts(ctx)
         for facts in scope.facts:
@@ -65,12 +68,17 @@ class KeepValuesInRange(DecisionPass):
         )
         changed = False
         for facts, constants in asked:
-            verdict = _constant_verdict(constants, state, beyond) or _range_verdict(facts, state, paths)
+            verdict = (
+                _constant_verdict(constants, state, beyond)
+                or _range_verdict(facts, state, paths)
+                or _underflow_verdict(facts, state, paths)
+            )
             if verdict is not None:
                 changed |= state.decide(facts.node, verdict)
         if ctx.value_ranges is not None:
             for facts in scope.facts:
                 changed |= _keep_scaled_norms(facts, state, paths, verdict_of)
+                changed |= _keep_flush_sensitive(facts, state, paths, verdict_of)
         return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
@@ -145,7 +153,30 @@ def _constant_verdict(
     return Verdict(Dtype.FLOAT32, Rule.VALUE_OUT_OF_RANGE, reason, cause=value.name)
 
 
-def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]) -> Verdict | None:
+class ValueKeys:
+    """The key of each value of the state's model (:func:`~ampconfig.decide.value_ranges.value_key`): its scope's key
+    path, and the main graph's names that a body's key must differ from."""
+
+    def __init__(self, key_paths: dict[int, str], main_names: frozenset[str]) -> None:
+        self.key_paths, self.main_names = key_paths, main_names
+
+    @classmethod
+    def of(cls, state: DecisionState) -> ValueKeys:
+        key_paths = {id(each.graph): each.key_path for each in state.scopes}
+        if len(state.scopes) == 1:
+            return cls(key_paths, frozenset())  # no body: no key to tell apart from the main graph's names
+        main = state.scopes[0].graph
+        names = {value.name for value in main.inputs} | set(main.initializers)
+        names |= {value.name for node in main for value in node.outputs if value.name}
+        return cls(key_paths, frozenset(name for name in names if name))
+
+    def key(self, value: ir.Value) -> str:
+        producer = value.producer()
+        graph = producer.graph if producer is not None else value.graph
+        return value_key(self.key_paths.get(id(graph), ""), value.name or "", self.main_names)
+
+
+def _range_verdict(facts: NodeFacts, state: DecisionState, paths: ValueKeys) -> Verdict | None:
     ranges = state.ctx.value_ranges
     if ranges is None:
         return None
@@ -155,9 +186,7 @@ def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]
         for value in values:
             if value is None or not value.name or Dtype.of_value(value) is None or is_constant(value):
                 continue
-            producer = value.producer()
-            graph = producer.graph if producer is not None else value.graph
-            found = ranges.exceeding(value_key(paths.get(id(graph), ""), value.name), low)
+            found = ranges.exceeding(paths.key(value), low)
             if found is not None:
                 return Verdict(
                     Dtype.FLOAT32,
@@ -167,6 +196,96 @@ def _range_verdict(facts: NodeFacts, state: DecisionState, paths: dict[int, str]
                     cause=value.name,
                 )
     return None
+
+
+def _keyed_values(facts: NodeFacts, paths: ValueKeys) -> list[tuple[str, ir.Value, str]]:
+    """The node's float values that are not constants, as (input or output, value, key)."""
+    found = []
+    node = facts.node
+    for kind, values in (("input", node.inputs), ("output", node.outputs)):
+        for value in values:
+            if value is None or not value.name or Dtype.of_value(value) is None or is_constant(value):
+                continue
+            found.append((kind, value, paths.key(value)))
+    return found
+
+
+def _underflow_verdict(facts: NodeFacts, state: DecisionState, paths: ValueKeys) -> Verdict | None:
+    """Rule range_underflows: the node reads or writes a value whose finite non-zero magnitudes lie below the low
+    type's normal range in more than the underflow share (its producer and its consumers compute in float32, so no
+    cast rounds it)."""
+    ranges = state.ctx.value_ranges
+    if ranges is None:
+        return None
+    low = state.ctx.low
+    for kind, value, key in _keyed_values(facts, paths):
+        found = ranges.underflowing(key, low)
+        if found is not None:
+            return Verdict(
+                Dtype.FLOAT32,
+                Rule.RANGE_UNDERFLOWS,
+                f"its {kind} {value.name!r} lies below {low}'s normal range in {found.share:.1%} of its non-zero "
+                f"values ({found.flushed_share:.1%} would round to zero) on {ranges.source} (more than "
+                f"{UNDERFLOW_SHARE:.0%} keeps it float32 on every edge)",
+                cause=value.name,
+            )
+    return None
+
+
+#: Ops that turn a zero into something far from what a tiny value gives, and the input slot that matters:
+#: log(0) = -inf, 1/0 = inf, 0^-p = inf, sqrt(0) = 0 where the root of a tiny value is a thousand times larger.
+FLUSH_SENSITIVE = {"Log": 0, "Reciprocal": 0, "Sqrt": 0, "Div": 1, "Pow": 0}
+_FLUSH_RESULT = {"Log": "-inf", "Reciprocal": "inf", "Div": "inf", "Pow": "inf", "Sqrt": "0", "Rsqrt": "inf"}
+
+
+def _flush_slot(facts: NodeFacts) -> int | None:
+    """The input slot of a flush-sensitive node whose zeros matter (Pow: only with a negative constant exponent);
+    None for any other node."""
+    op = facts.key.rsplit("::", 1)[-1]
+    if op == "Rsqrt":  # no ONNX op; contrib and custom domains have it
+        return 0
+    slot = FLUSH_SENSITIVE.get(facts.key)
+    if slot is None or op != "Pow":
+        return slot
+    exponent = facts.node.inputs[1] if len(facts.node.inputs) > 1 else None
+    tensor = constant_source(exponent) if exponent is not None else None
+    if tensor is None:
+        return None  # an exponent known only at run time: not judged
+    values = np.asarray(tensor.numpy())
+    return slot if values.size and bool((values < 0).any()) else None
+
+
+def _keep_flush_sensitive(facts: NodeFacts, state: DecisionState, paths: ValueKeys, verdict_of: ModeVerdicts) -> bool:
+    """Rule range_underflows: a Log, Reciprocal, divisor, negative Pow, Sqrt or Rsqrt whose input the low type would
+    round to zero where float32 had no zero stays float32, and so does that input's producer (a float32 node
+    reading a value stored in the low type would still read its zeros)."""
+    slot = _flush_slot(facts)
+    node = facts.node
+    ranges, low = state.ctx.value_ranges, state.ctx.low
+    if slot is None or ranges is None or slot >= len(node.inputs) or facts.dtype is not Dtype.FLOAT32:
+        return False
+    value = node.inputs[slot]
+    if value is None or not value.name or is_constant(value) or Dtype.of_value(value) is None:
+        return False
+    producer = value.producer()
+    found = ranges.underflow(paths.key(value), low)
+    if found is None or not found.flushed or found.zeros:
+        return False
+    op = facts.key.rsplit("::", 1)[-1]
+    reason = (
+        f"{value.name!r} would round to zero in {found.flushed} of its values ({found.flushed_share:.2%}) in {low} on "
+        f"{ranges.source}, where float32 had no zero, and {op} of zero is {_FLUSH_RESULT[op]}"
+    )
+    changed = False
+    for kept, why in ((node, f"reads {reason}"), (producer, f"computes {reason} in {node.name!r}")):
+        kept_facts = state.facts_of.get(kept) if kept is not None else None
+        if kept is None or kept_facts is None or kept in state.verdicts or kept_facts.dtype is not Dtype.FLOAT32:
+            continue
+        if is_flexible(kept_facts) or not could_go_low(kept_facts, state, verdict_of):
+            continue
+        cause = value.name if kept is node else node.name
+        changed |= state.decide(kept, Verdict(Dtype.FLOAT32, Rule.RANGE_UNDERFLOWS, why, cause=cause))
+    return changed
 
 
 #: Normalisations: they divide by a deviation, so an error in what they read grows by |x| / deviation.
@@ -193,7 +312,7 @@ _PRODUCTS = frozenset({"Mul", "Div"})
 _NORM_DISTANCE = 6
 
 
-def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: dict[int, str], verdict_of: ModeVerdicts) -> bool:
+def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: ValueKeys, verdict_of: ModeVerdicts) -> bool:
     """A Mul/Div kept float32 because its output passed the margin (a FiLM scale times a normalised value, before a
     Sigmoid) judges its small factor with it: the normalisation feeding it (through shape ops and its own affine),
     those ops, and the producer of what the normalisation reads keep float32 too. Float16 storage of the norm's
@@ -207,7 +326,7 @@ def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: dict[int, 
     output = node.outputs[0]
     if ranges is None or not output.name:
         return False
-    peak = ranges.exceeding(value_key(paths.get(id(node.graph), ""), output.name), low)
+    peak = ranges.exceeding(paths.key(output), low)
     if peak is None:
         return False
     changed = False

@@ -301,6 +301,8 @@ def _search(
     runs.value_ranges = report.range.ranges if report.range is not None else None
     base = Candidate()
     all_low = runs.decide(base)
+    # what a ranges file does not cover (or covers beyond the model), as every deciding command says it
+    report.notes.extend(warning for warning in all_low.warnings if "ranges file" in warning)
     shapes = value_shapes(prepared.model, runs.reference.first.values)
     costing = _Costing(prepared, runs, shapes)
     if not runs.lowered(base):
