@@ -26,7 +26,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from ampconfig.api import rewrite_ir_model
+from ampconfig.engine.in_place import rewrite_ir_model
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import RewriteOptions

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 import ampconfig
 from ampconfig import Judgement, MixedPrecisionPass, MixedPrecisionResult, rewrite_model, rewrite_model_detailed
 from ampconfig.cli import app
-from ampconfig.decide.decisions import Rule
+from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.decide.ranges_input import structure_sha256
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
@@ -106,7 +106,7 @@ def fast_gelu_model() -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid(MS, 1)], ir_version=IR_VERSION)
 
 
-def _decision(model: onnx.ModelProto, name: str, **options: object) -> ampconfig.api.NodeDecision:
+def _decision(model: onnx.ModelProto, name: str, **options: object) -> NodeDecision:
     result = rewrite_model_detailed(model, MIXED, target="cpu", **options)  # type: ignore[arg-type]
     return next(d for d in result.decisions if d.name == name)
 

@@ -23,17 +23,19 @@ LEVELS = {
     "settings": 2,
     "decide": 3,
     "rewrite": 4,
-    "runner": 5,
-    "api": 6,
-    "ir_pass": 7,
-    "prove": 7,
-    "diagnose": 8,
-    "lock": 8,
-    "report": 9,
-    "cli": 10,
-    "__init__": 11,
-    "entry": 11,
-    "__main__": 12,
+    "instrument": 5,
+    "runner": 6,
+    "engine": 7,
+    "api": 8,
+    "ir_pass": 8,
+    "prove": 8,
+    "diagnose": 9,
+    "lock": 9,
+    "report": 10,
+    "cli": 11,
+    "__init__": 12,
+    "entry": 12,
+    "__main__": 13,
 }
 SAME_LEVEL = {("opinfo", "files")}
 
@@ -67,3 +69,24 @@ def test_no_import_runs_back_up() -> None:
                     upward.append(f"{path.relative_to(package)}:{node.lineno} imports ampconfig.{target}")
     assert unplaced == [], "place these in LEVELS (and in docs/design.md §10)"
     assert upward == []
+
+
+def test_nothing_inside_the_package_imports_the_api() -> None:
+    """``ampconfig.api`` is the users' facade over the engine: the package's own code goes to the engine itself
+    (the package root's lazy public names aside, which are the facade's)."""
+    package = Path(ampconfig.__file__).parent
+    importers = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "__init__.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if "ampconfig.api" in names:
+                importers.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert importers == []

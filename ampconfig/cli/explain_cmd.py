@@ -98,7 +98,7 @@ def explain(
 
 def _explain_decisions(start: Opened) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
-    from ampconfig.api import rewrite_with_settings
+    from ampconfig.engine.in_place import rewrite_with_settings
     from ampconfig.files.models import open_model
     from ampconfig.report.explain import explain_payload
     from ampconfig.settings.declared_files import declare_model

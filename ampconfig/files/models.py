@@ -82,7 +82,7 @@ def call_onnx_api(func: Callable[[onnx.ModelProto], R], model: ir.Model) -> R:
 def light_proto_of_ir(model: ir.Model) -> onnx.ModelProto:
     """A proto of ``model`` for ONNX's checker and inference (what :func:`call_onnx_api` hands them), leaving
     ``model`` as it was, its initializers in their order: the light proto the admission of an ``ir.Model`` reads
-    (:func:`ampconfig.api.rewrite_ir_model`)."""
+    (:func:`ampconfig.engine.in_place.rewrite_ir_model`)."""
     initializers = model.graph.initializers
     order = list(initializers.values())
     proto = call_onnx_api(lambda light: light, model)

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import onnx
 
-from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime

@@ -221,12 +221,13 @@ class Judge:
 def accuracy_model(rewritten: onnx.ModelProto, device: str) -> tuple[onnx.ModelProto, int]:
     """The model whose outputs are judged, and how many nodes its rounding wraps.
 
-    On the CPU: :func:`ampconfig.api.low_precision_rounding_model` (the rewrite itself when nothing needs
-    wrapping). On CUDA: the rewritten model itself, whose float16 kernels round as float16 hardware does.
+    On the CPU: :func:`ampconfig.instrument.rounding.low_precision_rounding_model` (the rewrite itself when nothing
+    needs wrapping). On CUDA: the rewritten model itself, whose float16 kernels round as float16 hardware does.
     """
     if device != "cpu":
         return rewritten, 0
-    from ampconfig.api import low_precision_rounding_model
+    from ampconfig.engine.typing_chain import TYPING
+    from ampconfig.instrument.rounding import low_precision_rounding_model
 
-    copy, wrapped = low_precision_rounding_model(rewritten)
+    copy, wrapped = low_precision_rounding_model(rewritten, TYPING)
     return (copy, wrapped) if wrapped else (rewritten, 0)

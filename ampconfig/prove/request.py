@@ -21,8 +21,8 @@ from typing import Any
 
 import onnx
 
-from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import onnx
 
-from ampconfig.api import save_low_precision_rounding_copy
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.instrument.rounding import save_low_precision_rounding_copy
 from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
@@ -195,7 +196,7 @@ def _models_to_run(
 
         def accuracy_copy() -> tuple[RunnableModel, int]:
             path = Path(folder) / "accuracy.onnx"
-            wrapped = save_low_precision_rounding_copy(rewritten_path, path)
+            wrapped = save_low_precision_rounding_copy(rewritten_path, path, TYPING)
             return (ModelFile(path, open_model(path, map_weights=True).proto) if wrapped else rewritten), wrapped
 
         yield ModelFile(settings.model_path, opened.proto), rewritten, accuracy_copy

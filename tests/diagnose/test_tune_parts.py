@@ -18,8 +18,8 @@ from ampconfig.diagnose.sensitivity import damaged_nodes, estimated_error, sensi
 from ampconfig.diagnose.tune.ranking import amplifying_consumers, pin_followers
 from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, rank_pins
 from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent
+from ampconfig.instrument.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
-from ampconfig.rewrite.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
 from ampconfig.runner.ort_worker import CUDA_PROVIDER, provider_list

@@ -13,7 +13,7 @@ from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
 from ampconfig.decide.value_ranges import SMALL_VALUE, segment_stats
-from ampconfig.rewrite.expose import expose_keys, float_value_keys
+from ampconfig.instrument.expose import expose_keys, float_value_keys
 from ampconfig.runner.intermediates import (
     ValueStats,
     run_value_stats,

@@ -3,7 +3,7 @@
 - the reference: one plain fp32 run (what every trial is judged against, as ``run`` judges) and one with every
   intermediate exposed (range analysis, sensitivity);
 - exposed runs of a rewrite (the copy ``run`` judges, every intermediate exposed) and one replay run
-  (:func:`ampconfig.rewrite.inject.injection_model`): the sensitivity analysis;
+  (:func:`ampconfig.instrument.inject.injection_model`): the sensitivity analysis;
 - trials: a candidate (node pins, black-listed op types) is rewritten (no run) and judged by one plain run of its
   accuracy copy; a candidate whose decisions equal an earlier one's is answered from that one without a run;
   on CUDA trial sessions ask cuDNN for heuristic convolution algorithms;
@@ -26,9 +26,9 @@ from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_ru
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.instrument.inject import InjectionModel, injection_model
 from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model
-from ampconfig.rewrite.inject import InjectionModel, injection_model
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import InputSet, first_samples
@@ -345,7 +345,7 @@ class TuneRuns:
             replayed = []
             copies: dict[Hashable, InjectionModel] = {}
             for feeds, low_run in zip(self.calibration.calibration.samples, low.each, strict=True):
-                # An empty value is not fed: it is what a branch that did not run gives back (rewrite/expose.py).
+                # An empty value is not fed: it is what a branch that did not run gives back (instrument/expose.py).
                 available = {
                     key: np.shape(array)
                     for key, array in low_run.values.items()

@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.rewrite.expose import VALUE_GROUP, expose_keys, float_value_keys, static_shapes
+from ampconfig.instrument.expose import VALUE_GROUP, expose_keys, float_value_keys, static_shapes
 from ampconfig.runner.intermediates import ExposedRunner
 from ampconfig.runner.sessions import create_session, run_once
 from tests.graphs import make_model, tensor

@@ -1,4 +1,4 @@
-"""The CPU accuracy copy (ampconfig/rewrite/rounding.py): a float16 node the CPU provider has no kernel for computes
+"""The CPU accuracy copy (ampconfig/instrument/rounding.py): a float16 node the CPU provider has no kernel for computes
 in float32 between explicit casts. The value it renames (``s`` becomes ``s_fp32``) gives its declaration to the
 rounded value that takes its name, and the casts declare no shape: the copy claims nothing the rewrite did not."""
 
@@ -9,7 +9,8 @@ import onnx
 from onnx import helper as oh
 
 from ampconfig import rewrite_model
-from ampconfig.api import low_precision_rounding_model
+from ampconfig.engine.typing_chain import TYPING
+from ampconfig.instrument.rounding import low_precision_rounding_model
 from tests.graphs import FLOAT, make_model, run, tensor
 from tests.shape_claims import added_shape_claims, declared_shape
 
@@ -31,7 +32,7 @@ def _declared_sigmoids() -> onnx.ModelProto:
 def test_the_copy_declares_nothing_the_rewrite_did_not_and_runs_on_sizes_that_differ() -> None:
     model = _declared_sigmoids()
     rewritten = rewrite_model(model, "force_fp16", target="cpu")
-    copy, wrapped = low_precision_rounding_model(rewritten)
+    copy, wrapped = low_precision_rounding_model(rewritten, TYPING)
     assert wrapped == 3  # every Sigmoid: the CPU provider has no float16 Sigmoid
     assert added_shape_claims(rewritten, copy) == []
     shapes = {entry.name: declared_shape(entry.type) for entry in copy.graph.value_info}

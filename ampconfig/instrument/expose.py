@@ -1,7 +1,7 @@
 """Debugging copies of a model that expose intermediate values as graph outputs (compare, range analysis, tune).
 The input model is never modified.
 
-Values are named by their keys (:mod:`ampconfig.rewrite.scopes`): a main-graph value by its name, a value inside
+Values are named by their keys (:mod:`ampconfig.instrument.scopes`): a main-graph value by its name, a value inside
 an If, Loop or Scan body by its scope path and name. A value inside a body leaves it the way the body's own
 outputs do, one scope at a time, until it is an output of the main graph:
 
@@ -35,8 +35,8 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
+from ampconfig.instrument.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 from ampconfig.rewrite.names import fresh_name
-from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 
 #: Element types of the float tensors debugging runs expose.
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})

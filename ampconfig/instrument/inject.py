@@ -11,7 +11,7 @@ compute and output), as if it were the only low-precision node.
 Inputs a node reads through a Cast the rewrite inserted are traced back through that Cast. A node inside an If
 branch reads its injected values from the main graph (a body sees every outer value); a node inside a Loop body
 reads, on iteration ``i``, slice ``i`` of the values its body's run exposed one slice per iteration
-(:mod:`ampconfig.rewrite.expose`), gathered inside the body. Nodes inside a Scan body or inside nested loops, and
+(:mod:`ampconfig.instrument.expose`), gathered inside the body. Nodes inside a Scan body or inside nested loops, and
 nodes that own bodies themselves, are left as they are (not replayed).
 """
 
@@ -24,9 +24,9 @@ import onnx
 from onnx import TensorProto
 from onnx import helper as oh
 
-from ampconfig.rewrite.expose import expose_keys
+from ampconfig.instrument.expose import expose_keys
+from ampconfig.instrument.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 from ampconfig.rewrite.names import fresh_name
-from ampconfig.rewrite.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 
 #: Suffix of the graph input that feeds the reference value of a node input.
 INJECTED_SUFFIX = "::reference"
