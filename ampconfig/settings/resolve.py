@@ -33,6 +33,7 @@ from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.documents import RELATIVE_TO_CONFIG
+from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
 from ampconfig.settings.mixlist import Mixlist
@@ -52,39 +53,6 @@ DEFAULT_SEED = 0
 
 #: Where a setting came from when nothing set it.
 DEFAULT_SOURCE = "default"
-
-
-@dataclass(frozen=True)
-class Flags:
-    """What the command line said; ``None`` (or empty) means "not given": the config or a default decides.
-
-    The command line builds it from the shared options a command was given
-    (:meth:`ampconfig.cli.options.SharedOptions.flags`)."""
-
-    model: Path | None = None
-    config: Path | None = None
-    precision_mode: str | None = None
-    modify_mixlist: Path | None = None
-    keep_dtype: Path | None = None
-    customize_dtypes: Path | None = None
-    op_names: str | None = None
-    target: str | None = None
-    device: str | None = None
-    keep_io_types: bool | None = None
-    output: Path | None = None
-    decision_metadata: bool | None = None
-    inputs_npz: Path | None = None
-    input_files: tuple[str, ...] = ()  # NAME=FILE.npy
-    shapes: tuple[str, ...] = ()  # NAME=1x128
-    warmup: int | None = None
-    iterations: int | None = None
-    seed: int | None = None
-    tolerance: float | None = None
-    data: Path | None = None
-    calibration_data: Path | None = None
-    clamp_values: bool | None = None
-    data_max: float | None = None
-    ranges: Path | None = None
 
 
 @dataclass(frozen=True)
