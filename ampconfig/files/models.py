@@ -499,12 +499,25 @@ def strictly_inferred_types(light: onnx.ModelProto) -> dict[str, onnx.TypeProto]
     return value_types(inferred)
 
 
+#: What ONNX's shape inference raises on a model it cannot infer even leniently: its own errors from the C++ side
+#: (inference; validation, such as a recursive model-local function; schemas), ValueError for a proto it cannot
+#: serialise or parse (over 2 GiB, malformed), and RuntimeError for any other C++ exception (pybind11's mapping).
+INFERENCE_FAILURES: tuple[type[Exception], ...] = (
+    onnx.shape_inference.InferenceError,
+    onnx.checker.ValidationError,
+    onnx.defs.SchemaError,
+    ValueError,
+    RuntimeError,
+)
+
+
 def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Every value type ONNX type inference finds, by value name, subgraphs included (best effort: {} when
-    inference itself fails; the planner leaves untyped nodes alone)."""
+    inference itself fails, logged with the reason; the planner leaves untyped nodes alone)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:
+    except INFERENCE_FAILURES as exc:
+        log.info("ONNX type inference failed, so it types no value (nodes left untyped keep their dtype): %s", exc)
         return {}
     return value_types(inferred)
 
