@@ -221,13 +221,6 @@ class OpInfoLibrary:
             return None
         return frozenset(entry.dtypes)
 
-    def is_emulated(self, key: str, dtype: str) -> bool:
-        """True when the target runs ``dtype`` only through casts ONNX Runtime inserts (no native kernel)."""
-        entry = self.entries.get(key)
-        return bool(
-            entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
-        )
-
     def is_native(self, key: str, dtype: str) -> bool:
         """True when the target has a kernel of its own for ``dtype`` (known, and not emulated through casts)."""
         entry = self.entries.get(key)
