@@ -396,7 +396,8 @@ def _model(merged: _Merge, config: SessionConfig | None) -> tuple[Path, str | No
 def _mode_mixlist_problems(
     mode: PrecisionMode, mixlist: Any, merged: _Merge, config: SessionConfig | None
 ) -> list[Problem]:
-    """The one place a resolved mode meets a resolved mixlist; the finding points at the mixlist's origin."""
+    """Where the resolved mode meets the resolved mixlist for every command (the rewrite checks the pair it is
+    handed again, for the API's callers); the finding points at the mixlist's origin."""
     from_config = mixlist is not None and merged.sources["modify_mixlist"].startswith("config")
     if from_config and config is not None:
         origin = config.source
