@@ -54,8 +54,7 @@ def test_the_pass_runs_in_a_pass_manager_beside_onnx_irs_own_passes() -> None:
     )
     result = manager(model)
     assert result.modified and result.model is model  # the model handed in is the one rewritten
-    assert mixed.result is not None
-    decisions = {d.name: d for d in mixed.result.decisions}
+    decisions = {d.name: d for d in MixedPrecisionPass.result_of(model).decisions}  # the manager's is a PassResult
     assert sum(d.changed for d in decisions.values()) > 0
     assert decisions == {d.name: d for d in rewrite_model_detailed(proto, MIXED, target="cpu").decisions}
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 8, 32)).astype(np.float32)}
@@ -83,7 +82,27 @@ def test_a_second_run_changes_nothing_and_a_pass_manager_stops_early() -> None:
     assert once.modified
     again = ir.passes.PassManager([mixed], steps=3)(once.model)
     assert not again.modified
-    assert mixed.result is not None and not any(d.changed for d in mixed.result.decisions)
+    assert not any(d.changed for d in MixedPrecisionPass.result_of(again.model).decisions)
+
+
+def test_one_pass_rewrites_several_models_at_once_each_keeping_its_own_result() -> None:
+    """The pass keeps nothing of a run: two threads share one pass, each model carries its own decisions (a
+    transformer block and a convnet, whose decisions differ), and a model no pass rewrote has none."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mixed = MixedPrecisionPass("force_fp16", target="cuda")
+    protos = {"block": transformer_block(), "convnet": exporter_models.cnn()}
+    models = {name: ir.serde.deserialize_model(proto) for name, proto in protos.items()}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(models, pool.map(mixed, models.values()), strict=True))
+    for name, proto in protos.items():
+        expected = rewrite_model_detailed(proto, "force_fp16", target="cuda")
+        kept = MixedPrecisionPass.result_of(models[name])
+        assert kept is results[name].rewrite
+        assert [(d.name, d.dtype) for d in kept.decisions] == [(d.name, d.dtype) for d in expected.decisions]
+    assert not hasattr(mixed, "result")
+    with pytest.raises(LookupError, match="no MixedPrecisionPass"):
+        MixedPrecisionPass.result_of(ir.serde.deserialize_model(transformer_block()))
 
 
 # ------------------------------------------------------------------------------------------------ judgements

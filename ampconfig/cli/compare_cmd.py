@@ -76,7 +76,7 @@ def compare(
             prepared,
             threshold=options.threshold,
             range_check=options.range_check,
-            data_max=options.data_max,
+            data_max=options.flags.data_max,
             progress=start.progress,
         )
         payload = compare_payload(result, prepared)

@@ -126,7 +126,11 @@ def _explain_with_runs(
     compare_data: dict[str, Any] | None = None
     if compare:
         result = compare_rewrite(
-            prepared, threshold=options.threshold, range_check=True, data_max=options.data_max, progress=start.progress
+            prepared,
+            threshold=options.threshold,
+            range_check=True,
+            data_max=options.flags.data_max,
+            progress=start.progress,
         )
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
@@ -134,7 +138,7 @@ def _explain_with_runs(
         # the calibration run makes (its numbers only: nothing kept but them), unless a ranges file is given
         measured = start.settings.ranges is not None
         calibration = None if measured else calibrate(prepared, start.progress)
-        ranges = range_report(prepared, calibration, options.data_max) if measured or calibration else None
+        ranges = range_report(prepared, calibration, options.flags.data_max) if measured or calibration else None
         rewrite = prepared.rewrite(ranges.ranges if ranges is not None else None)
     payload = explain_payload(
         rewrite,

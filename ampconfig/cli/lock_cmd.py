@@ -111,7 +111,7 @@ def lock(
             raise AmpconfigError("--update and --strict go with --check LOCK", hint="ampconfig lock --check X --update")
         _write_lock(options, lock_out, output_format == "json")
         return
-    given = options.given() + (["--output"] if lock_out is not None else [])
+    given = options.flags.given() + (["--output"] if lock_out is not None else [])
     if given:
         raise AmpconfigError(
             f"--check takes its settings from the lock; also given: {', '.join(given)}",

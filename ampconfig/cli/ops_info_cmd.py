@@ -95,14 +95,11 @@ def read_ops_info(path: Path, what: str = "op info file") -> OpsInfoFile:
 
 
 def write_ops_info(document: OpsInfoFile, destination: Destination, guard: OutputGuard) -> None:
-    """Through the guard: atomically, so a reader never sees half a file; the packaged file is read anew."""
-    from ampconfig.files.guard import same_file
+    """Through the guard: atomically, so a reader never sees half a file. The packaged file, when that is the one
+    written, is read anew by the next load_ops_info (its cache is keyed on the file's identity)."""
     from ampconfig.opinfo.build import ops_info_text
-    from ampconfig.opinfo.library import load_ops_info, ops_info_path
 
     guard.write_text(destination, ops_info_text(document))
-    if same_file(destination.path, ops_info_path(document.target)):
-        load_ops_info.cache_clear()
 
 
 def report_written(entries: Mapping[str, OpInfoEntry], path: Path, seconds: float) -> None:

@@ -151,7 +151,7 @@ def tune(
             max_runs=max_runs,
             max_seconds=max_seconds,
             range_check=options.range_check,
-            data_max=options.data_max,
+            data_max=options.flags.data_max,
             calibration_batch=calibration_batch,
         )
         # `start.settings` are the settings every command resolves; `settings` are tune's own.

@@ -144,7 +144,7 @@ def validate(
         if not paths and output_format == "text":
             say(f"no precision lock under {Path.cwd()} records any of the {_count(changed, 'changed file')}")
             raise typer.Exit(EXIT_OK)
-    report = _check_locks(validate_paths(paths, kind, options.target, options.op_names))
+    report = _check_locks(validate_paths(paths, kind, options.flags.target, options.flags.op_names))
     if output_format == "json":
         print_json(_json_report(report))
     elif output_format == "github":

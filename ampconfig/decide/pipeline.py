@@ -118,10 +118,6 @@ class Pipeline:
             else:
                 run.run(step, state, scope)
 
-    def pass_names(self) -> list[str]:
-        """The steps by name, in order (settle steps last)."""
-        return [step.name for step in (*self.steps, *self.settle)]
-
 
 #: Hard verdicts, every mode, first, in precedence order: a node keeps the first hard verdict it gets (a hard pass
 #: skips nodes already decided). customize_dtypes first (Ascend's precedence: over keep_dtype and the mode; its

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import onnx_ir as ir
 
-from ampconfig.decide.context import DecisionContext, Verdict, verdict_dtype
+from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
 from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
@@ -92,11 +92,6 @@ class DecisionState:
         colour = self.colours.get(node)
         return colour if colour is not None else self.ctx.colour(self.facts_of[node])
 
-    def value_dtype(self, value: ir.Value) -> Dtype | None:
-        """The dtype ``value`` has after the decisions so far: its producer's verdict where the value follows the
-        producer's compute dtype, else the type it has today."""
-        return verdict_dtype(value, self.facts_of, self.verdicts) or Dtype.of_value(value)
-
     # -- neighbours --------------------------------------------------------------------------------------------
     def arrival(self, value: ir.Value) -> tuple[Arrival, str]:
         """How the float input ``value`` arrives, and the name of what decides that."""
@@ -119,7 +114,8 @@ class DecisionState:
             return self.arrival(source)
         if producer in self.constant_fed:
             return Arrival.CONSTANT, producer.name or ""
-        # value_dtype, inlined: the producer's facts and verdict are read once for both questions.
+        # The dtype the value has after the decisions so far, with the producer's facts and verdict read once for
+        # both questions (is it decided yet, and in what).
         facts = self.facts_of.get(producer)
         dtype = None
         if facts is not None and value.index() in facts.output_slots:

@@ -166,11 +166,6 @@ def _amplification(
     return amplification
 
 
-def estimated_error(contributions: Collection[float]) -> float:
-    """The output error that independent contributions add up to (in quadrature)."""
-    return math.sqrt(sum(value * value for value in contributions))
-
-
 def damaged_nodes(
     findings: Sequence[RangeFinding],
     nodes: Sequence[GraphNode],

@@ -27,6 +27,7 @@ Every other value is an output of its own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -37,6 +38,8 @@ from onnx import helper as oh
 
 from ampconfig.instrument.scopes import ProtoScope, proto_scopes, scope_types, taken_names
 from ampconfig.rewrite.names import fresh_name
+
+log = logging.getLogger(__name__)
 
 #: Element types of the float tensors debugging runs expose.
 FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
@@ -134,13 +137,14 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """The shape of every main-graph value that ONNX's shape inference finds fully known from the graph alone:
     inferred on a light copy without the model's own declarations of intermediate values (which exporters leave
     stale), so a shape here is what the ops make of the inputs' fixed dimensions."""
-    from ampconfig.files.models import light_proto
+    from ampconfig.files.models import INFERENCE_FAILURES, light_proto
 
     light = light_proto(model)
     del light.graph.value_info[:]
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:  # inference is best effort: nothing is grouped then
+    except INFERENCE_FAILURES as exc:  # best effort: each value then leaves the run as an output of its own
+        log.info("ONNX shape inference failed, so no measured value is grouped with others: %s", exc)
         return {}
     shapes: dict[str, tuple[int, ...]] = {}
     for value in inferred.graph.value_info:
@@ -370,9 +374,12 @@ def _extend_scan_output_attributes(node: onnx.NodeProto) -> None:
 
 def known_tensor_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Tensor type of every main-graph value the model states or ONNX type inference derives (stated first)."""
+    from ampconfig.files.models import INFERENCE_FAILURES
+
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:  # inference is best effort: the values the model states still count
+    except INFERENCE_FAILURES as exc:  # best effort: the values the model states still count
+        log.info("ONNX type inference failed, so only the types the model states are known: %s", exc)
         inferred = model
     types: dict[str, onnx.TypeProto] = {}
     for source in (model.graph, inferred.graph):

@@ -14,12 +14,15 @@ Pure reads of an ``onnx.ModelProto``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import onnx
 
 from ampconfig.decide.value_ranges import subgraph_key_path, value_key
+
+log = logging.getLogger(__name__)
 
 #: The control-flow ops whose bodies are scopes, and how a body's outputs leave it.
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -117,9 +120,12 @@ def has_subgraphs(model: onnx.ModelProto) -> bool:
 def scope_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """The tensor type of every value key whose type the model states or ONNX's inference derives (stated first),
     in every scope."""
+    from ampconfig.files.models import INFERENCE_FAILURES
+
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:  # inference is best effort: the values the model states still count
+    except INFERENCE_FAILURES as exc:  # best effort: the values the model states still count
+        log.info("ONNX type inference failed, so only the types the model states are known: %s", exc)
         inferred = model
     types: dict[str, onnx.TypeProto] = {}
     for source in (model, inferred):

@@ -9,10 +9,11 @@ the target has kernels for, which source that came from, and which reference the
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -221,13 +222,6 @@ class OpInfoLibrary:
             return None
         return frozenset(entry.dtypes)
 
-    def is_emulated(self, key: str, dtype: str) -> bool:
-        """True when the target runs ``dtype`` only through casts ONNX Runtime inserts (no native kernel)."""
-        entry = self.entries.get(key)
-        return bool(
-            entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
-        )
-
     def is_native(self, key: str, dtype: str) -> bool:
         """True when the target has a kernel of its own for ``dtype`` (known, and not emulated through casts)."""
         entry = self.entries.get(key)
@@ -311,9 +305,9 @@ def library_from_file(model: OpsInfoFile, source: str) -> OpInfoLibrary:
     )
 
 
-@cache
 def load_ops_info(target: str) -> OpInfoLibrary:
-    """The built-in op info library of a target ("cpu" or "cuda")."""
+    """The built-in op info library of a target ("cpu" or "cuda"), read once per version of its file
+    (:func:`ops_info_library`)."""
     if target not in TARGETS:
         raise AmpconfigError(f"unknown target {target!r}", hint="valid targets: " + ", ".join(TARGETS))
     path = ops_info_path(target)
@@ -323,5 +317,19 @@ def load_ops_info(target: str) -> OpInfoLibrary:
             file=str(path),
             hint="reinstall ampconfig or run `ampconfig ops-info probe --target " + target + "`",
         )
-    model = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
-    return library_from_file(model, str(path))
+    return ops_info_library(path)
+
+
+def ops_info_library(path: Path) -> OpInfoLibrary:
+    """The op info library in the file at ``path``, the same object while the file stays the same: a file written
+    since it was read (``ampconfig ops-info probe`` in this process or another, replaced or rewritten in place) is
+    read again. The file's identity (device, inode, modification time, size) keys the cache."""
+    stat = os.stat(path)
+    return _read_library(str(path), (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=8)  # a few versions of the two targets' files
+def _read_library(path: str, identity: tuple[int, int, int, int]) -> OpInfoLibrary:
+    del identity  # the cache's key only
+    model = parse_ops_info(Path(path).read_text(encoding="utf-8"), path)
+    return library_from_file(model, path)

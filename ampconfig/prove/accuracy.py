@@ -63,10 +63,6 @@ class OutputMetrics:
     notes: tuple[str, ...] = field(default_factory=tuple)
     rewritten_shape: tuple[int, ...] | None = None  # set only when it differs from ``shape`` (the reference's)
 
-    @property
-    def shape_changed(self) -> bool:
-        return self.rewritten_shape is not None
-
     def to_dict(self) -> dict[str, object]:
         """JSON-safe: infinities and NaN become ``null`` (``nonfinite`` and ``passed`` still tell)."""
         data: dict[str, object] = {

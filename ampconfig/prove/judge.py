@@ -66,9 +66,6 @@ class AccuracyVerdict:
         worst = max(values, default=0.0)
         return math.inf if math.isnan(worst) or any(item.new_nonfinite for item in self.outputs) else worst
 
-    def rel_l2_by_output(self) -> dict[str, float | None]:
-        return {item.name: item.rel_l2 for item in self.outputs}
-
 
 def _is_float(array: np.ndarray) -> bool:
     return array.dtype.kind == "f" or array.dtype.name == "bfloat16"

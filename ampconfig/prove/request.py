@@ -118,13 +118,14 @@ class Prepared:
             customize = settings.customize_dtypes
             if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
                 customize = load_customize_dtypes(customize, settings.op_names)
-            settings = replace(
-                settings,
+            lists = replace(
+                settings.rewrite_options,
                 modify_mixlist=modify_mixlist,
                 keep_dtype=keep_dtype,
                 op_names=op_names,
                 customize_dtypes=customize,
             )
+            settings = replace(settings, rewrite_options=lists)
         source = self.request.model_path if self.from_files else self.graph
         return rewrite_with_settings(source, settings, value_ranges=value_ranges, runtime_refused=runtime_refused)
 

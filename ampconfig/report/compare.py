@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -140,8 +140,3 @@ def _verdict(failures: list[str], tolerance: Tolerance, outputs: Sequence[Output
     if worst is not None:  # the verdict line alone, as CI logs keep it, still says how close it was
         line.append(f"; worst output {worst.name}: " + metrics_line(worst))
     console.print(line)
-
-
-def node_errors_for_plot(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The per-node rows of a compare payload, in topological order (what the HTML report plots)."""
-    return list(payload.get("localization", {}).get("nodes", []))

@@ -30,7 +30,7 @@ from ampconfig.decide.value_ranges import ValueStats as ValueStats
 from ampconfig.decide.value_ranges import float_stats as float_stats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import light_proto
+from ampconfig.files.models import INFERENCE_FAILURES, light_proto
 from ampconfig.instrument.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.memory import available_memory
@@ -335,7 +335,8 @@ def value_bytes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict
             shape.dim.add().dim_value = int(size)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # inference is best effort: every value then counts as unknown
+    except INFERENCE_FAILURES as exc:  # best effort: every value then counts as unknown
+        log.info("ONNX shape inference failed, so no value's size is known before the run: %s", exc)
         return {}
     sizes: dict[str, int] = {}
     for value in (*inferred.graph.value_info, *inferred.graph.output):

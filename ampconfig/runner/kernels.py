@@ -137,7 +137,8 @@ def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = N
         options.optimized_model_filepath = str(optimized)
         try:
             session = ort.InferenceSession(model.SerializeToString(), options, providers=[provider])
-        except Exception as exc:  # ORT raises its own exception types (Fail, NotImplemented, InvalidGraph...)
+        # ORT's own types (Fail, NotImplemented, InvalidGraph...): the verdict says it.
+        except Exception as exc:  # noqa: BLE001
             return _classify_failure(str(exc), provider)
         if provider not in session.get_providers():
             raise _unusable(provider, session.get_providers())
@@ -145,7 +146,8 @@ def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = N
     if inputs is not None:
         try:
             run_session(session, inputs)
-        except Exception as exc:  # a kernel that loads can still refuse the dtype at run time
+        # A kernel that loads can still refuse the dtype at run time: the verdict says it.
+        except Exception as exc:  # noqa: BLE001
             return KernelVerdict(KernelStatus.FAILED, provider, f"run: {str(exc).strip()}", ran=True)
     if emulated:
         message = "ORT inserted Cast nodes around the op"

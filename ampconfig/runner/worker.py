@@ -287,7 +287,7 @@ def prestart() -> bool:
             from ampconfig.runner.ort_worker import become_worker
 
             become_worker(to_worker[0], from_worker[1])
-        except BaseException:
+        except BaseException:  # noqa: BLE001 (whatever ends the worker: the main process reads why)
             import traceback
 
             traceback.print_exc()  # into the folder's stderr file: the main process says its last line

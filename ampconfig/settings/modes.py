@@ -36,10 +36,6 @@ class PrecisionMode(str, Enum):
         """The reduced float type this mode introduces (float16 or bfloat16)."""
         return Dtype.BFLOAT16 if self in _BF16 else Dtype.FLOAT16
 
-    @property
-    def v2_name(self) -> str | None:
-        return _V1_TO_V2.get(self)
-
 
 _MIXED = frozenset(
     {
@@ -72,7 +68,6 @@ V2_ALIASES: dict[str, PrecisionMode] = {
     "mixed_float16": PrecisionMode.ALLOW_MIX_PRECISION_FP16,
     "mixed_bfloat16": PrecisionMode.ALLOW_MIX_PRECISION_BF16,
 }
-_V1_TO_V2 = {mode: name for name, mode in V2_ALIASES.items()}
 
 V1_NAMES: tuple[str, ...] = tuple(mode.value for mode in PrecisionMode)
 V2_NAMES: tuple[str, ...] = tuple(V2_ALIASES)

@@ -38,6 +38,7 @@ from ampconfig.rewrite.types import annotate_dtypes
 from ampconfig.settings.modes import PrecisionMode
 from tests.decide.test_passes import chain, decided, guarded_layer_norm, island
 from tests.graphs import DESIGN_COLOURS, FLOAT, MODES, library, make_model, tensor
+from tests.package_readings import pass_names
 
 
 class Probe(DecisionPass):
@@ -59,7 +60,7 @@ def ran_before_probe(model: onnx.ModelProto, steps: tuple) -> list[str]:
 
 
 def test_each_mode_has_a_declared_pipeline() -> None:
-    assert MIXED.pass_names() == [
+    assert pass_names(MIXED) == [
         "CustomizedDtypes",
         "FixedVerdicts",
         "KeepValuesInRange",
@@ -74,8 +75,8 @@ def test_each_mode_has_a_declared_pipeline() -> None:
         "SettleFlexible",
     ]
     assert (
-        POLICY.pass_names()
-        == ORIGIN.pass_names()
+        pass_names(POLICY)
+        == pass_names(ORIGIN)
         == [
             "CustomizedDtypes",
             "FixedVerdicts",

@@ -10,8 +10,8 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.opinfo.library import ops_info_path
 from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema, packaged_schema_dir, schema_text
+from tests.package_readings import packaged_ops_info
 
 runner = CliRunner()
 KINDS = list(SCHEMA_KINDS)
@@ -69,9 +69,7 @@ def test_schemas_accept_valid_files_and_reject_invalid_ones() -> None:
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_packaged_op_info_matches_its_schema(target: str) -> None:
-    path = ops_info_path(target)
-    if not path.is_file():
-        pytest.skip(f"op info for {target} not generated yet")
+    path = packaged_ops_info(target)
     validator = Draft202012Validator(generate_schema("ops-info"))
     assert list(validator.iter_errors(json.loads(path.read_text(encoding="utf-8")))) == []
 
