@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +17,8 @@ from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+from tests.overflow_model import MIXLIST as OVERFLOW_MIXLIST
+from tests.overflow_model import overflow_model
 
 runner = CliRunner()
 
@@ -77,6 +79,10 @@ class Tree:
         return self.folder / "session.yaml"
 
     @property
+    def ranges(self) -> Path:
+        return self.folder / "ranges.json"
+
+    @property
     def lock(self) -> Path:
         return self.folder / "precision.lock.json"
 
@@ -103,6 +109,43 @@ def example_tree(root: Path, mixlist: dict[str, dict[str, list[str]]] | None = N
     shutil.copyfile(example_path(DEFAULT_EXAMPLE), tree.model)
     tree.write_mixlist(mixlist or {"black-list": {"to-add": ["Softmax"]}})
     return tree
+
+
+def checked_tree(root: Path) -> Tree:
+    """A lock whose values were checked: the overflow MLP (its output passes float16's range) with the mixlist that
+    makes its Pow white, a session config naming the model, the mixlist and a ranges file calibrated on generated
+    inputs, and the lock made from the config (``values.beyond_margin`` holds the output ``y``)."""
+    tree = Tree(root)
+    tree.write_model(overflow_model())
+    tree.write_mixlist(OVERFLOW_MIXLIST)
+    tree.config.write_text(
+        "model: model.onnx\nprecision_mode: allow_mix_precision\nmodify_mixlist: mixlist.json\nranges: ranges.json\n",
+        encoding="utf-8",
+    )
+    calibrated = cli("calibrate", tree.model, "--shape", "x=4x16", "-o", tree.ranges)
+    assert calibrated.exit_code == 0, calibrated.output
+    made = cli("lock", "--config", tree.config, "-o", tree.lock)
+    assert made.exit_code == 0, made.output
+    return tree
+
+
+def copy_tree(tree: Tree, root: Path) -> Tree:
+    """A copy of ``tree`` under ``root`` (the lock's paths are relative: the copy checks as the original does)."""
+    shutil.copytree(tree.folder, Tree(root).folder)
+    return Tree(root)
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes: what a refused command must leave as it was."""
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def edit_lock(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
+    """The lock at ``path`` edited by hand: its JSON, changed by ``edit``, written back one key per line (Python's
+    writer, as a script would: NaN and Infinity included)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def line_of(path: Path, fragment: str) -> int:

@@ -13,3 +13,15 @@ def test_dtype_names_are_the_dtypes() -> None:
 def test_mode_names_are_the_modes() -> None:
     assert get_args(V1Name) == V1_NAMES
     assert get_args(V2Name) == V2_NAMES
+
+
+def test_lock_names_are_the_rules_colours_and_vocabularies() -> None:
+    """A lock names only what ampconfig can write (issue 38): its Literals follow the enums and tables."""
+    from ampconfig.decide.decisions import Rule
+    from ampconfig.opinfo.library import Colour, ColourName
+    from ampconfig.opinfo.op_names import OP_NAME_CHOICES, VocabularyName
+    from ampconfig.settings.lock_file import RuleName
+
+    assert get_args(RuleName) == tuple(rule.value for rule in Rule)
+    assert get_args(ColourName) == tuple(colour.value for colour in Colour)
+    assert get_args(VocabularyName) == OP_NAME_CHOICES

@@ -32,15 +32,17 @@ defaults); nothing runs (`ampconfig run --lock-out FILE` adds the proof).
 The file is deterministic: the same tree gives the same bytes on any machine, from any working directory, and is
 shaped for small diffs (one node per line, in graph order). Its schema: `ampconfig schema lock`.
 
---check LOCK decides again with the settings the lock records, on today's files, and compares. Exit 0 when no
-decision and not the model changed (a settings file or a version that moved without changing a decision is reported
-as a note; --strict fails on it too). Exit 1 with the difference: each node whose dtype or rule changed, old ->
-new, with its cause (the mixlist, keep_dtype or customize_dtypes line, the config key, the op info, the model's
-graph or weights), the nodes added and removed, and the change in casts and estimated time. --format github prints
-annotations on the lock's lines and on the settings lines responsible; --format markdown a summary for a pull
-request or $GITHUB_STEP_SUMMARY; --json one object. --update rewrites the lock (never over an input; exit 0 once
-written). A missing or unreadable lock, model or settings file is exit 2, naming it and the lock line that records
-it.
+--check LOCK decides again with the settings the lock records, on today's files, and compares. Exit 0 when the lock
+records what is made today (versions and the format version that moved with an upgrade are notes; --strict fails on
+them too). Exit 1 with the difference: each node whose dtype or rule changed, old -> new, with its cause (the
+mixlist, keep_dtype or customize_dtypes line, the config key, the op info, the model's graph or weights), the nodes
+added and removed, the change in casts and estimated time, and every other recorded value that differs (a node's
+colour, a setting, a file's digest, the values) by its JSON path, old -> new. --format github prints annotations on
+the lock's lines and on the settings lines responsible; --format markdown a summary for a pull request or
+$GITHUB_STEP_SUMMARY; --json one object. --update rewrites the lock (never over an input; exit 0 once written). A
+missing or unreadable lock, model or settings file is exit 2, naming it and the lock line that records it; so is
+whatever in the lock ampconfig cannot have written (a NaN, an unknown target or colour, fields that contradict
+each other, an op that is not the model's), at its JSON path.
 
 [bold]Examples[/bold]
 
@@ -95,7 +97,7 @@ def lock(
     update: Annotated[bool, typer.Option("--update", help="With --check: rewrite the lock when it changed.")] = False,
     strict: Annotated[
         bool,
-        typer.Option("--strict", help="With --check: also fail when only a settings file or a version moved."),
+        typer.Option("--strict", help="With --check: also fail when only a version or the format version moved."),
     ] = False,
     output_format: Annotated[
         str, typer.Option("--format", help="With --check: " + ", ".join(CHECK_FORMATS) + ".")

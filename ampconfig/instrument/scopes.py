@@ -151,3 +151,50 @@ def taken_names(scopes: list[ProtoScope]) -> set[str]:
         taken |= scope.defined | {value.name for value in scope.graph.output}
         taken |= {node.name for node in scope.graph.node if node.name}
     return taken
+
+
+@dataclass(frozen=True)
+class ModelValueNames:
+    """The values a model defines, as value keys name them (``key in names``): the main graph's names, and in a
+    body the value's own name, the key's last part. A body key's path spells its owner node's name, which
+    ampconfig gives an unnamed node, so the path is not matched: a key naming no value of any body is caught, a
+    body path spelled by another naming is not refused."""
+
+    main: frozenset[str]
+    bodies: frozenset[str]
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto) -> ModelValueNames:
+        scopes = proto_scopes(model)
+        bodies = {name for scope in scopes[1:] for name in scope.defined}
+        return cls(frozenset(scopes[0].defined), frozenset(bodies))
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        if key in self.main:
+            return True
+        name = _last_key_part(key)
+        return name is not None and name in self.bodies
+
+
+def _last_key_part(key: str) -> str | None:
+    """The value's own name in a body's key (after the last ``/`` no ``\\`` escapes, unescaped), None for a key
+    with no such ``/`` (a main-graph name)."""
+    cut, index = -1, 0
+    while index < len(key):
+        if key[index] == "\\":
+            index += 2
+            continue
+        if key[index] == "/":
+            cut = index
+        index += 1
+    if cut < 0:
+        return None
+    part, name, index = key[cut + 1 :], [], 0
+    while index < len(part):
+        if part[index] == "\\" and index + 1 < len(part):
+            index += 1
+        name.append(part[index])
+        index += 1
+    return "".join(name)

@@ -353,7 +353,11 @@ class Attributor:
             return next(iter(specific.values())).through("its neighbours")
         if self.globals_:
             return self.globals_[0]
-        return Cause("unknown", "no recorded input changed: the decision rules differ (same ampconfig version)")
+        return Cause(
+            "unknown",
+            "no recorded input changed: the lock's entry was edited, or the rules decide otherwise at the same "
+            "ampconfig version",
+        )
 
     def attribute(self, changes: Sequence[tuple[LockedNode | None, LockedNode | None]]) -> list[Cause]:
         """The cause of each (old, new) change, in order: direct causes first (they are the roots the others

@@ -3,7 +3,8 @@
 :func:`prepare_check` reads the lock and resolves its settings (the resolver every command uses, from the flags
 the lock records) without deciding anything, so a caller can declare its outputs first; :func:`run_check`
 decides and compares. A lock, model or settings file that is missing or unreadable is a located AmpconfigError
-(exit 2) that also names the lock's line that records it.
+(exit 2) that also names the lock's line that records it; so is a lock that cannot have come from ampconfig for
+this very model (a node's op that is not the model's, a value the model lacks): :func:`model_contradictions`.
 """
 
 from __future__ import annotations
@@ -11,18 +12,32 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import onnx
+
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.errors import AmpconfigError
+from ampconfig.errors import AmpconfigError, Problem
+from ampconfig.files.hashing import file_sha256
 from ampconfig.files.models import open_model
 from ampconfig.files.paths import path_kind, resolve_path
 from ampconfig.lock.causes import SettingsSide
-from ampconfig.lock.drift import LockDiff, compare_locks
+from ampconfig.lock.drift import FieldChange, LockDiff, compare_locks
 from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative, recorded_ranges
 from ampconfig.opinfo.library import OpInfoLibrary
+from ampconfig.rewrite.scopes import ModelValueNames
 from ampconfig.rewrite.tensors import Float16Encoder
+from ampconfig.settings.documents import JsonPath
 from ampconfig.settings.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
 from ampconfig.settings.resolve import Settings, require_model, resolve
+
+#: Where a lock whose ranges file is gone differs from the lock made now, as it should: the values came from the
+#: lock itself (said in a note), not from the file it names.
+_RANGES_GONE: tuple[JsonPath, ...] = (("values", "ranges"), ("values", "source"))
+#: What a lock that names what the model does not have is told.
+_NOT_THIS_MODELS_HINT = (
+    "ampconfig records the model as it reads it, and the model's graph is the one the lock's structure_sha256 "
+    "names: restore the lock from version control, or write it again: ampconfig lock MODEL [settings] -o FILE"
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +63,8 @@ class LockCheck:
 
     @property
     def current(self) -> PrecisionLock:
-        """The lock as ``--update`` writes it: made now, with the recorded proof while no decision changed (the
-        proof holds for the same decisions on the same model)."""
+        """The lock as ``--update`` writes it: made now, with the recorded proof while nothing drifted (the proof
+        holds for the same decisions on the same model and data)."""
         fresh = self.decided.lock
         keep_proof = self.lock.proof is not None and not self.diff.drifted
         return fresh.model_copy(update={"proof": self.lock.proof}) if keep_proof else fresh
@@ -139,11 +154,12 @@ def run_check(
         # that decided: beyond the margin, or below the normal range): the model never runs.
         notes: tuple[str, ...] = ()
         ranges: ValueRanges | None
-        if settings.ranges is not None and path_kind(settings.ranges) != "missing":
+        ranges_gone = settings.ranges is not None and path_kind(settings.ranges) == "missing"
+        if settings.ranges is not None and not ranges_gone:
             ranges = read_ranges(settings.ranges, opened.proto, settings.data_max, model_path=opened.path)
         else:
             ranges = recorded_ranges(prepared.lock, settings)
-            if settings.ranges is not None:
+            if ranges_gone:
                 notes = (
                     f"the value ranges file {settings.ranges} the lock names is gone: decided with the values the "
                     "lock recorded (those beyond the margin and those below the normal range)",
@@ -158,10 +174,71 @@ def run_check(
             value_ranges=ranges,
         )
         side = SettingsSide.read(prepared.settings)
+        proof_data = proof_data_changes(prepared.lock, prepared.path)
     except AmpconfigError as exc:
         raise _with_lock_line(exc, prepared.path, prepared.lock, prepared.document) from None
-    diff = compare_locks(prepared.lock, decided.lock, side)
+    problems = model_contradictions(prepared.lock, prepared.document, decided.lock, opened.proto)
+    if problems:
+        raise AmpconfigError(problems[0].message, file=prepared.document.file, problems=problems)
+    diff = compare_locks(prepared.lock, decided.lock, side, settled=_RANGES_GONE if ranges_gone else ())
+    diff.fields.extend(proof_data)
     return LockCheck(prepared.path, prepared.lock, prepared.document, decided, diff, prepared.settings, notes)
+
+
+def model_contradictions(
+    lock: PrecisionLock, document: LockDocument, now: PrecisionLock, model: onnx.ModelProto
+) -> list[Problem]:
+    """What the lock says of its model that the model it names contradicts: a node's op that is not the op of the
+    model's node of that name, a value key that names no value of the model. Judged only when the model's graph
+    is the one the lock was made for (its structure digest): a re-exported model differs from its lock, and that
+    is drift. ``now`` is the lock made now from ``model`` (the nodes as ampconfig names them)."""
+    if lock.model.structure_sha256 != now.model.structure_sha256:
+        return []
+    problems = []
+    ops = {(node.scope, node.name): node.op for node in now.nodes}
+    for index, node in enumerate(lock.nodes):
+        op = ops.get((node.scope, node.name))
+        if op is not None and op != node.op:
+            where = f" in {node.scope!r}" if node.scope else ""
+            problems.append(
+                document.source.problem(
+                    f"the model's node {node.name!r}{where} has op {op}, not {node.op}",
+                    ("nodes", index, "op"),
+                    hint=_NOT_THIS_MODELS_HINT,
+                )
+            )
+    values = lock.values
+    if values is not None:
+        names = ModelValueNames.of(model)
+        for section, keys in (("beyond_margin", values.beyond_margin), ("below_normal", values.below_normal or {})):
+            for key in keys:
+                if key not in names:
+                    problems.append(
+                        document.source.problem(
+                            f"the model has no value {key!r}", ("values", section, key), hint=_NOT_THIS_MODELS_HINT
+                        )
+                    )
+    return problems
+
+
+def proof_data_changes(lock: PrecisionLock, lock_path: Path) -> list[FieldChange]:
+    """Each input file of the recorded proof that is there today and no longer has the recorded digest: the proof
+    ran on other data (a file that is gone is not judged: inputs need not travel with the lock)."""
+    if lock.proof is None:
+        return []
+    data = lock.proof.data
+    records: list[tuple[JsonPath, str, str]] = [
+        (("proof", "data", "arrays", name, "sha256"), record.path, record.sha256)
+        for name, record in data.arrays.items()
+    ]
+    if data.npz is not None:
+        records.insert(0, (("proof", "data", "npz", "sha256"), data.npz.path, data.npz.sha256))
+    changes = []
+    for json_path, recorded, digest in records:
+        file = lock_relative(lock_path, recorded)
+        if path_kind(file) == "file" and (now := file_sha256(file)) != digest:
+            changes.append(FieldChange(json_path, digest, now, fails=True))
+    return changes
 
 
 def check_lock(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.rewrite.results import RewriteResult
+from ampconfig.rewrite.scopes import ModelValueNames
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.limits import ValueSpread
 from ampconfig.settings.lock_file import (
@@ -136,8 +138,10 @@ def lock_settings(settings: Settings, lock_dir: Path) -> LockSettings:
     )
 
 
-def lock_values(settings: Settings, result: RewriteResult, lock_dir: Path) -> LockValues:
-    """The value ranges the decisions read: the ranges file or the data, and every value beyond the margin."""
+def lock_values(settings: Settings, result: RewriteResult, lock_dir: Path, model_values: Container[str]) -> LockValues:
+    """The value ranges the decisions read: the ranges file or the data, and every value beyond the margin or below
+    the normal range among ``model_values`` (a ranges file may name values the model lacks; they decide nothing,
+    and a lock naming them is refused: :func:`~ampconfig.lock.check.run_check`)."""
     ranges = result.value_ranges
     if ranges is None:
         return LockValues(checked=False, source=None, ranges=None, data_sha256=None, beyond_margin={}, below_normal={})
@@ -154,10 +158,13 @@ def lock_values(settings: Settings, result: RewriteResult, lock_dir: Path) -> Lo
         source=ranges.source if record is None else None,
         ranges=record,
         data_sha256=ranges.data_sha256,
-        beyond_margin=ranges.beyond_margin(result.low_dtype),
+        beyond_margin={
+            key: peak for key, peak in ranges.beyond_margin(result.low_dtype).items() if key in model_values
+        },
         below_normal={
             key: LockedSpread(zeros=spread.zeros, exponents={str(e): n for e, n in sorted(spread.exponents.items())})
             for key, spread in ranges.below_normal(result.low_dtype).items()
+            if key in model_values
         },
     )
 
@@ -258,7 +265,7 @@ def build_lock(
         settings=lock_settings(settings, lock_dir),
         versions=lock_versions(library),
         model=model_identity(settings, opened, lock_dir),
-        values=lock_values(settings, result, lock_dir),
+        values=lock_values(settings, result, lock_dir, ModelValueNames.of(opened.proto)),
         summary=lock_summary(result),
         nodes=locked_nodes(result),
     )

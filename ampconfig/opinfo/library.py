@@ -36,6 +36,10 @@ from ampconfig.opinfo.targets import TargetName
 AttributeReader = Callable[[str], "str | int | None"]
 
 
+#: The colour names as a type (the values of :class:`Colour`; tests/test_typing.py checks they stay equal).
+ColourName = Literal["white", "black", "gray", "clear"]
+
+
 class Colour(str, Enum):
     WHITE = "white"
     BLACK = "black"

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
+from typing import Literal
 
 
 class Vocabulary(str, Enum):
@@ -43,6 +44,8 @@ class Vocabulary(str, Enum):
 
 
 OP_NAME_CHOICES: tuple[str, ...] = tuple(vocabulary.value for vocabulary in Vocabulary)
+#: The vocabularies' names as a type (tests/test_typing.py checks they equal :data:`OP_NAME_CHOICES`).
+VocabularyName = Literal["tensorflow", "ascend", "onnx"]
 
 TF = frozenset({Vocabulary.TENSORFLOW})
 ASCEND = frozenset({Vocabulary.ASCEND})

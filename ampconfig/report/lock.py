@@ -7,7 +7,9 @@ with the names of its two sides, and (for a check) the lock file whose lines the
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 from ampconfig.errors import Problem, Severity
 from ampconfig.lock.causes import Cause
 from ampconfig.lock.check import LockCheck
-from ampconfig.lock.drift import LockDiff, NodeChange
+from ampconfig.lock.drift import FieldChange, LockDiff, NodeChange
 from ampconfig.report.annotations import github_annotation
 from ampconfig.settings.lock_file import LockDocument, PrecisionLock
 
@@ -23,11 +25,16 @@ from ampconfig.settings.lock_file import LockDocument, PrecisionLock
 MAX_ROWS = 100
 #: Node annotations printed (GitHub shows a few per step; the causes come first and matter most).
 MAX_NODE_ANNOTATIONS = 50
+#: Recorded values listed in text, Markdown, HTML and annotations before "... and N more" (--json lists them all).
+MAX_FIELD_LINES = 30
+#: How long a recorded value is shown (a digest is shown by its first 12 digits, as git shows a commit).
+_SHOWN_VALUE = 60
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 #: How a comparison titles itself: a lock checked, two locks, or two sides of settings on a model (no lock).
 LOCK_TITLE = "ampconfig precision lock"
 LOCKS_TITLE = "ampconfig precision locks"
 DIFF_TITLE = "ampconfig diff"
-_KIND_LABELS = {"dtype": "changed", "rule": "rule", "added": "added", "removed": "removed"}
+_KIND_LABELS = {"dtype": "changed", "rule": "rule", "record": "record", "added": "added", "removed": "removed"}
 _FIELD_NAMES = {
     "low_precision_nodes": "low-precision nodes",
     "casts": "casts",
@@ -82,6 +89,18 @@ def _node_label(change: NodeChange) -> str:
     return f"{scope}{node.name}"
 
 
+def _node_path(comparison: Comparison, change: NodeChange) -> str | None:
+    """Where a checked lock records the node (``$.nodes[3]``); None for a node the lock lacks, or outside a check."""
+    if comparison.lock_file is None or change.old_index is None:
+        return None
+    return f"$.nodes[{change.old_index}]"
+
+
+def _in_lock(comparison: Comparison, change: NodeChange) -> str:
+    path = _node_path(comparison, change)
+    return f" at {path}" if path else ""
+
+
 def _dtype_text(change: NodeChange) -> str:
     if change.old is None:
         return f"added: {change.new.dtype if change.new else None}"
@@ -98,6 +117,31 @@ def _rule_text(change: NodeChange) -> str:
     return _arrow(change.old.rule, change.new.rule)
 
 
+def _record_text(change: NodeChange) -> str:
+    """What changed of a node whose dtype and rule did not: its op, colour, original dtype or cause (``colour
+    "gray" -> "black"``). A changed decision's other fields follow from it, and are left to --json."""
+    if change.kind != "record":
+        return ""
+    return "; ".join(
+        f"{item.path[-1]} {shown_value(item.old)} -> {shown_value(item.new)}"
+        for item in change.fields
+        if item.path[-1] not in ("dtype", "rule")
+    )
+
+
+def shown_value(value: Any) -> str:
+    """A recorded value as a report shows it: JSON, a digest by its first 12 digits, long values cut."""
+    if isinstance(value, str) and _DIGEST.match(value):
+        return value[:12]
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _SHOWN_VALUE else text[: _SHOWN_VALUE - 3] + "..."
+
+
+def field_text(item: FieldChange) -> str:
+    """``$.settings.modify_mixlist.sha256: fced6887d03a -> da89f6a1a13b``."""
+    return f"{item.json_path}: {shown_value(item.old)} -> {shown_value(item.new)}"
+
+
 def cause_text(cause: Cause, with_via: bool = True) -> str:
     where = shown_path(cause.file)
     text = cause.message + (f" (through {cause.via})" if with_via and cause.via else "")
@@ -112,6 +156,7 @@ def _headline(comparison: Comparison) -> str:
     for changes, what in (
         (diff.dtype_changed, "changed dtype"),
         (diff.rule_changed, "changed rule"),
+        (diff.record_changed, "changed record"),
         (diff.added, "added"),
         (diff.removed, "removed"),
     ):
@@ -119,6 +164,9 @@ def _headline(comparison: Comparison) -> str:
             parts.append(f"{len(changes)} node{'s' if len(changes) != 1 else ''} {what}")
     if not parts and diff.model_changed:
         parts.append("the model changed, no decision did")
+    failing = len(diff.failing_fields)
+    if not parts and failing:
+        parts.append(f"no decision changed, {failing} recorded value{'s' if failing != 1 else ''} did")
     if not parts:
         return "no decision changed"
     return ", ".join(parts)
@@ -134,16 +182,24 @@ def _summary_line(diff: LockDiff) -> str:
     return "; ".join(items)
 
 
-def _moved_lines(comparison: Comparison) -> list[str]:
-    diff = comparison.diff
-    lines = [cause_text(cause) for cause in diff.moved]
-    for item in diff.files:
-        if item.old is None:
-            lines.append(f"{item.setting} added: {item.new}")
-        elif item.new is None:
-            lines.append(f"{item.setting} removed: {item.old}")
-        else:
-            lines.append(f"{item.setting} changed: {item.old} -> {item.new}")
+def _shown_fields(comparison: Comparison) -> tuple[list[FieldChange], int]:
+    """The recorded values a report lists (those that fail first), and how many more there are."""
+    fields = sorted(comparison.diff.fields, key=lambda item: not item.fails)
+    return fields[:MAX_FIELD_LINES], max(0, len(fields) - MAX_FIELD_LINES)
+
+
+def _strict_only(comparison: Comparison, item: FieldChange) -> str:
+    """Said of a value that differs without failing a check (a lock checked: ``diff`` fails on nothing)."""
+    return " (only --strict fails on it)" if comparison.lock_file is not None and not item.fails else ""
+
+
+def _field_lines(comparison: Comparison) -> list[str]:
+    """Each recorded value that differs, by its JSON path in the lock, old -> new; in a check, those that fail
+    only ``--strict`` say so."""
+    shown, more = _shown_fields(comparison)
+    lines = [field_text(item) + _strict_only(comparison, item) for item in shown]
+    if more:
+        lines.append(f"... and {more} more (--json lists them all)")
     return lines
 
 
@@ -156,13 +212,15 @@ def render_text(comparison: Comparison) -> str:
         f"({settings.precision_mode.value}, target {settings.target.value})"
     ]
     for change in diff.changes:
+        record = _record_text(change)
         lines.append(
-            f"  {_KIND_LABELS[change.kind]:<8} {_node_label(change)} ({change.node.op})  {_dtype_text(change)}  "
-            f"[{_rule_text(change)}]  <- {cause_text(change.cause)}"
+            f"  {_KIND_LABELS[change.kind]:<8} {_node_label(change)} ({change.node.op}){_in_lock(comparison, change)}  "
+            f"{_dtype_text(change)}  "
+            f"[{_rule_text(change)}]" + (f"  {record}" if record else "") + f"  <- {cause_text(change.cause)}"
         )
     lines.append("  " + _summary_line(diff))
-    for moved in _moved_lines(comparison):
-        lines.append(f"  moved: {moved}")
+    for line in _field_lines(comparison):
+        lines.append(f"  differs: {line}")
     lines.extend(_run_text(comparison))
     lines.extend(f"  note: {note}" for note in comparison.notes)
     if comparison.failed and comparison.accept:
@@ -204,9 +262,12 @@ def render_markdown(comparison: Comparison) -> str:
     if diff.changes:
         out += ["| node | op | dtype | rule | cause |", "|---|---|---|---|---|"]
         for change in diff.changes[:MAX_ROWS]:
+            record = _record_text(change)
+            rule = _rule_text(change) + (f"; {record}" if record else "")
             out.append(
-                f"| {_md_code(_node_label(change))} | {_md(change.node.op)} | {_md(_dtype_text(change))} | "
-                f"{_md(_rule_text(change))} | {_md(cause_text(change.cause))} |"
+                f"| {_md_code(_node_label(change))}{_md_node_path(comparison, change)} | {_md(change.node.op)} | "
+                f"{_md(_dtype_text(change))} | "
+                f"{_md(rule)} | {_md(cause_text(change.cause))} |"
             )
         if len(diff.changes) > MAX_ROWS:
             out.append(f"| ... and {len(diff.changes) - MAX_ROWS} more | | | | |")
@@ -215,9 +276,9 @@ def render_markdown(comparison: Comparison) -> str:
     for name, (was, now) in diff.summary_delta().items():
         out.append(f"| {_FIELD_NAMES[name]} | {was} | {now} | {_signed(was, now) if was != now else ''} |")
     out.append("")
-    moved = _moved_lines(comparison)
-    if moved:
-        out += ["Also changed:", ""] + [f"- {_md(line)}" for line in moved] + [""]
+    fields = _md_field_lines(comparison)
+    if fields:
+        out += ["Recorded values that differ:", "", *fields, ""]
     if comparison.runs is not None:
         out += _run_markdown(comparison)
     out += [f"> {_md(note)}" for note in comparison.notes]
@@ -226,6 +287,21 @@ def render_markdown(comparison: Comparison) -> str:
     if comparison.failed and comparison.accept:
         out += [f"To accept the new decisions: {_md_code(comparison.accept)}", ""]
     return "\n".join(out)
+
+
+def _md_node_path(comparison: Comparison, change: NodeChange) -> str:
+    path = _node_path(comparison, change)
+    return f" at {_md_code(path)}" if path else ""
+
+
+def _md_field_lines(comparison: Comparison) -> list[str]:
+    shown, more = _shown_fields(comparison)
+    lines = [
+        f"- {_md_code(item.json_path)}: {_md_code(shown_value(item.old))} -> {_md_code(shown_value(item.new))}"
+        + _md(_strict_only(comparison, item))
+        for item in shown
+    ]
+    return lines + ([f"- ... and {more} more (`--json` lists them all)"] if more else [])
 
 
 def _run_markdown(comparison: Comparison) -> list[str]:
@@ -274,9 +350,10 @@ def comparison_findings(comparison: Comparison) -> list[Finding]:
         message = f"{cause.message}: changes {count} of {lock or comparison.subject} ({names}{more})"
         found.append(Finding(level, message, shown_path(cause.file), cause.line))
     for change in diff.changes[:MAX_NODE_ANNOTATIONS]:
+        record = _record_text(change)
         message = (
-            f"{_node_label(change)} ({change.node.op}): {_dtype_text(change)}, rule {_rule_text(change)}; "
-            f"cause: {cause_text(change.cause)}"
+            f"{_node_label(change)} ({change.node.op}){_in_lock(comparison, change)}: {_dtype_text(change)}, "
+            f"rule {_rule_text(change)}" + (f", {record}" if record else "") + f"; cause: {cause_text(change.cause)}"
         )
         index = change.old_index if change.old_index is not None else None
         path = f"$.nodes[{index}]" if index is not None else "$.nodes"
@@ -289,7 +366,15 @@ def comparison_findings(comparison: Comparison) -> list[Finding]:
     if comparison.failed and comparison.accept:
         summary += f"; to accept: {comparison.accept}"
     found.append(Finding(level, summary, lock, summary_line, "$.summary"))
-    found.extend(Finding("warning", f"moved: {moved}", lock) for moved in _moved_lines(comparison))
+    shown, hidden_fields = _shown_fields(comparison)
+    for item in shown:
+        line = document.source.line_of(item.path) if document is not None else None
+        fails = comparison.failed and item.fails
+        message = field_text(item) + _strict_only(comparison, item)
+        found.append(Finding("error" if fails else "warning", message, lock, line, item.json_path))
+    if hidden_fields:
+        more = f"... and {hidden_fields} more recorded values differ (--json lists them all)"
+        found.append(Finding("warning", more, lock))
     found.extend(Finding("warning", note, lock) for note in comparison.notes)
     return found
 
@@ -325,12 +410,17 @@ def check_comparison(checked: LockCheck, *, failed: bool, updated: bool = False)
     if updated:
         notes.append(f"updated {lock}")
     elif checked.stale and not checked.diff.drifted:
+        moved = [item.json_path for item in checked.diff.fields]
+        what = ", ".join(moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
         notes.append(
-            "no decision changed, but the lock no longer records today's settings files or versions exactly; "
-            f"ampconfig lock --check {lock} --update records them"
+            f"no decision changed; the lock records other values than today's at {what or 'its sections'}, which "
+            f"fail only --strict (versions move with upgrades); ampconfig lock --check {lock} --update records them"
         )
     if checked.lock.proof is not None and checked.diff.drifted:
-        notes.append("the recorded proof was for the old decisions; --update drops it: rerun ampconfig run --lock-out")
+        notes.append(
+            "the recorded proof no longer holds (a decision, the model or its data changed); --update drops it: "
+            "rerun ampconfig run --lock-out"
+        )
     return Comparison(
         diff=checked.diff,
         subject=lock,
@@ -352,6 +442,11 @@ def _lock_line(document: LockDocument | None, change: NodeChange) -> int | None:
 
 # ------------------------------------------------------------------------------------------------- json
 def comparison_payload(comparison: Comparison, exit_code: int) -> dict[str, Any]:
+    document = comparison.lock_document
+    fields = [
+        {**item.to_dict(), "line": document.source.line_of(item.path) if document is not None else None}
+        for item in comparison.diff.fields
+    ]
     return {
         "ok": exit_code == 0,
         "exit_code": exit_code,
@@ -360,6 +455,7 @@ def comparison_payload(comparison: Comparison, exit_code: int) -> dict[str, Any]
         "sides": [comparison.old_label, comparison.new_label],
         "drifted": comparison.diff.drifted,
         **comparison.diff.to_dict(),
+        "fields": fields,
         "runs": comparison.runs,
         "notes": list(comparison.notes),
         "accept": comparison.accept if comparison.failed else None,
@@ -398,7 +494,7 @@ def render_html(comparison: Comparison) -> str:
         f"<td class='num'>{_signed(was, now) if was != now else ''}</td></tr>"
         for name, (was, now) in diff.summary_delta().items()
     )
-    moved = "".join(f"<li>{escape(line)}</li>" for line in _moved_lines(comparison))
+    moved = "".join(f"<li>{escape(line)}</li>" for line in _field_lines(comparison))
     runs = _run_html(comparison)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -412,7 +508,7 @@ def render_html(comparison: Comparison) -> str:
         )
         + f"<h2>Summary</h2><table><tr><th></th><th>{escape(old)}</th><th>{escape(new)}</th><th>change</th></tr>"
         f"{summary}</table>"
-        + (f"<h2>Also changed</h2><ul>{moved}</ul>" if moved else "")
+        + (f"<h2>Recorded values that differ</h2><ul>{moved}</ul>" if moved else "")
         + runs
         + "".join(f"<p>{escape(note)}</p>" for note in comparison.notes)
         + "</body></html>\n"

@@ -413,6 +413,8 @@ def validation_problems(exc: ValidationError, smap: SourceMap, model: type[BaseM
     problems = []
     for error in exc.errors():
         path = tuple(part for part in error["loc"] if part not in UNION_TAGS)
+        # a record's own rule (fields that contradict each other) says which of its fields it is about
+        path += tuple((error.get("ctx") or {}).get("at", ()))
         message, hint = _describe_error(error, path, model)
         problems.append(smap.problem(message, path, hint=hint))
     return problems
@@ -567,11 +569,15 @@ def require_format(
         raise AmpconfigError(problem.message, file=source, problems=[problem])
     found_version = data.get("format_version")
     if type(found_version) is not int or found_version not in versions:
-        newer = type(found_version) is int and found_version > max(versions)
-        readable = ", ".join(str(each) for each in versions)
-        problem = document.source.problem(
-            f"{versioned} format version {json.dumps(found_version)} is not one this ampconfig reads ({readable})",
-            ("format_version",),
-            hint="written by a newer ampconfig: upgrade ampconfig" if newer else hint,
-        )
+        newest = max(versions)
+        if type(found_version) is int and found_version > newest:  # from a later release: said so, never "edited"
+            message = f"{what} written by a newer ampconfig (format {found_version}; this one reads up to {newest})"
+            problem = document.source.problem(message, ("format_version",), hint="upgrade ampconfig to read it")
+        else:
+            readable = ", ".join(str(each) for each in versions)
+            problem = document.source.problem(
+                f"{versioned} format version {json.dumps(found_version)} is not one this ampconfig reads ({readable})",
+                ("format_version",),
+                hint=hint,
+            )
         raise AmpconfigError(problem.message, file=source, problems=[problem])

@@ -13,15 +13,20 @@ on any machine and in any working directory.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from ampconfig.dtypes import DtypeName
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, scan_json
+from ampconfig.opinfo.library import ColourName
+from ampconfig.opinfo.op_names import VocabularyName
+from ampconfig.opinfo.targets import TargetName
 from ampconfig.settings.config import Tolerance
 from ampconfig.settings.documents import (
     SourceMap,
@@ -49,10 +54,97 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of
 #: Where a setting came from when the lock was made: a command-line flag, the session config, or the default.
 SettingSource = Literal["command line", "config", "default"]
 FileSource = Literal["command line", "config"]
+#: The rules' ids as a type (the values of ``ampconfig.decide.decisions.Rule``, which sits above this package;
+#: tests/test_typing.py checks they stay equal).
+RuleName = Literal[
+    "not_float",
+    "untyped",
+    "control_flow",
+    "non_tensor",
+    "sparse_tensor",
+    "customized",
+    "keep_dtype",
+    "no_low_kernel",
+    "no_schema",
+    "op_keeps_dtype",
+    "schema_forbids",
+    "no_origin_kernel",
+    "mode_keeps",
+    "mode_lowers",
+    "mode_raises",
+    "white_list",
+    "black_list",
+    "deny_propagation",
+    "follows_inputs",
+    "follows_consumers",
+    "already_low",
+    "fusion_guard",
+    "cast_aware_island",
+    "cast_retargeted",
+    "checker_rejects",
+    "runtime_refuses",
+    "value_out_of_range",
+    "range_exceeds",
+    "range_underflows",
+    "quantizer_input",
+]
+#: The numbers ampconfig measures: finite (JSON has no NaN or Infinity; Python's reader takes them all the same).
+PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+FiniteNumber = Annotated[float, Field(allow_inf_nan=False)]
+
+#: What a file that is not a lock of a format this reads is told.
+_LOCK_HINT = "regenerate it: ampconfig lock MODEL [settings] -o FILE"
+#: What a lock that cannot have come from ampconfig is told (a hand edit, or a merge that mixed two locks).
+_EDITED_HINT = (
+    "ampconfig never writes this: restore the lock from version control, or write it again: "
+    "ampconfig lock MODEL [settings] -o FILE"
+)
+
+
+def located_error(message: str, at: tuple[str | int, ...], hint: str = _EDITED_HINT) -> PydanticCustomError:
+    """What a record's own rule refuses (fields that contradict each other, a value out of its range), located at
+    ``at`` below the record (the located reader appends it to the record's path:
+    :func:`~ampconfig.settings.documents.validation_problems`)."""
+    return PydanticCustomError("lock_record", "{message}", {"message": message, "at": at, "hint": hint})
+
+
+def _null_means_default(record: dict[str, Any]) -> None:
+    """A null value is a setting nobody gave: its source is the default, and a given one has a value."""
+    schema = record.setdefault("allOf", [])
+    schema.append(
+        {
+            "if": {"properties": {"value": {"type": "null"}}},
+            "then": {"properties": {"source": {"const": "default"}}},
+            "else": {"properties": {"source": {"not": {"const": "default"}}}},
+        }
+    )
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
+
+
+class _NullableSetting(_Record):
+    """A setting whose null value means "not given": what it was when none was (ampconfig's default)."""
+
+    model_config = ConfigDict(json_schema_extra=_null_means_default)
+
+    value: Any
+    source: SettingSource
+
+    @model_validator(mode="after")
+    def _given_has_a_value(self) -> _NullableSetting:
+        if self.value is None and self.source != "default":
+            raise located_error(
+                f'a null value is one nobody gave, but "source" says it came from the {self.source}', ("source",)
+            )
+        if self.value is not None and self.source == "default":
+            raise located_error(
+                f'"source": "default" means nobody gave it, and then the value is null, not {json.dumps(self.value)}',
+                ("value",),
+            )
+        return self
 
 
 class ModeSetting(_Record):
@@ -61,7 +153,7 @@ class ModeSetting(_Record):
 
 
 class TargetSetting(_Record):
-    value: str = Field(pattern=r"^[a-z0-9_]+$", description="The decision target: whose op info decided.")
+    value: TargetName = Field(description="The decision target: whose op info decided.")
     source: SettingSource = Field(description="Where it came from when the lock was made.")
 
 
@@ -70,16 +162,18 @@ class FlagSetting(_Record):
     source: SettingSource = Field(description="Where it came from when the lock was made.")
 
 
-class OpNamesSetting(_Record):
-    value: str | None = Field(
-        pattern=r"^[a-z]+$", description="Whose op names the settings files use; null: each name by the table."
+class OpNamesSetting(_NullableSetting):
+    value: VocabularyName | None = Field(
+        description="Whose op names the settings files use; null: each name by the table."
     )
-    source: SettingSource = Field(description="Where it came from when the lock was made.")
+    source: SettingSource = Field(description="Where it came from when the lock was made (null value: the default).")
 
 
-class MarginSetting(_Record):
-    value: float | None = Field(gt=0, description="The range rule's margin (data_max); null: the low type's default.")
-    source: SettingSource = Field(description="Where it came from when the lock was made.")
+class MarginSetting(_NullableSetting):
+    value: PositiveNumber | None = Field(
+        description="The range rule's margin (data_max); null: the low type's default."
+    )
+    source: SettingSource = Field(description="Where it came from when the lock was made (null value: the default).")
 
 
 class ConfigFile(_Record):
@@ -94,10 +188,20 @@ class SettingsFile(_Record):
     config (``path`` null)."""
 
     path: str | None = Field(
-        description="Path relative to the lock's folder, with / separators; null when written inline in the config."
+        min_length=1,
+        description="Path relative to the lock's folder, with / separators; null when written inline in the config.",
     )
     sha256: Sha256
     source: FileSource = Field(description="The flag or the config that named it when the lock was made.")
+
+    @model_validator(mode="after")
+    def _inline_lists_are_the_configs(self) -> SettingsFile:
+        if self.path is None and self.source != "config":
+            raise located_error(
+                'a list written inline ("path": null) is one the config holds, but "source" says the command line',
+                ("source",),
+            )
+        return self
 
 
 class LockSettings(_Record):
@@ -116,11 +220,20 @@ class LockSettings(_Record):
     )
     data_max: MarginSetting | None = Field(default=None, description="The range rule's margin (absent: default).")
 
+    @model_validator(mode="after")
+    def _customize_dtypes_is_a_file(self) -> LockSettings:
+        if self.customize_dtypes is not None and self.customize_dtypes.path is None:
+            raise located_error(
+                "customize_dtypes is always a file (a config names it, never holds it): its path cannot be null",
+                ("customize_dtypes", "path"),
+            )
+        return self
+
 
 class OpInfoVersion(_Record):
     """The op info library that decided: its target, the ONNX Runtime release it describes, its content."""
 
-    target: str = Field(description="The op info's target.")
+    target: TargetName = Field(description="The op info's target (the decision target).")
     onnxruntime: str = Field(description="The ONNX Runtime release the op info was measured or read for.")
     sha256: Sha256
 
@@ -134,12 +247,29 @@ class LockVersions(_Record):
     op_info: OpInfoVersion
 
 
+def _model_named_once(record: dict[str, Any]) -> None:
+    record["oneOf"] = [
+        {
+            "properties": {
+                "path": {"type": "string"},
+                "example": {"type": "null"},
+                "source": {"not": {"const": "default"}},
+            }
+        },
+        {"properties": {"path": {"type": "null"}, "example": {"type": "string"}, "source": {"const": "default"}}},
+    ]
+
+
 class ModelIdentity(_Record):
     """Which model was decided. The graph and the weights are hashed apart: retrained weights change
     ``weights_sha256`` only, a re-export that changes the graph changes ``structure_sha256``."""
 
-    path: str | None = Field(description="Path relative to the lock's folder; null for the bundled example.")
-    example: str | None = Field(description="The bundled example's name when no model was given.")
+    model_config = ConfigDict(json_schema_extra=_model_named_once)
+
+    path: str | None = Field(
+        min_length=1, description="Path relative to the lock's folder; null for the bundled example."
+    )
+    example: str | None = Field(min_length=1, description="The bundled example's name when no model was given.")
     source: SettingSource = Field(description="MODEL on the command line, `model` in the config, or the default.")
     structure_sha256: Sha256 = Field(
         description="Nodes (op types, names, attributes, inputs, outputs), value types, opsets, subgraphs and "
@@ -148,6 +278,30 @@ class ModelIdentity(_Record):
     weights_sha256: Sha256 = Field(description="The values of every tensor: initializers and constants.")
     nodes: int = Field(ge=0, description="Nodes in the model, subgraphs included.")
     opsets: dict[str, int] = Field(description='Opset imports; the default domain is ``""``.')
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ModelIdentity:
+        if self.path is None and self.example is None:
+            raise located_error(
+                "the lock names no model: a model path, or the bundled example when none was given", ("path",)
+            )
+        if self.path is not None and self.example is not None:
+            raise located_error(
+                f"the lock names both the model {self.path!r} and the bundled example {self.example!r}: the example "
+                "is decided only when no model was given",
+                ("example",),
+            )
+        if self.example is not None and self.source != "default":
+            raise located_error(
+                "the bundled example is decided when no model was given "
+                f'("source": "default"), not from the {self.source}',
+                ("source",),
+            )
+        if self.path is not None and self.source == "default":
+            raise located_error(
+                f'a named model ({self.path!r}) came from the command line or the config, not "default"', ("source",)
+            )
+        return self
 
 
 class LockedSpread(_Record):
@@ -158,20 +312,53 @@ class LockedSpread(_Record):
         Annotated[str, Field(pattern=r"^(0|-?[1-9][0-9]{0,2})$")], Annotated[int, Field(ge=1, strict=True)]
     ] = Field(description="Per binary exponent (-149 to 127), how many finite non-zero elements had it.")
 
+    @model_validator(mode="after")
+    def _float32_exponents(self) -> LockedSpread:
+        for exponent in self.exponents:
+            if not EXPONENT_MIN <= int(exponent) <= EXPONENT_MAX:
+                raise located_error(
+                    f"exponent {exponent} lies outside float32's exponents ({EXPONENT_MIN} to {EXPONENT_MAX})",
+                    ("exponents", exponent),
+                )
+        return self
+
+
+def _values_as_checked(record: dict[str, Any]) -> None:
+    empty = {"type": "object", "maxProperties": 0}
+    record["if"] = {"properties": {"checked": {"const": False}}}
+    record["then"] = {
+        "properties": {
+            "source": {"type": "null"},
+            "ranges": {"type": "null"},
+            "data_sha256": {"type": "null"},
+            "beyond_margin": empty,
+            "below_normal": {"anyOf": [empty, {"type": "null"}]},
+        }
+    }
+    # checked: the values came from a ranges file or from data named in words, one of the two
+    record["else"] = {
+        "oneOf": [{"properties": {"ranges": {"type": "null"}}}, {"properties": {"source": {"type": "null"}}}]
+    }
+
 
 class LockValues(_Record):
     """The float32 model's value ranges the decisions read (docs/design.md §5): where they came from, and every value
     whose largest magnitude passed the margin, which is all the range rule reads. ``lock --check`` decides again
     with the ranges file when one was given, else with these values: it never runs the model."""
 
+    model_config = ConfigDict(json_schema_extra=_values_as_checked)
+
     checked: bool = Field(
         strict=True, description="false: activations were not checked (no ranges and no data; constants were)."
     )
-    source: str | None = Field(description="The data the values were measured on, in words.")
+    source: str | None = Field(
+        description="The data the values were measured on, in words (null when a ranges file was read, or nothing)."
+    )
     ranges: SettingsFile | None = Field(description="The value ranges file, when one was given (--ranges, config).")
     data_sha256: Sha256 | None = Field(description="Digest of the samples the values were measured on.")
-    beyond_margin: dict[str, float] = Field(
-        description="By value key, each largest |value| beyond the margin: the values that kept nodes float32."
+    beyond_margin: dict[str, PositiveNumber] = Field(
+        description="By value key (a value of the model), each largest |value| beyond the margin (finite, > 0): the "
+        "values that kept nodes float32."
     )
     below_normal: dict[str, LockedSpread] | None = Field(
         default=None,
@@ -180,27 +367,84 @@ class LockValues(_Record):
         "none. With beyond_margin, all the value rules read. Absent in version 1 locks.",
     )
 
+    @model_validator(mode="after")
+    def _as_checked(self) -> LockValues:
+        if self.ranges is not None and self.ranges.path is None:
+            raise located_error("a value ranges file is a file: its path cannot be null", ("ranges", "path"))
+        if not self.checked:
+            recorded = [
+                (key, what)
+                for key, what, present in (
+                    ("ranges", "a value ranges file", self.ranges is not None),
+                    ("source", "the data the values were measured on", self.source is not None),
+                    ("data_sha256", "a digest of that data", self.data_sha256 is not None),
+                    ("beyond_margin", "values beyond the margin", bool(self.beyond_margin)),
+                    ("below_normal", "values below the normal range", bool(self.below_normal)),
+                )
+                if present
+            ]
+            if recorded:
+                key, what = recorded[0]
+                raise located_error(
+                    f'"checked": false says no value was checked, but the lock records {what} at $.values.{key}',
+                    ("checked",),
+                )
+            return self
+        if self.ranges is None and self.source is None:
+            raise located_error(
+                '"checked": true, but the lock names neither the value ranges file nor the data the values came from',
+                ("source",),
+            )
+        if self.ranges is not None and self.source is not None:
+            raise located_error(
+                "the values came from the value ranges file at $.values.ranges: no data is named beside it",
+                ("source",),
+            )
+        return self
+
 
 class LockSummary(_Record):
     nodes: int = Field(ge=0, description="Decided nodes (after written-out LayerNorms are folded).")
     low_precision_nodes: int = Field(ge=0, description="Nodes computing in the low type.")
     low_dtype: Literal["float16", "bfloat16"]
     casts: int = Field(ge=0, description="Casts the decisions need.")
-    estimated_us: float = Field(ge=0, description="Estimated time of kernels and casts, microseconds.")
-    estimated_float32_us: float = Field(ge=0, description="Estimated time with every node in float32.")
+    estimated_us: Amount = Field(description="Estimated time of kernels and casts, microseconds.")
+    estimated_float32_us: Amount = Field(description="Estimated time with every node in float32.")
+
+
+def _colour_with_a_float(record: dict[str, Any]) -> None:
+    record["if"] = {"properties": {"from": {"type": "null"}}}
+    record["then"] = {"properties": {"colour": {"type": "null"}}}
+    record["else"] = {"properties": {"colour": {"type": "string"}}}
 
 
 class LockedNode(_Record):
     """One node's decision."""
 
+    model_config = ConfigDict(json_schema_extra=_colour_with_a_float)
+
     scope: str = Field(description='"" for the main graph, else the subgraph\'s path.')
     name: str = Field(description="The node's name (unnamed nodes get the name ampconfig gives them).")
-    op: str = Field(description="Op type: `Op`, or `domain::Op` outside the default ONNX domain.")
-    colour: str | None = Field(description="Effective list colour; null where lists do not apply.")
+    op: str = Field(min_length=1, description="Op type: `Op`, or `domain::Op` outside the default ONNX domain.")
+    colour: ColourName | None = Field(description="Effective list colour; null where lists do not apply (no float).")
     from_dtype: DtypeName | None = Field(alias="from", description="Dtype the node computed in before.")
     dtype: DtypeName | None = Field(description="Dtype it computes in after the rewrite.")
-    rule: str = Field(pattern=r"^[a-z0-9_]+$", description="The rule that decided (ampconfig explain lists them).")
+    rule: RuleName = Field(description="The rule that decided (ampconfig explain lists them).")
     cause: str | None = Field(description="The neighbour (node or value) that caused the decision, if any.")
+
+    @model_validator(mode="after")
+    def _coloured_when_float(self) -> LockedNode:
+        # The lists colour every node that computes in a float type, and no other.
+        if self.from_dtype is None and self.colour is not None:
+            raise located_error(
+                f'a node that computed in no float type ("from": null) has no list colour, not "{self.colour}"',
+                ("colour",),
+            )
+        if self.from_dtype is not None and self.colour is None:
+            raise located_error(
+                f"a node that computed in {self.from_dtype} has a list colour; this one has none", ("colour",)
+            )
+        return self
 
 
 class FileDigest(_Record):
@@ -220,9 +464,9 @@ class ProofData(_Record):
 
 class ProofOutput(_Record):
     name: str
-    rel_l2: float | None
-    max_abs: float | None
-    cosine: float | None
+    rel_l2: Amount | None
+    max_abs: Amount | None
+    cosine: FiniteNumber | None
     nonfinite: int = Field(ge=0)
     passed: bool
 
@@ -254,6 +498,68 @@ class PrecisionLock(_Record):
     summary: LockSummary
     nodes: list[LockedNode]
     proof: LockProof | None = Field(default=None, description="Present when `run --lock-out` wrote the lock.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PrecisionLock:
+        """What the sections say of each other (each section's own rules are its model's)."""
+        _require_the_format_version_keys(self)
+        _require_a_config_where_one_is_named(self)
+        settings = self.settings
+        if self.versions.op_info.target != settings.target.value:
+            raise located_error(
+                f"the op info that decided is the target's: {settings.target.value!r} at $.settings.target, not "
+                f"{self.versions.op_info.target!r}",
+                ("versions", "op_info", "target"),
+            )
+        # The summary is not checked against the nodes: it is compared with today's (a node edited by hand, or two
+        # locks merged line by line, is drift that --update settles).
+        seen: set[tuple[str, str]] = set()
+        for index, node in enumerate(self.nodes):
+            key = (node.scope, node.name)
+            if key in seen:
+                where = f" in {node.scope!r}" if node.scope else ""
+                raise located_error(
+                    f"a second node named {node.name!r}{where}: node names are unique", ("nodes", index, "name")
+                )
+            seen.add(key)
+        return self
+
+
+def _require_the_format_version_keys(lock: PrecisionLock) -> None:
+    """Format 2 writes the values with their spreads and both value settings; format 1 never wrote spreads."""
+    values = lock.values
+    if lock.format_version == 1:
+        if values is not None and values.below_normal is not None:
+            raise located_error(
+                "below_normal came with lock format 2, and this lock says format 1", ("values", "below_normal")
+            )
+        return
+    for at, present in (
+        (("values",), values is not None),
+        (("values", "below_normal"), values is None or values.below_normal is not None),
+        (("settings", "clamp_values"), lock.settings.clamp_values is not None),
+        (("settings", "data_max"), lock.settings.data_max is not None),
+    ):
+        if not present:
+            raise located_error(f"lock format 2 always records {at[-1]}; this lock has none", at)
+
+
+def _require_a_config_where_one_is_named(lock: PrecisionLock) -> None:
+    """A setting, file or model that came from the config needs the config the lock records."""
+    if lock.settings.config is not None:
+        return
+    settings = lock.settings
+    sources: list[tuple[tuple[str, ...], str | None]] = [
+        (("settings", name, "source"), getattr(record, "source", None))
+        for name in LockSettings.model_fields
+        if (record := getattr(settings, name)) is not None
+    ]
+    sources.append((("model", "source"), lock.model.source))
+    if lock.values is not None and lock.values.ranges is not None:
+        sources.append((("values", "ranges", "source"), lock.values.ranges.source))
+    for at, source in sources:
+        if source == "config":
+            raise located_error('"source": "config", but the lock records no config ($.settings.config is null)', at)
 
 
 # --------------------------------------------------------------------------------------------------- writing
@@ -304,7 +610,6 @@ def lock_text(lock: PrecisionLock) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- reading
-_LOCK_HINT = "regenerate it: ampconfig lock MODEL [settings] -o FILE"
 
 
 class LockDocument:
@@ -363,18 +668,11 @@ def parse_lock(text: str, source: str | None) -> tuple[PrecisionLock, LockDocume
         # strict, as JSON: a boolean or a string is no count (true == 1 in Python); an integer is still a number
         lock = PrecisionLock.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
-        problems = validation_problems(exc, document.source, PrecisionLock)
+        problems = [
+            replace(problem, hint=problem.hint or _EDITED_HINT)
+            for problem in validation_problems(exc, document.source, PrecisionLock)
+        ]
         raise AmpconfigError(problems[0].message, file=source, problems=problems) from None
-    for key, spread in ((lock.values.below_normal or {}) if lock.values is not None else {}).items():
-        for exponent in spread.exponents:
-            if not EXPONENT_MIN <= int(exponent) <= EXPONENT_MAX:
-                problem = document.source.problem(
-                    f"exponent {exponent} of {key!r} lies outside float32's exponents ({EXPONENT_MIN} to "
-                    f"{EXPONENT_MAX})",
-                    ("values", "below_normal", key, "exponents", exponent),
-                    hint=_LOCK_HINT,
-                )
-                raise AmpconfigError(problem.message, file=source, problems=[problem])
     return lock, document
 
 

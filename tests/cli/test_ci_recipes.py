@@ -97,7 +97,8 @@ def test_the_workflow_commands_pass_on_an_unchanged_tree_and_fail_on_a_mixlist_e
     github = next(output for command, (code, output) in results.items() if "github" in command)
     assert [code for code, _ in results.values()] == [0, 1]  # the summary line tolerates the failure, not the other
     assert f"::error file=models/mixlist.json,line={line_of(tree.mixlist, 'Erf')}," in github
-    assert "| `mlp.gelu/Erf` | Erf | float16 -> float32 |" in summary.read_text(encoding="utf-8")
+    erf = [node["name"] for node in json.loads(tree.lock.read_text(encoding="utf-8"))["nodes"]].index("mlp.gelu/Erf")
+    assert f"| `mlp.gelu/Erf` at `$.nodes[{erf}]` | Erf | float16 -> float32 |" in summary.read_text(encoding="utf-8")
 
 
 def _hook(name: str) -> dict:

@@ -4,8 +4,10 @@ line, the config key, the model's graph or weights, the op info), and the report
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +21,23 @@ from ampconfig.lock.record import decide_lock
 from ampconfig.opinfo.library import PrecisionReduce, load_ops_info
 from ampconfig.settings.lock_file import load_lock, lock_data, lock_text
 from ampconfig.settings.resolve import Flags, resolve
+from tests import value_models
 from tests.exporter_models import EXPORTER_MODELS
-from tests.lock_trees import Tree, changed_names, cli, cli_json, example_tree, line_of, working_directory
+from tests.lock_trees import (
+    Tree,
+    changed_names,
+    checked_tree,
+    cli,
+    cli_json,
+    copy_tree,
+    edit_lock,
+    example_tree,
+    files_of,
+    line_of,
+    working_directory,
+)
+from tests.model_zoo import ZOO
+from tests.unusual_models import UNUSUAL_MODELS
 
 DATA = Path(__file__).parents[1] / "data"
 BASE_MIXLIST = {"white-list": {"to-add": ["MatMul"]}}  # MatMul is white already: changes nothing
@@ -236,18 +253,40 @@ def test_an_op_info_release_change_is_put_down_to_the_op_info(tmp_path: Path) ->
     assert tree.check()[0] == 0
 
 
-def test_settings_and_versions_that_moved_without_a_decision_are_notes_unless_strict(tmp_path: Path) -> None:
+def test_versions_that_moved_without_a_decision_are_notes_unless_strict(tmp_path: Path) -> None:
+    """An upgrade moves versions, not decisions: named by JSON path, a note; --strict fails on it."""
     tree = example_tree(tmp_path)
     tree.lock_it("--modify-mixlist", tree.mixlist)
-    tree.mixlist.write_text(tree.mixlist.read_text(encoding="utf-8") + "\n\n", encoding="utf-8")  # whitespace only
     text = tree.lock.read_text(encoding="utf-8")
     tree.lock.write_text(text.replace(f'"ampconfig": "{ampconfig.__version__}"', '"ampconfig": "0.0.1"'), "utf-8")
     code, payload = tree.check()
     assert code == 0 and not payload["drifted"]
-    assert [item["setting"] for item in payload["files"]] == ["modify_mixlist"]
+    assert [(item["json_path"], item["old"], item["fails"]) for item in payload["fields"]] == [
+        ("$.versions.ampconfig", "0.0.1", False)
+    ]
+    assert payload["fields"][0]["line"] == line_of(tree.lock, '"ampconfig": "0.0.1"')
     assert any("ampconfig 0.0.1 ->" in cause["message"] for cause in payload["moved"])
-    assert any("--update records them" in note for note in payload["notes"])
+    assert any("$.versions.ampconfig" in note and "--update records them" in note for note in payload["notes"])
+    text_report = cli("lock", "--check", tree.lock).stdout
+    assert f'$.versions.ampconfig: "0.0.1" -> "{ampconfig.__version__}" (only --strict fails on it)' in text_report
     assert tree.check("--strict")[0] == 1
+    assert cli("lock", "--check", tree.lock, "--update").exit_code == 0
+    assert tree.check("--strict")[0] == 0
+
+
+def test_a_settings_file_that_changed_without_a_decision_is_drift_named_by_its_digest(tmp_path: Path) -> None:
+    """The lock's digest no longer matches the file it names: whitespace or a hand-edited digest alike, the lock
+    no longer records today's files. Exit 1, the digest's JSON path named; --update records the new digest."""
+    tree = example_tree(tmp_path)
+    tree.lock_it("--modify-mixlist", tree.mixlist)
+    tree.mixlist.write_text(tree.mixlist.read_text(encoding="utf-8") + "\n\n", encoding="utf-8")  # whitespace only
+    code, payload = tree.check()
+    assert code == 1 and payload["drifted"] and payload["changed"] == []
+    assert [(item["json_path"], item["fails"]) for item in payload["fields"]] == [
+        ("$.settings.modify_mixlist.sha256", True)
+    ]
+    assert payload["fields"][0]["line"] == line_of(tree.lock, '"modify_mixlist"')
+    assert [item["setting"] for item in payload["files"]] == ["modify_mixlist"]
     assert cli("lock", "--check", tree.lock, "--update").exit_code == 0
     assert tree.check("--strict")[0] == 0
 
@@ -343,3 +382,205 @@ def test_a_version_1_lock_still_reads_and_passes(tmp_path: Path) -> None:
     tree.lock.write_text(json.dumps(data, indent=1), encoding="utf-8")
     code, payload = tree.check()
     assert code == 0, payload
+
+
+# ------------------------------------------------------------------------------ tampered locks (issue 38)
+@pytest.fixture(scope="module")
+def checked_pristine(tmp_path_factory: pytest.TempPathFactory) -> Tree:
+    return checked_tree(tmp_path_factory.mktemp("checked_lock"))
+
+
+@pytest.fixture
+def checked(checked_pristine: Tree, tmp_path: Path) -> Tree:
+    """A lock whose values were checked with a ranges file (``y`` beyond the margin), copied for one test."""
+    return copy_tree(checked_pristine, tmp_path)
+
+
+def _node_named(data: dict, name: str) -> dict:
+    return next(node for node in data["nodes"] if node["name"] == name)
+
+
+def _refused(tree: Tree, json_paths: set[str], said: str) -> None:
+    """Exit 2 at each of ``json_paths`` (the first saying ``said``), with --update and without; nothing written."""
+    before = files_of(tree.root)
+    for options in ((), ("--update",)):
+        code, payload = tree.check(*options)
+        assert code == 2, payload
+        assert {problem["json_path"] for problem in payload["problems"]} == json_paths, payload
+        assert said in payload["error"]["message"] and payload["error"]["line"] is not None, payload
+        assert payload["error"]["file"] == str(tree.lock) and "version control" in payload["error"]["hint"]
+        assert files_of(tree.root) == before
+    validated = cli("validate", tree.lock)
+    assert validated.exit_code == 2 and all(path in validated.stdout for path in json_paths), validated.output
+
+
+def test_value_names_the_model_lacks_are_refused(checked: Tree) -> None:
+    def extra_values(data: dict) -> None:
+        data["values"]["beyond_margin"]["no_such_value"] = 70000.0
+        data["values"]["below_normal"]["nor_this/one"] = {"zeros": 0, "exponents": {"-20": 4}}
+
+    edit_lock(checked.lock, extra_values)
+    _refused(
+        checked,
+        {"$.values.beyond_margin.no_such_value", '$.values.below_normal["nor_this/one"]'},
+        "the model has no value 'no_such_value'",
+    )
+
+
+def test_an_edited_op_is_refused_while_the_model_is_the_one_locked_and_drift_once_it_is_not(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    tree.lock_it()
+    index = [node.name for node in load_lock(tree.lock)[0].nodes].index("attn.q/Add")
+    edit_lock(tree.lock, lambda data: data["nodes"][index].update(op="Sub"))
+    _refused(tree, {f"$.nodes[{index}].op"}, "the model's node 'attn.q/Add' has op Add, not Sub")
+    # Re-exported (a node renamed): the lock no longer names this graph, and its op is one difference among others.
+    tree.write_model(_renamed(onnx.load(tree.model), "ln_2", "ln_2_reexported"))
+    code, payload = tree.check()
+    assert code == 1 and payload["model"]["structure_changed"]
+    (edited,) = payload["record_changed"]
+    assert edited["name"] == "attn.q/Add" and edited["json_path"] == f"$.nodes[{index}]"
+    assert edited["fields"] == [{"json_path": f"$.nodes[{index}].op", "old": "Sub", "new": "Add", "fails": True}]
+
+
+def _formats(tree: Tree) -> dict[str, tuple[int, str]]:
+    """``lock --check`` of the tree in every format, from the tree's root (paths as CI has them)."""
+    with working_directory(tree.root):
+        lock = tree.lock.relative_to(tree.root)
+        outputs = {fmt: cli("lock", "--check", lock, "--format", fmt) for fmt in ("text", "github", "markdown")}
+        outputs["json"] = cli("lock", "--check", lock, "--json")
+    return {fmt: (result.exit_code, result.stdout) for fmt, result in outputs.items()}
+
+
+def test_a_zeroed_digest_of_a_file_that_is_there_is_drift_named_in_every_format(checked: Tree) -> None:
+    """An all-zero digest is no proof of tampering by itself; that it is not the digest of the file it names is."""
+    edit_lock(checked.lock, lambda data: data["values"]["ranges"].update(sha256="0" * 64))
+    before = files_of(checked.root)
+    shown = _formats(checked)
+    assert files_of(checked.root) == before
+    real = hashlib.sha256(checked.ranges.read_bytes()).hexdigest()
+    line = line_of(checked.lock, '"0000000000')
+    assert all(code == 1 for code, _ in shown.values()), shown
+    assert f"$.values.ranges.sha256: 000000000000 -> {real[:12]}" in shown["text"][1]
+    assert "no decision changed, 1 recorded value did" in shown["text"][1]
+    assert (
+        f"::error file=models/precision.lock.json,line={line},title=ampconfig precision lock::$.values.ranges"
+        in (shown["github"][1])
+    )
+    assert f"- `$.values.ranges.sha256`: `000000000000` -> `{real[:12]}`" in shown["markdown"][1]
+    payload = json.loads(shown["json"][1])
+    assert payload["drifted"] and payload["fields"] == [
+        {"json_path": "$.values.ranges.sha256", "old": "0" * 64, "new": real, "fails": True, "line": line}
+    ]
+    # The file gone: the digest cannot be judged, the check decides with the recorded values and says so.
+    checked.ranges.unlink()
+    code, payload = checked.check()
+    assert code == 0 and any("is gone" in note for note in payload["notes"]), payload
+
+
+def test_edits_ampconfig_could_have_written_are_drift_named_in_every_format(checked: Tree) -> None:
+    """A node's dtype and colour, a setting the config gives, a settings file's digest and a recorded value,
+    each edited by hand: exit 1, each named by its JSON path (and its line) in text, GitHub, Markdown and JSON;
+    --update writes the lock as made now, which passes --strict."""
+
+    def edits(data: dict) -> None:
+        _node_named(data, "mm0")["dtype"] = "float32"
+        _node_named(data, "relu0")["colour"] = "black"
+        data["settings"]["precision_mode"]["value"] = "allow_mix_precision_fp16"
+        data["settings"]["modify_mixlist"]["sha256"] = "0" * 64
+        data["values"]["beyond_margin"]["y"] = 70000.5
+
+    edit_lock(checked.lock, edits)
+    before = files_of(checked.root)
+    shown = _formats(checked)
+    assert files_of(checked.root) == before
+    fields = ["$.settings.precision_mode.value", "$.settings.modify_mixlist.sha256", "$.values.beyond_margin.y"]
+    for fmt in ("text", "github", "markdown"):
+        code, out = shown[fmt]
+        assert code == 1, out
+        for path in ("$.nodes[0]", "$.nodes[2]", *fields):
+            assert path in out, (fmt, path, out)
+    assert "mm0 (MatMul) at $.nodes[0]  float32 -> float16" in shown["text"][1]
+    assert 'relu0 (Relu) at $.nodes[2]  float16  [follows_inputs]  colour "black" -> "clear"' in shown["text"][1]
+    assert '$.settings.precision_mode.value: "allow_mix_precision_fp16" -> "allow_mix_precision"' in shown["text"][1]
+    assert "$.values.beyond_margin.y: 70000.5 -> 229353.0625" in shown["text"][1]
+    github = shown["github"][1]
+    for path, fragment in zip(fields, ('"allow_mix_precision_fp16"', '"0000000000', "70000.5")):
+        assert f"line={line_of(checked.lock, fragment)},title=ampconfig precision lock::{path}" in github, github
+    payload = json.loads(shown["json"][1])
+    assert [change["json_path"] for change in payload["changed"]] == ["$.nodes[0]"]
+    assert [change["json_path"] for change in payload["record_changed"]] == ["$.nodes[2]"]
+    assert payload["record_changed"][0]["fields"] == [
+        {"json_path": "$.nodes[2].colour", "old": "black", "new": "clear", "fails": True}
+    ]
+    assert [item["json_path"] for item in payload["fields"]] == fields
+    assert all(item["fails"] and item["line"] for item in payload["fields"])
+    assert cli("lock", "--check", checked.lock, "--update").exit_code == 0
+    assert checked.check("--strict")[0] == 0
+
+
+def test_a_proof_whose_data_changed_is_drift_and_update_drops_it(tmp_path: Path) -> None:
+    tree = example_tree(tmp_path)
+    inputs = tree.folder / "inputs.npz"
+    np.savez(inputs, input_ids=np.arange(8, dtype=np.int64).reshape(1, 8))
+    ran = cli("run", tree.model, "--device", "cpu", "--warmup", "0", "--iterations", "1", "--inputs", inputs,
+              "--lock-out", tree.lock)  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert tree.check("--strict")[0] == 0
+    np.savez(inputs, input_ids=np.arange(1, 9, dtype=np.int64).reshape(1, 8))
+    code, payload = tree.check()
+    assert code == 1 and [item["json_path"] for item in payload["fields"]] == ["$.proof.data.npz.sha256"]
+    assert any("the recorded proof no longer holds" in note for note in payload["notes"])
+    assert cli("lock", "--check", tree.lock, "--update").exit_code == 0
+    assert load_lock(tree.lock)[0].proof is None and tree.check("--strict")[0] == 0
+
+
+LOCKED_MODELS = {**ZOO, **UNUSUAL_MODELS}
+
+
+@pytest.mark.parametrize("mode", ["allow_mix_precision", "allow_mix_precision_bf16", "force_fp16"])
+@pytest.mark.parametrize("name", list(LOCKED_MODELS))
+def test_a_lock_ampconfig_writes_passes_its_strict_check(tmp_path: Path, name: str, mode: str) -> None:
+    """No false alarm: every rule of the strict reader holds for what ampconfig writes, on every test model."""
+    tree = Tree(tmp_path)
+    tree.write_model(LOCKED_MODELS[name]())
+    made = cli("lock", tree.model, "-m", mode, "-o", tree.lock)
+    assert made.exit_code == 0, made.output
+    code, payload = tree.check("--strict")
+    assert code == 0 and payload["fields"] == [] and payload["changed"] == payload["record_changed"] == [], payload
+
+
+@pytest.mark.parametrize("build", [value_models.vad_if, value_models.char_lstm_loop, value_models.branch_named_main])
+@pytest.mark.parametrize("unnamed", [False, True], ids=["named", "unnamed"])
+def test_a_lock_of_values_inside_bodies_passes_its_check(
+    tmp_path: Path, build: Callable[[], onnx.ModelProto], unnamed: bool
+) -> None:
+    """Values inside If and Loop bodies (keys spelled with the body's path, an unnamed owner's path by the name
+    ampconfig gives it) are values of the model; a ranges file's value the model lacks is left out of the lock."""
+    model = build()
+    for node in model.graph.node:
+        if unnamed and node.op_type in ("If", "Loop"):
+            node.name = ""
+    tree = Tree(tmp_path)
+    tree.write_model(model)
+    assert cli("calibrate", tree.model, *_inputs_of(build, tree), "-o", tree.ranges).exit_code == 0
+    ranges = json.loads(tree.ranges.read_text(encoding="utf-8"))
+    peak = max(ranges["values"].values(), key=lambda value: value["max_abs"])
+    ranges["values"]["a_value_of_another_model"] = peak
+    tree.ranges.write_text(json.dumps(ranges), encoding="utf-8")
+    made = cli("lock", tree.model, "--ranges", tree.ranges, "--data-max", "0.5", "-o", tree.lock)
+    assert made.exit_code == 0, made.output
+    recorded = load_lock(tree.lock)[0].values
+    assert recorded is not None and "a_value_of_another_model" not in recorded.beyond_margin
+    assert any("/" in key for key in recorded.beyond_margin), recorded.beyond_margin  # a body's values are there
+    assert tree.check("--strict")[0] == 0
+    tree.ranges.unlink()  # decided with the recorded values alone
+    code, payload = tree.check()
+    assert code == 0 and payload["fields"] and not any(item["fails"] for item in payload["fields"]), payload
+
+
+def _inputs_of(build: Callable[[], onnx.ModelProto], tree: Tree) -> list[str | Path]:
+    if build is not value_models.vad_if:
+        return []
+    path = tree.folder / "inputs.npz"
+    np.savez(path, **value_models.vad_inputs())
+    return ["--inputs", path]

@@ -230,8 +230,14 @@ def test_lock_of_another_format_version(locked: Tree) -> None:
     text = locked.lock.read_text(encoding="utf-8").replace('"format_version": 2', '"format_version": 3')
     locked.lock.write_text(text, encoding="utf-8")
     code, payload = locked.check()
-    _located(code, payload, "format version 3", line_of(locked.lock, "format_version"))
-    assert "written by a newer ampconfig" in payload["error"]["hint"] and "edit" not in payload["error"]["hint"]
+    _located(
+        code,
+        payload,
+        "written by a newer ampconfig (format 3; this one reads up to 2)",
+        line_of(locked.lock, "format_version"),
+    )
+    assert payload["error"]["json_path"] == "$.format_version"
+    assert "upgrade ampconfig" in payload["error"]["hint"] and "edit" not in str(payload["error"])
 
 
 def test_lock_with_wrong_types(locked: Tree) -> None:

@@ -64,4 +64,10 @@ def test_a_newer_version_is_named_as_newer(measured: tuple[Path, Path]) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     with pytest.raises(AmpconfigError) as raised:
         parse_ranges(json.dumps({**data, "format_version": RANGES_FORMAT_VERSION + 1}), "newer.json")
-    assert "written by a newer ampconfig" in str(raised.value.problems[0].hint)
+    newer = RANGES_FORMAT_VERSION + 1
+    problem = raised.value.problems[0]
+    assert (
+        f"written by a newer ampconfig (format {newer}; this one reads up to {RANGES_FORMAT_VERSION})"
+        in problem.message
+    )
+    assert problem.json_path == "$.format_version" and "upgrade ampconfig" in str(problem.hint)
