@@ -23,11 +23,11 @@ from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
 from ampconfig.files.paths import real_location, relative_path
+from ampconfig.instrument.scopes import ModelValueNames
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.rewrite.scopes import ModelValueNames
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.limits import ValueSpread
 from ampconfig.settings.lock_file import (
