@@ -353,6 +353,21 @@ def model_graphs(model: ir.Model) -> list[ir.Graph]:
     return cached
 
 
+def sparse_initializer_stand_ins(model: ir.Model) -> set[ir.Node]:
+    """The stand-in nodes of ``model`` that hold a whole sparse initializer: nodes its proto's graphs do not have
+    (a sparse Constant's stand-in takes that Constant's place instead)."""
+    stash = model.meta.get(_STASH_KEY)
+    if stash is None or not stash.nodes:
+        return set()
+    return {
+        node
+        for graph in model.graphs()
+        for node in graph
+        if STAND_IN_ATTRIBUTE in node.attributes
+        and stash.nodes[node.attributes[STAND_IN_ATTRIBUTE].value].sparse_initializer is not None
+    }
+
+
 def stand_in_nodes(model: ir.Model) -> dict[ir.Node, StandIn]:
     """Every stand-in node of ``model`` (every graph) with what it stands in for. Empty, with no walk over the
     nodes, for a model that has none (almost every model); a per-node question looks its node up here. A

@@ -114,7 +114,8 @@ def run_pipeline(
         run = RewriteRun(setup, admission, dict(rejected))
         modified = _run_steps(steps(run), model) or version_changed
         check = run.check
-        assert check is not None  # the check step ensures it
+        if check is None:  # CheckOutputPass.ensures made sure of it; this says so to the type checker
+            raise ir.passes.PostconditionError("the check left no verdict")
         if check.complaint is None:
             return PipelineOutcome(model, run, modified, warnings)
         # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at

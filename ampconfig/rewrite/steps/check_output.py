@@ -35,3 +35,7 @@ class CheckOutputPass(ir.passes.InPlacePass):
             input_passes=run.admission.input_passes,
         )
         return ir.passes.PassResult(model, modified=False)
+
+    def ensures(self, model: ir.Model) -> None:
+        if self.run.skeleton is None or self.run.check is None:
+            raise ir.passes.PostconditionError("the check left no skeleton or no verdict")

@@ -56,4 +56,8 @@ class DecideDtypesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=False)
 
     def ensures(self, model: ir.Model) -> None:
-        self.run.require("a plan", self.run.plan, "the decision")
+        if self.run.plan is None:
+            raise ir.passes.PostconditionError("the decision left no plan")
+        names = [decision.name for decision in self.run.decisions]
+        if len(names) != len(set(names)):
+            raise ir.passes.PostconditionError("the decision decided a node twice")
