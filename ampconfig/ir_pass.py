@@ -28,8 +28,8 @@ from typing import Any
 import onnx_ir as ir
 
 from ampconfig.engine.in_place import rewrite_ir_model
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import RewriteOptions
 
 #: Where a run leaves its result on the model it rewrote (``Model.meta``, never serialised).

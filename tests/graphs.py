@@ -14,9 +14,9 @@ from onnx import helper as oh
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import Plan, build_plan
 from ampconfig.opinfo.library import OpInfoEntry, OpInfoLibrary, PrecisionReduce
+from ampconfig.precision_modes import parse_mode
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
-from ampconfig.settings.modes import parse_mode
 
 #: Every distinct precision mode (allow_mix_precision_fp16 is allow_mix_precision under another name).
 MODES = (

@@ -7,7 +7,7 @@ import math
 from collections.abc import Collection
 from pathlib import Path
 
-from ampconfig.decide.pipeline import Pipeline
+from ampconfig.decide.pass_pipelines import Pipeline
 from ampconfig.opinfo.library import OpInfoLibrary, ops_info_path
 
 

@@ -88,8 +88,8 @@ def check_target(target: str) -> TargetName:
 
 
 def read_ops_info(path: Path, what: str = "op info file") -> OpsInfoFile:
+    from ampconfig.formats.documents import read_text
     from ampconfig.opinfo.library import parse_ops_info
-    from ampconfig.settings.documents import read_text
 
     return parse_ops_info(read_text(path, what), str(path))
 

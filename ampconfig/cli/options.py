@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ampconfig.files.paths import refuse_folder_spelling
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES
 from ampconfig.settings.flags import Flags
 from ampconfig.settings.limits import (
     DEFAULT_THRESHOLD,
@@ -28,7 +29,6 @@ from ampconfig.settings.limits import (
     check_count,
     check_positive_finite,
 )
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
     from ampconfig.settings.resolve import Settings

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
+from ampconfig.decide.decision_state import is_flexible
 from ampconfig.decide.facts import NodeFacts, iter_scopes
-from ampconfig.decide.state import is_flexible
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError, Severity
 from ampconfig.opinfo.library import OpInfoLibrary, op_key

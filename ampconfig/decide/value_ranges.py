@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ampconfig.dtypes import Dtype
-from ampconfig.settings.limits import EXPONENT_MAX, EXPONENT_MIN, ValueSpread
+from ampconfig.formats.ranges_file import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.settings.limits import ValueRanges as ValueRanges
+from ampconfig.settings.limits import ValueSpread
 from ampconfig.settings.limits import low_max as low_max
 
 if TYPE_CHECKING:

@@ -25,15 +25,15 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import OpenedModel, light_proto, open_model
 from ampconfig.files.node_checks import NodePieces
+from ampconfig.formats.documents import describe_value
 from ampconfig.instrument.expose import measured_value_keys
 from ampconfig.opinfo.library import OpInfoLibrary
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, run_pipeline
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.rewrite.steps.state import Admission, InputAdmission
+from ampconfig.rewrite.steps.run_context import Admission, InputAdmission
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.documents import describe_value
-from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import RewriteOptions
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
-from ampconfig.rewrite.steps.state import RewriteSetup
+from ampconfig.precision_modes import PrecisionMode
+from ampconfig.rewrite.steps.run_context import RewriteSetup
 from ampconfig.runner.float_cast import float32_to_float16
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
-from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 
 
@@ -51,7 +51,7 @@ def _keep_dtype_entries(
 ) -> tuple[list[Any], str | None, list[Problem]]:
     """The entries, the file they came from, and what reading their op names found (notes, warnings); an
     ambiguous op name raises."""
-    from ampconfig.settings.documents import SourceMap
+    from ampconfig.formats.documents import SourceMap
     from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
 
     if keep_dtype is None:

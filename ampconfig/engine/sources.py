@@ -24,7 +24,7 @@ from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, light_proto, light_proto_of_ir, weightless_proto
 from ampconfig.files.skeleton import ModelSkeleton
 from ampconfig.rewrite.pipeline import admit_input, restart_from_copy
-from ampconfig.rewrite.steps.state import InputAdmission
+from ampconfig.rewrite.steps.run_context import InputAdmission
 
 if TYPE_CHECKING:  # the rare path that hands the input to ONNX Runtime imports the runner's sessions, no other
     from ampconfig.runner.sessions import ModelFile

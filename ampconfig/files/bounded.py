@@ -13,7 +13,7 @@ before the expensive step:
   count is what a consumer of the parsed data would see, not what the file spells out.
 
 A YAML alias that refers to the collection it is inside (a recursive document) is refused: nothing downstream can
-walk it. The YAML composer is :mod:`ampconfig.files.bounded_yaml`.
+walk it. The YAML composer is :mod:`ampconfig.formats.bounded_yaml`.
 """
 
 from __future__ import annotations

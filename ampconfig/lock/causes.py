@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ampconfig.formats.documents import SourceMap
+from ampconfig.formats.lock_file import LockedNode, LockValues, PrecisionLock
 from ampconfig.settings.config import SessionConfig, load_session_config
 from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
-from ampconfig.settings.documents import SourceMap
 from ampconfig.settings.keep_dtype import (
     KeepDtypeEntry,
     keep_dtype_list_problems,
     load_keep_dtype,
     read_keep_dtype_names,
 )
-from ampconfig.settings.lock_file import LockedNode, LockValues, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist, MixlistEntry, entries_by_op, load_mixlist
 from ampconfig.settings.resolve import Settings
 

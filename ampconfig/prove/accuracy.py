@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampconfig.settings.config import Tolerance
+from ampconfig.formats.tolerance import Tolerance
 
 __all__ = [
     "OutputMetrics",

@@ -1,7 +1,7 @@
 """``ampconfig run`` end to end: rewrite, run both models, compare, report.
 
 The settings come from :func:`ampconfig.settings.resolve.resolve` (flags over the session config over defaults);
-:func:`execute` carries them out and returns a :class:`~ampconfig.report.run.RunReport`.
+:func:`execute` carries them out and returns a :class:`~ampconfig.report.run_report.RunReport`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.instrument.rounding import save_low_precision_rounding_copy
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
@@ -36,7 +37,6 @@ from ampconfig.runner.sessions import ModelFile
 from ampconfig.runner.timing import ProgressCallback, speedup
 from ampconfig.runner.worker import Phase, WorkerCrashed
 from ampconfig.settings.declared_files import declare_model_output
-from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.resolve import Settings
 
 _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value})

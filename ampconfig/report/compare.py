@@ -13,7 +13,7 @@ from rich.text import Text
 from ampconfig.diagnose.locate import NodeError
 from ampconfig.prove.accuracy import OutputMetrics, Tolerance
 from ampconfig.report.explain import explain_summary
-from ampconfig.report.run import metrics_line, spread_table, worst_output
+from ampconfig.report.run_report import metrics_line, spread_table, worst_output
 from ampconfig.report.tables import number_column, print_table
 
 if TYPE_CHECKING:

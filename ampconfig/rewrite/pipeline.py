@@ -28,7 +28,7 @@ from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
 from ampconfig.rewrite.steps.name_nodes import NameNodesPass
 from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
 from ampconfig.rewrite.steps.record_decisions import RecordDecisionsPass
-from ampconfig.rewrite.steps.state import Admission, InputAdmission, RewriteRun, RewriteSetup
+from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, RewriteRun, RewriteSetup
 
 #: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
 #: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).

@@ -30,6 +30,7 @@ from onnx import helper
 from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import FLOAT_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.documents import read_text
 from ampconfig.opinfo.kernel_claims import (
     COMMON_OPSETS,
     AcrossOpsets,
@@ -41,9 +42,8 @@ from ampconfig.opinfo.kernel_claims import (
 from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
+from ampconfig.runner.ort_schemas import schema_at
 from ampconfig.runner.ort_worker import feed
-from ampconfig.runner.schemas import schema_at
-from ampconfig.settings.documents import read_text
 
 _CONTRIB = "com.microsoft"
 

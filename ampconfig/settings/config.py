@@ -36,8 +36,7 @@ from pydantic_core import PydanticCustomError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.files.paths import folder_ending, names_a_folder
-from ampconfig.opinfo.targets import TargetName
-from ampconfig.settings.documents import (
+from ampconfig.formats.documents import (
     Document,
     DocumentFormat,
     SourceMap,
@@ -47,11 +46,13 @@ from ampconfig.settings.documents import (
     read_text,
     validation_problems,
 )
+from ampconfig.formats.tf_env_lists import is_tf_lists_mapping
+from ampconfig.formats.tolerance import Tolerance as Tolerance
+from ampconfig.opinfo.targets import TargetName
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, V1Name, V2Name, parse_mode
 from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_from_config
 from ampconfig.settings.limits import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, mixlist_from_data
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, V1Name, V2Name, parse_mode
-from ampconfig.settings.tf_lists import is_tf_lists_mapping
 
 #: Config file suffixes and their formats.
 CONFIG_FORMATS: dict[str, DocumentFormat] = {
@@ -114,40 +115,6 @@ KeepDtypeSetting = Annotated[
         custom_error_message="expected the path of a keep_dtype file or a list of node names and OpType::X",
     ),
 ]
-
-
-# The one tolerance object: the config's section, --tolerance, and what run, compare and tune judge by
-# (ampconfig.prove.judge). Its docstring is the schema's description.
-class Tolerance(BaseModel):
-    """Accuracy the rewritten model must hold against the fp32 reference (else `ampconfig run` exits 1)."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    rel_l2: float = Field(
-        default=1e-2,
-        gt=0,
-        allow_inf_nan=False,
-        strict=True,
-        description="Largest allowed relative L2 error ||y - y_ref|| / ||y_ref|| of every output (finite, > 0).",
-    )
-    max_abs: float | None = Field(
-        default=None,
-        gt=0,
-        allow_inf_nan=False,
-        strict=True,
-        description="Largest allowed absolute error of any element (finite, > 0; unchecked when absent).",
-    )
-    min_cosine: float | None = Field(
-        default=None,
-        ge=-1,
-        le=1,
-        allow_inf_nan=False,
-        strict=True,
-        description="Smallest allowed cosine similarity between each output and its reference (unchecked when absent).",
-    )
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {"rel_l2": self.rel_l2, "max_abs": self.max_abs, "min_cosine": self.min_cosine}
 
 
 class RunOptions(BaseModel):

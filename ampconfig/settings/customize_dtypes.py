@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.formats.documents import closest, closest_node_name, read_text
 from ampconfig.opinfo.op_names import AmbiguousOpName, file_vocabulary, read_as_onnx_note, read_op_name
-from ampconfig.settings.documents import closest, closest_node_name, read_text
 from ampconfig.settings.mixlist import OP_KEY_PATTERN, normalise_op_key
 
 OP_TYPE_PREFIX = "OpType::"

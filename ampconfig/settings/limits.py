@@ -26,10 +26,6 @@ MAX_SEED = 2**32 - 1
 DEFAULT_THRESHOLD = 1e-2
 #: The kinds of file `validate` checks (--kind).
 FILE_KINDS: tuple[str, ...] = ("config", "mixlist", "keep-dtype", "customize-dtypes", "ops-info", "lock", "ranges")
-#: The ``format`` of a precision lock file, which tells a lock from other JSON.
-LOCK_FORMAT = "ampconfig-precision-lock"
-#: The ``format`` of a value ranges file (:mod:`ampconfig.settings.ranges_file`).
-RANGES_FORMAT = "ampconfig-value-ranges"
 
 
 def is_positive_finite(value: float) -> bool:
@@ -90,11 +86,6 @@ def check_margin(value: float | None, low_dtype: str, name: str = "--data-max") 
 def low_max(dtype: Dtype | str) -> float:
     """The largest finite value of a low dtype (65504 for float16, about 3.39e38 for bfloat16)."""
     return LOW_MAX[str(Dtype(dtype))]
-
-
-#: float32's binary exponents: its smallest subnormal is 2^-149, its largest finite value lies below 2^128. An
-#: exponent histogram has one bin per exponent between them (a float64 value beyond them counts at the nearest end).
-EXPONENT_MIN, EXPONENT_MAX = -149, 127
 
 
 @dataclass(frozen=True)

@@ -36,16 +36,7 @@ from pydantic_core import PydanticCustomError
 
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.opinfo.library import Colour, OpLists
-from ampconfig.opinfo.op_names import (
-    AmbiguousOpName,
-    OpName,
-    Vocabulary,
-    file_vocabulary,
-    read_as_onnx_note,
-    read_op_name,
-)
-from ampconfig.settings.documents import (
+from ampconfig.formats.documents import (
     Document,
     JsonPath,
     SourceMap,
@@ -55,11 +46,20 @@ from ampconfig.settings.documents import (
     read_text,
     validation_problems,
 )
-from ampconfig.settings.tf_lists import (
+from ampconfig.formats.tf_env_lists import (
     is_tf_lists_mapping,
     is_tf_lists_text,
     tf_lists_from_mapping,
     tf_lists_from_text,
+)
+from ampconfig.opinfo.library import Colour, OpLists
+from ampconfig.opinfo.op_names import (
+    AmbiguousOpName,
+    OpName,
+    Vocabulary,
+    file_vocabulary,
+    read_as_onnx_note,
+    read_op_name,
 )
 
 #: `OpType`, or `domain::OpType` for an op outside the default ONNX domain.
@@ -527,7 +527,7 @@ def _apply_op(current: Colour, op: str, entries: list[MixlistEntry], origin: Sou
 # --------------------------------------------------------------------------------------------------- loading
 def mixlist_from_data(data: Any, origin: SourceMap) -> tuple[Mixlist | None, list[Problem]]:
     """Validate parsed data as a mixlist: the model, or None and the findings that say why not. A mapping of
-    TensorFlow's list variables (:mod:`ampconfig.settings.tf_lists`) is read as the mixlist it means."""
+    TensorFlow's list variables (:mod:`ampconfig.formats.tf_env_lists`) is read as the mixlist it means."""
     if is_tf_lists_mapping(data):
         converted, tf_origin, problems = tf_lists_from_mapping(data, origin)
         return _tf_mixlist(converted, tf_origin, problems)

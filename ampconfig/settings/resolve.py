@@ -28,16 +28,16 @@ from typing import Any, TypeGuard, cast
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
+from ampconfig.formats.documents import RELATIVE_TO_CONFIG
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.settings.customize_dtypes import CustomizeFile
-from ampconfig.settings.documents import RELATIVE_TO_CONFIG
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
 from ampconfig.settings.input_options import parse_input_option, parse_shape_option
 from ampconfig.settings.limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
 from ampconfig.settings.mixlist import Mixlist
-from ampconfig.settings.modes import PrecisionMode, parse_mode
 from ampconfig.settings.rewrite_options import RewriteOptions
 
 log = logging.getLogger(__name__)

@@ -23,15 +23,15 @@ from typing import Any, TypeAlias, cast
 import numpy as np
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.documents import describe_value
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
+from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.customize_dtypes import CustomizeFile
-from ampconfig.settings.documents import describe_value
-from ampconfig.settings.judgements import Judges
+from ampconfig.settings.judge_settings import Judges
 from ampconfig.settings.limits import ValueRanges, check_margin
 from ampconfig.settings.mixlist import Mixlist
-from ampconfig.settings.modes import PrecisionMode, parse_mode
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]

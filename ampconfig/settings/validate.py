@@ -27,10 +27,7 @@ from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigEr
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
 from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
 from ampconfig.files.sniff import ONNX_TEXT_SUFFIXES, Content, content_of
-from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
-from ampconfig.opinfo.op_names import OP_NAME_CHOICES
-from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
-from ampconfig.settings.documents import (
+from ampconfig.formats.documents import (
     RELATIVE_TO_CONFIG,
     Document,
     SourceMap,
@@ -38,13 +35,20 @@ from ampconfig.settings.documents import (
     read_text,
     validation_problems,
 )
+from ampconfig.formats.lock_file import LOCK_FORMAT
+from ampconfig.formats.ranges_file import RANGES_FORMAT
+from ampconfig.formats.tf_env_lists import is_tf_lists_text
+from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
+from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
+from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text, read_customize_names
 from ampconfig.settings.keep_dtype import (
     keep_dtype_list_problems,
     keep_dtype_problems,
     read_keep_dtype_names,
     unknown_op_type_warnings,
 )
-from ampconfig.settings.limits import FILE_KINDS, LOCK_FORMAT, RANGES_FORMAT
+from ampconfig.settings.limits import FILE_KINDS
 from ampconfig.settings.mixlist import (
     OP_KEY_PATTERN,
     Mixlist,
@@ -54,8 +58,6 @@ from ampconfig.settings.mixlist import (
     mixlist_from_text,
     mixlist_problems,
 )
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
-from ampconfig.settings.tf_lists import is_tf_lists_text
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock", "ranges"]
 #: How a precision lock's name ends (``precision.lock.json``).
@@ -220,12 +222,12 @@ def _validate_file(
         if report.kind is None:
             report.kind = _kind_from_content(path, document)
         if report.kind == "lock":  # any flaw makes a lock unusable: nothing can be compared with it
-            from ampconfig.settings.lock_file import parse_lock
+            from ampconfig.formats.lock_file import parse_lock
 
             parse_lock(text, str(path))
             return [report]
         if report.kind == "ranges":  # as a lock: a flawed ranges file decides nothing
-            from ampconfig.settings.ranges_file import parse_ranges
+            from ampconfig.formats.ranges_file import parse_ranges
 
             parse_ranges(text, str(path))
             return [report]

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, parse_mode
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, parse_mode
 from ampconfig.settings.validate import validate_paths
 from tests.package_readings import packaged_ops_info
 

@@ -16,8 +16,8 @@ from onnx import helper as oh
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.decide import pipeline
-from ampconfig.decide.passes.quantized import KeepQuantizerInputs
+from ampconfig.decide import pass_pipelines as pipeline
+from ampconfig.decide.passes.quantizer_inputs import KeepQuantizerInputs
 from ampconfig.decide.quantized import QuantizationKind, quantization_kinds, quantizer_inputs
 from tests.graphs import make_model, tensor
 from tests.quantized_models import block_inputs, dynamic_block, qdq_block

@@ -257,9 +257,9 @@ def test_weights_on_disk_are_checked_without_being_held(tmp_path: Path) -> None:
     from ampconfig.decide.context import DecisionContext
     from ampconfig.decide.plan import build_plan
     from ampconfig.opinfo.library import load_ops_info
+    from ampconfig.precision_modes import PrecisionMode
     from ampconfig.rewrite.names import name_unnamed_nodes
     from ampconfig.rewrite.types import annotate_dtypes
-    from ampconfig.settings.modes import PrecisionMode
     from tests.graphs import make_model, tensor
 
     rng = np.random.default_rng(0)
@@ -316,9 +316,9 @@ def test_the_values_pass_keeps_the_bounds_of_large_constants_for_the_rewrite() -
     from ampconfig.decide.plan import build_plan
     from ampconfig.decide.value_ranges import Bounds
     from ampconfig.opinfo.library import load_ops_info
+    from ampconfig.precision_modes import PrecisionMode
     from ampconfig.rewrite.names import name_unnamed_nodes
     from ampconfig.rewrite.types import annotate_dtypes
-    from ampconfig.settings.modes import PrecisionMode
     from tests.graphs import make_model, tensor
 
     rng = np.random.default_rng(1)

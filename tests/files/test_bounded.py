@@ -24,9 +24,9 @@ from ampconfig.files.bounded import (
     MAX_NESTING_DEPTH,
     scan_json,
 )
-from ampconfig.files.bounded_yaml import compose_yaml
+from ampconfig.formats.bounded_yaml import compose_yaml
+from ampconfig.formats.documents import load_document, parse_document, read_text
 from ampconfig.settings.config import load_session_config
-from ampconfig.settings.documents import load_document, parse_document, read_text
 
 runner = CliRunner()
 
@@ -218,7 +218,7 @@ def test_both_yaml_parsers_give_the_same_document_and_limits(
     monkeypatch: pytest.MonkeyPatch, loader: type, tmp_path: Path
 ) -> None:
     """libyaml is used when PyYAML has it; the pure-Python parser (PyYAML without libyaml) behaves the same."""
-    monkeypatch.setattr("ampconfig.files.bounded_yaml._YAML_LOADER", loader)
+    monkeypatch.setattr("ampconfig.formats.bounded_yaml._YAML_LOADER", loader)
     text = "precision_mode: force_fp16\nrun:\n  shapes: {x: [1, 8]}\n  seed: 7\nkeep_dtype: [a, 'OpType::Erf']\n"
     document = parse_document(text, "s.yaml", "yaml")
     assert document.data == yaml.safe_load(text)

@@ -15,8 +15,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_NESTING_DEPTH
-from ampconfig.settings.lock_file import LOCK_FORMAT, LOCK_FORMAT_VERSION, load_lock
-from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema
+from ampconfig.formats.lock_file import LOCK_FORMAT, LOCK_FORMAT_VERSION, load_lock
+from ampconfig.settings.json_schemas import SCHEMA_KINDS, generate_schema
 from tests.lock_trees import Tree, cli, cli_json, example_tree, line_of, working_directory
 
 

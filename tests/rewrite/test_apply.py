@@ -17,7 +17,7 @@ from ampconfig import rewrite_model, rewrite_model_detailed
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import build_plan
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 from tests.graphs import (
     FLOAT,
     FLOAT16,
@@ -301,7 +301,7 @@ def test_must_keep_origin_dtype_names_nodes_the_target_cannot_run() -> None:
     assert plan.decisions()[0].dtype == "float16"
     lib = library({"MatMul": "white"}, dtypes=("float32",))
     ir_model, _ = plan_for(model, "force_fp32", lib)
-    from ampconfig.settings.modes import PrecisionMode
+    from ampconfig.precision_modes import PrecisionMode
 
     with pytest.raises(AmpconfigError, match=r"half_fc \(MatMul, float16\)"):
         build_plan(ir_model, DecisionContext(PrecisionMode.MUST_KEEP_ORIGIN_DTYPE, lib.lists(), lib))

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.documents import parse_document
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
 from ampconfig.settings.config import (
     RunOptions,
     SessionConfig,
@@ -19,10 +21,8 @@ from ampconfig.settings.config import (
     mode_mixlist_problem,
     session_config_from_data,
 )
-from ampconfig.settings.documents import parse_document
 from ampconfig.settings.keep_dtype import KeepDtypeEntry
 from ampconfig.settings.mixlist import Mixlist
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, PrecisionMode
 
 YAML = """\
 precision_mode: allow_mix_precision

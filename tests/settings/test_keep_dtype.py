@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ampconfig.errors import AmpconfigError, Severity
-from ampconfig.settings.documents import SourceMap
+from ampconfig.formats.documents import SourceMap
 from ampconfig.settings.keep_dtype import (
     KeepDtypeEntry,
     keep_dtype_from_config,

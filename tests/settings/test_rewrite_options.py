@@ -10,7 +10,7 @@ import pytest
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.judgements import Judgement
 from ampconfig.engine.in_place import rewrite_with_options
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.settings.rewrite_options import RewriteOptions
 from tests.graphs import transformer_block
 

@@ -26,6 +26,7 @@ from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_ru
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.formats.documents import SourceMap
 from ampconfig.instrument.inject import InjectionModel, injection_model
 from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model
@@ -35,7 +36,6 @@ from ampconfig.runner.inputs import InputSet, first_samples
 from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.documents import SourceMap
 from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
 from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
 from ampconfig.settings.write_op_names import keep_dtype_lines_in

@@ -14,7 +14,7 @@ import onnx_ir as ir
 from ampconfig.domains import is_default_domain
 from ampconfig.files.ir_bridge import ir_shape, sparse_initializer_stand_ins, stand_in_type
 from ampconfig.files.repair import SUBGRAPH_OPS, admit_input_model, graphs
-from ampconfig.rewrite.steps.state import InputAdmission
+from ampconfig.rewrite.steps.run_context import InputAdmission
 
 
 class AdmitInputPass(ir.passes.InPlacePass):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 from ampconfig.rewrite.types import annotate_dtypes
 
 

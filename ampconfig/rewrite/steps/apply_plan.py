@@ -7,7 +7,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
 from ampconfig.rewrite.apply import apply_plan
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class ApplyPlanPass(ir.passes.InPlacePass):

@@ -10,7 +10,7 @@ import onnx_ir as ir
 from ampconfig.files.models import light_proto
 from ampconfig.files.node_checks import check_output
 from ampconfig.files.skeleton import skeleton_of
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class CheckOutputPass(ir.passes.InPlacePass):

@@ -11,7 +11,7 @@ from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import match_customized
 from ampconfig.decide.plan import build_plan, match_keep_dtype
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class DecideDtypesPass(ir.passes.InPlacePass):

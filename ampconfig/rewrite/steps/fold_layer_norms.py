@@ -8,9 +8,9 @@ import onnx_ir as ir
 
 from ampconfig.decide.customized import customized_names
 from ampconfig.decide.plan import match_keep_dtype
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.fold import fold_layer_norms
-from ampconfig.rewrite.steps.state import RewriteRun
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class FoldLayerNormsPass(ir.passes.InPlacePass):

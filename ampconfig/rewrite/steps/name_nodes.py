@@ -7,7 +7,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
 from ampconfig.rewrite.names import name_unnamed_nodes
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class NameNodesPass(ir.passes.InPlacePass):

@@ -15,7 +15,7 @@ from ampconfig.domains import is_default_domain, onnx_opset
 from ampconfig.files.ir_bridge import move_into, to_ir
 from ampconfig.files.models import INFERENCE_FAILURES, inferred_types, light_proto, weightless_proto, with_weights_back
 from ampconfig.files.repair import graphs
-from ampconfig.rewrite.steps.state import InputAdmission
+from ampconfig.rewrite.steps.run_context import InputAdmission
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13

@@ -14,7 +14,7 @@ from ampconfig.rewrite.decision_metadata import (
     record_decisions,
     remove_decisions,
 )
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class RecordDecisionsPass(ir.passes.InPlacePass):

@@ -1,6 +1,6 @@
 """Every rewrite step states what it requires and what it ensures, as onnx-ir's ``PreconditionError`` and
 ``PostconditionError`` naming what failed; each step runs alone, given the model and a context holding what it
-requires (:class:`~ampconfig.rewrite.steps.state.RewriteRun`). Each contract is broken here and seen to say so."""
+requires (:class:`~ampconfig.rewrite.steps.run_context.RewriteRun`). Each contract is broken here and seen to say so."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
 from ampconfig.rewrite.steps.name_nodes import NameNodesPass
 from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
 from ampconfig.rewrite.steps.record_decisions import RecordDecisionsPass
-from ampconfig.rewrite.steps.state import Admission, InputAdmission, RewriteRun
+from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, RewriteRun
 from ampconfig.settings.rewrite_options import RewriteOptions
 from tests.graphs import transformer_block
 

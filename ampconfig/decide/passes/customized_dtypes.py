@@ -6,10 +6,10 @@ schema and the target's kernels allow."""
 from __future__ import annotations
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import DecisionState
 
 
 class CustomizedDtypes(DecisionPass):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampconfig.errors import Problem, Severity
-from ampconfig.settings.documents import JsonPath, SourceMap, closest
+from ampconfig.formats.documents import JsonPath, SourceMap, closest
 
 PREFIX = "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_"
 LEVEL = PREFIX + "LEVEL"

@@ -231,7 +231,7 @@ def json_source_map(text: str, source: str | None) -> SourceMap:
 def _parse_yaml(text: str, source: str | None) -> Document:
     import yaml  # imported where used: only a command that reads YAML loads PyYAML
 
-    from ampconfig.files.bounded_yaml import compose_yaml
+    from ampconfig.formats.bounded_yaml import compose_yaml
 
     try:
         node, loader = compose_yaml(text, source)  # refuses deep nesting, alias bombs and too many values

@@ -18,11 +18,11 @@ from pydantic import BaseModel
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_data_dir
 from ampconfig.files.guard import OutputGuard
+from ampconfig.formats.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
+from ampconfig.formats.ranges_file import RANGES_SCHEMA_FILE, RangesFile
 from ampconfig.opinfo.library import OpsInfoFile
 from ampconfig.settings.config import SessionConfig
-from ampconfig.settings.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
 from ampconfig.settings.mixlist import Mixlist
-from ampconfig.settings.ranges_file import RANGES_SCHEMA_FILE, RangesFile
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_BASE_URL = "https://ampconfig.dev/schemas/"

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.decision_state import DecisionState, is_flexible
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.colours import MATRIX_OPS
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 
 
 def mode_verdict(facts: NodeFacts, ctx: DecisionContext) -> Verdict:

@@ -1,4 +1,4 @@
-"""The decision pipelines as data (ampconfig/decide/pipeline.py).
+"""The decision pipelines as data (ampconfig/decide/pass_pipelines.py).
 
 - Each mode's pipeline is a declared list; build_plan runs the mode's.
 - Every pass says whether it changed the state, and run again on a decided model it changes nothing.
@@ -23,19 +23,19 @@ from onnx import helper as oh
 
 import ampconfig.decide
 from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import Scope
+from ampconfig.decide.pass_pipelines import HARD, MIXED, ORIGIN, POLICY, Pipeline, UntilStable, pipeline_for
 from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
 from ampconfig.decide.passes.fixed import UNRETYPABLE, FixedVerdicts
-from ampconfig.decide.passes.modes import ModePolicy
-from ampconfig.decide.pipeline import HARD, MIXED, ORIGIN, POLICY, Pipeline, UntilStable, pipeline_for
+from ampconfig.decide.passes.mode_rules import ModePolicy
 from ampconfig.decide.plan import build_plan
-from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
-from ampconfig.settings.modes import PrecisionMode
 from tests.decide.test_passes import chain, decided, guarded_layer_norm, island
 from tests.graphs import DESIGN_COLOURS, FLOAT, MODES, library, make_model, tensor
 from tests.package_readings import pass_names
@@ -216,7 +216,7 @@ def test_only_the_states_methods_write_verdicts() -> None:
         for path in sorted(package.rglob("*.py"))
         if (lines := _verdict_writes(ast.parse(path.read_text())))
     }
-    assert writes == {"state.py": writes.get("state.py", [])} and len(writes["state.py"]) == 2
+    assert writes == {"decision_state.py": writes.get("decision_state.py", [])} and len(writes["decision_state.py"]) == 2
 
 
 class LowerWithFloat32Parameters(DecisionPass):

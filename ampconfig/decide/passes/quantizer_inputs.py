@@ -7,13 +7,13 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState, is_flexible
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.keep_in_range import could_go_low
-from ampconfig.decide.passes.modes import ModeVerdicts
+from ampconfig.decide.passes.mode_rules import ModeVerdicts
 from ampconfig.decide.quantized import QUANTIZERS, quantizer_inputs
-from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.dtypes import Dtype
 
 

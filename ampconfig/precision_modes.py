@@ -1,6 +1,6 @@
 """Precision modes: Ascend's v1 names, their v2 aliases, and what each one implies.
 
-The per-node policy of each mode lives in :mod:`ampconfig.decide.passes.modes`; this module only names the modes.
+The per-node policy of each mode lives in :mod:`ampconfig.decide.passes.mode_rules`; this module only names the modes.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema, packaged_schema_dir, schema_text
+from ampconfig.settings.json_schemas import SCHEMA_KINDS, generate_schema, packaged_schema_dir, schema_text
 from tests.package_readings import packaged_ops_info
 
 runner = CliRunner()

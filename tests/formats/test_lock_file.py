@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ampconfig.settings.lock_file import LOCK_FORMAT_VERSION, LOCK_READ_VERSIONS, parse_lock
+from ampconfig.formats.lock_file import LOCK_FORMAT_VERSION, LOCK_READ_VERSIONS, parse_lock
 from tests.lock_trees import Tree, checked_tree, cli, copy_tree, edit_lock, files_of
 
 Edit = Callable[[dict[str, Any]], object]

@@ -24,11 +24,7 @@ from pydantic_core import PydanticCustomError
 from ampconfig.dtypes import DtypeName
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, scan_json
-from ampconfig.opinfo.library import ColourName
-from ampconfig.opinfo.op_names import VocabularyName
-from ampconfig.opinfo.targets import TargetName
-from ampconfig.settings.config import Tolerance
-from ampconfig.settings.documents import (
+from ampconfig.formats.documents import (
     SourceMap,
     json_source_map,
     parse_document,
@@ -36,10 +32,15 @@ from ampconfig.settings.documents import (
     require_format,
     validation_problems,
 )
-from ampconfig.settings.limits import EXPONENT_MAX, EXPONENT_MIN
-from ampconfig.settings.limits import LOCK_FORMAT as LOCK_FORMAT
-from ampconfig.settings.modes import V1Name
+from ampconfig.formats.ranges_file import EXPONENT_MAX, EXPONENT_MIN
+from ampconfig.formats.tolerance import Tolerance
+from ampconfig.opinfo.library import ColourName
+from ampconfig.opinfo.op_names import VocabularyName
+from ampconfig.opinfo.targets import TargetName
+from ampconfig.precision_modes import V1Name
 
+#: The ``format`` of a precision lock file, which tells a lock from other JSON.
+LOCK_FORMAT = "ampconfig-precision-lock"
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 #: The version of the format this ampconfig writes, and every version it reads. A lock of a newer version is
 #: refused (exit 2) as written by a newer ampconfig. Version 2 records the spreads of the values that decided by
@@ -47,7 +48,7 @@ from ampconfig.settings.modes import V1Name
 LOCK_FORMAT_VERSION = 2
 LOCK_READ_VERSIONS = (1, 2)
 #: The lock's schema file (``ampconfig schema lock``); a lock written into a repository that keeps ampconfig's
-#: schemas refers to it by relative path (:func:`ampconfig.settings.schemas.schema_reference`).
+#: schemas refers to it by relative path (:func:`ampconfig.settings.json_schemas.schema_reference`).
 LOCK_SCHEMA_FILE = "precision-lock.schema.json"
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the content, lowercase hex.")]
@@ -105,7 +106,7 @@ _EDITED_HINT = (
 def located_error(message: str, at: tuple[str | int, ...], hint: str = _EDITED_HINT) -> PydanticCustomError:
     """What a record's own rule refuses (fields that contradict each other, a value out of its range), located at
     ``at`` below the record (the located reader appends it to the record's path:
-    :func:`~ampconfig.settings.documents.validation_problems`)."""
+    :func:`~ampconfig.formats.documents.validation_problems`)."""
     return PydanticCustomError("lock_record", "{message}", {"message": message, "at": at, "hint": hint})
 
 

@@ -4,10 +4,10 @@ except where a judgement says more and the user's mixlist has not moved the op: 
 
 from __future__ import annotations
 
+from ampconfig.decide.decision_state import DecisionState, is_flexible
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.hazards import judge
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.opinfo.library import Colour
 
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.facts import Scope
+from ampconfig.decide.passes.assign_colours import AssignColours
 from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
-from ampconfig.decide.passes.colours import AssignColours
-from ampconfig.decide.passes.customized import CustomizedDtypes
+from ampconfig.decide.passes.customized_dtypes import CustomizedDtypes
 from ampconfig.decide.passes.deny import PropagateDeny
 from ampconfig.decide.passes.fixed import FixedVerdicts
 from ampconfig.decide.passes.flexible import SettleFlexible
@@ -36,11 +37,10 @@ from ampconfig.decide.passes.fusion_guard import GuardLayerNormFusion
 from ampconfig.decide.passes.islands import LowerCastBoundIslands
 from ampconfig.decide.passes.keep_in_range import KeepValuesInRange
 from ampconfig.decide.passes.listed import PaintListed
-from ampconfig.decide.passes.modes import ModePolicy, refuse_missing_origin_kernels
-from ampconfig.decide.passes.quantized import KeepQuantizerInputs
+from ampconfig.decide.passes.mode_rules import ModePolicy, refuse_missing_origin_kernels
+from ampconfig.decide.passes.quantizer_inputs import KeepQuantizerInputs
 from ampconfig.decide.passes.reasons import CheckReasons
-from ampconfig.decide.state import DecisionState
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 
 
 @dataclass

@@ -32,9 +32,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import read_bounded
 from ampconfig.files.paths import require_file
-from ampconfig.settings.documents import decode_utf8, parse_document, require_format, validation_problems
-from ampconfig.settings.limits import EXPONENT_MAX, EXPONENT_MIN
-from ampconfig.settings.limits import RANGES_FORMAT as RANGES_FORMAT
+from ampconfig.formats.documents import decode_utf8, parse_document, require_format, validation_problems
+
+#: The ``format`` of a value ranges file, which tells it from other JSON.
+RANGES_FORMAT = "ampconfig-value-ranges"
+#: float32's binary exponents: its smallest subnormal is 2^-149, its largest finite value lies below 2^128. An
+#: exponent histogram has one bin per exponent between them (a float64 value beyond them counts at the nearest end).
+EXPONENT_MIN, EXPONENT_MAX = -149, 127
 
 #: The version this ampconfig writes, and every version it reads.
 RANGES_FORMAT_VERSION: Literal[2] = 2

@@ -11,7 +11,7 @@ import pytest
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model
-from ampconfig.settings.ranges_file import RANGES_FORMAT_VERSION, load_ranges, parse_ranges, ranges_text
+from ampconfig.formats.ranges_file import RANGES_FORMAT_VERSION, load_ranges, parse_ranges, ranges_text
 from tests.lock_trees import cli
 from tests.spectrum_models import write_power_spectrum
 
