@@ -18,11 +18,11 @@ from ampconfig.decide.judgements import Judges
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.files.models import OpenedModel
+from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 
 __all__ = ["rewrite_model", "rewrite_model_detailed"]

@@ -11,7 +11,7 @@ from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
-from ampconfig.settings.limits import DEFAULT_THRESHOLD
+from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -115,7 +115,7 @@ def _explain_with_runs(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here). A data set given
     or --compare implies the range check."""
-    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report
+    from ampconfig.diagnose.reference_runs import compare_rewrite, prepare, range_report
     from ampconfig.prove.calibration import calibrate
     from ampconfig.report.compare import compare_payload
     from ampconfig.report.explain import explain_payload

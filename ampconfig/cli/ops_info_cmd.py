@@ -88,10 +88,12 @@ def check_target(target: str) -> TargetName:
 
 
 def read_ops_info(path: Path, what: str = "op info file") -> OpsInfoFile:
-    from ampconfig.formats.documents import read_text
+    from ampconfig.formats.documents import read_text, scan_json
     from ampconfig.opinfo.library import parse_ops_info
 
-    return parse_ops_info(read_text(path, what), str(path))
+    text = read_text(path, what)
+    scan_json(text, str(path))  # bounded: deep nesting and too many values are refused before json.loads
+    return parse_ops_info(text, str(path))
 
 
 def write_ops_info(document: OpsInfoFile, destination: Destination, guard: OutputGuard) -> None:

@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ampconfig.files.paths import refuse_folder_spelling
-from ampconfig.precision_modes import V1_NAMES, V2_ALIASES
-from ampconfig.settings.flags import Flags
-from ampconfig.settings.limits import (
+from ampconfig.formats.numeric_limits import (
     DEFAULT_THRESHOLD,
     MAX_ITERATIONS,
     MAX_SEED,
@@ -29,6 +27,8 @@ from ampconfig.settings.limits import (
     check_count,
     check_positive_finite,
 )
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES
+from ampconfig.settings.flags import Flags
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
     from ampconfig.settings.resolve import Settings
@@ -364,13 +364,11 @@ class SharedOptions:
         """The settings of this invocation: these flags over the session config over the defaults. ``replaced``
         gives some flags other values (``diff`` resolves its base side so). With ``opens_model``, the model must
         be an existing file (checked before any work)."""
-        from ampconfig.settings.resolve import require_config_files, require_model, resolve
+        from ampconfig.settings.resolve import require_files, resolve
 
         changes: dict[str, Any] = dict(replaced or {})
         settings = resolve(replace(self.flags, **changes))
-        require_config_files(settings)
-        if opens_model:
-            require_model(settings)
+        require_files(settings, model=opens_model)
         return settings
 
 

@@ -12,11 +12,11 @@ from typing import Any
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
+from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.steps.run_context import RewriteSetup
 from ampconfig.runner.float_cast import float32_to_float16
-from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 
 
@@ -25,8 +25,8 @@ def effective_lists(
 ) -> tuple[OpLists, list[str], list[str]]:
     """The op lists after the mixlist (if any), the mixlist's warnings, and its notes (each TensorFlow/Ascend op
     name read as its ONNX op, with file and line) as text. ``op_names``: whose names the mixlist uses."""
-    from ampconfig.settings.config import check_mode_accepts_mixlist
-    from ampconfig.settings.mixlist import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
+    from ampconfig.formats.mixlist_file import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
+    from ampconfig.formats.session_config import check_mode_accepts_mixlist
 
     if modify_mixlist is None:
         return library.lists(), [], []
@@ -52,7 +52,7 @@ def _keep_dtype_entries(
     """The entries, the file they came from, and what reading their op names found (notes, warnings); an
     ambiguous op name raises."""
     from ampconfig.formats.documents import SourceMap
-    from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
+    from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
 
     if keep_dtype is None:
         return [], None, []

@@ -19,7 +19,7 @@ from yaml.events import (
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import MAX_DOCUMENT_VALUES, MAX_NESTING_DEPTH, too_deep, too_many
+from ampconfig.formats.document_limits import MAX_DOCUMENT_VALUES, MAX_NESTING_DEPTH, too_deep, too_many
 
 #: The libyaml parser when PyYAML has it (about 30 times faster), else PyYAML's pure-Python one.
 _YAML_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -5,10 +5,20 @@ Config, mixlist and op-info loaders share this: a :class:`Document` is the parse
 ``config.yaml:7: $.run.warmup``. Reading and parsing failures (missing file, directory, non-UTF-8, syntax)
 raise :class:`AmpconfigError`: the input is unusable. Problems found in parsed data (duplicate keys, wrong
 types) are returned as :class:`Problem` findings.
+
+Reading is bounded (files of at most :data:`~ampconfig.files.bounded.MAX_DOCUMENT_BYTES`), and so is parsing:
+parsers are fast on the files people write and slow or unsafe on hostile ones (a YAML file of 1.1 KB with nested
+anchors expands to billions of values, deeply nested JSON exhausts Python's recursion, a million keys take minutes
+to parse). Every document is checked before the expensive step against :data:`MAX_NESTING_DEPTH` (arrays and
+objects inside each other: a scan before JSON and TOML are parsed, and while YAML is composed by
+:mod:`ampconfig.formats.bounded_yaml`) and :data:`MAX_DOCUMENT_VALUES` (keys plus values plus array items, a YAML
+alias counted as the values it stands for wherever it is used), each refused with a located error (exit 2). A YAML
+alias that refers to the collection it is inside is refused: nothing downstream can walk it.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 import re
@@ -23,16 +33,16 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 from pydantic import BaseModel, ValidationError
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.files.bounded import (
-    MAX_DOCUMENT_BYTES,
+
+# Re-exported (``as``): reading a bounded UTF-8 file is files/bounded's; every format reads through it.
+from ampconfig.files.bounded import decode_utf8 as decode_utf8
+from ampconfig.files.bounded import read_text as read_text
+from ampconfig.formats.document_limits import (
     MAX_DOCUMENT_VALUES,
-    LineIndex,
-    check_data_depth,
-    read_bounded,
-    scan_json,
-    scan_toml,
+    MAX_NESTING_DEPTH,
+    too_deep,
+    too_many,
 )
-from ampconfig.files.paths import require_file
 
 if TYPE_CHECKING:
     from yaml.nodes import Node
@@ -130,34 +140,68 @@ class Document:
     problems: tuple[Problem, ...] = ()
 
 
+# ---------------------------------------------------------------------------------------------- line numbers
+class LineIndex:
+    """Line numbers (1-based) of character offsets in a text."""
+
+    def __init__(self, text: str) -> None:
+        self._newlines = [match.start() for match in re.finditer("\n", text)]
+
+    def line(self, offset: int) -> int:
+        return bisect.bisect_left(self._newlines, offset) + 1  # one more than the newlines before ``offset``
+
+
+# -------------------------------------------------------------------------------------------------- JSON scan
+#: One JSON token: a string (possibly unterminated), a comment (not JSON, but reported), a bracket or a bare scalar.
+_JSON_TOKEN = re.compile(
+    # A string, written as runs of plain characters between escapes: one alternation per character made a 50 MB
+    # base64 array of a data set take 37 s to scan; this takes 0.3 s.
+    r'"[^"\\]*(?:\\.[^"\\]*)*"?'  # string
+    r"|#[^\n]*|//[^\n]*|/\*.*?(?:\*/|\Z)"  # comments
+    r"|[\[{]|[\]}]"  # brackets
+    r'|[^\s\[\]{},:"#/]+|/',  # scalar (true, 12.5e3, ...); a lone slash is a syntax error json.loads reports
+    re.S,
+)
+
+
+@dataclass
+class JsonScan:
+    """What a scan of JSON text found before parsing it: the comments (line, kind), which JSON does not allow."""
+
+    comments: list[tuple[int, str]] = field(default_factory=list)
+
+
+def scan_json(text: str, source: str | None, max_values: int = MAX_DOCUMENT_VALUES) -> JsonScan:
+    """Check nesting depth and value count (at most ``max_values``) of JSON text without parsing it, and find
+    comments.
+
+    Runs before ``json.loads``, whose C parser raises RecursionError on deep nesting."""
+    lines = LineIndex(text)
+    scan = JsonScan()
+    depth = values = 0
+    for match in _JSON_TOKEN.finditer(text):
+        first = text[match.start()]
+        if first in "[{":
+            depth += 1
+            values += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise too_deep(source, lines.line(match.start()))
+        elif first in "]}":
+            depth -= 1
+        elif first in "#/" and match.end() - match.start() > 1:
+            kind = "#" if first == "#" else ("/* */" if text[match.start() + 1] == "*" else "//")
+            scan.comments.append((lines.line(match.start()), kind))
+            continue
+        else:
+            values += 1
+        if values > max_values:
+            raise too_many(source, lines.line(match.start()), max_values=max_values)
+    return scan
+
+
 # --------------------------------------------------------------------------------------------------- reading
-#: A config's own files are checked before they are read (resolve.require_config_files says how a config's
-#: relative path was resolved); a path that reaches this hint was given on the command line or in code.
-_PATH_HINT = "check the path"
 #: How a path in a session config is read: said where a file the config names is missing.
 RELATIVE_TO_CONFIG = "relative paths in a config are resolved against the config file's folder"
-
-
-def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
-    """The UTF-8 text of a file, or an AmpconfigError that says why it cannot be read. Files larger than
-    ``max_bytes`` (:data:`~ampconfig.files.bounded.MAX_DOCUMENT_BYTES`) are refused before they are read."""
-    require_file(path, what, hint=hint)  # a FIFO would wait for a writer, a device never end
-    return decode_utf8(read_bounded(path, what, max_bytes), str(path))
-
-
-def decode_utf8(raw: bytes, source: str | None) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise AmpconfigError(
-            f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at line {line} cannot be decoded",
-            file=source,
-            line=line,
-            hint="save the file as UTF-8",
-        ) from None
-    # A byte-order mark is legal UTF-8 but not legal JSON; editors on Windows add it.
-    return text.removeprefix("\ufeff")
 
 
 # --------------------------------------------------------------------------------------------------- parsing
@@ -254,6 +298,59 @@ def _parse_yaml(text: str, source: str | None) -> Document:
     _walk_yaml(node, (), lines, duplicates)
     smap = SourceMap(source, lines)
     return Document(data, smap, tuple(_duplicate_problems(duplicates, smap)))
+
+
+#: TOML strings (basic, literal, multi-line), comments, brackets, and the separators that start a value.
+_TOML_TOKEN = re.compile(
+    r'"""(?:[^\\]|\\.)*?(?:"""|\Z)|\'\'\'.*?(?:\'\'\'|\Z)'  # multi-line strings
+    r'|"(?:[^"\\\n]|\\.)*"?|\'[^\'\n]*\'?'  # one-line strings
+    r"|#[^\n]*"  # comment
+    r"|[\[{]|[\]}]|[=,]",
+    re.S,
+)
+
+
+def scan_toml(text: str, source: str | None) -> None:
+    """Check nesting depth and value count of TOML text before ``tomllib`` parses it (recursively, and slowly).
+
+    Every ``=`` is a key and every ``,`` separates two values, so their number never exceeds the document's keys
+    and values: refusing on it never refuses a document within the limit."""
+    lines = LineIndex(text)
+    depth = values = 0
+    for match in _TOML_TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise too_deep(source, lines.line(match.start()))
+        elif token in ("]", "}"):
+            depth = max(depth - 1, 0)
+        elif token in ("=", ","):
+            values += 1
+            if values > MAX_DOCUMENT_VALUES:
+                raise too_many(source, lines.line(match.start()))
+
+
+def check_data_depth(data: object, source: str | None, lines: dict[tuple[str | int, ...], int]) -> None:
+    """Nesting depth of parsed data (TOML's dotted keys nest without brackets), walked without recursion."""
+    pending: list[tuple[object, tuple[str | int, ...]]] = [(data, ())]
+    while pending:
+        value, path = pending.pop()
+        if len(path) > MAX_NESTING_DEPTH:
+            raise too_deep(source, _first_line_under(path, lines))
+        if isinstance(value, dict):
+            pending.extend((item, (*path, str(key))) for key, item in value.items())
+        elif isinstance(value, list):
+            pending.extend((item, (*path, index)) for index, item in enumerate(value))
+
+
+def _first_line_under(path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]) -> int | None:
+    """The first line of a key at or below ``path`` (a dotted key sets a deep path on one line), else the line of
+    its nearest ancestor with one (array items have no line of their own)."""
+    below = [line for key, line in lines.items() if key[: len(path)] == path]
+    if below:
+        return min(below)
+    return next((lines[path[:end]] for end in range(len(path), -1, -1) if path[:end] in lines), None)
 
 
 _TOML_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")

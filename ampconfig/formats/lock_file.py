@@ -23,15 +23,18 @@ from pydantic_core import PydanticCustomError
 
 from ampconfig.dtypes import DtypeName
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_LOCK_VALUES, scan_json
+from ampconfig.files.bounded import MAX_LOCK_BYTES
+from ampconfig.formats.document_limits import MAX_LOCK_VALUES
 from ampconfig.formats.documents import (
     SourceMap,
     json_source_map,
     parse_document,
     read_text,
     require_format,
+    scan_json,
     validation_problems,
 )
+from ampconfig.formats.format_tags import LOCK_FORMAT
 from ampconfig.formats.ranges_file import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.formats.tolerance import Tolerance
 from ampconfig.opinfo.library import ColourName
@@ -39,8 +42,6 @@ from ampconfig.opinfo.op_names import VocabularyName
 from ampconfig.opinfo.targets import TargetName
 from ampconfig.precision_modes import V1Name
 
-#: The ``format`` of a precision lock file, which tells a lock from other JSON.
-LOCK_FORMAT = "ampconfig-precision-lock"
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 #: The version of the format this ampconfig writes, and every version it reads. A lock of a newer version is
 #: refused (exit 2) as written by a newer ampconfig. Version 2 records the spreads of the values that decided by

@@ -33,9 +33,8 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import read_bounded
 from ampconfig.files.paths import require_file
 from ampconfig.formats.documents import decode_utf8, parse_document, require_format, validation_problems
+from ampconfig.formats.format_tags import RANGES_FORMAT
 
-#: The ``format`` of a value ranges file, which tells it from other JSON.
-RANGES_FORMAT = "ampconfig-value-ranges"
 #: float32's binary exponents: its smallest subnormal is 2^-149, its largest finite value lies below 2^128. An
 #: exponent histogram has one bin per exponent between them (a float64 value beyond them counts at the nearest end).
 EXPONENT_MIN, EXPONENT_MAX = -149, 127

@@ -23,8 +23,8 @@ from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
 from ampconfig.files.paths import real_location, relative_path
+from ampconfig.formats.format_tags import LOCK_FORMAT
 from ampconfig.formats.lock_file import (
-    LOCK_FORMAT,
     LOCK_FORMAT_VERSION,
     ConfigFile,
     FileDigest,
@@ -48,6 +48,7 @@ from ampconfig.formats.lock_file import (
     SettingSource,
     TargetSetting,
 )
+from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.instrument.scopes import ModelValueNames
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
@@ -55,9 +56,8 @@ from ampconfig.prove.outcome import RunReport
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.json_schemas import schema_reference
-from ampconfig.settings.limits import ValueSpread
-from ampconfig.settings.mixlist import Mixlist
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Flags, Settings
+from ampconfig.settings.value_limits import ValueSpread
 from ampconfig.version import __version__
 
 #: Digits kept of each error a proof records: enough to compare, few enough that a rerun on the same machine

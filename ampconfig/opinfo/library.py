@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem
-from ampconfig.files.bounded import scan_json
 from ampconfig.files.data_dirs import OPS_INFO, data_dir, source_data_dir
 
 # Re-exported (``as``): the one table of targets and providers lives in opinfo/targets.py.
@@ -284,11 +283,15 @@ def source_ops_info_path(target: str) -> Path | None:
 
 
 def parse_ops_info(text: str, source: str) -> OpsInfoFile:
-    scan_json(text, source)  # bounded: refuses deep nesting (json.loads recursion) and oversized documents
+    """The op info file in ``text``. A file a user names is scanned for its limits first (nesting, value count:
+    :func:`ampconfig.cli.ops_info_cmd.read_ops_info`); the installation's own files are ampconfig's, and a nesting
+    deeper than the parser's recursion is still an error here, never a traceback."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AmpconfigError(f"not valid JSON: {exc.msg}", file=source, line=exc.lineno) from None
+    except RecursionError:
+        raise AmpconfigError("nesting too deep for an op info file", file=source) from None
     try:
         return OpsInfoFile.model_validate(data)
     except ValidationError as exc:

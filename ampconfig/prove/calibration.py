@@ -31,8 +31,9 @@ from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ran
 from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import path_argument, real_location, relative_path
+from ampconfig.formats.format_tags import RANGES_FORMAT
+from ampconfig.formats.numeric_limits import MAX_SEED, check_count
 from ampconfig.formats.ranges_file import (
-    RANGES_FORMAT,
     RANGES_FORMAT_VERSION,
     RangesData,
     RangesFile,
@@ -41,7 +42,6 @@ from ampconfig.formats.ranges_file import (
     ValueRange,
 )
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.limits import MAX_SEED, check_count
 from ampconfig.settings.resolve import Settings
 from ampconfig.version import __version__
 

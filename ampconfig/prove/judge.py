@@ -7,7 +7,8 @@ All three judge the same way:
   rounding copy (:func:`accuracy_model`) is what runs, because ONNX Runtime's CPU provider would otherwise skip
   the float16 rounding of chains of nodes it has no native float16 kernel for;
 - the metrics are :func:`ampconfig.prove.accuracy.compare_outputs` and the verdict
-  :func:`ampconfig.prove.accuracy.tolerance_failures` against the one :class:`~ampconfig.settings.config.Tolerance`;
+  :func:`ampconfig.prove.accuracy.tolerance_failures` against the one
+  :class:`~ampconfig.formats.tolerance.Tolerance`;
   an inf/NaN in the rewritten output where the reference is finite always fails;
 - an fp32 output without a single finite value is an input error (exit 2): there is nothing to compare against;
 - over a data set of several samples (``--data``) every sample is judged on its own, and **the rewrite passes when

@@ -28,6 +28,7 @@ from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
+from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
@@ -36,7 +37,6 @@ from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.runner.worker import WorkerCrashed
-from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.declared_files import declare_model
 from ampconfig.settings.resolve import Settings
 

@@ -17,7 +17,7 @@ from ampconfig.report.run_report import metrics_line, spread_table, worst_output
 from ampconfig.report.tables import number_column, print_table
 
 if TYPE_CHECKING:
-    from ampconfig.diagnose.calibrate import CompareResult, Prepared
+    from ampconfig.diagnose.reference_runs import CompareResult, Prepared
 
 #: Ranked nodes shown in the table (the JSON lists every node).
 TOP_NODES = 15

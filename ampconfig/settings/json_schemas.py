@@ -19,10 +19,10 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_data_dir
 from ampconfig.files.guard import OutputGuard
 from ampconfig.formats.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
+from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.formats.ranges_file import RANGES_SCHEMA_FILE, RangesFile
+from ampconfig.formats.session_config import SessionConfig
 from ampconfig.opinfo.library import OpsInfoFile
-from ampconfig.settings.config import SessionConfig
-from ampconfig.settings.mixlist import Mixlist
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_BASE_URL = "https://ampconfig.dev/schemas/"

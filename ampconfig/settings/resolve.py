@@ -3,7 +3,7 @@
 :func:`resolve` turns the command line's :class:`Flags` and the session config into one frozen :class:`Settings`.
 Every command goes through it (run, rewrite, explain, compare, tune, lists, and validate for a config), so the
 same config gives the same settings whatever the command. It is pure: it reads the config file through
-:func:`~ampconfig.settings.config.load_session_config` and nothing else (no model, no ONNX Runtime).
+:func:`~ampconfig.formats.session_config.load_session_config` and nothing else (no model, no ONNX Runtime).
 
 Two settings are easily confused and are kept apart:
 
@@ -28,17 +28,18 @@ from typing import Any, TypeGuard, cast
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
+from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.formats.documents import RELATIVE_TO_CONFIG
+from ampconfig.formats.mixlist_file import Mixlist
+from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
+from ampconfig.formats.session_config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.precision_modes import PrecisionMode, parse_mode
-from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
-from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
-from ampconfig.settings.input_options import parse_input_option, parse_shape_option
-from ampconfig.settings.limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
-from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.input_options import parse_input_options
 from ampconfig.settings.rewrite_options import RewriteOptions
+from ampconfig.settings.value_limits import check_margin
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class Settings:
     ``rewrite_options`` (mode, target, lists, op names, keep_io_types, clamping, the decisions written into the
     model), read here through properties of the same names. The ranges file and its margin (``ranges``,
     ``data_max``) are not among them: the commands read the file (against the model they opened, with that margin)
-    and hand the rewrite its :class:`~ampconfig.settings.limits.ValueRanges`."""
+    and hand the rewrite its :class:`~ampconfig.settings.value_limits.ValueRanges`."""
 
     rewrite_options: RewriteOptions
     device: str
@@ -190,6 +191,14 @@ class Settings:
         }
 
 
+def require_files(settings: Settings, *, model: bool = True) -> None:
+    """Before any work: every file the session config names exists (:func:`require_config_files`) and, for a
+    command that opens the model (``model``), the model is an existing file (:func:`require_model`)."""
+    require_config_files(settings)
+    if model:
+        require_model(settings)
+
+
 def require_model(settings: Settings) -> Path:
     """The model path of commands that open the model: an existing file, or an error naming where the path came
     from (checked here, before any work, rather than by the resolver, which reads no model)."""
@@ -258,10 +267,13 @@ def resolve(flags: Flags, config: SessionConfig | None = None) -> Settings:
 def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> tuple[Settings, list[Problem]]:
     """:func:`resolve`, returning the settings together with what is wrong with their combination (a mixlist with
     a mode that takes none) instead of raising it: ``validate`` reports it as a finding."""
+    if flags.tolerance is not None:  # a flag's own number is checked before any file is read
+        check_positive_finite(flags.tolerance, "--tolerance")
     if config is None and flags.config is not None:
         config = load_session_config(flags.config)
+    config_mode = config.resolved_mode() if _has_mode(config) else None
     merged = _Merge(flags, config)
-    mode = merged.pick("precision_mode", flags.precision_mode, config.resolved_mode() if _has_mode(config) else None)
+    mode = merged.pick("precision_mode", flags.precision_mode, config_mode)
     precision_mode = parse_mode(mode) if mode is not None else DEFAULT_MODE
     model, example = _model(merged, config)
     mixlist = merged.pick("modify_mixlist", flags.modify_mixlist, config.modify_mixlist if config else None)
@@ -418,25 +430,15 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
     shapes: dict[str, tuple[int, ...]] = {}
     if run is not None:
         shapes.update({name: tuple(int(d) for d in dims) for name, dims in run.shapes.items()})
-    given: set[str] = set()
-    for text in flags.shapes:
-        name, dims = parse_shape_option(text)
-        if name in given:
-            raise AmpconfigError(f"--shape {name} is given twice", hint="give each input's shape once")
-        given.add(name)
-        shapes[name] = tuple(dims)  # over the config's run.shapes, as every flag is over the config
-    merged.sources["shapes"] = _shapes_source(merged, bool(given), bool(run is not None and run.shapes))
     if flags.inputs_npz is not None and flags.input_files:
         raise AmpconfigError(
             "--inputs and --input are given together",
             hint="give the inputs one way: --inputs FILE.npz with every input, or --input NAME=FILE.npy for each",
         )
-    arrays: dict[str, Path] = {}
-    for text in flags.input_files:
-        name, path = parse_input_option(text)
-        if name in arrays:
-            raise AmpconfigError(f"--input {name} is given twice", hint="give each input once")
-        arrays[name] = path
+    flag_shapes, arrays = parse_input_options(flags.shapes, flags.input_files)
+    # Each --shape over the config's run.shapes entry for its input, as every flag is over the config.
+    shapes.update((name, tuple(dims)) for name, dims in flag_shapes.items())
+    merged.sources["shapes"] = _shapes_source(merged, bool(flag_shapes), bool(run is not None and run.shapes))
     merged.sources["arrays"] = "--input" if arrays else DEFAULT_SOURCE
     return InputRequest(
         npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None),
@@ -463,7 +465,6 @@ def _tolerance(flags: Flags, config: SessionConfig | None, merged: _Merge) -> To
     base = merged.pick("tolerance", None, _set(config, "tolerance"), Tolerance())
     if flags.tolerance is None:
         return base
-    check_positive_finite(flags.tolerance, "--tolerance")
     merged.sources["tolerance"] = "--tolerance" + (" (max_abs, min_cosine from the config)" if config else "")
     return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
 

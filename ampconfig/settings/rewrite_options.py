@@ -23,20 +23,20 @@ from typing import Any, TypeAlias, cast
 import numpy as np
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.formats.documents import describe_value
+from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
 from ampconfig.precision_modes import PrecisionMode, parse_mode
-from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.judge_settings import Judges
-from ampconfig.settings.limits import ValueRanges, check_margin
-from ampconfig.settings.mixlist import Mixlist
+from ampconfig.settings.value_limits import ValueRanges, check_margin
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
 
-#: A mixlist file, a loaded :class:`~ampconfig.settings.mixlist.Mixlist`, or the mixlist as a mapping.
+#: A mixlist file, a loaded :class:`~ampconfig.formats.mixlist_file.Mixlist`, or the mixlist as a mapping.
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
 #: A keep_dtype file, or the node names (``OpType::name`` allowed).
 KeepDtypeInput: TypeAlias = "str | Path | Sequence[str] | None"

@@ -216,7 +216,9 @@ def test_only_the_states_methods_write_verdicts() -> None:
         for path in sorted(package.rglob("*.py"))
         if (lines := _verdict_writes(ast.parse(path.read_text())))
     }
-    assert writes == {"decision_state.py": writes.get("decision_state.py", [])} and len(writes["decision_state.py"]) == 2
+    assert (
+        writes == {"decision_state.py": writes.get("decision_state.py", [])} and len(writes["decision_state.py"]) == 2
+    )
 
 
 class LowerWithFloat32Parameters(DecisionPass):

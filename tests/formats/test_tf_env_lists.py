@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from ampconfig.cli import app
 from ampconfig.errors import Severity
 from ampconfig.examples import example_path
+from ampconfig.formats.mixlist_file import mixlist_from_text, mixlist_problems
 from ampconfig.formats.tf_env_lists import is_tf_lists_text
-from ampconfig.settings.mixlist import mixlist_from_text, mixlist_problems
 
 runner = CliRunner()
 DENY = "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_DENYLIST_ADD"

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.config import Tolerance
+from ampconfig.formats.session_config import Tolerance
 from ampconfig.settings.resolve import (
     AUTO_DEVICE,
     DEFAULT_MODE,

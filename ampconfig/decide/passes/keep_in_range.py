@@ -34,7 +34,7 @@ from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.settings.limits import UNDERFLOW_SHARE
+from ampconfig.settings.value_limits import UNDERFLOW_SHARE
 
 #: Modes that never lower a float32 node: nothing for the values to keep.
 _KEEPING_MODES = frozenset({PrecisionMode.FORCE_FP32, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE})

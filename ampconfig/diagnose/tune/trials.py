@@ -22,11 +22,13 @@ from typing import Any
 import numpy as np
 
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
+from ampconfig.diagnose.reference_runs import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
 from ampconfig.formats.documents import SourceMap
+from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
+from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, parse_mixlist
 from ampconfig.instrument.inject import InjectionModel, injection_model
 from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model
@@ -36,8 +38,6 @@ from ampconfig.runner.inputs import InputSet, first_samples
 from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
-from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
 from ampconfig.settings.write_op_names import keep_dtype_lines_in
 
 

@@ -17,12 +17,12 @@ from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.node_checks import NodePieces, OutputCheck
 from ampconfig.files.repair import Repair
 from ampconfig.files.skeleton import ModelSkeleton
+from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats
-from ampconfig.settings.customize_dtypes import CustomizeFile
 from ampconfig.settings.rewrite_options import Float16Encoder, RewriteOptions
 
 

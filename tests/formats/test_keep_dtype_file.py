@@ -8,7 +8,7 @@ import pytest
 
 from ampconfig.errors import AmpconfigError, Severity
 from ampconfig.formats.documents import SourceMap
-from ampconfig.settings.keep_dtype import (
+from ampconfig.formats.keep_dtype_file import (
     KeepDtypeEntry,
     keep_dtype_from_config,
     keep_dtype_list_problems,

@@ -18,15 +18,11 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import (
-    MAX_DOCUMENT_BYTES,
-    MAX_DOCUMENT_VALUES,
-    MAX_NESTING_DEPTH,
-    scan_json,
-)
+from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
 from ampconfig.formats.bounded_yaml import compose_yaml
-from ampconfig.formats.documents import load_document, parse_document, read_text
-from ampconfig.settings.config import load_session_config
+from ampconfig.formats.document_limits import MAX_DOCUMENT_VALUES, MAX_NESTING_DEPTH
+from ampconfig.formats.documents import load_document, parse_document, read_text, scan_json
+from ampconfig.formats.session_config import load_session_config
 
 runner = CliRunner()
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from ampconfig.cli import app
 from ampconfig.errors import Severity
 from ampconfig.examples import example_path
-from ampconfig.settings.customize_dtypes import customize_problems, is_customize_text
+from ampconfig.formats.customize_dtypes_file import customize_problems, is_customize_text
 from tests import exporter_models
 from tests.graphs import make_model, tensor, weight
 

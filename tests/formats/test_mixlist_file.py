@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ampconfig.errors import AmpconfigError, Severity
+from ampconfig.formats.mixlist_file import Mixlist, apply_mixlist, load_mixlist, mixlist_problems, parse_mixlist
 from ampconfig.opinfo.library import Colour, OpLists
-from ampconfig.settings.mixlist import Mixlist, apply_mixlist, load_mixlist, mixlist_problems, parse_mixlist
 
 EDITS = ("add-black", "add-white", "add-gray", "remove-black", "remove-white", "remove-gray")
 
-# Written out from the design document, independently of ampconfig.settings.mixlist.VALID_COMBINATIONS.
+# Written out from the design document, independently of ampconfig.formats.mixlist_file.VALID_COMBINATIONS.
 VALID = {
     frozenset({"remove-black"}),
     frozenset({"remove-white"}),

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.formats.documents import SourceMap, read_text
+from ampconfig.formats.mixlist_file import OP_KEY_PATTERN, is_onnx_op, normalise_op_key
 from ampconfig.opinfo.op_names import AmbiguousOpName, file_vocabulary, read_as_onnx_note, read_op_name
-from ampconfig.settings.mixlist import OP_KEY_PATTERN, is_onnx_op, normalise_op_key
 
 OP_TYPE_PREFIX = "OpType::"
 

@@ -46,13 +46,13 @@ from ampconfig.formats.documents import (
     read_text,
     validation_problems,
 )
+from ampconfig.formats.keep_dtype_file import KeepDtypeEntry, keep_dtype_from_config
+from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, mixlist_from_data
+from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 from ampconfig.formats.tf_env_lists import is_tf_lists_mapping
 from ampconfig.formats.tolerance import Tolerance as Tolerance
 from ampconfig.opinfo.targets import TargetName
 from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, V2_NAMES, PrecisionMode, V1Name, V2Name, parse_mode
-from ampconfig.settings.keep_dtype import KeepDtypeEntry, keep_dtype_from_config
-from ampconfig.settings.limits import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
-from ampconfig.settings.mixlist import Mixlist, load_mixlist, mixlist_from_data
 
 #: Config file suffixes and their formats.
 CONFIG_FORMATS: dict[str, DocumentFormat] = {

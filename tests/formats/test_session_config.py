@@ -12,8 +12,9 @@ from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.formats.documents import parse_document
-from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
-from ampconfig.settings.config import (
+from ampconfig.formats.keep_dtype_file import KeepDtypeEntry
+from ampconfig.formats.mixlist_file import Mixlist
+from ampconfig.formats.session_config import (
     RunOptions,
     SessionConfig,
     check_mode_accepts_mixlist,
@@ -21,8 +22,7 @@ from ampconfig.settings.config import (
     mode_mixlist_problem,
     session_config_from_data,
 )
-from ampconfig.settings.keep_dtype import KeepDtypeEntry
-from ampconfig.settings.mixlist import Mixlist
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
 
 YAML = """\
 precision_mode: allow_mix_precision

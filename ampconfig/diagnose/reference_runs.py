@@ -16,6 +16,7 @@ from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.calibration import Calibration, calibration_of
 from ampconfig.prove.judge import Judge, accuracy_model
@@ -29,7 +30,7 @@ from ampconfig.runner.intermediates import (
 )
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.limits import DEFAULT_THRESHOLD, check_margin
+from ampconfig.settings.value_limits import check_margin
 
 __all__ = ["Prepared", "prepare"]
 
