@@ -1,9 +1,9 @@
 """Pausing Python's cyclic garbage collector around whole-model graph work, where the caller owns the process.
 
-onnx-ir builds a few objects per node and value (a 25k-node graph: ~300k), all long-lived while a rewrite runs.
-Each generation-2 collection walks all of them, and allocation-heavy passes trigger many: on a 25k-node graph
-(``benchmarks/gc_pause.py``) the collector takes 18-23% of ``rewrite_model_detailed``'s time (medians 6.7-7.8 s
-with it, 5.5-6.0 s paused, 2-core machine). Nothing of ours produces cyclic garbage worth collecting mid-rewrite.
+onnx-ir builds a few objects per node and value, all long-lived while a rewrite runs. Each generation-2 collection
+walks all of them, and allocation-heavy passes trigger many, so on node-heavy graphs the collector takes a large
+share of a rewrite's time (``benchmarks/gc_pause.py``; the numbers are in docs/benchmarks.md, "The garbage
+collector paused"). Nothing of ours produces cyclic garbage worth collecting mid-rewrite.
 
 The collector is process-wide state, so no library function switches it: the command line pauses it around each
 command but ``tune`` (the ``ampconfig`` process is ours; see :func:`ampconfig.cli.typer_app.command`), and library users

@@ -5,7 +5,7 @@
 >>> mixed = MixedPrecisionPass("allow_mix_precision", target="cuda")
 >>> manager = ir.passes.PassManager([common.RemoveUnusedNodesPass(), mixed, common.TopologicalSortPass()])
 >>> result = manager(ir.load("model.onnx"))  # doctest: +SKIP
->>> [d.name for d in mixed.result.decisions if d.changed]  # doctest: +SKIP
+>>> [d.name for d in MixedPrecisionPass.result_of(result.model).decisions if d.changed]  # doctest: +SKIP
 
 It is an *in-place* pass, as onnx-ir defines it: the model handed in is rewritten and returned. It runs the
 pipeline every command runs (:mod:`ampconfig.rewrite.pipeline`: admit, raise the opset for bfloat16; name, fold,
@@ -15,8 +15,9 @@ checker rejects, once for ONNX Runtime to judge it), so the result keeps every p
 writes. ``modified`` says what the steps changed
 (nodes named, LayerNorms folded, values typed, dtypes, casts, tensors, the IR version). What was decided and why
 is on the result (:class:`MixedPrecisionResult` ``.rewrite``) and, since a ``PassManager`` hands back a plain
-``PassResult``, on the pass too (``.result``, the last run's). Wrap it in ``ir.passes.functionalize`` for a pass
-that leaves its input as it is.
+``PassResult``, on the model rewritten (:meth:`MixedPrecisionPass.result_of`, from the model's ``meta``, which is
+never serialised). The pass object itself keeps nothing of a run, so one pass may rewrite several models at once,
+from several threads. Wrap it in ``ir.passes.functionalize`` for a pass that leaves its input as it is.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from typing import Any
 
 import onnx_ir as ir
 
-from ampconfig.api import rewrite_ir_model
+from ampconfig.engine.in_place import rewrite_ir_model
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.rewrite_options import RewriteOptions
+
+#: Where a run leaves its result on the model it rewrote (``Model.meta``, never serialised).
+_RESULT_KEY = "ampconfig.rewrite_result"
 
 
 @dataclass
@@ -52,8 +56,6 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
     def __init__(self, precision_mode: str | PrecisionMode, **options: Any) -> None:
         super().__init__()
         self.options = RewriteOptions.of(precision_mode, **options)
-        #: the last run's decisions, statistics and warnings
-        self.result: RewriteResult | None = None
 
     @property
     def precision_mode(self) -> PrecisionMode:
@@ -61,8 +63,18 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> MixedPrecisionResult:
         result, modified = rewrite_ir_model(model, self.options)
-        self.result = result
+        model.meta[_RESULT_KEY] = result  # on the model of this call: the pass object keeps nothing of it
         return MixedPrecisionResult(model, modified, result)
+
+    @staticmethod
+    def result_of(model: ir.Model) -> RewriteResult:
+        """The decisions, statistics and warnings of the last MixedPrecisionPass run on ``model``: what is left to
+        read after a ``PassManager``, which hands back a plain ``PassResult``. Raises LookupError when none ran on
+        it."""
+        result = model.meta.get(_RESULT_KEY)
+        if not isinstance(result, RewriteResult):
+            raise LookupError("no MixedPrecisionPass has rewritten this model")
+        return result
 
     def __repr__(self) -> str:
         return f"MixedPrecisionPass({self.options.precision_mode.value!r}, target={self.options.target!r})"

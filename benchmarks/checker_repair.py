@@ -3,8 +3,8 @@
 ``rewrite_model_detailed`` keeps a changed node the checker rejects in its original dtype. The model is a chain of
 N Sigmoid/Relu nodes with k Bernoulli nodes whose ``dtype`` attribute (float32) the op info does not see: in
 ``force_fp16`` each is decided float16 and the checker rejects it. Counted, by wrapping the functions: how many
-times the pipeline applied a plan (``ampconfig.api.apply_plan``), and the ONNX checker's calls on the whole
-model and on small pieces of it (any other model), with the wall time of the rewrite.
+times the pipeline applied a plan (``ampconfig.rewrite.steps.apply_plan.apply_plan``), and the ONNX checker's calls
+on the whole model and on small pieces of it (any other model), with the wall time of the rewrite.
 
     python benchmarks/checker_repair.py --nodes 2000 --rejected 1 4 16
 
@@ -22,6 +22,7 @@ from onnx import TensorProto
 from onnx import helper as oh
 
 import ampconfig.api
+from ampconfig.rewrite.steps import apply_plan as apply_step
 
 
 def chain(nodes: int, rejected: int) -> onnx.ModelProto:
@@ -44,7 +45,7 @@ def chain(nodes: int, rejected: int) -> onnx.ModelProto:
 def measured(model: onnx.ModelProto) -> dict[str, Any]:
     counts = {"pipeline runs": 0, "whole-model checks": 0, "piece checks": 0}
     whole = len(model.graph.node)
-    apply_plan, check_model = ampconfig.api.apply_plan, onnx.checker.check_model
+    apply_plan, check_model = apply_step.apply_plan, onnx.checker.check_model
 
     def counted_apply(*args: Any, **kwargs: Any) -> Any:
         counts["pipeline runs"] += 1
@@ -57,13 +58,13 @@ def measured(model: onnx.ModelProto) -> dict[str, Any]:
             counts["piece checks"] += 1
         return check_model(proto, *args, **kwargs)
 
-    ampconfig.api.apply_plan, onnx.checker.check_model = counted_apply, counted_check  # type: ignore[assignment]
+    apply_step.apply_plan, onnx.checker.check_model = counted_apply, counted_check  # type: ignore[assignment]
     try:
         start = time.perf_counter()
         result = ampconfig.api.rewrite_model_detailed(model, "force_fp16", target="cuda")
         seconds = time.perf_counter() - start
     finally:
-        ampconfig.api.apply_plan, onnx.checker.check_model = apply_plan, check_model  # type: ignore[assignment]
+        apply_step.apply_plan, onnx.checker.check_model = apply_plan, check_model  # type: ignore[assignment]
     kept = sum(d.rule.value == "checker_rejects" for d in result.decisions)
     return {**counts, "kept": kept, "seconds": round(seconds, 2)}
 

@@ -39,12 +39,12 @@ sys.path.insert(0, str(BENCHMARKS.parent))
 
 from compare_peers import build_synthetic  # noqa: E402
 
-from ampconfig.api import rewrite_with_settings  # noqa: E402
+from ampconfig.engine.in_place import rewrite_with_settings  # noqa: E402
 from ampconfig.files.identity import model_fingerprint  # noqa: E402
+from ampconfig.formats.lock_file import load_lock, lock_text  # noqa: E402
 from ampconfig.gc_pause import gc_paused  # noqa: E402
 from ampconfig.lock.check import check_lock  # noqa: E402
 from ampconfig.lock.record import decide_lock  # noqa: E402
-from ampconfig.settings.lock_file import load_lock, lock_text  # noqa: E402
 from ampconfig.settings.resolve import Flags, resolve  # noqa: E402
 from tests.exporter_models import gpt2  # noqa: E402
 

@@ -43,10 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ampconfig.diagnose.calibrate import prepare, reference_judge  # noqa: E402
+from ampconfig.diagnose.reference_runs import prepare, reference_judge  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.examples import example_path  # noqa: E402
-from ampconfig.rewrite.expose import known_elem_types  # noqa: E402
+from ampconfig.instrument.expose import known_elem_types  # noqa: E402
 from ampconfig.settings.resolve import Flags, resolve  # noqa: E402
 from tests.exporter_models import EXPORTER_MODELS, PIXEL_MODELS, pixel_inputs  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Where the underflow rule's share should lie (``ampconfig.settings.limits.UNDERFLOW_SHARE``).
+"""Where the underflow rule's share should lie (``ampconfig.settings.value_limits.UNDERFLOW_SHARE``).
 
 Two measurements, printed as one JSON object:
 
@@ -28,8 +28,10 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed
+from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.typing_chain import TYPING
+from ampconfig.instrument.rounding import low_precision_rounding_model
 from ampconfig.runner.intermediates import run_value_stats
 from ampconfig.settings import limits
 from tests.underflow_models import cqt_front_end, waveform
@@ -78,7 +80,7 @@ def _front_end() -> list[dict[str, object]]:
         for candidate in CANDIDATES:
             limits.UNDERFLOW_SHARE = candidate
             result = rewrite_model_detailed(model, "allow_mix_precision", target="cpu", value_ranges=ranges)
-            rounding, _ = low_precision_rounding_model(result.model)
+            rounding, _ = low_precision_rounding_model(result.model, TYPING)
             low = ort.InferenceSession(rounding.SerializeToString(), providers=["CPUExecutionProvider"])
             error = max(_rel_l2(fp32.run(None, s)[0], low.run(None, s)[0]) for s in samples)
             kept = sorted(d.name for d in result.decisions if d.rule.value == "range_underflows")

@@ -38,9 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed  # noqa: E402
+from ampconfig.api import rewrite_model_detailed  # noqa: E402
 from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
+from ampconfig.engine.typing_chain import TYPING  # noqa: E402
+from ampconfig.instrument.rounding import low_precision_rounding_model  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
 from ampconfig.prove.judge import judge_samples  # noqa: E402
 from ampconfig.prove.request import prepare  # noqa: E402
@@ -67,7 +69,7 @@ def _judged(
     held_out: list[dict[str, np.ndarray]],
     names: list[str],
 ) -> dict[str, Any]:
-    judged, _ = low_precision_rounding_model(result.model)
+    judged, _ = low_precision_rounding_model(result.model, TYPING)
     judgement = judge_samples(reference, _outputs(judged, held_out), names, Tolerance())
     floats = sum(1 for d in result.decisions if d.original_dtype is not None)
     return {

@@ -34,9 +34,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ampconfig.api import low_precision_rounding_model, rewrite_model_detailed  # noqa: E402
+from ampconfig.api import rewrite_model_detailed  # noqa: E402
 from ampconfig.decide.decisions import Rule  # noqa: E402
 from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
+from ampconfig.engine.typing_chain import TYPING  # noqa: E402
+from ampconfig.instrument.rounding import low_precision_rounding_model  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
 from ampconfig.prove.judge import judge_samples  # noqa: E402
 from ampconfig.rewrite.names import with_node_names  # noqa: E402
@@ -123,7 +125,7 @@ def bench_model(name: str, model: onnx.ModelProto, calibrate: Samples, hold_out:
             measured = ValueRanges(peaks, "calibration", margin) if math.isfinite(margin) else None
             result = rewrite_model_detailed(named, mode, target="cuda", value_ranges=measured)
             kept = sum(1 for d in result.decisions if d.rule is Rule.RANGE_EXCEEDS)
-            judged, _ = low_precision_rounding_model(result.model)
+            judged, _ = low_precision_rounding_model(result.model, TYPING)
             judgement = judge_samples(reference, _outputs(judged, held_out), names, Tolerance())
             low = run_samples_with_intermediates(judged, held_out, names=list(exposed.values))
             overflows = sum(_new_nonfinite(exposed.values[key], low.values[key]) for key in low.values.keys() & keys)

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, replace
 import onnx_ir as ir
 
 import ampconfig.rewrite.steps.apply_plan as apply_step
+from ampconfig.decide.decision_state import FLEXIBLE_OPS
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import connected_groups, graphs_of, iter_scopes
 from ampconfig.decide.passes.follow import SOFT_RULES
 from ampconfig.decide.passes.islands import island_casts
 from ampconfig.decide.plan import Plan, original_dtypes
-from ampconfig.decide.state import FLEXIBLE_OPS
 from ampconfig.dtypes import Dtype
 from ampconfig.rewrite.apply import apply_plan as rewrite
 

@@ -14,9 +14,9 @@ from onnx import helper as oh
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import Plan, build_plan
 from ampconfig.opinfo.library import OpInfoEntry, OpInfoLibrary, PrecisionReduce
+from ampconfig.precision_modes import parse_mode
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
-from ampconfig.settings.modes import parse_mode
 
 #: Every distinct precision mode (allow_mix_precision_fp16 is allow_mix_precision under another name).
 MODES = (
@@ -179,3 +179,19 @@ def transformer_block(hidden: int = 32, seq: int = 8, seed: int = 0) -> onnx.Mod
         initializers,
         name="transformer_block",
     )
+
+
+def recursive_function_model() -> onnx.ModelProto:
+    """x -> local::F -> y, where the model-local function F calls itself: ONNX's shape inference refuses it even
+    leniently (a ValidationError: "Cycle detected in model-local function references")."""
+    opsets = [oh.make_opsetid("", 17), oh.make_opsetid("local", 1)]
+    function = oh.make_function("local", "F", ["a"], ["b"], [oh.make_node("F", ["a"], ["b"], domain="local")], opsets)
+    graph = oh.make_graph(
+        [oh.make_node("Relu", ["x"], ["r"], name="relu"), oh.make_node("F", ["r"], ["y"], name="f", domain="local")],
+        "recursive",
+        [tensor("x", FLOAT, [2])],
+        [tensor("y", FLOAT, [2])],
+    )
+    model = oh.make_model(graph, opset_imports=opsets, functions=[function])
+    model.ir_version = IR_VERSION
+    return model

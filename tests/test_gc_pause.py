@@ -94,11 +94,11 @@ def test_the_command_line_pauses_the_collector_around_a_command(tmp_path: Path) 
     model = tmp_path / "block.onnx"
     onnx.save(transformer_block(), model)
     state = _CollectorState()
-    logging.getLogger("ampconfig.api").addHandler(state)
+    logging.getLogger("ampconfig.engine.in_place").addHandler(state)
     try:
         result = runner.invoke(app, ["-v", "explain", str(model), "-m", "allow_mix_precision", "--json"])
     finally:
-        logging.getLogger("ampconfig.api").removeHandler(state)
+        logging.getLogger("ampconfig.engine.in_place").removeHandler(state)
     assert result.exit_code == 0, result.output
     assert state.seen == [False]  # the rewrite ran with the collector paused
     assert gc.isenabled()  # and it is back on after the command

@@ -25,11 +25,11 @@ from typer.testing import CliRunner
 import ampconfig
 from ampconfig import Judgement, MixedPrecisionPass, MixedPrecisionResult, rewrite_model, rewrite_model_detailed
 from ampconfig.cli import app
-from ampconfig.decide.decisions import Rule
+from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.decide.ranges_input import structure_sha256
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.settings.rewrite_options import RewriteOptions
 from tests import exporter_models
 from tests.graphs import FLOAT, IR_VERSION, rel_l2, run, tensor, transformer_block, weight
@@ -54,8 +54,7 @@ def test_the_pass_runs_in_a_pass_manager_beside_onnx_irs_own_passes() -> None:
     )
     result = manager(model)
     assert result.modified and result.model is model  # the model handed in is the one rewritten
-    assert mixed.result is not None
-    decisions = {d.name: d for d in mixed.result.decisions}
+    decisions = {d.name: d for d in MixedPrecisionPass.result_of(model).decisions}  # the manager's is a PassResult
     assert sum(d.changed for d in decisions.values()) > 0
     assert decisions == {d.name: d for d in rewrite_model_detailed(proto, MIXED, target="cpu").decisions}
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 8, 32)).astype(np.float32)}
@@ -83,7 +82,27 @@ def test_a_second_run_changes_nothing_and_a_pass_manager_stops_early() -> None:
     assert once.modified
     again = ir.passes.PassManager([mixed], steps=3)(once.model)
     assert not again.modified
-    assert mixed.result is not None and not any(d.changed for d in mixed.result.decisions)
+    assert not any(d.changed for d in MixedPrecisionPass.result_of(again.model).decisions)
+
+
+def test_one_pass_rewrites_several_models_at_once_each_keeping_its_own_result() -> None:
+    """The pass keeps nothing of a run: two threads share one pass, each model carries its own decisions (a
+    transformer block and a convnet, whose decisions differ), and a model no pass rewrote has none."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mixed = MixedPrecisionPass("force_fp16", target="cuda")
+    protos = {"block": transformer_block(), "convnet": exporter_models.cnn()}
+    models = {name: ir.serde.deserialize_model(proto) for name, proto in protos.items()}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = dict(zip(models, pool.map(mixed, models.values()), strict=True))
+    for name, proto in protos.items():
+        expected = rewrite_model_detailed(proto, "force_fp16", target="cuda")
+        kept = MixedPrecisionPass.result_of(models[name])
+        assert kept is results[name].rewrite
+        assert [(d.name, d.dtype) for d in kept.decisions] == [(d.name, d.dtype) for d in expected.decisions]
+    assert not hasattr(mixed, "result")
+    with pytest.raises(LookupError, match="no MixedPrecisionPass"):
+        MixedPrecisionPass.result_of(ir.serde.deserialize_model(transformer_block()))
 
 
 # ------------------------------------------------------------------------------------------------ judgements
@@ -106,7 +125,7 @@ def fast_gelu_model() -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid(MS, 1)], ir_version=IR_VERSION)
 
 
-def _decision(model: onnx.ModelProto, name: str, **options: object) -> ampconfig.api.NodeDecision:
+def _decision(model: onnx.ModelProto, name: str, **options: object) -> NodeDecision:
     result = rewrite_model_detailed(model, MIXED, target="cpu", **options)  # type: ignore[arg-type]
     return next(d for d in result.decisions if d.name == name)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ampconfig.settings.schemas import SCHEMA_KINDS
+from ampconfig.settings.json_schemas import SCHEMA_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "ampconfig", "ops_info", "schemas")
@@ -92,7 +92,7 @@ def test_an_installed_package_uses_its_own_data_and_never_writes_into_itself(whe
     probe = (
         "import json, ampconfig\n"
         "from ampconfig.opinfo.library import load_ops_info\n"
-        "from ampconfig.settings.schemas import packaged_schema_dir, source_schema_dir\n"
+        "from ampconfig.settings.json_schemas import packaged_schema_dir, source_schema_dir\n"
         "print(json.dumps({'package': ampconfig.__file__, 'cuda': load_ops_info('cuda').source,\n"
         "    'schemas': str(packaged_schema_dir()), 'source_schemas': source_schema_dir()}))\n"
     )

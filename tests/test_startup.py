@@ -37,7 +37,7 @@ def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
     # Only the validate command is built, and none of the session config's or the lock's models.
     commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
     assert commands == {"validate_cmd"}
-    assert not outcome["modules"] & {"ampconfig.settings.config", "ampconfig.settings.lock_file", "yaml"}
+    assert not outcome["modules"] & {"ampconfig.formats.session_config", "ampconfig.formats.lock_file", "yaml"}
 
 
 def test_each_command_name_registers_that_command() -> None:

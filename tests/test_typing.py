@@ -3,7 +3,7 @@
 from typing import get_args
 
 from ampconfig.dtypes import Dtype, DtypeName
-from ampconfig.settings.modes import V1_NAMES, V2_NAMES, V1Name, V2Name
+from ampconfig.precision_modes import V1_NAMES, V2_NAMES, V1Name, V2Name
 
 
 def test_dtype_names_are_the_dtypes() -> None:
@@ -18,9 +18,9 @@ def test_mode_names_are_the_modes() -> None:
 def test_lock_names_are_the_rules_colours_and_vocabularies() -> None:
     """A lock names only what ampconfig can write (issue 38): its Literals follow the enums and tables."""
     from ampconfig.decide.decisions import Rule
+    from ampconfig.formats.lock_file import RuleName
     from ampconfig.opinfo.library import Colour, ColourName
     from ampconfig.opinfo.op_names import OP_NAME_CHOICES, VocabularyName
-    from ampconfig.settings.lock_file import RuleName
 
     assert get_args(RuleName) == tuple(rule.value for rule in Rule)
     assert get_args(ColourName) == tuple(colour.value for colour in Colour)

@@ -29,8 +29,8 @@ from ampconfig.files.interrupts import (
 )
 
 #: The modules that register each command on the app when imported, by the name the user types. A process that
-#: runs one command imports only its modules: typer builds every registered command's parameters before parsing
-#: (with all of them registered, 0.03 s of ``ampconfig validate``'s 0.3 s start-up).
+#: runs one command imports only its modules: typer builds every registered command's parameters before parsing,
+#: so registering them all costs every command's start-up (docs/benchmarks.md, "Start-up").
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "run": ("run_cmd",),
     "rewrite": ("rewrite_cmd",),

@@ -12,10 +12,10 @@ from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.settings.limits import DEFAULT_THRESHOLD
+from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
-    from ampconfig.diagnose.calibrate import CompareResult, Prepared
+    from ampconfig.diagnose.reference_runs import CompareResult, Prepared
 
 _HELP = """Run the fp32 model and its rewrite on the same inputs with every intermediate float tensor exposed,
 align the tensors by name and rank the nodes by the error they add: a node's relative L2 error over the largest
@@ -66,7 +66,7 @@ def compare(
 ) -> None:
     options = SharedOptions.of(locals())
 
-    from ampconfig.diagnose.calibrate import compare_rewrite, prepare
+    from ampconfig.diagnose.reference_runs import compare_rewrite, prepare
     from ampconfig.report.compare import compare_payload, render_compare
     from ampconfig.report.html import render_html
 
@@ -76,7 +76,7 @@ def compare(
             prepared,
             threshold=options.threshold,
             range_check=options.range_check,
-            data_max=options.data_max,
+            data_max=options.flags.data_max,
             progress=start.progress,
         )
         payload = compare_payload(result, prepared)

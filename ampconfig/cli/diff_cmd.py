@@ -120,7 +120,7 @@ def _sides(
     if (base_lock is None) != (lock is None):
         raise AmpconfigError("--base-lock and --lock go together", hint="ampconfig diff --base-lock A --lock B")
     if base_lock is not None and lock is not None:
-        if base_given or options.model is not None or run:
+        if base_given or options.flags.model is not None or run:
             raise AmpconfigError(
                 "two lock files are compared as they are: no MODEL, --base-* or --run with them",
                 hint="compare settings on a model instead: ampconfig diff MODEL --base-mixlist A --modify-mixlist B",

@@ -11,7 +11,7 @@ from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
-from ampconfig.settings.limits import DEFAULT_THRESHOLD
+from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -98,7 +98,7 @@ def explain(
 
 def _explain_decisions(start: Opened) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
-    from ampconfig.api import rewrite_with_settings
+    from ampconfig.engine.in_place import rewrite_with_settings
     from ampconfig.files.models import open_model
     from ampconfig.report.explain import explain_payload
     from ampconfig.settings.declared_files import declare_model
@@ -115,7 +115,7 @@ def _explain_with_runs(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here). A data set given
     or --compare implies the range check."""
-    from ampconfig.diagnose.calibrate import compare_rewrite, prepare, range_report
+    from ampconfig.diagnose.reference_runs import compare_rewrite, prepare, range_report
     from ampconfig.prove.calibration import calibrate
     from ampconfig.report.compare import compare_payload
     from ampconfig.report.explain import explain_payload
@@ -126,7 +126,11 @@ def _explain_with_runs(
     compare_data: dict[str, Any] | None = None
     if compare:
         result = compare_rewrite(
-            prepared, threshold=options.threshold, range_check=True, data_max=options.data_max, progress=start.progress
+            prepared,
+            threshold=options.threshold,
+            range_check=True,
+            data_max=options.flags.data_max,
+            progress=start.progress,
         )
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
@@ -134,7 +138,7 @@ def _explain_with_runs(
         # the calibration run makes (its numbers only: nothing kept but them), unless a ranges file is given
         measured = start.settings.ranges is not None
         calibration = None if measured else calibrate(prepared, start.progress)
-        ranges = range_report(prepared, calibration, options.data_max) if measured or calibration else None
+        ranges = range_report(prepared, calibration, options.flags.data_max) if measured or calibration else None
         rewrite = prepared.rewrite(ranges.ranges if ranges is not None else None)
     payload = explain_payload(
         rewrite,

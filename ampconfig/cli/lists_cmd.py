@@ -32,7 +32,7 @@ def lists(
     """
     options = SharedOptions.of(locals())
 
-    from ampconfig.api import effective_lists
+    from ampconfig.engine.read_settings import effective_lists
     from ampconfig.opinfo.library import Colour, load_ops_info
 
     settings = options.settings(opens_model=False)

@@ -113,7 +113,7 @@ def lock(
             raise AmpconfigError("--update and --strict go with --check LOCK", hint="ampconfig lock --check X --update")
         _write_lock(options, lock_out, output_format == "json")
         return
-    given = options.given() + (["--output"] if lock_out is not None else [])
+    given = options.flags.given() + (["--output"] if lock_out is not None else [])
     if given:
         raise AmpconfigError(
             f"--check takes its settings from the lock; also given: {', '.join(given)}",
@@ -124,11 +124,11 @@ def lock(
 
 def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) -> None:
     from ampconfig.files.models import open_model
+    from ampconfig.formats.lock_file import lock_text
     from ampconfig.lock.record import decide_lock
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
     from ampconfig.report.lock import lock_payload, lock_summary_text, shown_path
     from ampconfig.settings.declared_files import declare_model
-    from ampconfig.settings.lock_file import lock_text
 
     with opened(options) as start:
         settings = start.settings

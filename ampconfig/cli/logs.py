@@ -23,7 +23,8 @@ class _StderrHandler(logging.Handler):
         try:
             sys.stderr.write(self.format(record) + "\n")
             sys.stderr.flush()
-        except Exception:  # logging must never break the command; logging's own policy for broken handlers
+        # Logging must never break the command: logging's own policy for broken handlers.
+        except Exception:  # noqa: BLE001
             self.handleError(record)
 
 

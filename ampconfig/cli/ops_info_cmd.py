@@ -88,21 +88,20 @@ def check_target(target: str) -> TargetName:
 
 
 def read_ops_info(path: Path, what: str = "op info file") -> OpsInfoFile:
+    from ampconfig.formats.documents import read_text, scan_json
     from ampconfig.opinfo.library import parse_ops_info
-    from ampconfig.settings.documents import read_text
 
-    return parse_ops_info(read_text(path, what), str(path))
+    text = read_text(path, what)
+    scan_json(text, str(path))  # bounded: deep nesting and too many values are refused before json.loads
+    return parse_ops_info(text, str(path))
 
 
 def write_ops_info(document: OpsInfoFile, destination: Destination, guard: OutputGuard) -> None:
-    """Through the guard: atomically, so a reader never sees half a file; the packaged file is read anew."""
-    from ampconfig.files.guard import same_file
+    """Through the guard: atomically, so a reader never sees half a file. The packaged file, when that is the one
+    written, is read anew by the next load_ops_info (its cache is keyed on the file's identity)."""
     from ampconfig.opinfo.build import ops_info_text
-    from ampconfig.opinfo.library import load_ops_info, ops_info_path
 
     guard.write_text(destination, ops_info_text(document))
-    if same_file(destination.path, ops_info_path(document.target)):
-        load_ops_info.cache_clear()
 
 
 def report_written(entries: Mapping[str, OpInfoEntry], path: Path, seconds: float) -> None:

@@ -1,9 +1,10 @@
 """The options the commands share, declared once: each is a type alias here (``Annotated`` with its
 ``typer.Option`` or ``typer.Argument``) that every command taking it uses in its own signature, and
 :class:`SharedOptions` is the one typed object a command builds from them (``SharedOptions.of(locals())``, its
-first line). :data:`COMMAND_OPTIONS` says which of them each command takes (tests/cli/test_options.py holds every
-command's signature to it). A command's own options stay in its own signature, after the shared ones and before
-``--json``/``--html``.
+first line): the settings flags as one :class:`~ampconfig.settings.flags.Flags`, the type the resolver reads, and
+beside it the few options only the command line reads. :data:`COMMAND_OPTIONS` says which of them each command
+takes (tests/cli/test_options.py holds every command's signature to it). A command's own options stay in its own
+signature, after the shared ones and before ``--json``/``--html``.
 
 :meth:`SharedOptions.settings` is the one way a command turns the options it was given into
 :class:`~ampconfig.settings.resolve.Settings` (flags over the session config over defaults)."""
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ampconfig.files.paths import refuse_folder_spelling
-from ampconfig.settings.limits import (
+from ampconfig.formats.numeric_limits import (
     DEFAULT_THRESHOLD,
     MAX_ITERATIONS,
     MAX_SEED,
@@ -26,10 +27,11 @@ from ampconfig.settings.limits import (
     check_count,
     check_positive_finite,
 )
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES
+from ampconfig.settings.flags import Flags
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
-    from ampconfig.settings.resolve import Flags, Settings
+    from ampconfig.settings.resolve import Settings
 
 FloatCheck = Callable[[typer.CallbackParam, "float | None"], "float | None"]
 IntCheck = Callable[[typer.CallbackParam, "int | None"], "int | None"]
@@ -302,7 +304,8 @@ ValidateOpNames = Annotated[
     ),
 ]
 
-#: Each shared option's declaration, by its field of :class:`SharedOptions`.
+#: Each shared option's declaration, by its field name (of :class:`~ampconfig.settings.flags.Flags` or of
+#: :class:`SharedOptions`).
 DECLARATIONS: dict[str, Any] = {
     "model": Model,
     "config": Config,
@@ -339,95 +342,40 @@ RESULTS_OPTIONS = ("json_output", "html")
 
 @dataclass(frozen=True)
 class SharedOptions:
-    """The shared options as one command gave them. ``None`` (or empty) means "not given": the config or a default
-    decides (:meth:`settings`). A field the command does not take (:data:`COMMAND_OPTIONS`) keeps its default."""
+    """The shared options as one command gave them: ``flags``, what the command line says about the settings
+    (:class:`~ampconfig.settings.flags.Flags`, the one type the resolver reads), and the options only the command
+    line reads: when a node counts as bad, whether the fp32 values are measured, how the results are shown. A field
+    the command does not take (:data:`COMMAND_OPTIONS`) keeps its default."""
 
-    model: Path | None = None
-    config: Path | None = None
-    precision_mode: str | None = None
-    modify_mixlist: Path | None = None
-    keep_dtype: Path | None = None
-    customize_dtypes: Path | None = None
-    op_names: str | None = None
-    target: str | None = None
-    device: str | None = None
-    keep_io_types: bool | None = None
-    input_files: list[str] | None = None
-    inputs_npz: Path | None = None
-    data: Path | None = None
-    calibration_data: Path | None = None
-    shapes: list[str] | None = None
-    seed: int | None = None
-    output: Path | None = None
-    decision_metadata: bool | None = None
-    warmup: int | None = None
-    iterations: int | None = None
-    tolerance: float | None = None
+    flags: Flags = field(default_factory=Flags)
     threshold: float = DEFAULT_THRESHOLD
     range_check: bool = True
-    data_max: float | None = None
-    ranges: Path | None = None
-    clamp_values: bool | None = None
     json_output: bool = False
     html: Path | None = None
 
     @classmethod
     def of(cls, parameters: Mapping[str, Any]) -> SharedOptions:
         """The shared options among a command's parameters: ``SharedOptions.of(locals())`` as its first line."""
-        return cls(**{item.name: parameters[item.name] for item in fields(cls) if item.name in parameters})
-
-    def flags(self) -> Flags:
-        """What the command line said about the settings."""
-        from ampconfig.settings.resolve import Flags
-
-        return Flags(
-            model=_path(self.model),
-            config=_path(self.config),
-            precision_mode=self.precision_mode,
-            modify_mixlist=_path(self.modify_mixlist),
-            keep_dtype=_path(self.keep_dtype),
-            customize_dtypes=_path(self.customize_dtypes),
-            op_names=self.op_names,
-            target=self.target,
-            device=self.device,
-            keep_io_types=self.keep_io_types,
-            output=_path(self.output),
-            decision_metadata=self.decision_metadata,
-            inputs_npz=_path(self.inputs_npz),
-            input_files=tuple(self.input_files or ()),
-            shapes=tuple(self.shapes or ()),
-            warmup=self.warmup,
-            iterations=self.iterations,
-            seed=self.seed,
-            tolerance=self.tolerance,
-            data=_path(self.data),
-            calibration_data=_path(self.calibration_data),
-            clamp_values=self.clamp_values,
-            data_max=self.data_max,
-            ranges=_path(self.ranges),
-        )
-
-    def given(self) -> list[str]:
-        """The settings flags given, by field name, in the order of the fields."""
-        flags = self.flags()
-        return [item.name for item in fields(flags) if getattr(flags, item.name) not in (None, ())]
+        flags = Flags(**{name: parameters[name] for name in FLAG_NAMES if name in parameters})
+        own = {name: parameters[name] for name in COMMAND_LINE_NAMES if name in parameters}
+        return cls(flags, **own)
 
     def settings(self, *, opens_model: bool = True, replaced: Mapping[str, object] | None = None) -> Settings:
         """The settings of this invocation: these flags over the session config over the defaults. ``replaced``
         gives some flags other values (``diff`` resolves its base side so). With ``opens_model``, the model must
         be an existing file (checked before any work)."""
-        from ampconfig.settings.resolve import require_config_files, require_model, resolve
+        from ampconfig.settings.resolve import require_files, resolve
 
         changes: dict[str, Any] = dict(replaced or {})
-        settings = resolve(replace(self.flags(), **changes))
-        require_config_files(settings)
-        if opens_model:
-            require_model(settings)
+        settings = resolve(replace(self.flags, **changes))
+        require_files(settings, model=opens_model)
         return settings
 
 
-def _path(value: Path | str | None) -> Path | None:
-    return None if value is None else Path(value)  # click hands some typer versions' paths over as strings
+#: The shared options that are settings flags (fields of :class:`~ampconfig.settings.flags.Flags`), and those only
+#: the command line reads (fields of :class:`SharedOptions`): each shared option is one or the other.
+FLAG_NAMES = tuple(item.name for item in fields(Flags))
+COMMAND_LINE_NAMES = tuple(item.name for item in fields(SharedOptions) if item.name != "flags")
 
 
 # ------------------------------------------------------------------------------------- who takes which options

@@ -145,7 +145,7 @@ def rewrite(
 ) -> None:
     options = SharedOptions.of(locals())
 
-    from ampconfig.api import rewrite_with_settings
+    from ampconfig.engine.in_place import rewrite_with_settings
     from ampconfig.files.models import save_model_atomic
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
 

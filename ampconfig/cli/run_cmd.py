@@ -143,11 +143,11 @@ def run(
 ) -> None:
     options = SharedOptions.of(locals())
 
+    from ampconfig.formats.lock_file import lock_text
     from ampconfig.lock.record import lock_of_run
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
-    from ampconfig.report.run import render_run, run_payload
+    from ampconfig.report.run_report import render_run, run_payload
     from ampconfig.settings.declared_files import settings_role
-    from ampconfig.settings.lock_file import lock_text
 
     with opened(options) as start:
         settings, guard = start.settings, start.guard

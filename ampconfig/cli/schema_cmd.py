@@ -14,7 +14,7 @@ from ampconfig.errors import AmpconfigError
 
 def _split_arguments(arguments: list[str], write: bool) -> tuple[str | None, Path | None]:
     """``[KIND] [DIR]``: a known kind name is KIND; anything else is DIR (only meaningful with --write)."""
-    from ampconfig.settings.schemas import KIND_ALIASES, SCHEMA_KINDS
+    from ampconfig.settings.json_schemas import KIND_ALIASES, SCHEMA_KINDS
 
     kind: str | None = None
     directory: Path | None = None
@@ -58,7 +58,7 @@ def schema(
     Without KIND, prints one JSON object mapping each kind to its schema. Point an editor at the schema (YAML:
     `# yaml-language-server: $schema=...`, JSON: a "$schema" key) to get completion and checks while typing.
     """
-    from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema, write_schemas
+    from ampconfig.settings.json_schemas import SCHEMA_KINDS, generate_schema, write_schemas
 
     kind, directory = _split_arguments(arguments or [], write)
     if write:

@@ -14,7 +14,7 @@ from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.settings.limits import MAX_TUNE_RUNS
+from ampconfig.formats.numeric_limits import MAX_TUNE_RUNS
 
 DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5
@@ -139,7 +139,7 @@ def tune(
 ) -> None:
     options = SharedOptions.of(locals())
     with tune_progress(shown(options.json_output)) as (progress, sample_progress):
-        from ampconfig.diagnose.calibrate import prepare
+        from ampconfig.diagnose.reference_runs import prepare
         from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs
         from ampconfig.diagnose.tune.workflow import tune as run_tune
 
@@ -151,7 +151,7 @@ def tune(
             max_runs=max_runs,
             max_seconds=max_seconds,
             range_check=options.range_check,
-            data_max=options.data_max,
+            data_max=options.flags.data_max,
             calibration_batch=calibration_batch,
         )
         # `start.settings` are the settings every command resolves; `settings` are tune's own.

@@ -12,8 +12,8 @@ from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
+from ampconfig.formats.numeric_limits import FILE_KINDS
 from ampconfig.report.annotations import format_github
-from ampconfig.settings.limits import FILE_KINDS
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
     from ampconfig.settings.validate import ValidationReport
@@ -144,7 +144,7 @@ def validate(
         if not paths and output_format == "text":
             say(f"no precision lock under {Path.cwd()} records any of the {_count(changed, 'changed file')}")
             raise typer.Exit(EXIT_OK)
-    report = _check_locks(validate_paths(paths, kind, options.target, options.op_names))
+    report = _check_locks(validate_paths(paths, kind, options.flags.target, options.flags.op_names))
     if output_format == "json":
         print_json(_json_report(report))
     elif output_format == "github":

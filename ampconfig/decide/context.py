@@ -18,7 +18,7 @@ from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import AttributeReader, Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ class DecisionContext:
     lists: OpLists
     library: OpInfoLibrary
     pinned: set[ir.Node] = field(default_factory=set)
-    #: nodes the ONNX checker rejected in a first attempt, with its message (see api.rewrite_model_detailed)
+    #: nodes the ONNX checker rejected in an earlier attempt, with its message: the rewrite runs again keeping them
+    #: (the checker loop of :func:`ampconfig.rewrite.pipeline.run_pipeline`)
     rejected: dict[str, str] = field(default_factory=dict)
     #: nodes kept in float32 by range analysis (calibration saw values beyond the low type), with the reason
     overflow: Mapping[str, str] = field(default_factory=dict)

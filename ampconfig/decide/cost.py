@@ -16,11 +16,11 @@ from collections import Counter
 
 import onnx_ir as ir
 
+from ampconfig.decide.decision_state import FLEXIBLE_OPS
 from ampconfig.decide.decisions import DecisionCost, Float32Island, Rule
 from ampconfig.decide.facts import connected_groups, is_onnx_op
 from ampconfig.decide.needs import Cast
 from ampconfig.decide.plan import Plan
-from ampconfig.decide.state import FLEXIBLE_OPS
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.costs import cast_us, kernel_us
 

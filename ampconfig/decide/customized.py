@@ -1,7 +1,7 @@
 """customize_dtypes against the model: which nodes each entry names, checked against their facts (docs/design.md §4).
 
-The file is read and its format checked in :mod:`ampconfig.settings.customize_dtypes`; here each node gets a
-:class:`~ampconfig.settings.customize_dtypes.NodeSignature` from its facts (its present inputs and outputs, which of
+The file is read and its format checked in :mod:`ampconfig.formats.customize_dtypes_file`; here each node gets a
+:class:`~ampconfig.formats.customize_dtypes_file.NodeSignature` from its facts (its present inputs and outputs, which of
 them its compute type variable binds, what the schema and the target's kernels allow), the entries are checked
 against those, and every customised node gets the dtype it computes in. :class:`~ampconfig.decide.passes.fixed.
 FixedVerdicts` turns that into a verdict under rule ``customized``, before keep_dtype (Ascend's precedence).
@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping
 
 import onnx_ir as ir
 
+from ampconfig.decide.decision_state import is_flexible
 from ampconfig.decide.facts import NodeFacts, iter_scopes
-from ampconfig.decide.state import is_flexible
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError, Severity
+from ampconfig.formats.customize_dtypes_file import CustomizeFile, NodeSignature, check_against_model
 from ampconfig.opinfo.library import OpInfoLibrary, op_key
 from ampconfig.opinfo.typing_source import TypingSource
-from ampconfig.settings.customize_dtypes import CustomizeFile, NodeSignature, check_against_model
 
 
 def _dtype_name(value: ir.Value) -> str | None:

@@ -161,7 +161,7 @@ def _schema_allows(typing: NodeTyping, variables: frozenset[str]) -> frozenset[D
     return frozenset(d for d in MOVABLE_DTYPES if all(typing.var_allows(v, d) for v in variables))
 
 
-#: The default typing: ONNX's own schemas. Contrib ops need ONNX Runtime's (see ampconfig.api).
+#: The default typing: ONNX's own schemas. Contrib ops need ONNX Runtime's (see ampconfig.engine.typing_chain).
 ONNX_TYPING: TypingSource = OnnxTyping()
 
 

@@ -26,9 +26,9 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.judgements import Judge as Judge
-from ampconfig.settings.judgements import Judgement as Judgement
-from ampconfig.settings.judgements import Judges as Judges
+from ampconfig.settings.judge_settings import Judge as Judge
+from ampconfig.settings.judge_settings import Judgement as Judgement
+from ampconfig.settings.judge_settings import Judges as Judges
 
 
 def judge_nodes(scopes: Sequence[Scope], judges: Judges) -> tuple[list[Scope], dict[ir.Node, Judgement]]:

@@ -1,7 +1,7 @@
 """The plan: every node's verdict plus what each reader needs from each input. Pure data.
 
-:func:`build_plan` runs the pipeline of the mode (:mod:`ampconfig.decide.pipeline`: which passes, in which order,
-scope by scope) over a :class:`~ampconfig.decide.state.DecisionState`; the :class:`Plan` keeps the verdicts and
+:func:`build_plan` runs the pipeline of the mode (:mod:`ampconfig.decide.pass_pipelines`: which passes, in which order,
+scope by scope) over a :class:`~ampconfig.decide.decision_state.DecisionState`; the :class:`Plan` keeps the verdicts and
 answers, through :mod:`ampconfig.decide.needs`, what each reader needs and which casts the plan implies.
 :mod:`ampconfig.rewrite.apply` realises the plan.
 """
@@ -16,11 +16,11 @@ from typing import Protocol
 import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope, graphs_of, is_onnx_op, iter_scopes
 from ampconfig.decide.needs import Cast, Needs
-from ampconfig.decide.pipeline import Pipeline, pipeline_for
-from ampconfig.decide.state import DecisionState
+from ampconfig.decide.pass_pipelines import Pipeline, pipeline_for
 from ampconfig.decide.value_ranges import Bounds
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
@@ -136,7 +136,7 @@ def build_plan(
     model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True, pipeline: Pipeline | None = None
 ) -> Plan:
     """Decide every node of ``model`` with ``pipeline``, by default the one of ``ctx``'s mode
-    (:mod:`ampconfig.decide.pipeline`)."""
+    (:mod:`ampconfig.decide.pass_pipelines`)."""
     state = DecisionState.of(list(iter_scopes(model, ctx.low, ctx.typing)), ctx, keep_io_types)
     (pipeline or pipeline_for(ctx.mode)).run(state)
     colours = {node: colour.value for node, colour in state.colours.items()}

@@ -27,42 +27,11 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import op_key
-
-_MS = "com.microsoft"
+from ampconfig.opinfo.quantized_ops import Signal, quantized_keys
 
 #: Ops that round a float input to integers (their float inputs are the values quantized, or the scales that
 #: decide the rounding): what enters them must be the original model's values.
-QUANTIZERS = frozenset(
-    {
-        "QuantizeLinear",
-        "DynamicQuantizeLinear",
-        "QLinearConv",
-        "QLinearMatMul",
-        *(
-            f"{_MS}::{op}"
-            for op in (
-                "QuantizeLinear",
-                "DynamicQuantizeMatMul",
-                "DynamicQuantizeLSTM",
-                "QuantizeWithOrder",
-                "QuantizeBFP",
-                "QGemm",
-                "QAttention",
-                "QLinearAdd",
-                "QLinearAveragePool",
-                "QLinearConcat",
-                "QLinearConv",
-                "QLinearGlobalAveragePool",
-                "QLinearLeakyRelu",
-                "QLinearMul",
-                "QLinearReduceMean",
-                "QLinearSigmoid",
-                "QLinearSoftmax",
-                "QLinearWhere",
-            )
-        ),
-    }
-)
+QUANTIZERS = quantized_keys(rounds=True)
 
 
 class QuantizationKind(str, Enum):
@@ -74,25 +43,11 @@ class QuantizationKind(str, Enum):
     WEIGHT_ONLY = "weight-only"  # integer weights dequantized for float math (DequantizeLinear alone, MatMulNBits)
 
 
-_QDQ_OPS = frozenset({"QuantizeLinear", f"{_MS}::QuantizeLinear"})
-_DYNAMIC_OPS = frozenset(
-    {
-        "DynamicQuantizeLinear",
-        f"{_MS}::DynamicQuantizeMatMul",
-        f"{_MS}::DynamicQuantizeLSTM",
-        f"{_MS}::MatMulIntegerToFloat",
-    }
-)
-_INTEGER_OPS = frozenset({"MatMulInteger", "ConvInteger", f"{_MS}::MatMulInteger16"})
-_WEIGHT_ONLY_OPS = frozenset(
-    {
-        "DequantizeLinear",
-        f"{_MS}::DequantizeLinear",
-        f"{_MS}::MatMulNBits",
-        f"{_MS}::MatMulBnb4",
-        f"{_MS}::GatherBlockQuantized",
-    }
-)
+_QDQ_OPS = quantized_keys(signal=Signal.QDQ)
+_DYNAMIC_OPS = quantized_keys(signal=Signal.DYNAMIC)
+_QOPERATOR_OPS = quantized_keys(signal=Signal.QOPERATOR)
+_INTEGER_OPS = quantized_keys(signal=Signal.INTEGER)
+_WEIGHT_ONLY_OPS = quantized_keys(signal=Signal.WEIGHT_ONLY)
 
 
 def quantization_kinds(op_keys: Iterable[str]) -> tuple[QuantizationKind, ...]:
@@ -106,8 +61,7 @@ def quantization_kinds(op_keys: Iterable[str]) -> tuple[QuantizationKind, ...]:
     dynamic = bool(keys & _DYNAMIC_OPS)
     if dynamic:
         kinds.append(QuantizationKind.DYNAMIC)
-    operator = {key for key in keys & QUANTIZERS if key not in _QDQ_OPS and key not in _DYNAMIC_OPS}
-    if operator or (keys & _INTEGER_OPS and not dynamic):
+    if keys & _QOPERATOR_OPS or (keys & _INTEGER_OPS and not dynamic):
         kinds.append(QuantizationKind.QOPERATOR)
     if not kinds and keys & _WEIGHT_ONLY_OPS:
         kinds.append(QuantizationKind.WEIGHT_ONLY)

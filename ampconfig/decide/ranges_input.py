@@ -13,8 +13,8 @@ import onnx
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.identity import ModelFingerprint, TensorBytes, model_fingerprint
-from ampconfig.settings.limits import ValueSpread
-from ampconfig.settings.ranges_file import load_ranges
+from ampconfig.formats.ranges_file import load_ranges
+from ampconfig.settings.value_limits import ValueSpread
 
 #: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
 NOT_CHECKED = (

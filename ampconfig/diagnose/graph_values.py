@@ -1,6 +1,6 @@
 """What the debugging verbs (compare, range analysis, tune) need to know about a model: its nodes, those inside
 If, Loop and Scan bodies included, in an order where every value is produced before it is read, with the keys of
-the values they read and write (:mod:`ampconfig.rewrite.scopes`), and its float constants.
+the values they read and write (:mod:`ampconfig.instrument.scopes`), and its float constants.
 
 Pure reads of an ``onnx.ModelProto`` whose nodes carry the rewrite's names
 (:func:`ampconfig.rewrite.names.with_node_names`).
@@ -15,9 +15,9 @@ import onnx
 from onnx import numpy_helper
 
 from ampconfig.domains import is_default_domain
+from ampconfig.instrument.expose import FLOAT_TYPES
+from ampconfig.instrument.scopes import ProtoScope, proto_scopes
 from ampconfig.opinfo.library import op_key
-from ampconfig.rewrite.expose import FLOAT_TYPES
-from ampconfig.rewrite.scopes import ProtoScope, proto_scopes
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ import numpy as np
 
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.diagnose.graph_values import GraphNode
+from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 from ampconfig.prove.accuracy import compare_output
-from ampconfig.settings.limits import DEFAULT_THRESHOLD
 
 #: Largest finite value of each low dtype.
 LOW_MAX: dict[str, float] = {

@@ -5,7 +5,7 @@ The runs (values by name, as :mod:`ampconfig.runner.intermediates` returns them)
 - ``reference``: the fp32 model, every intermediate exposed;
 - ``low``: the rewrite (the copy ``run`` judges) on the same inputs, every intermediate exposed;
 - ``replay``: every lowered node computed once more in fp32 on the inputs it had in the ``low`` run
-  (:func:`ampconfig.rewrite.inject.injection_model` fed with the ``low`` values): one run for all nodes.
+  (:func:`ampconfig.instrument.inject.injection_model` fed with the ``low`` values): one run for all nodes.
 
 From them, per node:
 
@@ -164,11 +164,6 @@ def _amplification(
                     best = max(best, transmission[consumer.name] * downstream)
             amplification[name] = best
     return amplification
-
-
-def estimated_error(contributions: Collection[float]) -> float:
-    """The output error that independent contributions add up to (in quadrature)."""
-    return math.sqrt(sum(value * value for value in contributions))
 
 
 def damaged_nodes(

@@ -308,6 +308,11 @@ class OutputGuard:
         for path in sorted(Path(p) for p in paths):
             self.read(role, path)
 
+    def read_each(self, inputs: Iterable[FileRole]) -> None:
+        """Declare each input, in order."""
+        for declared in inputs:
+            self.read(declared.role, declared.path)
+
     def output(self, role: str, path: str | Path) -> Destination:
         """Declare an output and check it: not an input, not another output, a writable kind of path in a folder
         that exists. Declaring the same role and file again returns the first declaration."""

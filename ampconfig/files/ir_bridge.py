@@ -254,37 +254,52 @@ def release_mapped(tensor: ir.TensorProtocol | None) -> None:
 
 
 class _FolderExternalTensor(ir.ExternalTensor):
-    """An external tensor read only from inside its model's folder. onnx-ir also refuses a data file with a
-    second hard link; ONNX Runtime reads one, and so does ampconfig: a hard link inside the folder reads nothing
-    the folder does not hold, and whoever can make one there can write the data file itself."""
+    """An external tensor read only from inside its model's folder, by ampconfig's own check rather than onnx-ir's.
 
-    def _check_path_containment(self) -> None:  # onnx-ir's check, less the hard-link refusal
-        folder = os.path.realpath(self.base_dir)
-        path = os.path.realpath(self.path)
-        if os.path.commonpath([folder, path]) != folder:
+    onnx-ir checks containment only against a non-empty ``base_dir`` and then also refuses a data file with a
+    second hard link; ONNX Runtime reads one, and so does ampconfig: a hard link inside the folder reads nothing the
+    folder does not hold, and whoever can make one there can write the data file itself. So ``base_dir`` stays
+    empty (onnx-ir's documented way for a caller that controls the paths itself: it then checks nothing), the
+    location stays the relative one the model names (what is written back), and :attr:`path`, which onnx-ir opens
+    for every read, joins the folder and the location after checking that the result stays inside the folder
+    (no ``..`` out, no symlink out). Only public attributes of onnx-ir's class are used or replaced."""
+
+    def __init__(self, tensor: ir.ExternalTensor, folder: str) -> None:
+        super().__init__(
+            tensor.location,
+            tensor.offset,
+            tensor.length,
+            tensor.dtype,
+            shape=tensor.shape,
+            name=tensor.name,
+            doc_string=tensor.doc_string,
+            metadata_props=dict(tensor.metadata_props),
+        )
+        self.folder = folder
+        self.meta.update(tensor.meta)
+
+    @property
+    def path(self) -> str:
+        """The data file: the location inside the model's folder, checked each time it is asked for."""
+        path = os.path.join(self.folder, self.location)
+        folder = os.path.realpath(self.folder)
+        if os.path.commonpath([folder, os.path.realpath(path)]) != folder:
             raise AmpconfigError(
                 f"external data of tensor {self.name!r} ({self.location!r}) points outside the model's folder "
-                f"({path}); refused",
+                f"({os.path.realpath(path)}); refused",
                 hint="external data must live next to the model (ONNX requires relative locations)",
             )
+        return path
+
+
+def external_data_folder(tensor: ir.ExternalTensor) -> str:
+    """The folder ``tensor``'s location is relative to: its model's (:func:`attach_external_data`), else onnx-ir's
+    ``base_dir`` (a model :func:`onnx_ir.load` read)."""
+    return tensor.folder if isinstance(tensor, _FolderExternalTensor) else os.fspath(tensor.base_dir)
 
 
 def _in_folder(tensor: ir.TensorProtocol, folder: str) -> ir.TensorProtocol:
-    if not isinstance(tensor, ir.ExternalTensor):
-        return tensor
-    contained = _FolderExternalTensor(
-        tensor.location,
-        tensor.offset,
-        tensor.length,
-        tensor.dtype,
-        shape=tensor.shape,
-        name=tensor.name,
-        doc_string=tensor.doc_string,
-        metadata_props=dict(tensor.metadata_props),
-        base_dir=folder,
-    )
-    contained.meta.update(tensor.meta)
-    return contained
+    return _FolderExternalTensor(tensor, folder) if isinstance(tensor, ir.ExternalTensor) else tensor
 
 
 def attach_external_data(model: ir.Model, folder: str) -> None:
@@ -336,6 +351,21 @@ def model_graphs(model: ir.Model) -> list[ir.Graph]:
         cached = list(model.graphs())
         model.meta[_GRAPHS_KEY] = cached
     return cached
+
+
+def sparse_initializer_stand_ins(model: ir.Model) -> set[ir.Node]:
+    """The stand-in nodes of ``model`` that hold a whole sparse initializer: nodes its proto's graphs do not have
+    (a sparse Constant's stand-in takes that Constant's place instead)."""
+    stash = model.meta.get(_STASH_KEY)
+    if stash is None or not stash.nodes:
+        return set()
+    return {
+        node
+        for graph in model.graphs()
+        for node in graph
+        if STAND_IN_ATTRIBUTE in node.attributes
+        and stash.nodes[node.attributes[STAND_IN_ATTRIBUTE].value].sparse_initializer is not None
+    }
 
 
 def stand_in_nodes(model: ir.Model) -> dict[ir.Node, StandIn]:

@@ -30,7 +30,15 @@ from onnx import external_data_helper
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
-from ampconfig.files.ir_bridge import attach_external_data, ir_shape, model_graphs, save_ir, to_ir, to_proto
+from ampconfig.files.ir_bridge import (
+    attach_external_data,
+    external_data_folder,
+    ir_shape,
+    model_graphs,
+    save_ir,
+    to_ir,
+    to_proto,
+)
 from ampconfig.files.mapped import mappable, read_mapped
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import IN_MODEL_FILE, STREAM_BYTES, ModelSkeleton, skeleton_of
@@ -82,7 +90,7 @@ def call_onnx_api(func: Callable[[onnx.ModelProto], R], model: ir.Model) -> R:
 def light_proto_of_ir(model: ir.Model) -> onnx.ModelProto:
     """A proto of ``model`` for ONNX's checker and inference (what :func:`call_onnx_api` hands them), leaving
     ``model`` as it was, its initializers in their order: the light proto the admission of an ``ir.Model`` reads
-    (:func:`ampconfig.api.rewrite_ir_model`)."""
+    (:func:`ampconfig.engine.in_place.rewrite_ir_model`)."""
     initializers = model.graph.initializers
     order = list(initializers.values())
     proto = call_onnx_api(lambda light: light, model)
@@ -499,12 +507,25 @@ def strictly_inferred_types(light: onnx.ModelProto) -> dict[str, onnx.TypeProto]
     return value_types(inferred)
 
 
+#: What ONNX's shape inference raises on a model it cannot infer even leniently: its own errors from the C++ side
+#: (inference; validation, such as a recursive model-local function; schemas), ValueError for a proto it cannot
+#: serialise or parse (over 2 GiB, malformed), and RuntimeError for any other C++ exception (pybind11's mapping).
+INFERENCE_FAILURES: tuple[type[Exception], ...] = (
+    onnx.shape_inference.InferenceError,
+    onnx.checker.ValidationError,
+    onnx.defs.SchemaError,
+    ValueError,
+    RuntimeError,
+)
+
+
 def inferred_types(proto: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Every value type ONNX type inference finds, by value name, subgraphs included (best effort: {} when
-    inference itself fails; the planner leaves untyped nodes alone)."""
+    inference itself fails, logged with the reason; the planner leaves untyped nodes alone)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:
+    except INFERENCE_FAILURES as exc:
+        log.info("ONNX type inference failed, so it types no value (nodes left untyped keep their dtype): %s", exc)
         return {}
     return value_types(inferred)
 
@@ -635,9 +656,10 @@ def external_data_name(model_path: Path) -> str:
 
 
 def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
-    """Write ``model`` (loaded with :func:`onnx_ir.load`, tensors left on disk) into the folder of the model it
-    was loaded from, its external tensors still pointing at that model's data file(s): nothing is copied. For a
-    private variant of a saved model (e.g. the CPU accuracy copy of ``run``); new tensors are stored inline."""
+    """Write ``model`` (read with its tensors left on disk: :meth:`OpenedModel.to_ir` or :func:`onnx_ir.load`) into
+    the folder of the model it was loaded from, its external tensors still pointing at that model's data file(s):
+    nothing is copied. For a private variant of a saved model (e.g. the CPU accuracy copy of ``run``); new tensors
+    are stored inline."""
     with OutputGuard() as guard:
         target = guard.output("model", destination)
         folder = target.target.parent
@@ -645,7 +667,7 @@ def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
             for value in graph.initializers.values():
                 tensor = value.const_value
                 if isinstance(tensor, ir.LazyTensor) or (
-                    isinstance(tensor, ir.ExternalTensor) and Path(tensor.base_dir).resolve() != folder
+                    isinstance(tensor, ir.ExternalTensor) and Path(external_data_folder(tensor)).resolve() != folder
                 ):
                     raise AmpconfigError(
                         f"tensor {value.name!r} does not live next to {destination}: cannot share its data"

@@ -25,6 +25,7 @@ the same repairs in the ``ir.Model`` that is rewritten. The caller's proto and t
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -32,7 +33,15 @@ import onnx
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from ampconfig.domains import is_default_domain
-from ampconfig.files.models import checker_errors, inferred_types, strictly_inferred_types, value_types
+from ampconfig.files.models import (
+    INFERENCE_FAILURES,
+    checker_errors,
+    inferred_types,
+    strictly_inferred_types,
+    value_types,
+)
+
+log = logging.getLogger(__name__)
 
 _TENSOR_KINDS = ("tensor_type", "sparse_tensor_type")
 _WRAPPER_KINDS = ("sequence_type", "optional_type")
@@ -268,7 +277,8 @@ def _types_without_declarations(model: onnx.ModelProto) -> dict[str, onnx.TypePr
             _clear_shapes(output.type)
     try:
         inferred = onnx.shape_inference.infer_shapes(bare, check_type=False, strict_mode=False, data_prop=False)
-    except Exception:  # inference itself failed: nothing can be judged, nothing is repaired
+    except INFERENCE_FAILURES as exc:  # nothing can be judged, so nothing is repaired
+        log.info("ONNX type inference failed, so no declaration is checked against it: %s", exc)
         return {}
     return value_types(inferred)
 

@@ -20,14 +20,14 @@ from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.hashing import file_sha256
 from ampconfig.files.models import open_model
 from ampconfig.files.paths import path_kind, resolve_path
+from ampconfig.formats.documents import JsonPath
+from ampconfig.formats.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
+from ampconfig.instrument.scopes import ModelValueNames
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.drift import FieldChange, LockDiff, compare_locks
 from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative, recorded_ranges
 from ampconfig.opinfo.library import OpInfoLibrary
-from ampconfig.rewrite.scopes import ModelValueNames
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.documents import JsonPath
-from ampconfig.settings.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
 from ampconfig.settings.resolve import Settings, require_model, resolve
 
 #: Where a lock whose ranges file is gone differs from the lock made now, as it should: the values came from the

@@ -12,9 +12,9 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ampconfig.formats.documents import JsonPath, format_json_path
+from ampconfig.formats.lock_file import LockedNode, PrecisionLock, lock_data
 from ampconfig.lock.causes import Attributor, Cause, SettingsSide, global_causes
-from ampconfig.settings.documents import JsonPath, format_json_path
-from ampconfig.settings.lock_file import LockedNode, PrecisionLock, lock_data
 
 #: The summary figures a comparison reports, in order.
 SUMMARY_FIELDS = ("low_precision_nodes", "casts", "estimated_us", "estimated_float32_us")

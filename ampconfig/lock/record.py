@@ -1,5 +1,5 @@
 """Making a precision lock: the decisions of one rewrite, with the settings, versions and model identity they came
-from, as :class:`~ampconfig.settings.lock_file.PrecisionLock` data; and the flags that make the same decisions
+from, as :class:`~ampconfig.formats.lock_file.PrecisionLock` data; and the flags that make the same decisions
 again from a lock (what ``lock --check`` decides with).
 
 Pure data in and out, except for reading the files it hashes. Paths are written relative to the lock's folder.
@@ -16,22 +16,15 @@ from typing import Any, TypeVar
 
 import onnx
 
-from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
 from ampconfig.files.models import OpenedModel, open_model
 from ampconfig.files.paths import real_location, relative_path
-from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
-from ampconfig.prove.accuracy import output_failures
-from ampconfig.prove.outcome import RunReport
-from ampconfig.rewrite.results import RewriteResult
-from ampconfig.rewrite.scopes import ModelValueNames
-from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.limits import ValueSpread
-from ampconfig.settings.lock_file import (
-    LOCK_FORMAT,
+from ampconfig.formats.format_tags import LOCK_FORMAT
+from ampconfig.formats.lock_file import (
     LOCK_FORMAT_VERSION,
     ConfigFile,
     FileDigest,
@@ -55,9 +48,16 @@ from ampconfig.settings.lock_file import (
     SettingSource,
     TargetSetting,
 )
-from ampconfig.settings.mixlist import Mixlist
+from ampconfig.formats.mixlist_file import Mixlist
+from ampconfig.instrument.scopes import ModelValueNames
+from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
+from ampconfig.prove.accuracy import output_failures
+from ampconfig.prove.outcome import RunReport
+from ampconfig.rewrite.results import RewriteResult
+from ampconfig.rewrite.tensors import Float16Encoder
+from ampconfig.settings.json_schemas import schema_reference
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Flags, Settings
-from ampconfig.settings.schemas import schema_reference
+from ampconfig.settings.value_limits import ValueSpread
 from ampconfig.version import __version__
 
 #: Digits kept of each error a proof records: enough to compare, few enough that a rerun on the same machine

@@ -18,8 +18,8 @@ from pathlib import Path
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import same_file
 from ampconfig.files.models import open_model
+from ampconfig.formats.lock_file import PrecisionLock, load_lock
 from ampconfig.lock.record import lock_relative
-from ampconfig.settings.lock_file import PrecisionLock, load_lock
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ampconfig.opinfo.library import Colour
+from ampconfig.opinfo.quantized_ops import MS_DOMAIN, QUANTIZED_OPS
 
 _TF = "TF AMP"
 _TORCH = "torch autocast"
@@ -40,7 +41,7 @@ W, B, G, C = Colour.WHITE, Colour.BLACK, Colour.GRAY, Colour.CLEAR
 
 def _kept(reason: str, *ops: str) -> dict[str, StrategyEntry]:
     reference = f"keeps its dtype: {reason}"
-    return {f"com.microsoft::{op}": StrategyEntry(G, reference, keeps_dtype=reason) for op in ops}
+    return {f"{MS_DOMAIN}::{op}": StrategyEntry(G, reference, keeps_dtype=reason) for op in ops}
 
 
 # Matrix ops: both references put matmul/conv/RNN cells in fp16 (TF allow list; torch fp16 list).
@@ -414,46 +415,10 @@ _PACKED = (
     "packing pipeline (RemovePadding/RestorePadding) was built for"
 )
 
-# Contrib ops ORT's optimizers and quantizers write that keep their dtype whatever the mode, and say why.
+# Contrib ops ORT's optimizers and quantizers write that keep their dtype whatever the mode, and say why: every
+# contrib op of the one list of quantized ops (opinfo/quantized_ops.py), and the packed ops.
 _KEEPS_DTYPE: dict[str, StrategyEntry] = {
-    **_kept(
-        _QUANTIZED,
-        "QAttention",
-        "QEmbedLayerNormalization",
-        "QGemm",
-        "QLinearAdd",
-        "QLinearAveragePool",
-        "QLinearConcat",
-        "QLinearConv",
-        "QLinearGlobalAveragePool",
-        "QLinearLeakyRelu",
-        "QLinearMul",
-        "QLinearReduceMean",
-        "QLinearSigmoid",
-        "QLinearSoftmax",
-        "QLinearWhere",
-        "QMoE",
-        "QOrderedAttention",
-        "QOrderedGelu",
-        "QOrderedLayerNormalization",
-        "QOrderedLongformerAttention",
-        "QOrderedMatMul",
-        "QuantizeLinear",
-        "DequantizeLinear",
-        "QuantizeWithOrder",
-        "DequantizeWithOrder",
-        "QuantizeBFP",
-        "DequantizeBFP",
-        "DynamicQuantizeMatMul",
-        "DynamicQuantizeLSTM",
-        "MatMulIntegerToFloat",
-        "MatMulInteger16",
-        "MatMulNBits",
-        "MatMulBnb4",
-        "MatMulFpQ4",
-        "GatherBlockQuantized",
-        "GemmFloat8",
-    ),
+    **_kept(_QUANTIZED, *(op.op_type for op in QUANTIZED_OPS if op.domain == MS_DOMAIN)),
     **_kept(_PACKED, "PackedAttention", "PackedMultiHeadAttention"),
 }
 

@@ -9,10 +9,11 @@ the target has kernels for, which source that came from, and which reference the
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -20,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem
-from ampconfig.files.bounded import scan_json
 from ampconfig.files.data_dirs import OPS_INFO, data_dir, source_data_dir
 
 # Re-exported (``as``): the one table of targets and providers lives in opinfo/targets.py.
@@ -225,13 +225,6 @@ class OpInfoLibrary:
             return None
         return frozenset(entry.dtypes)
 
-    def is_emulated(self, key: str, dtype: str) -> bool:
-        """True when the target runs ``dtype`` only through casts ONNX Runtime inserts (no native kernel)."""
-        entry = self.entries.get(key)
-        return bool(
-            entry and entry.native_dtypes is not None and dtype in entry.dtypes and dtype not in entry.native_dtypes
-        )
-
     def is_native(self, key: str, dtype: str) -> bool:
         """True when the target has a kernel of its own for ``dtype`` (known, and not emulated through casts)."""
         entry = self.entries.get(key)
@@ -290,11 +283,15 @@ def source_ops_info_path(target: str) -> Path | None:
 
 
 def parse_ops_info(text: str, source: str) -> OpsInfoFile:
-    scan_json(text, source)  # bounded: refuses deep nesting (json.loads recursion) and oversized documents
+    """The op info file in ``text``. A file a user names is scanned for its limits first (nesting, value count:
+    :func:`ampconfig.cli.ops_info_cmd.read_ops_info`); the installation's own files are ampconfig's, and a nesting
+    deeper than the parser's recursion is still an error here, never a traceback."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise AmpconfigError(f"not valid JSON: {exc.msg}", file=source, line=exc.lineno) from None
+    except RecursionError:
+        raise AmpconfigError("nesting too deep for an op info file", file=source) from None
     try:
         return OpsInfoFile.model_validate(data)
     except ValidationError as exc:
@@ -315,9 +312,9 @@ def library_from_file(model: OpsInfoFile, source: str) -> OpInfoLibrary:
     )
 
 
-@cache
 def load_ops_info(target: str) -> OpInfoLibrary:
-    """The built-in op info library of a target ("cpu" or "cuda")."""
+    """The built-in op info library of a target ("cpu" or "cuda"), read once per version of its file
+    (:func:`ops_info_library`)."""
     if target not in TARGETS:
         raise AmpconfigError(f"unknown target {target!r}", hint="valid targets: " + ", ".join(TARGETS))
     path = ops_info_path(target)
@@ -327,5 +324,19 @@ def load_ops_info(target: str) -> OpInfoLibrary:
             file=str(path),
             hint="reinstall ampconfig or run `ampconfig ops-info probe --target " + target + "`",
         )
-    model = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
-    return library_from_file(model, str(path))
+    return ops_info_library(path)
+
+
+def ops_info_library(path: Path) -> OpInfoLibrary:
+    """The op info library in the file at ``path``, the same object while the file stays the same: a file written
+    since it was read (``ampconfig ops-info probe`` in this process or another, replaced or rewritten in place) is
+    read again. The file's identity (device, inode, modification time, size) keys the cache."""
+    stat = os.stat(path)
+    return _read_library(str(path), (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=8)  # a few versions of the two targets' files
+def _read_library(path: str, identity: tuple[int, int, int, int]) -> OpInfoLibrary:
+    del identity  # the cache's key only
+    model = parse_ops_info(Path(path).read_text(encoding="utf-8"), path)
+    return library_from_file(model, path)

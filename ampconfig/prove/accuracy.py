@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampconfig.settings.config import Tolerance
+from ampconfig.formats.tolerance import Tolerance
 
 __all__ = [
     "OutputMetrics",
@@ -62,10 +62,6 @@ class OutputMetrics:
     mismatches: int | None = None  # non-float outputs: number of differing elements
     notes: tuple[str, ...] = field(default_factory=tuple)
     rewritten_shape: tuple[int, ...] | None = None  # set only when it differs from ``shape`` (the reference's)
-
-    @property
-    def shape_changed(self) -> bool:
-        return self.rewritten_shape is not None
 
     def to_dict(self) -> dict[str, object]:
         """JSON-safe: infinities and NaN become ``null`` (``nonfinite`` and ``passed`` still tell)."""

@@ -31,10 +31,9 @@ from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ran
 from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import path_argument, real_location, relative_path
-from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.limits import MAX_SEED, check_count
-from ampconfig.settings.ranges_file import (
-    RANGES_FORMAT,
+from ampconfig.formats.format_tags import RANGES_FORMAT
+from ampconfig.formats.numeric_limits import MAX_SEED, check_count
+from ampconfig.formats.ranges_file import (
     RANGES_FORMAT_VERSION,
     RangesData,
     RangesFile,
@@ -42,6 +41,7 @@ from ampconfig.settings.ranges_file import (
     RangesShard,
     ValueRange,
 )
+from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.resolve import Settings
 from ampconfig.version import __version__
 
@@ -106,7 +106,7 @@ class Calibration:
     def file(self, model_path: Path, written_to: Path) -> RangesFile:
         """The ranges file of this measurement, to be written at ``written_to``: the model's path is recorded
         relative to that file's folder, with ``/`` separators, as a lock records paths."""
-        from ampconfig.settings.schemas import schema_reference
+        from ampconfig.settings.json_schemas import schema_reference
 
         written_to = real_location(written_to)  # through a symbolic link: relative to the real file
         return RangesFile(
@@ -209,7 +209,7 @@ def write_ranges_file(
 ) -> tuple[RangesFile, Path]:
     """Write ``calibration``'s ranges file through ``guard`` (atomically, never over an input) to ``destination``,
     declared for the path ``written_to``; the file and where it went."""
-    from ampconfig.settings.ranges_file import ranges_text
+    from ampconfig.formats.ranges_file import ranges_text
 
     ranges = calibration.file(model_path, written_to)
     return ranges, guard.write_text(destination, ranges_text(ranges))
@@ -377,12 +377,12 @@ def merge_ranges(shards: Sequence[str | Path], output: str | Path) -> RangesFile
 def write_merged(
     guard: OutputGuard, destination: Destination, paths: Sequence[Path], written_to: Path
 ) -> tuple[RangesFile, Path]:
-    """Read the shard files, merge them (:func:`ampconfig.settings.ranges_file.merge_ranges`) and write the result
+    """Read the shard files, merge them (:func:`ampconfig.formats.ranges_file.merge_ranges`) and write the result
     through ``guard`` to ``destination``, declared for the path ``written_to``: its model path relative to that
     file's folder (where the first shard's recorded path leads to a file), its schema reference for there."""
-    from ampconfig.settings.ranges_file import load_ranges, ranges_text
-    from ampconfig.settings.ranges_file import merge_ranges as join
-    from ampconfig.settings.schemas import schema_reference
+    from ampconfig.formats.ranges_file import load_ranges, ranges_text
+    from ampconfig.formats.ranges_file import merge_ranges as join
+    from ampconfig.settings.json_schemas import schema_reference
 
     merged = join([(load_ranges(path)[0], str(path)) for path in paths])
     recorded = merged.model.path

@@ -7,7 +7,8 @@ All three judge the same way:
   rounding copy (:func:`accuracy_model`) is what runs, because ONNX Runtime's CPU provider would otherwise skip
   the float16 rounding of chains of nodes it has no native float16 kernel for;
 - the metrics are :func:`ampconfig.prove.accuracy.compare_outputs` and the verdict
-  :func:`ampconfig.prove.accuracy.tolerance_failures` against the one :class:`~ampconfig.settings.config.Tolerance`;
+  :func:`ampconfig.prove.accuracy.tolerance_failures` against the one
+  :class:`~ampconfig.formats.tolerance.Tolerance`;
   an inf/NaN in the rewritten output where the reference is finite always fails;
 - an fp32 output without a single finite value is an input error (exit 2): there is nothing to compare against;
 - over a data set of several samples (``--data``) every sample is judged on its own, and **the rewrite passes when
@@ -65,9 +66,6 @@ class AccuracyVerdict:
         values = [item.rel_l2 for item in self.outputs if item.rel_l2 is not None]
         worst = max(values, default=0.0)
         return math.inf if math.isnan(worst) or any(item.new_nonfinite for item in self.outputs) else worst
-
-    def rel_l2_by_output(self) -> dict[str, float | None]:
-        return {item.name: item.rel_l2 for item in self.outputs}
 
 
 def _is_float(array: np.ndarray) -> bool:
@@ -221,12 +219,13 @@ class Judge:
 def accuracy_model(rewritten: onnx.ModelProto, device: str) -> tuple[onnx.ModelProto, int]:
     """The model whose outputs are judged, and how many nodes its rounding wraps.
 
-    On the CPU: :func:`ampconfig.api.low_precision_rounding_model` (the rewrite itself when nothing needs
-    wrapping). On CUDA: the rewritten model itself, whose float16 kernels round as float16 hardware does.
+    On the CPU: :func:`ampconfig.instrument.rounding.low_precision_rounding_model` (the rewrite itself when nothing
+    needs wrapping). On CUDA: the rewritten model itself, whose float16 kernels round as float16 hardware does.
     """
     if device != "cpu":
         return rewritten, 0
-    from ampconfig.api import low_precision_rounding_model
+    from ampconfig.engine.typing_chain import TYPING
+    from ampconfig.instrument.rounding import low_precision_rounding_model
 
-    copy, wrapped = low_precision_rounding_model(rewritten)
+    copy, wrapped = low_precision_rounding_model(rewritten, TYPING)
     return (copy, wrapped) if wrapped else (rewritten, 0)

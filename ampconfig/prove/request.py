@@ -21,13 +21,14 @@ from typing import Any
 
 import onnx
 
-from ampconfig.api import rewrite_with_settings
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
+from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
@@ -36,7 +37,6 @@ from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.runner.worker import WorkerCrashed
-from ampconfig.settings.customize_dtypes import CustomizeFile, load_customize_dtypes
 from ampconfig.settings.declared_files import declare_model
 from ampconfig.settings.resolve import Settings
 
@@ -118,13 +118,14 @@ class Prepared:
             customize = settings.customize_dtypes
             if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
                 customize = load_customize_dtypes(customize, settings.op_names)
-            settings = replace(
-                settings,
+            lists = replace(
+                settings.rewrite_options,
                 modify_mixlist=modify_mixlist,
                 keep_dtype=keep_dtype,
                 op_names=op_names,
                 customize_dtypes=customize,
             )
+            settings = replace(settings, rewrite_options=lists)
         source = self.request.model_path if self.from_files else self.graph
         return rewrite_with_settings(source, settings, value_ranges=value_ranges, runtime_refused=runtime_refused)
 

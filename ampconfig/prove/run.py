@@ -1,7 +1,7 @@
 """``ampconfig run`` end to end: rewrite, run both models, compare, report.
 
 The settings come from :func:`ampconfig.settings.resolve.resolve` (flags over the session config over defaults);
-:func:`execute` carries them out and returns a :class:`~ampconfig.report.run.RunReport`.
+:func:`execute` carries them out and returns a :class:`~ampconfig.report.run_report.RunReport`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from pathlib import Path
 
 import onnx
 
-from ampconfig.api import save_low_precision_rounding_copy
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.instrument.rounding import save_low_precision_rounding_copy
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
@@ -35,7 +37,6 @@ from ampconfig.runner.sessions import ModelFile
 from ampconfig.runner.timing import ProgressCallback, speedup
 from ampconfig.runner.worker import Phase, WorkerCrashed
 from ampconfig.settings.declared_files import declare_model_output
-from ampconfig.settings.modes import PrecisionMode
 from ampconfig.settings.resolve import Settings
 
 _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value})
@@ -195,7 +196,7 @@ def _models_to_run(
 
         def accuracy_copy() -> tuple[RunnableModel, int]:
             path = Path(folder) / "accuracy.onnx"
-            wrapped = save_low_precision_rounding_copy(rewritten_path, path)
+            wrapped = save_low_precision_rounding_copy(rewritten_path, path, TYPING)
             return (ModelFile(path, open_model(path, map_weights=True).proto) if wrapped else rewritten), wrapped
 
         yield ModelFile(settings.model_path, opened.proto), rewritten, accuracy_copy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -13,11 +13,11 @@ from rich.text import Text
 from ampconfig.diagnose.locate import NodeError
 from ampconfig.prove.accuracy import OutputMetrics, Tolerance
 from ampconfig.report.explain import explain_summary
-from ampconfig.report.run import metrics_line, spread_table, worst_output
+from ampconfig.report.run_report import metrics_line, spread_table, worst_output
 from ampconfig.report.tables import number_column, print_table
 
 if TYPE_CHECKING:
-    from ampconfig.diagnose.calibrate import CompareResult, Prepared
+    from ampconfig.diagnose.reference_runs import CompareResult, Prepared
 
 #: Ranked nodes shown in the table (the JSON lists every node).
 TOP_NODES = 15
@@ -140,8 +140,3 @@ def _verdict(failures: list[str], tolerance: Tolerance, outputs: Sequence[Output
     if worst is not None:  # the verdict line alone, as CI logs keep it, still says how close it was
         line.append(f"; worst output {worst.name}: " + metrics_line(worst))
     console.print(line)
-
-
-def node_errors_for_plot(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The per-node rows of a compare payload, in topological order (what the HTML report plots)."""
-    return list(payload.get("localization", {}).get("nodes", []))

@@ -15,11 +15,11 @@ from html import escape
 from typing import Any
 
 from ampconfig.errors import Problem, Severity
+from ampconfig.formats.lock_file import LockDocument, PrecisionLock
 from ampconfig.lock.causes import Cause
 from ampconfig.lock.check import LockCheck
 from ampconfig.lock.drift import FieldChange, LockDiff, NodeChange
 from ampconfig.report.annotations import github_annotation
-from ampconfig.settings.lock_file import LockDocument, PrecisionLock
 
 #: Rows a Markdown or HTML table shows before "... and N more" (a step summary has a size limit).
 MAX_ROWS = 100

@@ -135,6 +135,6 @@ def _verified(report: TuneReport, console: Console) -> None:
         table.add_row(item.name, _num(item.rel_l2), _num(item.max_abs), _num(item.cosine), str(item.nonfinite))
     print_table(console, table)
     if report.verified_spreads:
-        from ampconfig.report.run import spread_table
+        from ampconfig.report.run_report import spread_table
 
         print_table(console, spread_table(report.verified_spreads))

@@ -28,7 +28,7 @@ from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
 from ampconfig.rewrite.steps.name_nodes import NameNodesPass
 from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
 from ampconfig.rewrite.steps.record_decisions import RecordDecisionsPass
-from ampconfig.rewrite.steps.state import Admission, InputAdmission, RewriteRun, RewriteSetup
+from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, RewriteRun, RewriteSetup
 
 #: How many times the model is rewritten again, keeping the nodes the checker rejected, before giving up with an
 #: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
@@ -114,7 +114,8 @@ def run_pipeline(
         run = RewriteRun(setup, admission, dict(rejected))
         modified = _run_steps(steps(run), model) or version_changed
         check = run.check
-        assert check is not None  # the check step ensures it
+        if check is None:  # CheckOutputPass.ensures made sure of it; this says so to the type checker
+            raise ir.passes.PostconditionError("the check left no verdict")
         if check.complaint is None:
             return PipelineOutcome(model, run, modified, warnings)
         # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at

@@ -21,9 +21,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.ir_bridge import to_proto
-from ampconfig.files.ir_version import with_ir_version
-from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.files.models import open_model, save_model_atomic
 from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
 from ampconfig.runner.sessions import LOAD_FAILED, ModelFile, Session, create_session, model_proto, run_once
 from ampconfig.runner.worker import WorkerCrashed
@@ -96,7 +94,8 @@ def check_output_runs(original: Runnable, rewritten: Runnable) -> RunCheck:
 def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.ModelProto) -> str | None:
     try:
         run_once(session, adapt_feeds(feeds, proto))
-    except Exception as exc:  # ORT raises its own exception types
+    # ORT's own exception types share no base below Exception; the message is the verdict.
+    except Exception as exc:  # noqa: BLE001
         text = str(exc).strip()
         return text.splitlines()[0] if text else type(exc).__name__
     return None
@@ -105,27 +104,10 @@ def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.
 # ------------------------------------------------------------------------ the rewrite's use of them
 
 
-def input_for_onnx_runtime(
-    admitted: ir.Model, repaired: bool, opened: OpenedModel | None, ir_version: int
-) -> onnx.ModelProto | ModelFile:
-    """The admitted input as ONNX Runtime takes it, at the output's IR version. A model with tensors on disk is
-    loaded from its file, which ORT reads the weights next to (that file is the unrepaired model); a proto the
-    admission did not change is taken as it was opened. Otherwise the admitted ``ir.Model`` is serialised with its
-    weights: ORT judges a model from its bytes, and only it can judge an input the checker rejects. This rare path
-    is the one place a rewrite serialises the whole input."""
-    if opened is not None and opened.tensors_on_disk and opened.path:
-        return ModelFile(Path(opened.path), opened.proto)
-    if opened is not None and not repaired:
-        return with_ir_version(opened.proto, ir_version)
-    proto = to_proto(admitted)
-    proto.ir_version = ir_version
-    return proto
-
-
 def require_onnx_runtime_loads(runnable: Runnable, checker_errors: Sequence[str], path: str | None) -> None:
-    """The rare path of the acceptance rule: the checker still rejects the (repaired) input ``runnable``
-    (:func:`input_for_onnx_runtime`), so ONNX Runtime decides. A model it cannot load either is refused with both
-    complaints (they name the node); ``path`` is the input's file, if any."""
+    """The rare path of the acceptance rule: the checker still rejects the (repaired) input ``runnable`` (as the
+    engine's input source gives it to ONNX Runtime), so ONNX Runtime decides. A model it cannot load either is
+    refused with both complaints (they name the node); ``path`` is the input's file, if any."""
     refusal = load_failure(runnable)
     if refusal is not None:
         raise AmpconfigError(
@@ -154,9 +136,9 @@ def confirm_output_runs(
     ir_model: ir.Model,
     written: onnx.ModelProto | None,
 ) -> str:
-    """Load and run the rewrite of an input the checker rejects (``original``, as
-    :func:`input_for_onnx_runtime` gave it) in ONNX Runtime before anything is written; refuse it when ORT does
-    worse with it than with the input. Returns the note for the warnings."""
+    """Load and run the rewrite of an input the checker rejects (``original``, as the engine's input source gave it
+    to ONNX Runtime) before anything is written; refuse it when ORT does worse with it than with the input. Returns
+    the note for the warnings."""
     with _runnable_output(ir_model, written) as output:
         check = check_output_runs(original, output)
     if check.failure is not None:

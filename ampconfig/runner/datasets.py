@@ -33,8 +33,8 @@ import numpy as np
 from onnx import TensorProto
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import scan_json
 from ampconfig.files.paths import open_regular, path_kind, require_file
+from ampconfig.formats.documents import scan_json
 from ampconfig.runner.array_files import load_array_bytes, load_npz
 from ampconfig.runner.inputs import (
     InputSet,

@@ -58,7 +58,8 @@ def _cast_session() -> Any:
     options.enable_cpu_mem_arena = False
     try:
         session = ort.InferenceSession(_cast_model(), options, providers=[CPU_PROVIDER])
-    except Exception as exc:  # a broken ORT install must not stop a rewrite: numpy gives the same bits, slower
+    # A broken ORT install must not stop a rewrite (numpy gives the same bits, slower).
+    except Exception as exc:  # noqa: BLE001
         log.info("ONNX Runtime's Cast kernel is unavailable (%s): large weights are converted by numpy", exc)
         return None
     log.info("ONNX Runtime session for float16 weight conversion (Cast kernel): providers %s", session.get_providers())

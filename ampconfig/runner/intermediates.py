@@ -1,7 +1,7 @@
 """Run a model with its intermediate float values carried out (range analysis and calibration, compare, tune).
 
-The exposed copy comes from :func:`ampconfig.rewrite.expose.expose_keys`: every value one graph output (values
-inside If, Loop and Scan bodies carried out of them), each known by its key (:mod:`ampconfig.rewrite.scopes`), and
+The exposed copy comes from :func:`ampconfig.instrument.expose.expose_keys`: every value one graph output (values
+inside If, Loop and Scan bodies carried out of them), each known by its key (:mod:`ampconfig.instrument.scopes`), and
 one session for every sample of a command, running nodes in graph order. ONNX Runtime may fuse fewer nodes in the
 copy than in the plain model, which is the price of seeing each node's output. Every call is one model run:
 callers that count runs (``tune``) count calls; when ONNX Runtime refuses a Loop body's values one slice per
@@ -30,8 +30,8 @@ from ampconfig.decide.value_ranges import ValueStats as ValueStats
 from ampconfig.decide.value_ranges import float_stats as float_stats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import light_proto
-from ampconfig.rewrite.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
+from ampconfig.files.models import INFERENCE_FAILURES, light_proto
+from ampconfig.instrument.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
@@ -105,7 +105,7 @@ class ExposedRunner:
     ) -> None:
         self.model, self.keys, self.device, self.folder = model, list(keys), device, folder
         self.announce, self.what = announce, what
-        #: the values of known shape leave joined (:func:`~ampconfig.rewrite.expose.static_shapes`)
+        #: the values of known shape leave joined (:func:`~ampconfig.instrument.expose.static_shapes`)
         self.group: dict[str, tuple[int, ...]] | None = static_shapes(model)
         self.exposed = expose_keys(model, self.keys, STACKED, group=self.group)
         self.session = self._session()
@@ -208,7 +208,7 @@ def run_with_intermediates(
     """Run ``model`` once on ``feeds`` (converted to its input dtypes) and return outputs and intermediates.
 
     ``names`` (value keys) defaults to every float value of every scope
-    (:func:`~ampconfig.rewrite.expose.float_value_keys`). ``values`` also holds the graph inputs as fed, so a
+    (:func:`~ampconfig.instrument.expose.float_value_keys`). ``values`` also holds the graph inputs as fed, so a
     node reading a graph input finds it there.
     """
     keys = list(names) if names is not None else float_value_keys(model)
@@ -335,7 +335,8 @@ def value_bytes(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict
             shape.dim.add().dim_value = int(size)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # inference is best effort: every value then counts as unknown
+    except INFERENCE_FAILURES as exc:  # best effort: every value then counts as unknown
+        log.info("ONNX shape inference failed, so no value's size is known before the run: %s", exc)
         return {}
     sizes: dict[str, int] = {}
     for value in (*inferred.graph.value_info, *inferred.graph.output):

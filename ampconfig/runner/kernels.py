@@ -30,6 +30,7 @@ from onnx import helper
 from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import FLOAT_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.documents import read_text
 from ampconfig.opinfo.kernel_claims import (
     COMMON_OPSETS,
     AcrossOpsets,
@@ -41,9 +42,8 @@ from ampconfig.opinfo.kernel_claims import (
 from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
+from ampconfig.runner.ort_schemas import schema_at
 from ampconfig.runner.ort_worker import feed
-from ampconfig.runner.schemas import schema_at
-from ampconfig.settings.documents import read_text
 
 _CONTRIB = "com.microsoft"
 
@@ -137,7 +137,8 @@ def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = N
         options.optimized_model_filepath = str(optimized)
         try:
             session = ort.InferenceSession(model.SerializeToString(), options, providers=[provider])
-        except Exception as exc:  # ORT raises its own exception types (Fail, NotImplemented, InvalidGraph...)
+        # ORT's own types (Fail, NotImplemented, InvalidGraph...): the verdict says it.
+        except Exception as exc:  # noqa: BLE001
             return _classify_failure(str(exc), provider)
         if provider not in session.get_providers():
             raise _unusable(provider, session.get_providers())
@@ -145,7 +146,8 @@ def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = N
     if inputs is not None:
         try:
             run_session(session, inputs)
-        except Exception as exc:  # a kernel that loads can still refuse the dtype at run time
+        # A kernel that loads can still refuse the dtype at run time: the verdict says it.
+        except Exception as exc:  # noqa: BLE001
             return KernelVerdict(KernelStatus.FAILED, provider, f"run: {str(exc).strip()}", ran=True)
     if emulated:
         message = "ORT inserted Cast nodes around the op"

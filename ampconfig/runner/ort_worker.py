@@ -119,7 +119,7 @@ def cuda_unavailable_reason() -> str | None:
     try:
         with _quiet_ort():
             session = ort.InferenceSession(_probe_model(), session_options(), providers=[CUDA_PROVIDER, CPU_PROVIDER])
-    except Exception as exc:  # ORT raises its own exception types
+    except Exception as exc:  # noqa: BLE001 (ORT's exception types share no base class below Exception)
         return f"creating a CUDA session failed: {exc}"
     if CUDA_PROVIDER not in session.get_providers():
         return (
@@ -314,7 +314,7 @@ def serve(channel: Channel) -> None:
             worker.sessions.pop(number, None)
         try:
             value = worker.answer(verb, arguments)
-        except Exception as exc:  # ONNX Runtime's own exception types: its words go back to the main process
+        except Exception as exc:  # noqa: BLE001 (ONNX Runtime's own types, no common base: its words go back)
             channel.send(("error", str(exc)))
         else:
             channel.send(("ok", value))

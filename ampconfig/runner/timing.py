@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampconfig.settings.limits import MAX_ITERATIONS, MAX_WARMUP, check_count
+from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count
 
 #: ``progress(label, done, total)``
 ProgressCallback = Callable[[str, int, int], None]

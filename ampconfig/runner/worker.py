@@ -287,7 +287,7 @@ def prestart() -> bool:
             from ampconfig.runner.ort_worker import become_worker
 
             become_worker(to_worker[0], from_worker[1])
-        except BaseException:
+        except BaseException:  # noqa: BLE001 (whatever ends the worker: the main process reads why)
             import traceback
 
             traceback.print_exc()  # into the folder's stderr file: the main process says its last line
@@ -347,10 +347,10 @@ main()
 
 def spawn() -> WorkerProcess:
     """A worker in a fresh interpreter; its channel is its standard input and output."""
-    import ampconfig
-
-    init = str(Path(ampconfig.__file__ or "").resolve())
-    root = str(Path(init).parent.parent)
+    # The package this module belongs to (its __init__ and the folder above it), named without importing it.
+    package = Path(__file__).resolve().parent.parent
+    init = str(package / "__init__.py")
+    root = str(package.parent)
     folder = _private_folder()
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []
     to_worker = pipe()

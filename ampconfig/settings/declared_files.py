@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ampconfig.files.guard import Destination, OutputGuard
+from ampconfig.files.guard import Destination, FileRole, OutputGuard
 from ampconfig.files.models import OpenedModel, external_data_name, stream_refused, writes_external_data
 from ampconfig.files.paths import path_kind
 
@@ -32,34 +32,43 @@ def settings_role(settings: Settings, what: str, flag: str, name: str, config_ke
     return role(what, flag, None if from_config else flag, config_key or name, settings.config)
 
 
-def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
-    """Every file the settings read: the config, the model, a mixlist, keep_dtype and customize_dtypes file (when
-    given as paths), the value ranges file, the ``.npz`` inputs and each ``.npy`` input. The model's external data
-    comes later (:func:`declare_model`)."""
-    guard.read("session config (--config)", settings.config)
-    guard.read(settings_role(settings, "input model", "MODEL", "model"), settings.model_path)
-    if isinstance(settings.modify_mixlist, Path):
-        guard.read(settings_role(settings, "mixlist", "--modify-mixlist", "modify_mixlist"), settings.modify_mixlist)
-    if isinstance(settings.keep_dtype, Path):
-        guard.read(settings_role(settings, "keep_dtype file", "--keep-dtype", "keep_dtype"), settings.keep_dtype)
+def input_files(settings: Settings) -> list[FileRole]:
+    """Every file the settings read, in the order they are declared: the config, the model, a mixlist, keep_dtype
+    and customize_dtypes file (when given as paths), the value ranges file, the ``.npz`` inputs, each ``.npy``
+    input and the data sets' files. The model's external data comes later (:func:`declare_model`)."""
     customize = settings.customize_dtypes
+    given: list[tuple[str, Path | None]] = [
+        ("session config (--config)", settings.config),
+        (settings_role(settings, "input model", "MODEL", "model"), settings.model_path),
+    ]
+    if isinstance(settings.modify_mixlist, Path):
+        what = settings_role(settings, "mixlist", "--modify-mixlist", "modify_mixlist")
+        given.append((what, settings.modify_mixlist))
+    if isinstance(settings.keep_dtype, Path):
+        given.append((settings_role(settings, "keep_dtype file", "--keep-dtype", "keep_dtype"), settings.keep_dtype))
     customize_path = customize if isinstance(customize, Path) else getattr(customize, "source", None)
-    if customize_path is not None:
-        what = settings_role(settings, "customize_dtypes file", "--customize-dtypes", "customize_dtypes")
-        guard.read(what, customize_path)
-    guard.read(settings_role(settings, "value ranges file", "--ranges", "ranges"), settings.ranges)
-    guard.read(settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs"), settings.inputs.npz)
-    for name, path in sorted(settings.inputs.arrays.items()):
-        guard.read(f".npy input {name} (--input)", path)
+    what = settings_role(settings, "customize_dtypes file", "--customize-dtypes", "customize_dtypes")
+    given.append((what, customize_path))
+    given.append((settings_role(settings, "value ranges file", "--ranges", "ranges"), settings.ranges))
+    what = settings_role(settings, ".npz inputs", "--inputs", "inputs", "run.inputs")
+    given.append((what, settings.inputs.npz))
+    given.extend((f".npy input {name} (--input)", path) for name, path in sorted(settings.inputs.arrays.items()))
     for flag, name, data_path in (
         ("--data", "data", settings.inputs.data),
         ("--calibration-data", "calibration_data", settings.inputs.calibration_data),
     ):
         what = settings_role(settings, "data set", flag, name, f"run.{name}")
         if data_path is not None and path_kind(data_path) == "folder":
-            guard.read_all(what, [item for item in data_path.iterdir() if item.suffix == ".npz"])
+            given.extend((what, item) for item in sorted(data_path.iterdir()) if item.suffix == ".npz")
         else:
-            guard.read(what, data_path)
+            given.append((what, data_path))
+    return [FileRole(what, Path(path)) for what, path in given if path is not None]
+
+
+def declare_inputs(guard: OutputGuard, settings: Settings) -> None:
+    """Declare :func:`input_files` to the guard, before any of them is read."""
+    inputs = input_files(settings)
+    guard.read_each(inputs)
 
 
 def declare_model(guard: OutputGuard, opened: OpenedModel) -> None:

@@ -7,6 +7,7 @@ generates the arrays.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from ampconfig.errors import AmpconfigError
@@ -32,6 +33,26 @@ def parse_shape_option(text: str) -> tuple[str, list[int]]:
             hint=f"for example --shape {name}=" + "x".join(str(abs(dim)) for dim in dims),
         )
     return name, dims
+
+
+def parse_input_options(
+    shapes: Iterable[str], input_files: Iterable[str]
+) -> tuple[dict[str, list[int]], dict[str, Path]]:
+    """Every ``--shape`` and every ``--input`` given, by input name; an input named twice by the same flag is
+    refused."""
+    parsed_shapes: dict[str, list[int]] = {}
+    for text in shapes:
+        name, dims = parse_shape_option(text)
+        if name in parsed_shapes:
+            raise AmpconfigError(f"--shape {name} is given twice", hint="give each input's shape once")
+        parsed_shapes[name] = dims
+    arrays: dict[str, Path] = {}
+    for text in input_files:
+        name, path = parse_input_option(text)
+        if name in arrays:
+            raise AmpconfigError(f"--input {name} is given twice", hint="give each input once")
+        arrays[name] = path
+    return parsed_shapes, arrays
 
 
 def parse_input_option(text: str) -> tuple[str, Path]:

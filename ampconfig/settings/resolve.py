@@ -3,7 +3,7 @@
 :func:`resolve` turns the command line's :class:`Flags` and the session config into one frozen :class:`Settings`.
 Every command goes through it (run, rewrite, explain, compare, tune, lists, and validate for a config), so the
 same config gives the same settings whatever the command. It is pure: it reads the config file through
-:func:`~ampconfig.settings.config.load_session_config` and nothing else (no model, no ONNX Runtime).
+:func:`~ampconfig.formats.session_config.load_session_config` and nothing else (no model, no ONNX Runtime).
 
 Two settings are easily confused and are kept apart:
 
@@ -23,21 +23,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
+from ampconfig.formats.customize_dtypes_file import CustomizeFile
+from ampconfig.formats.documents import RELATIVE_TO_CONFIG
+from ampconfig.formats.mixlist_file import Mixlist
+from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
+from ampconfig.formats.session_config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
-from ampconfig.settings.config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
-from ampconfig.settings.customize_dtypes import CustomizeFile
-from ampconfig.settings.documents import RELATIVE_TO_CONFIG
-from ampconfig.settings.input_options import parse_input_option, parse_shape_option
-from ampconfig.settings.limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_margin, check_positive_finite
-from ampconfig.settings.mixlist import Mixlist
-from ampconfig.settings.modes import PrecisionMode, parse_mode
+from ampconfig.precision_modes import PrecisionMode, parse_mode
+from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
+from ampconfig.settings.input_options import parse_input_options
 from ampconfig.settings.rewrite_options import RewriteOptions
+from ampconfig.settings.value_limits import check_margin
 
 log = logging.getLogger(__name__)
 
@@ -52,39 +54,6 @@ DEFAULT_SEED = 0
 
 #: Where a setting came from when nothing set it.
 DEFAULT_SOURCE = "default"
-
-
-@dataclass(frozen=True)
-class Flags:
-    """What the command line said; ``None`` (or empty) means "not given": the config or a default decides.
-
-    The command line builds it from the shared options a command was given
-    (:meth:`ampconfig.cli.options.SharedOptions.flags`)."""
-
-    model: Path | None = None
-    config: Path | None = None
-    precision_mode: str | None = None
-    modify_mixlist: Path | None = None
-    keep_dtype: Path | None = None
-    customize_dtypes: Path | None = None
-    op_names: str | None = None
-    target: str | None = None
-    device: str | None = None
-    keep_io_types: bool | None = None
-    output: Path | None = None
-    decision_metadata: bool | None = None
-    inputs_npz: Path | None = None
-    input_files: tuple[str, ...] = ()  # NAME=FILE.npy
-    shapes: tuple[str, ...] = ()  # NAME=1x128
-    warmup: int | None = None
-    iterations: int | None = None
-    seed: int | None = None
-    tolerance: float | None = None
-    data: Path | None = None
-    calibration_data: Path | None = None
-    clamp_values: bool | None = None
-    data_max: float | None = None
-    ranges: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -118,18 +87,18 @@ class InputRequest:
 @dataclass(frozen=True)
 class Settings:
     """Everything a command needs to know, resolved. ``sources`` says where each setting came from: the flag
-    (``--target``), the config (``config session.yaml``) or ``default``."""
+    (``--target``), the config (``config session.yaml``) or ``default``.
 
-    precision_mode: PrecisionMode
-    target: str
+    What the rewrite reads of them is one :class:`~ampconfig.settings.rewrite_options.RewriteOptions`,
+    ``rewrite_options`` (mode, target, lists, op names, keep_io_types, clamping, the decisions written into the
+    model), read here through properties of the same names. The ranges file and its margin (``ranges``,
+    ``data_max``) are not among them: the commands read the file (against the model they opened, with that margin)
+    and hand the rewrite its :class:`~ampconfig.settings.value_limits.ValueRanges`."""
+
+    rewrite_options: RewriteOptions
     device: str
     model_path: Path
     example: str | None  # the bundled example's name when no model was given
-    modify_mixlist: Path | Mixlist | None
-    keep_dtype: Path | tuple[str, ...] | None
-    customize_dtypes: Path | CustomizeFile | None  # Ascend customize_dtypes file (or one already read)
-    op_names: str | None  # whose op names the lists use: tensorflow, ascend, onnx; None: read each name by the table
-    keep_io_types: bool
     allow_tf32: bool
     output: Path | None
     inputs: InputRequest
@@ -139,32 +108,55 @@ class Settings:
     config: Path | None
     sources: Mapping[str, str]
     notes: tuple[str, ...] = ()
-    clamp_values: bool = False  # constants beyond the low type's range clamped (warned) instead of kept float32
     data_max: float | None = None  # the range rule's margin; None: half the low type's largest value
     ranges: Path | None = None  # a value ranges file: what the float32 model's values were on data
-    decision_metadata: bool = True  # each node's decision written into the rewritten model's node metadata
 
     @property
     def mode_source(self) -> str:
         return self.sources["precision_mode"]
 
+    # What the rewrite reads, by the names the commands have always read it by. The resolver hands over only the
+    # kinds below (a file, or what a config holds inline); tune's trials (prove/request.py) hand the rewrite
+    # others, through `rewrite_options` alone.
     @property
-    def rewrite_options(self) -> RewriteOptions:
-        """What the rewrite reads of these settings: mode, target, lists, op names, keep_io_types, clamping, the
-        decisions written into the model. The
-        ranges file is not among them: the commands read it (against the model they opened) and hand the rewrite
-        its :class:`~ampconfig.settings.limits.ValueRanges`."""
-        return RewriteOptions(
-            self.precision_mode,
-            modify_mixlist=self.modify_mixlist,
-            keep_dtype=self.keep_dtype,
-            target=self.target,
-            keep_io_types=self.keep_io_types,
-            op_names=self.op_names,
-            customize_dtypes=self.customize_dtypes,
-            clamp_values=self.clamp_values,
-            decision_metadata=self.decision_metadata,
-        )
+    def precision_mode(self) -> PrecisionMode:
+        return self.rewrite_options.precision_mode
+
+    @property
+    def target(self) -> str:
+        return self.rewrite_options.target
+
+    @property
+    def modify_mixlist(self) -> Path | Mixlist | None:
+        return cast("Path | Mixlist | None", self.rewrite_options.modify_mixlist)
+
+    @property
+    def keep_dtype(self) -> Path | tuple[str, ...] | None:
+        return cast("Path | tuple[str, ...] | None", self.rewrite_options.keep_dtype)
+
+    @property
+    def customize_dtypes(self) -> Path | CustomizeFile | None:
+        """The Ascend customize_dtypes file (or one already read)."""
+        return cast("Path | CustomizeFile | None", self.rewrite_options.customize_dtypes)
+
+    @property
+    def op_names(self) -> str | None:
+        """Whose op names the lists use: tensorflow, ascend, onnx; None: each name read by the table."""
+        return self.rewrite_options.op_names
+
+    @property
+    def keep_io_types(self) -> bool:
+        return self.rewrite_options.keep_io_types
+
+    @property
+    def clamp_values(self) -> bool:
+        """Constants beyond the low type's range clamped (warned) instead of kept float32."""
+        return self.rewrite_options.clamp_values
+
+    @property
+    def decision_metadata(self) -> bool:
+        """Each node's decision written into the rewritten model's node metadata."""
+        return self.rewrite_options.decision_metadata
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready data (what ``-v`` logs)."""
@@ -197,6 +189,14 @@ class Settings:
             "config": _text(self.config),
             "sources": dict(self.sources),
         }
+
+
+def require_files(settings: Settings, *, model: bool = True) -> None:
+    """Before any work: every file the session config names exists (:func:`require_config_files`) and, for a
+    command that opens the model (``model``), the model is an existing file (:func:`require_model`)."""
+    require_config_files(settings)
+    if model:
+        require_model(settings)
 
 
 def require_model(settings: Settings) -> Path:
@@ -267,10 +267,13 @@ def resolve(flags: Flags, config: SessionConfig | None = None) -> Settings:
 def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> tuple[Settings, list[Problem]]:
     """:func:`resolve`, returning the settings together with what is wrong with their combination (a mixlist with
     a mode that takes none) instead of raising it: ``validate`` reports it as a finding."""
+    if flags.tolerance is not None:  # a flag's own number is checked before any file is read
+        check_positive_finite(flags.tolerance, "--tolerance")
     if config is None and flags.config is not None:
         config = load_session_config(flags.config)
+    config_mode = config.resolved_mode() if _has_mode(config) else None
     merged = _Merge(flags, config)
-    mode = merged.pick("precision_mode", flags.precision_mode, config.resolved_mode() if _has_mode(config) else None)
+    mode = merged.pick("precision_mode", flags.precision_mode, config_mode)
     precision_mode = parse_mode(mode) if mode is not None else DEFAULT_MODE
     model, example = _model(merged, config)
     mixlist = merged.pick("modify_mixlist", flags.modify_mixlist, config.modify_mixlist if config else None)
@@ -285,34 +288,49 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     clamp_values = merged.pick("clamp_values", flags.clamp_values, _set(config, "clamp_values"), False)
     data_max = _data_max(flags, config, merged, precision_mode)
     ranges = merged.pick("ranges", flags.ranges, config.ranges if config else None)
-    settings = Settings(
-        precision_mode=precision_mode,
-        target=_choice(target, TARGETS, "target"),
-        device=_choice(device, DEVICES, "device"),
-        model_path=model,
-        example=example,
+    checked_target = _choice(target, TARGETS, "target")
+    checked_device = _choice(device, DEVICES, "device")
+    customize = merged.pick("customize_dtypes", flags.customize_dtypes, config.customize_dtypes if config else None)
+    op_names = _op_names(merged.pick("op_names", flags.op_names, config.op_names if config else None))
+    keep_io_types = merged.pick("keep_io_types", flags.keep_io_types, _set(config, "keep_io_types"), True)
+    allow_tf32 = merged.pick("allow_tf32", None, _set(config, "allow_tf32"), False)
+    output = merged.pick("output", flags.output, config.output if config else None)
+    inputs = _input_request(flags, config, merged)
+    checked_warmup = check_count(warmup, "--warmup", 0, MAX_WARMUP)
+    checked_iterations = check_count(iterations, "--iterations", 1, MAX_ITERATIONS)
+    tolerance = _tolerance(flags, config, merged)
+    sources = MappingProxyType(dict(merged.sources))
+    # Picked after `sources` was copied, as it always has been: its source is not among them (nor in -v's log).
+    decision_metadata = merged.pick(
+        "decision_metadata", flags.decision_metadata, _set(config, "decision_metadata"), True
+    )
+    rewrite_options = RewriteOptions(
+        precision_mode,
         modify_mixlist=mixlist,
         keep_dtype=tuple(keep) if isinstance(keep, list) else keep,
-        customize_dtypes=merged.pick(
-            "customize_dtypes", flags.customize_dtypes, config.customize_dtypes if config else None
-        ),
-        op_names=_op_names(merged.pick("op_names", flags.op_names, config.op_names if config else None)),
-        keep_io_types=merged.pick("keep_io_types", flags.keep_io_types, _set(config, "keep_io_types"), True),
-        allow_tf32=merged.pick("allow_tf32", None, _set(config, "allow_tf32"), False),
-        output=merged.pick("output", flags.output, config.output if config else None),
-        inputs=_input_request(flags, config, merged),
-        warmup=check_count(warmup, "--warmup", 0, MAX_WARMUP),
-        iterations=check_count(iterations, "--iterations", 1, MAX_ITERATIONS),
-        tolerance=_tolerance(flags, config, merged),
-        config=flags.config,
-        sources=MappingProxyType(dict(merged.sources)),
-        notes=tuple(_notes(precision_mode, merged, example)),
+        target=checked_target,
+        keep_io_types=keep_io_types,
+        op_names=op_names,
+        customize_dtypes=customize,
         clamp_values=clamp_values,
+        decision_metadata=decision_metadata,
+    )
+    settings = Settings(
+        rewrite_options=rewrite_options,
+        device=checked_device,
+        model_path=model,
+        example=example,
+        allow_tf32=allow_tf32,
+        output=output,
+        inputs=inputs,
+        warmup=checked_warmup,
+        iterations=checked_iterations,
+        tolerance=tolerance,
+        config=flags.config,
+        sources=sources,
+        notes=tuple(_notes(precision_mode, merged, example)),
         data_max=data_max,
         ranges=ranges,
-        decision_metadata=merged.pick(
-            "decision_metadata", flags.decision_metadata, _set(config, "decision_metadata"), True
-        ),
     )
     _log(settings)
     return settings, problems
@@ -390,7 +408,8 @@ def _model(merged: _Merge, config: SessionConfig | None) -> tuple[Path, str | No
 def _mode_mixlist_problems(
     mode: PrecisionMode, mixlist: Any, merged: _Merge, config: SessionConfig | None
 ) -> list[Problem]:
-    """The one place a resolved mode meets a resolved mixlist; the finding points at the mixlist's origin."""
+    """Where the resolved mode meets the resolved mixlist for every command (the rewrite checks the pair it is
+    handed again, for the API's callers); the finding points at the mixlist's origin."""
     from_config = mixlist is not None and merged.sources["modify_mixlist"].startswith("config")
     if from_config and config is not None:
         origin = config.source
@@ -411,25 +430,15 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
     shapes: dict[str, tuple[int, ...]] = {}
     if run is not None:
         shapes.update({name: tuple(int(d) for d in dims) for name, dims in run.shapes.items()})
-    given: set[str] = set()
-    for text in flags.shapes:
-        name, dims = parse_shape_option(text)
-        if name in given:
-            raise AmpconfigError(f"--shape {name} is given twice", hint="give each input's shape once")
-        given.add(name)
-        shapes[name] = tuple(dims)  # over the config's run.shapes, as every flag is over the config
-    merged.sources["shapes"] = _shapes_source(merged, bool(given), bool(run is not None and run.shapes))
     if flags.inputs_npz is not None and flags.input_files:
         raise AmpconfigError(
             "--inputs and --input are given together",
             hint="give the inputs one way: --inputs FILE.npz with every input, or --input NAME=FILE.npy for each",
         )
-    arrays: dict[str, Path] = {}
-    for text in flags.input_files:
-        name, path = parse_input_option(text)
-        if name in arrays:
-            raise AmpconfigError(f"--input {name} is given twice", hint="give each input once")
-        arrays[name] = path
+    flag_shapes, arrays = parse_input_options(flags.shapes, flags.input_files)
+    # Each --shape over the config's run.shapes entry for its input, as every flag is over the config.
+    shapes.update((name, tuple(dims)) for name, dims in flag_shapes.items())
+    merged.sources["shapes"] = _shapes_source(merged, bool(flag_shapes), bool(run is not None and run.shapes))
     merged.sources["arrays"] = "--input" if arrays else DEFAULT_SOURCE
     return InputRequest(
         npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None),
@@ -456,7 +465,6 @@ def _tolerance(flags: Flags, config: SessionConfig | None, merged: _Merge) -> To
     base = merged.pick("tolerance", None, _set(config, "tolerance"), Tolerance())
     if flags.tolerance is None:
         return base
-    check_positive_finite(flags.tolerance, "--tolerance")
     merged.sources["tolerance"] = "--tolerance" + (" (max_abs, min_cosine from the config)" if config else "")
     return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
 

@@ -6,35 +6,37 @@ Building one checks the names (a keyword it has no field for is a TypeError), re
 every option's type and range (:func:`check_options`: one validation for the API, the pass and every command, an
 :class:`~ampconfig.errors.AmpconfigError` naming the option, never a bare TypeError or ValueError from deep
 inside); the files it names (mixlist, keep_dtype, customize_dtypes, ranges) are read when the rewrite runs, each
-error at its file and line.
+error at its file and line. It holds read-only copies of the mappings and node lists it is given, so what a caller
+changes in its own dict or list afterwards changes no options already made.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.formats.customize_dtypes_file import CustomizeFile
+from ampconfig.formats.documents import describe_value
+from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
-from ampconfig.settings.customize_dtypes import CustomizeFile
-from ampconfig.settings.documents import describe_value
-from ampconfig.settings.judgements import Judges
-from ampconfig.settings.limits import ValueRanges, check_margin
-from ampconfig.settings.mixlist import Mixlist
-from ampconfig.settings.modes import PrecisionMode, parse_mode
+from ampconfig.precision_modes import PrecisionMode, parse_mode
+from ampconfig.settings.judge_settings import Judges
+from ampconfig.settings.value_limits import ValueRanges, check_margin
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
 
-#: A mixlist file, a loaded :class:`~ampconfig.settings.mixlist.Mixlist`, or the mixlist as a mapping.
+#: A mixlist file, a loaded :class:`~ampconfig.formats.mixlist_file.Mixlist`, or the mixlist as a mapping.
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
 #: A keep_dtype file, or the node names (``OpType::name`` allowed).
 KeepDtypeInput: TypeAlias = "str | Path | Sequence[str] | None"
@@ -73,17 +75,32 @@ class RewriteOptions:
 
     def __post_init__(self) -> None:
         # None is accepted for the mappings, as the API's keywords have always accepted it.
-        for name in ("overflow_nodes", "judges", "runtime_refused"):
+        for name in _MAPPINGS:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, MappingProxyType({}))
-        check_options(self)
+        check_options(self)  # on the values as given: an error names the type the caller handed in
         if self.data_max is not None:
             object.__setattr__(self, "data_max", check_margin(self.data_max, self.precision_mode.low_dtype, "data_max"))
+        self._keep_copies()
+
+    def _keep_copies(self) -> None:
+        """Hold copies of what the caller handed in, read-only: a caller changing its dict or list afterwards
+        changes nothing here (nor in a rewrite these options run later)."""
+        for name in _MAPPINGS:
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        if isinstance(self.modify_mixlist, Mapping):  # nested lists and dicts: a deep copy
+            object.__setattr__(self, "modify_mixlist", MappingProxyType(copy.deepcopy(dict(self.modify_mixlist))))
+        if _is_names(self.keep_dtype):
+            object.__setattr__(self, "keep_dtype", tuple(cast("Sequence[str]", self.keep_dtype)))
 
     @classmethod
     def of(cls, precision_mode: str | PrecisionMode, **options: Any) -> RewriteOptions:
         """The options from a mode name and keywords (the pass's and the API's way of giving them)."""
         return cls(parse_mode(precision_mode), **options)
+
+
+#: The options that are mappings: each held as a read-only copy.
+_MAPPINGS = ("overflow_nodes", "judges", "runtime_refused")
 
 
 def _is_path(value: object) -> bool:

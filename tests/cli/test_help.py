@@ -11,8 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.settings.limits import FILE_KINDS
-from ampconfig.settings.modes import V1_NAMES, V2_NAMES
+from ampconfig.formats.numeric_limits import FILE_KINDS
+from ampconfig.precision_modes import V1_NAMES, V2_NAMES
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}

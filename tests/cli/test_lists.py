@@ -9,11 +9,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.opinfo.library import load_ops_info, ops_info_path
+from ampconfig.opinfo.library import load_ops_info
+from tests.package_readings import packaged_ops_info
 
 runner = CliRunner()
-
-pytestmark = pytest.mark.skipif(not ops_info_path("cpu").is_file(), reason="op info for cpu not generated yet")
 
 
 def lists(*args: str | Path) -> Result:
@@ -30,8 +29,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_json_without_mixlist_is_the_op_info(target: str) -> None:
-    if not ops_info_path(target).is_file():
-        pytest.skip(f"op info for {target} not generated yet")
+    packaged_ops_info(target)
     result = lists("--precision-mode", "allow_mix_precision", "--target", target, "--json")
     assert result.exit_code == 0
     payload = json.loads(result.stdout)

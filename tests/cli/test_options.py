@@ -1,6 +1,8 @@
 """One option group (issue 20): every command takes exactly the shared options it documents, each declared once
 (an ``Annotated`` alias of :mod:`ampconfig.cli.options`, in the command's own signature) and handed to the command
-as one typed :class:`~ampconfig.cli.options.SharedOptions`.
+as one typed :class:`~ampconfig.cli.options.SharedOptions`: the settings flags as one
+:class:`~ampconfig.settings.flags.Flags` (the type the resolver reads) and the few options only the command line reads,
+each option a field of one of them, never of both.
 
 A dropped flag (a name gone from a command's row of ``COMMAND_OPTIONS`` or from its signature) or an extra one (a
 command declaring a shared flag again, or a shared option declared a second way) fails here."""
@@ -19,12 +21,33 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.cli import options as shared
-from ampconfig.cli.options import COMMAND_OPTIONS, DECLARATIONS, RESULTS_OPTIONS, SharedOptions
+from ampconfig.cli.options import (
+    COMMAND_LINE_NAMES,
+    COMMAND_OPTIONS,
+    DECLARATIONS,
+    FLAG_NAMES,
+    RESULTS_OPTIONS,
+    SharedOptions,
+)
+from ampconfig.settings.flags import Flags
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
-SHARED = {item.name for item in dataclasses.fields(SharedOptions)}
-DEFAULTS = {item.name: item.default for item in dataclasses.fields(SharedOptions)}
+SHARED = {*FLAG_NAMES, *COMMAND_LINE_NAMES}
+#: The order --help lists the shared options in: their declarations'.
+ORDER = list(DECLARATIONS)
+
+
+def _typed(name: str, value: Any) -> Any:
+    """``value`` given for the shared option ``name``, as the typed object holds it."""
+    options = SharedOptions.of({name: value})
+    return getattr(options.flags, name) if name in FLAG_NAMES else getattr(options, name)
+
+
+def _default(name: str) -> Any:
+    """What the typed object holds for the shared option ``name`` when the command line does not give it."""
+    return getattr(Flags(), name) if name in FLAG_NAMES else getattr(SharedOptions(), name)
+
 
 _DECIDING = ["-c", "-m", "--modify-mixlist", "--keep-dtype", "--customize-dtypes", "--op-names", "--target"]
 _DECIDING += ["--keep-io-types"]
@@ -87,6 +110,14 @@ def test_every_command_has_a_row() -> None:
     assert set(COMMAND_OPTIONS) == set(_commands()) == set(DOCUMENTED)
 
 
+def test_each_shared_option_is_one_field_of_one_type() -> None:
+    """A settings flag is a field of Flags, a command-line option one of SharedOptions; none is both, and each has
+    its one declaration."""
+    assert not set(FLAG_NAMES) & set(COMMAND_LINE_NAMES)
+    assert {item.name for item in dataclasses.fields(Flags)} == set(FLAG_NAMES)
+    assert set(DECLARATIONS) == SHARED
+
+
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
 def test_a_command_takes_exactly_the_shared_options_it_documents(name: str) -> None:
     command = _commands()[name]
@@ -123,16 +154,17 @@ def test_no_command_declares_a_shared_flag_again(name: str) -> None:
 def test_each_shared_parameter_is_its_one_declaration_in_help_order(name: str) -> None:
     """The command's signature uses the declaration of :mod:`ampconfig.cli.options` for each shared option (its
     row's own wording where it has one), with the row's default; --help lists the shared options in the order of
-    SharedOptions' fields, then the command's own, then --json/--html."""
+    their declarations, then the command's own, then --json/--html."""
     used = COMMAND_OPTIONS[name]
     function = inspect.unwrap(_commands()[name].callback)
     hints = get_type_hints(function, include_extras=True)
     parameters = inspect.signature(function).parameters
     for option in used.names:
         assert hints[option] is used.declaration(option), f"{name}: {option} is declared apart"
-        assert parameters[option].default == used.defaults.get(option, DEFAULTS[option]), option
+        expected = used.defaults[option] if option in used.defaults else _default(option)
+        assert _typed(option, parameters[option].default) == expected, option
     order = [parameter.name for parameter in _commands()[name].params]
-    fields_order = [field for field in DEFAULTS if field in used.names]
+    fields_order = [field for field in ORDER if field in used.names]
     assert [each for each in order if each in used.names] == fields_order
     shown_last = [each for each in fields_order if each in RESULTS_OPTIONS]
     first = [each for each in fields_order if each not in RESULTS_OPTIONS]
@@ -141,7 +173,8 @@ def test_each_shared_parameter_is_its_one_declaration_in_help_order(name: str) -
 
 
 def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) -> None:
-    """Every shared option given reaches its SharedOptions field, under its own name."""
+    """Every shared option given reaches its field (of the flags, or of SharedOptions), under its own name; the
+    repeatable flags arrive as tuples, the paths as paths."""
     seen: list[SharedOptions] = []
 
     def record(
@@ -175,19 +208,13 @@ def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) 
     options = seen[0]
     expected: dict[str, Any] = {
         "model": model, "config": config, "precision_mode": "force_fp16", "target": "cpu", "device": "cpu",
-        "keep_io_types": False, "input_files": ["x=a.npy"], "shapes": ["x=1x2"], "seed": 7, "warmup": 1,
-        "iterations": 2, "tolerance": 0.5, "data_max": 100.0, "clamp_values": True, "json_output": True,
+        "keep_io_types": False, "input_files": ("x=a.npy",), "shapes": ("x=1x2",), "seed": 7, "warmup": 1,
+        "iterations": 2, "tolerance": 0.5, "data_max": 100.0, "clamp_values": True,
     }  # fmt: skip
-    assert {name: getattr(options, name) for name in expected} == expected
-    assert options.ranges is None and options.range_check is True  # not taken: the field's default
-    flags = options.flags()
-    assert (flags.model, flags.input_files, flags.shapes, flags.keep_io_types) == (
-        model,
-        ("x=a.npy",),
-        ("x=1x2",),
-        False,
-    )
-    assert options.given() == [
+    assert {name: getattr(options.flags, name) for name in expected} == expected
+    assert options.json_output is True
+    assert options.flags.ranges is None and options.range_check is True  # not taken: the field's default
+    assert options.flags.given() == [
         "model", "config", "precision_mode", "target", "device", "keep_io_types", "input_files", "shapes", "warmup",
         "iterations", "seed", "tolerance", "clamp_values", "data_max",
     ]  # fmt: skip

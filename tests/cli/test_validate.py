@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
-from ampconfig.opinfo.library import ops_info_path
-from ampconfig.settings.modes import V1_NAMES, V2_ALIASES, parse_mode
+from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, parse_mode
 from ampconfig.settings.validate import validate_paths
+from tests.package_readings import packaged_ops_info
 
 runner = CliRunner()
 
@@ -314,16 +314,12 @@ def test_json_config_and_ops_info_detection(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_packaged_op_info_validates(target: str) -> None:
-    path = ops_info_path(target)
-    if not path.is_file():
-        pytest.skip(f"op info for {target} not generated yet")
-    result = validate(path)
+    result = validate(packaged_ops_info(target))
     assert result.exit_code == 0, result.stdout
 
 
 def test_mixlist_is_checked_against_the_targets_op_info(tmp_path: Path) -> None:
-    if not ops_info_path("cpu").is_file():
-        pytest.skip("op info for cpu not generated yet")
+    packaged_ops_info("cpu")
     # Softmax is black in the cpu op info: removing it from white changes nothing, and validate says so.
     mixlist = write(tmp_path, "mixlist.json", '{"white-list": {"to-remove": ["Softmax"]}}')
     result = validate("--target", "cpu", mixlist)

@@ -25,10 +25,12 @@ from onnx import helper as oh
 
 from ampconfig import rewrite_model_detailed
 from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.decide.facts import Scope, iter_scopes
+from ampconfig.decide.pass_pipelines import FOLLOW_UNTIL_STABLE as follow_until_stable
+from ampconfig.decide.passes.assign_colours import AssignColours
 from ampconfig.decide.passes.base import DecisionInvariantError
-from ampconfig.decide.passes.colours import AssignColours
 from ampconfig.decide.passes.deny import PropagateDeny
 from ampconfig.decide.passes.fixed import FixedVerdicts
 from ampconfig.decide.passes.flexible import SettleFlexible
@@ -36,16 +38,14 @@ from ampconfig.decide.passes.follow import FollowNeighbours
 from ampconfig.decide.passes.fusion_guard import GuardLayerNormFusion
 from ampconfig.decide.passes.islands import LowerCastBoundIslands
 from ampconfig.decide.passes.listed import PaintListed
-from ampconfig.decide.passes.modes import ModePolicy
+from ampconfig.decide.passes.mode_rules import ModePolicy
 from ampconfig.decide.passes.reasons import CheckReasons
-from ampconfig.decide.pipeline import FOLLOW_UNTIL_STABLE as follow_until_stable
-from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import Colour, OpInfoLibrary
+from ampconfig.precision_modes import parse_mode
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
-from ampconfig.settings.modes import parse_mode
 from tests.graphs import (
     DESIGN_COLOURS,
     FLOAT,

@@ -16,8 +16,8 @@ from onnx import helper as oh
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.decide import pipeline
-from ampconfig.decide.passes.quantized import KeepQuantizerInputs
+from ampconfig.decide import pass_pipelines as pipeline
+from ampconfig.decide.passes.quantizer_inputs import KeepQuantizerInputs
 from ampconfig.decide.quantized import QuantizationKind, quantization_kinds, quantizer_inputs
 from tests.graphs import make_model, tensor
 from tests.quantized_models import block_inputs, dynamic_block, qdq_block
@@ -48,6 +48,32 @@ def test_kinds_are_named_from_the_op_keys() -> None:
     assert quantization_kinds(["QLinearConv", "QuantizeLinear"]) == (QuantizationKind.QDQ, QuantizationKind.QOPERATOR)
     assert quantization_kinds(["DequantizeLinear", "MatMul"]) == (QuantizationKind.WEIGHT_ONLY,)
     assert quantization_kinds(["com.microsoft::DynamicQuantizeMatMul"]) == (QuantizationKind.DYNAMIC,)
+    ordered = [
+        "com.microsoft::QuantizeWithOrder",
+        "com.microsoft::QOrderedMatMul",
+        "com.microsoft::DequantizeWithOrder",
+    ]
+    assert quantization_kinds(ordered) == (QuantizationKind.QOPERATOR,)
+    assert quantization_kinds(["com.microsoft::QEmbedLayerNormalization"]) == (QuantizationKind.QOPERATOR,)
+    assert quantization_kinds(["com.microsoft::QMoE", "Softmax"]) == (QuantizationKind.WEIGHT_ONLY,)
+
+
+def test_a_float_value_an_ordered_quantized_op_scales_by_keeps_its_dtype() -> None:
+    """x -> Relu -> scale_X of com.microsoft::QOrderedGelu (int8 in, int8 out): the QOrdered ops are quantizers
+    (the one list of opinfo/quantized_ops.py), so the Relu computing a scale of the integer grid is kept."""
+    q = oh.make_tensor("q", TensorProto.INT8, [4], [1, 2, 3, 4])
+    scale_y = oh.make_tensor("scale_y", TensorProto.FLOAT, [], [0.1])
+    nodes = [
+        oh.make_node("Relu", ["x"], ["scale_x"], name="relu"),
+        oh.make_node("QOrderedGelu", ["q", "scale_x", "scale_y"], ["y"], name="gelu", domain="com.microsoft"),
+    ]
+    graph_proto = oh.make_graph(
+        nodes, "ordered", [tensor("x", shape=[])], [tensor("y", TensorProto.INT8, shape=[4])], [q, scale_y]
+    )
+    model = oh.make_model(graph_proto, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("com.microsoft", 1)])
+    graph = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model)).graph
+    fed = {node.name: quantizer.name for node, quantizer in quantizer_inputs(graph).items()}
+    assert fed == {"gelu": "gelu", "relu": "gelu"}
 
 
 def test_the_walk_from_a_quantizer_stops_at_integers_and_constants() -> None:

@@ -21,7 +21,7 @@ from ampconfig.decide.passes import keep_in_range as value_pass
 from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.decide.value_ranges import ValueRanges, bounds, out_of_range, out_of_range_each
 from ampconfig.files import mapped
-from ampconfig.settings.limits import ValueSpread
+from ampconfig.settings.value_limits import ValueSpread
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.graphs import const, make_model, tensor, weight
 from tests.underflow_models import FRONT_END, write_front_end
@@ -257,9 +257,9 @@ def test_weights_on_disk_are_checked_without_being_held(tmp_path: Path) -> None:
     from ampconfig.decide.context import DecisionContext
     from ampconfig.decide.plan import build_plan
     from ampconfig.opinfo.library import load_ops_info
+    from ampconfig.precision_modes import PrecisionMode
     from ampconfig.rewrite.names import name_unnamed_nodes
     from ampconfig.rewrite.types import annotate_dtypes
-    from ampconfig.settings.modes import PrecisionMode
     from tests.graphs import make_model, tensor
 
     rng = np.random.default_rng(0)
@@ -316,9 +316,9 @@ def test_the_values_pass_keeps_the_bounds_of_large_constants_for_the_rewrite() -
     from ampconfig.decide.plan import build_plan
     from ampconfig.decide.value_ranges import Bounds
     from ampconfig.opinfo.library import load_ops_info
+    from ampconfig.precision_modes import PrecisionMode
     from ampconfig.rewrite.names import name_unnamed_nodes
     from ampconfig.rewrite.types import annotate_dtypes
-    from ampconfig.settings.modes import PrecisionMode
     from tests.graphs import make_model, tensor
 
     rng = np.random.default_rng(1)

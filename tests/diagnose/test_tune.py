@@ -19,7 +19,7 @@ from onnx import helper as oh
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.diagnose.calibrate import prepare
+from ampconfig.diagnose.reference_runs import prepare
 from ampconfig.diagnose.tune.trials import ProgressEvent
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune
 from ampconfig.errors import AmpconfigError

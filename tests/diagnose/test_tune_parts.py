@@ -14,17 +14,18 @@ from ampconfig.api import rewrite_model_detailed
 from ampconfig.diagnose.graph_values import GraphNode, graph_nodes
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
 from ampconfig.diagnose.ranges import RangeFinding
-from ampconfig.diagnose.sensitivity import damaged_nodes, estimated_error, sensitivities, value_error
+from ampconfig.diagnose.sensitivity import damaged_nodes, sensitivities, value_error
 from ampconfig.diagnose.tune.ranking import amplifying_consumers, pin_followers
 from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, rank_pins
 from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent
+from ampconfig.instrument.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
-from ampconfig.rewrite.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
 from ampconfig.runner.ort_worker import CUDA_PROVIDER, provider_list
 from tests.exporter_models import gpt2, ocr
 from tests.graphs import run, transformer_block
+from tests.package_readings import estimated_error
 
 # ------------------------------------------------------------------------------------------------ cost model
 

@@ -33,7 +33,7 @@ from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import guard as guard_module
 from ampconfig.files.guard import OutputGuard, same_file
-from ampconfig.settings import schemas
+from ampconfig.settings import json_schemas as schemas
 from tests.graphs import FLOAT, make_model, tensor, weight
 
 runner = CliRunner()

@@ -35,7 +35,7 @@ from typer.testing import CliRunner, Result
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.mixlist import VALID_COMBINATIONS, Edit
+from ampconfig.formats.mixlist_file import VALID_COMBINATIONS, Edit
 from tests.cli.test_signals import signalled_at
 from tests.files.test_guard import reading
 from tests.graphs import IR_VERSION

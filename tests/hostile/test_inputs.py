@@ -30,7 +30,7 @@ from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
-from ampconfig.settings.ranges_file import MAX_RANGES_BYTES
+from ampconfig.formats.ranges_file import MAX_RANGES_BYTES
 from tests.graphs import IR_VERSION
 from tests.input_models import normalized_phoneme_model, phoneme_model
 

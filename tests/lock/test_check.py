@@ -17,9 +17,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ampconfig
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
+from ampconfig.formats.lock_file import load_lock, lock_data, lock_text
 from ampconfig.lock.record import decide_lock
 from ampconfig.opinfo.library import PrecisionReduce, load_ops_info
-from ampconfig.settings.lock_file import load_lock, lock_data, lock_text
 from ampconfig.settings.resolve import Flags, resolve
 from tests import value_models
 from tests.exporter_models import EXPORTER_MODELS

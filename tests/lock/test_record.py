@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from ampconfig.files.bounded import MAX_LOCK_BYTES, MAX_NESTING_DEPTH
-from ampconfig.settings.lock_file import LOCK_FORMAT, LOCK_FORMAT_VERSION, load_lock
-from ampconfig.settings.schemas import SCHEMA_KINDS, generate_schema
+from ampconfig.files.bounded import MAX_LOCK_BYTES
+from ampconfig.formats.document_limits import MAX_NESTING_DEPTH
+from ampconfig.formats.format_tags import LOCK_FORMAT
+from ampconfig.formats.lock_file import LOCK_FORMAT_VERSION, load_lock
+from ampconfig.settings.json_schemas import SCHEMA_KINDS, generate_schema
 from tests.lock_trees import Tree, cli, cli_json, example_tree, line_of, working_directory
 
 

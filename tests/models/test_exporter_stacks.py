@@ -25,9 +25,9 @@ import pytest
 
 from ampconfig import rewrite_model_detailed
 from ampconfig.domains import is_default_domain
+from ampconfig.formats.session_config import Tolerance
 from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.config import Tolerance
 from tests.transformer_stacks import StackSize, bert_stack, gpt2_stack, token_feeds
 
 SIZE = StackSize(layers=3)

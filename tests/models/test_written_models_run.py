@@ -30,8 +30,8 @@ from onnx import TensorProto
 
 from ampconfig import rewrite_model_detailed
 from ampconfig.opinfo.library import load_ops_info
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.runner.inputs import prepare_inputs
-from ampconfig.settings.modes import PrecisionMode
 from tests.exporter_models import EXPORTER_MODELS
 from tests.node_cases import new_checker_complaint
 from tests.shape_claims import added_shape_claims

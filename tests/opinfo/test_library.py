@@ -4,6 +4,7 @@ cubic Resize on the CPU stays float32 in a real run while a linear one is lowere
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,15 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.library import AttributeVariant, OpInfoEntry, OpInfoLibrary, load_ops_info, parse_ops_info
+from ampconfig.opinfo.library import (
+    AttributeVariant,
+    OpInfoEntry,
+    OpInfoLibrary,
+    load_ops_info,
+    ops_info_library,
+    ops_info_path,
+    parse_ops_info,
+)
 
 runner = CliRunner()
 
@@ -104,3 +113,28 @@ def test_force_fp16_on_the_cpu_keeps_a_cubic_resize_float32_and_explain_says_why
         assert node["reason"].startswith("target 'cpu' has no float16 kernel for Resize with mode='cubic'")
     else:
         assert node["rule"] != "no_low_kernel"
+
+
+def test_an_op_info_file_is_read_once_per_version(tmp_path: Path) -> None:
+    """The library of a file is the same object while the file stays the same, and is read again once it is
+    written: replaced (as `ops-info probe` writes, through a rename) or rewritten in place."""
+    document = json.loads(ops_info_path("cpu").read_text(encoding="utf-8"))
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    first = ops_info_library(path)
+    assert ops_info_library(path) is first and first.entries["Softmax"].dtypes == ["float32", "float16"]
+
+    document["ops"]["Softmax"]["dtypes"] = ["float32"]
+    replacement = tmp_path / "cpu.json.new"
+    replacement.write_text(json.dumps(document), encoding="utf-8")
+    os.replace(replacement, path)
+    replaced = ops_info_library(path)
+    assert replaced is not first and replaced.entries["Softmax"].dtypes == ["float32"]
+
+    del document["ops"]["Abs"]
+    path.write_text(json.dumps(document), encoding="utf-8")  # the same inode, written again
+    assert "Abs" not in ops_info_library(path).entries
+
+
+def test_the_packaged_op_info_is_the_same_object_while_its_file_is_unchanged() -> None:
+    assert load_ops_info("cpu") is load_ops_info("cpu") is ops_info_library(ops_info_path("cpu"))

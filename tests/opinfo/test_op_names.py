@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
+from ampconfig.formats.mixlist_file import load_mixlist, mixlist_entries
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.opinfo.op_names import (
     _TRAINING_OP,
@@ -25,7 +26,6 @@ from ampconfig.opinfo.op_names import (
     read_op_name,
     table_rows,
 )
-from ampconfig.settings.mixlist import load_mixlist, mixlist_entries
 from ampconfig.settings.write_op_names import keep_dtype_lines_in, mixlist_in
 from tests import exporter_models
 

@@ -22,6 +22,7 @@ from ampconfig.opinfo.numerics import target_colour
 from ampconfig.opinfo.probe_models import default_domain_op_types
 from ampconfig.opinfo.schema import compute_variables, node_typing
 from ampconfig.runner.kernels import CUDA, kernel_table_dtypes
+from tests.package_readings import is_emulated
 
 runner = CliRunner()
 F32, I64, BOOL = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64, onnx.TensorProto.BOOL
@@ -77,9 +78,9 @@ def test_sources_per_target() -> None:
         assert cuda.has_kernel(key, "float16"), key
     # CUDA sessions run with CPU fallback disabled: what runs is native, never emulated.
     assert all(e.native_dtypes == e.dtypes for e in cuda.entries.values())
-    assert not any(cuda.is_emulated(key, "float16") for key in cuda.entries)
+    assert not any(is_emulated(cuda, key, "float16") for key in cuda.entries)
     # ORT CPU runs float16 MatMul only through the casts it inserts; LayerNormalization natively.
-    assert cpu.is_emulated("MatMul", "float16") and not cpu.is_emulated("LayerNormalization", "float16")
+    assert is_emulated(cpu, "MatMul", "float16") and not is_emulated(cpu, "LayerNormalization", "float16")
     for key in ("MatMul", "Add", "Softmax", "LayerNormalization"):
         assert cpu.has_kernel(key, "float16"), key
 
@@ -208,7 +209,7 @@ def test_float16_claims_load_and_run_natively_or_through_inserted_casts(case: Ca
     library = load_ops_info("cpu")
     assert library.has_kernel(case.op, "float16"), case.op
     casts = _run_on_cpu(case, _rewrite_retyped(case, "float16"))
-    if library.is_emulated(case.op, "float16"):
+    if is_emulated(library, case.op, "float16"):
         assert casts > 0, f"{case.op}: claimed emulated, but ORT inserted no casts"
     else:
         assert casts == 0, f"{case.op}: claimed native, but ORT inserted {casts} casts"
@@ -246,7 +247,7 @@ def test_second_variable_claims_agree_with_the_rewrite_style_model(cases: list[C
     claimed = library.has_kernel(op, "float16")
     assert claimed == all(outcome is not None for outcome in outcomes), (op, outcomes)
     if claimed:
-        assert (not library.is_emulated(op, "float16")) == all(outcome == 0 for outcome in outcomes), outcomes
+        assert (not is_emulated(library, op, "float16")) == all(outcome == 0 for outcome in outcomes), outcomes
 
 
 # --------------------------------------------------------------------------------------------- kernel table

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.diagnose.calibrate import compare_rewrite, prepare
+from ampconfig.diagnose.reference_runs import compare_rewrite, prepare
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import Tolerance, compare_output, tolerance_failures
 from ampconfig.prove.judge import check_reference, judge_outputs

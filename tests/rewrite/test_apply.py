@@ -17,7 +17,7 @@ from ampconfig import rewrite_model, rewrite_model_detailed
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import build_plan
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
 from tests.graphs import (
     FLOAT,
     FLOAT16,
@@ -81,10 +81,11 @@ def test_transformer_block_mixed_keeps_norms_fp32_with_minimal_casts() -> None:
     valid_and_close(model, result.model, block_feeds(4.0))
     # Errors measured with float16 rounding kept (ORT's CPU provider would skip it, see
     # low_precision_rounding_model): keeping LayerNorm/Softmax in fp32 cuts the error several-fold.
-    from ampconfig.api import low_precision_rounding_model
+    from ampconfig.engine.typing_chain import TYPING
+    from ampconfig.instrument.rounding import low_precision_rounding_model
 
     def rounded_error(rewritten: onnx.ModelProto) -> float:
-        faithful, _ = low_precision_rounding_model(rewritten)
+        faithful, _ = low_precision_rounding_model(rewritten, TYPING)
         return valid_and_close(model, faithful, block_feeds(4.0))
 
     mixed_error = rounded_error(result.model)
@@ -300,7 +301,7 @@ def test_must_keep_origin_dtype_names_nodes_the_target_cannot_run() -> None:
     assert plan.decisions()[0].dtype == "float16"
     lib = library({"MatMul": "white"}, dtypes=("float32",))
     ir_model, _ = plan_for(model, "force_fp32", lib)
-    from ampconfig.settings.modes import PrecisionMode
+    from ampconfig.precision_modes import PrecisionMode
 
     with pytest.raises(AmpconfigError, match=r"half_fc \(MatMul, float16\)"):
         build_plan(ir_model, DecisionContext(PrecisionMode.MUST_KEEP_ORIGIN_DTYPE, lib.lists(), lib))
@@ -394,7 +395,8 @@ def test_invalid_input_model_is_a_clear_error(tmp_path) -> None:
 
 
 def test_cpu_accuracy_copy_rounds_like_float16_hardware() -> None:
-    from ampconfig.api import low_precision_rounding_model
+    from ampconfig.engine.typing_chain import TYPING
+    from ampconfig.instrument.rounding import low_precision_rounding_model
 
     nodes = [
         oh.make_node("Mul", ["x", "x"], ["sq"], name="square"),
@@ -406,7 +408,7 @@ def test_cpu_accuracy_copy_rounds_like_float16_hardware() -> None:
     # ORT's CPU provider computes both fp16 Muls in fp32 and drops the rounding in between: 300^2 = 90000 never
     # overflows float16 there, although float16 storage cannot hold it.
     assert run(rewritten, x)[0][0] == pytest.approx(90.0, rel=1e-3)
-    faithful, wrapped = low_precision_rounding_model(rewritten)
+    faithful, wrapped = low_precision_rounding_model(rewritten, TYPING)
     onnx.checker.check_model(faithful, full_check=True)
     assert wrapped == 2
     got = run(faithful, x)[0]

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.examples import example_path
+from ampconfig.precision_modes import V1_NAMES
 from ampconfig.rewrite.decision_metadata import CAUSE, INSERTED, PRECISION_MODE, PREFIX, RULE
-from ampconfig.settings.modes import V1_NAMES
 from tests import exporter_models
 from tests.value_models import char_lstm_loop, vad_if
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
-from ampconfig.rewrite.expose import FLAT, expose_keys
-from ampconfig.rewrite.inject import injection_model
+from ampconfig.instrument.expose import FLAT, expose_keys
+from ampconfig.instrument.inject import injection_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
 from tests.graphs import make_model, run, tensor

@@ -13,7 +13,7 @@ from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
 from ampconfig.decide.value_ranges import SMALL_VALUE, segment_stats
-from ampconfig.rewrite.expose import expose_keys, float_value_keys
+from ampconfig.instrument.expose import expose_keys, float_value_keys
 from ampconfig.runner.intermediates import (
     ValueStats,
     run_value_stats,
@@ -22,7 +22,7 @@ from ampconfig.runner.intermediates import (
     value_stats,
 )
 from ampconfig.runner.sessions import create_session, run_once
-from tests.graphs import make_model, tensor
+from tests.graphs import make_model, recursive_function_model, tensor
 
 SENTINEL_FILL = -3.4e38  # a mask's float32 minimum: a sentinel, left out of the ranges
 
@@ -192,3 +192,10 @@ def test_a_model_measured_in_parts_gives_the_numbers_of_one_run() -> None:
     parts = value_parts(model, keys, samples[0], budget=40)
     assert len(parts) > 3 and [key for part in parts for key in part] == keys
     assert run_value_stats(model, samples, memory_budget=40) == run_value_stats(model, samples)
+
+
+def test_value_sizes_are_unknown_when_inference_fails_and_the_log_says_why(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="ampconfig.runner.intermediates"):
+        sizes = value_bytes(recursive_function_model(), {"x": np.ones(2, np.float32)})
+    assert sizes == {}
+    assert any("no value's size is known" in r.message and "Cycle detected" in r.message for r in caplog.records)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.config import Tolerance
+from ampconfig.formats.session_config import Tolerance
 from ampconfig.settings.resolve import (
     AUTO_DEVICE,
     DEFAULT_MODE,
@@ -223,3 +223,21 @@ def test_a_config_s_missing_file_says_how_its_path_was_resolved_a_flag_s_does_no
     given = runner.invoke(app, ["lists", "--modify-mixlist", str(tmp_path / "nope.json")])
     assert given.exit_code == 2 and "nope.json: mixlist file not found" in given.stderr
     assert given.stderr.rstrip().endswith("mixlist file not found (check the path)")
+
+
+def test_the_settings_hold_the_rewrites_options_and_read_them(session_config: Path) -> None:
+    """What the rewrite reads of the settings is one RewriteOptions held by them (none of its fields copied beside
+    it); the ranges file and its margin stay the commands' to read."""
+    from ampconfig.settings.rewrite_options import RewriteOptions
+
+    settings = resolve(Flags(config=session_config))
+    options = settings.rewrite_options
+    assert isinstance(options, RewriteOptions)
+    assert options.precision_mode is settings.precision_mode and options.target == settings.target == "cpu"
+    assert (options.op_names, options.keep_io_types, options.clamp_values) == ("ascend", False, True)
+    assert options.keep_dtype == settings.keep_dtype == ("OpType::LayerNormalization",)
+    assert options.modify_mixlist == settings.modify_mixlist == session_config.parent / "mixlist.json"
+    assert options.customize_dtypes == settings.customize_dtypes == session_config.parent / "customize.cfg"
+    assert options.ranges is None and options.data_max is None and settings.data_max == 30000.0
+    shared = {field.name for field in dataclasses.fields(RewriteOptions)}
+    assert not shared & {field.name for field in dataclasses.fields(settings)} - {"ranges", "data_max"}

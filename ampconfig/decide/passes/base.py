@@ -3,7 +3,7 @@ work, returning whether it changed the state), ``ensures`` (postconditions), run
 
 A pass changes verdicts only through the state's methods (:meth:`DecisionState.decide`,
 :meth:`DecisionState.forget`). A failed condition is a bug in ampconfig, raised as :class:`DecisionInvariantError`
-naming the pass; the pipeline (:mod:`ampconfig.decide.pipeline`) adds the scope and the passes already run there.
+naming the pass; the pipeline (:mod:`ampconfig.decide.pass_pipelines`) adds the scope and the passes already run there.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.facts import Scope
-from ampconfig.decide.state import DecisionState
 
 log = logging.getLogger(__name__)
 

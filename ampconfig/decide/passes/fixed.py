@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ampconfig.decide.context import DecisionContext, Verdict
+from ampconfig.decide.decision_state import DecisionState, is_flexible
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.dtypes import Dtype
 
 _UNRETYPABLE = {
@@ -70,7 +70,7 @@ KeepingRule = Callable[[NodeFacts, DecisionContext], Verdict | None]
 UNRETYPABLE: tuple[KeepingRule, ...] = (_unretypable,)
 #: The rules :class:`FixedVerdicts` applies, in precedence order: a node takes the first verdict given. A rule
 #: added here must keep the node's dtype (the pass ensures it); a rule that sets another dtype is a pass of its own
-#: in :data:`ampconfig.decide.pipeline.HARD`, placed at its precedence (``CustomizedDtypes`` comes first; a pass
+#: in :data:`ampconfig.decide.pass_pipelines.HARD`, placed at its precedence (``CustomizedDtypes`` comes first; a pass
 #: that must leave unretypable nodes alone follows ``FixedVerdicts(UNRETYPABLE)``).
 KEEPING_RULES: tuple[KeepingRule, ...] = (
     *UNRETYPABLE,
@@ -96,7 +96,7 @@ def fixed_verdict(
 class FixedVerdicts(DecisionPass):
     """Every mode, first but for customize_dtypes: nodes nothing may retype, and nodes the user or an earlier check
     pinned (:data:`KEEPING_RULES`, or the ``rules`` given). Skips nodes a hard pass before it decided
-    (:class:`~ampconfig.decide.passes.customized.CustomizedDtypes`). Ensures: every node it decided keeps its
+    (:class:`~ampconfig.decide.passes.customized_dtypes.CustomizedDtypes`). Ensures: every node it decided keeps its
     dtype."""
 
     def __init__(self, rules: tuple[KeepingRule, ...] = KEEPING_RULES) -> None:

@@ -4,10 +4,10 @@ ConstantOfShape) is converted once; an existing float Cast is retargeted to the 
 from __future__ import annotations
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState, is_flexible
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import DecisionState, is_flexible
 from ampconfig.dtypes import MOVABLE_DTYPES
 
 

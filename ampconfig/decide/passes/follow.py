@@ -15,10 +15,10 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import Arrival, DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import Arrival, DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.follow import SOFT_RULES
-from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 

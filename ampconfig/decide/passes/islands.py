@@ -15,13 +15,13 @@ from dataclasses import replace
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState, LoweredIsland
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope, connected_groups
 from ampconfig.decide.needs import Needs
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.follow import SOFT_RULES
 from ampconfig.decide.passes.fusion_guard import feeds_float32_layer_norm
-from ampconfig.decide.state import DecisionState, LoweredIsland
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 

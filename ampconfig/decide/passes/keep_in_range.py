@@ -15,11 +15,11 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState, is_constant, is_flexible
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope, constant_source
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.passes.modes import ModeVerdicts
-from ampconfig.decide.state import DecisionState, is_constant, is_flexible
+from ampconfig.decide.passes.mode_rules import ModeVerdicts
 from ampconfig.decide.value_ranges import (
     JOINED_ELEMENTS,
     Bounds,
@@ -33,8 +33,8 @@ from ampconfig.decide.value_ranges import (
 from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
-from ampconfig.settings.limits import UNDERFLOW_SHARE
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.precision_modes import PrecisionMode
+from ampconfig.settings.value_limits import UNDERFLOW_SHARE
 
 #: Modes that never lower a float32 node: nothing for the values to keep.
 _KEEPING_MODES = frozenset({PrecisionMode.FORCE_FP32, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE})

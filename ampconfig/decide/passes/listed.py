@@ -4,10 +4,10 @@ target cannot run in the low type stays float32 whatever its colour (rule 5); wh
 from __future__ import annotations
 
 from ampconfig.decide.context import Verdict
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope
 from ampconfig.decide.passes.base import DecisionPass
-from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.library import Colour
 

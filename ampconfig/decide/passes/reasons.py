@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.follow import soft_verdict_problem
-from ampconfig.decide.state import DecisionState
 from ampconfig.dtypes import Dtype
 
 

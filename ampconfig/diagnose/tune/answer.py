@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.formats.mixlist_file import Mixlist, mixlist_entries
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.mixlist import Mixlist, mixlist_entries
 from ampconfig.settings.write_op_names import mixlist_in
 
 #: "A few nodes": an op type goes into the mixlist when it keeps at most this many more nodes float32 than the

@@ -33,9 +33,6 @@ class Candidate:
     pins: frozenset[str] = frozenset()
     black_ops: frozenset[str] = frozenset()
 
-    def with_pins(self, pins: Iterable[str]) -> Candidate:
-        return Candidate(frozenset(pins), self.black_ops)
-
 
 class TrialResult(Protocol):
     @property

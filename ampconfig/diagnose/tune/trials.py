@@ -3,7 +3,7 @@
 - the reference: one plain fp32 run (what every trial is judged against, as ``run`` judges) and one with every
   intermediate exposed (range analysis, sensitivity);
 - exposed runs of a rewrite (the copy ``run`` judges, every intermediate exposed) and one replay run
-  (:func:`ampconfig.rewrite.inject.injection_model`): the sensitivity analysis;
+  (:func:`ampconfig.instrument.inject.injection_model`): the sensitivity analysis;
 - trials: a candidate (node pins, black-listed op types) is rewritten (no run) and judged by one plain run of its
   accuracy copy; a candidate whose decisions equal an earlier one's is answered from that one without a run;
   on CUDA trial sessions ask cuDNN for heuristic convolution algorithms;
@@ -22,22 +22,22 @@ from typing import Any
 import numpy as np
 
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.diagnose.calibrate import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.graph_values import graph_nodes
+from ampconfig.diagnose.reference_runs import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
+from ampconfig.formats.documents import SourceMap
+from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
+from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, parse_mixlist
+from ampconfig.instrument.inject import InjectionModel, injection_model
 from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model
-from ampconfig.rewrite.inject import InjectionModel, injection_model
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import InputSet, first_samples
 from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.documents import SourceMap
-from ampconfig.settings.keep_dtype import keep_dtype_from_config, read_keep_dtype_names
-from ampconfig.settings.mixlist import Mixlist, load_mixlist, parse_mixlist
 from ampconfig.settings.write_op_names import keep_dtype_lines_in
 
 
@@ -345,7 +345,7 @@ class TuneRuns:
             replayed = []
             copies: dict[Hashable, InjectionModel] = {}
             for feeds, low_run in zip(self.calibration.calibration.samples, low.each, strict=True):
-                # An empty value is not fed: it is what a branch that did not run gives back (rewrite/expose.py).
+                # An empty value is not fed: it is what a branch that did not run gives back (instrument/expose.py).
                 available = {
                     key: np.shape(array)
                     for key, array in low_run.values.items()

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ampconfig.diagnose.calibrate import Prepared, RangeReport, calibration_source, range_report
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
+from ampconfig.diagnose.reference_runs import Prepared, RangeReport, calibration_source, range_report
 from ampconfig.diagnose.sensitivity import NodeSensitivity, damaged_nodes, sensitivities
 from ampconfig.diagnose.tune.answer import (
     OP_TYPE_SLACK,

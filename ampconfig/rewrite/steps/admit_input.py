@@ -12,9 +12,9 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.domains import is_default_domain
-from ampconfig.files.ir_bridge import ir_shape, stand_in_type
+from ampconfig.files.ir_bridge import ir_shape, sparse_initializer_stand_ins, stand_in_type
 from ampconfig.files.repair import SUBGRAPH_OPS, admit_input_model, graphs
-from ampconfig.rewrite.steps.state import InputAdmission
+from ampconfig.rewrite.steps.run_context import InputAdmission
 
 
 class AdmitInputPass(ir.passes.InPlacePass):
@@ -27,6 +27,16 @@ class AdmitInputPass(ir.passes.InPlacePass):
     def __init__(self, admission: InputAdmission) -> None:
         super().__init__()
         self.admission = admission
+
+    def requires(self, model: ir.Model) -> None:
+        if self.admission.admitted:
+            raise ir.passes.PreconditionError("the input is admitted once: this admission already ran")
+        _require_aligned(model, self.admission.light, "the light proto the admission reads")
+
+    def ensures(self, model: ir.Model) -> None:
+        if not self.admission.admitted:
+            raise ir.passes.PostconditionError("the admission did not record what it found")
+        _require_aligned(model, self.admission.light, "the repaired light proto", after=True)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         admission = self.admission
@@ -44,6 +54,21 @@ class AdmitInputPass(ir.passes.InPlacePass):
             for light_graph, graph in zip(graphs(admitted.light.graph), _graphs(model.graph), strict=True):
                 _redeclare(model, graph, light_graph, repaired)
         return ir.passes.PassResult(model, modified=True)
+
+
+def _require_aligned(model: ir.Model, light: onnx.ModelProto, what: str, after: bool = False) -> None:
+    """The model's graphs and ``light``'s, visited alike, hold the same nodes: the repairs found on ``light`` are
+    made in the model graph by graph, node by node. The stand-in of a sparse initializer is a node of the model that
+    its proto does not have (:mod:`ampconfig.files.ir_bridge`)."""
+    extra = sparse_initializer_stand_ins(model)
+    counts = [sum(1 for node in graph if node not in extra) for graph in _graphs(model.graph)]
+    light_counts = [len(graph.node) for graph in graphs(light.graph)]
+    if counts != light_counts:
+        error = ir.passes.PostconditionError if after else ir.passes.PreconditionError
+        raise error(
+            f"{what} does not match the model: {len(light_counts)} graph(s) with {light_counts[:5]} nodes, the model "
+            f"{len(counts)} with {counts[:5]}"
+        )
 
 
 def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:

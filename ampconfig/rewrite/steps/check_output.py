@@ -10,7 +10,7 @@ import onnx_ir as ir
 from ampconfig.files.models import light_proto
 from ampconfig.files.node_checks import check_output
 from ampconfig.files.skeleton import skeleton_of
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class CheckOutputPass(ir.passes.InPlacePass):
@@ -35,3 +35,7 @@ class CheckOutputPass(ir.passes.InPlacePass):
             input_passes=run.admission.input_passes,
         )
         return ir.passes.PassResult(model, modified=False)
+
+    def ensures(self, model: ir.Model) -> None:
+        if self.run.skeleton is None or self.run.check is None:
+            raise ir.passes.PostconditionError("the check left no skeleton or no verdict")

@@ -11,7 +11,7 @@ from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import match_customized
 from ampconfig.decide.plan import build_plan, match_keep_dtype
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class DecideDtypesPass(ir.passes.InPlacePass):
@@ -56,4 +56,8 @@ class DecideDtypesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=False)
 
     def ensures(self, model: ir.Model) -> None:
-        self.run.require("a plan", self.run.plan, "the decision")
+        if self.run.plan is None:
+            raise ir.passes.PostconditionError("the decision left no plan")
+        names = [decision.name for decision in self.run.decisions]
+        if len(names) != len(set(names)):
+            raise ir.passes.PostconditionError("the decision decided a node twice")

@@ -8,9 +8,9 @@ import onnx_ir as ir
 
 from ampconfig.decide.customized import customized_names
 from ampconfig.decide.plan import match_keep_dtype
+from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.fold import fold_layer_norms
-from ampconfig.rewrite.steps.state import RewriteRun
-from ampconfig.settings.modes import PrecisionMode
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class FoldLayerNormsPass(ir.passes.InPlacePass):
@@ -33,3 +33,9 @@ class FoldLayerNormsPass(ir.passes.InPlacePass):
             keep |= set(setup.options.overflow_nodes) | customized_names(setup.customize, model)
             self.run.folded = fold_layer_norms(model, names, keep)
         return ir.passes.PassResult(model, modified=bool(self.run.folded))
+
+    def ensures(self, model: ir.Model) -> None:
+        layer_norms = {node.name for node in model.graph if node.op_type == "LayerNormalization"}
+        missing = [name for name in self.run.folded if name not in layer_norms]
+        if missing:
+            raise ir.passes.PostconditionError(f"folded node(s) {missing[:5]} are not LayerNormalization nodes")

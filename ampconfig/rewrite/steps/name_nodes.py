@@ -7,15 +7,20 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
 from ampconfig.rewrite.names import name_unnamed_nodes
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class NameNodesPass(ir.passes.InPlacePass):
-    """Requires nothing. Ensures every node has a name unique across scopes, and ``run.names`` is set."""
+    """Requires a fresh attempt (no names taken yet). Ensures every node has a name unique across scopes, and
+    ``run.names`` is set."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
+
+    def requires(self, model: ir.Model) -> None:
+        if self.run.names is not None:
+            raise ir.passes.PreconditionError("naming starts an attempt: this attempt's nodes are named already")
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         names = name_unnamed_nodes(model)

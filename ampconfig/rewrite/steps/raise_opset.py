@@ -13,9 +13,9 @@ import onnx_ir as ir
 
 from ampconfig.domains import is_default_domain, onnx_opset
 from ampconfig.files.ir_bridge import move_into, to_ir
-from ampconfig.files.models import inferred_types, light_proto, weightless_proto, with_weights_back
+from ampconfig.files.models import INFERENCE_FAILURES, inferred_types, light_proto, weightless_proto, with_weights_back
 from ampconfig.files.repair import graphs
-from ampconfig.rewrite.steps.state import InputAdmission
+from ampconfig.rewrite.steps.run_context import InputAdmission
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13
@@ -43,7 +43,7 @@ class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
         needs = f"bfloat16 needs opset >= {BF16_MIN_OPSET}"
         try:
             converted = onnx.version_converter.convert_version(proto, BF16_MIN_OPSET)
-        except Exception as exc:  # the converter raises plain RuntimeErrors for unsupported adapters
+        except INFERENCE_FAILURES as exc:  # ONNX's C++ errors: plain RuntimeErrors for unsupported adapters
             admission.warnings.append(
                 f"{needs}; converting from opset {opset} failed ({exc}); ops whose schema lacks bfloat16 at this "
                 "opset stay float32"

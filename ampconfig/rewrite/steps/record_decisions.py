@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ampconfig.rewrite.decision_metadata import FIRST_IR_VERSION, no_metadata_note, record_decisions, remove_decisions
-from ampconfig.rewrite.steps.state import RewriteRun
+from ampconfig.decide.facts import graphs_of
+from ampconfig.rewrite.decision_metadata import (
+    FIRST_IR_VERSION,
+    PREFIX,
+    no_metadata_note,
+    record_decisions,
+    remove_decisions,
+)
+from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
 class RecordDecisionsPass(ir.passes.InPlacePass):
@@ -32,3 +39,22 @@ class RecordDecisionsPass(ir.passes.InPlacePass):
             return ir.passes.PassResult(model, modified=False)
         changed = record_decisions(model, run.decisions, run.plan.facts_of, run.setup.mode.value)
         return ir.passes.PassResult(model, modified=changed)
+
+    def ensures(self, model: ir.Model) -> None:
+        run = self.run
+        recorded = {
+            node.name or ""
+            for graph in graphs_of(model)
+            for node in graph
+            if any(key.startswith(PREFIX) for key in node.metadata_props)
+        }
+        if not run.setup.options.decision_metadata or model.ir_version < FIRST_IR_VERSION:
+            if recorded:
+                raise ir.passes.PostconditionError(
+                    f"node(s) {sorted(recorded)[:5]} carry decisions that were asked away"
+                )
+            return
+        present = {node.name for graph in graphs_of(model) for node in graph}
+        missing = [d.name for d in run.decisions if d.name in present and d.name not in recorded]
+        if missing:
+            raise ir.passes.PostconditionError(f"decided node(s) {missing[:5]} carry no decision in their metadata")

@@ -1,0 +1,6 @@
+"""The engine: one rewrite of the user's model, from the options to the result, on either kind of input source.
+
+It sits above the runner (the rare input the ONNX checker rejects is judged by ONNX Runtime, and large weights are
+converted by its Cast kernel) and below every caller: the API (``ampconfig.api``), the onnx-ir pass
+(``ampconfig.ir_pass``), and the commands (through ``prove``, ``lock`` and ``cli``).
+"""

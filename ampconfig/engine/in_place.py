@@ -1,0 +1,210 @@
+"""The one rewrite path: an input source admitted (repaired, its opset raised for bfloat16), then the pipeline's steps
+(:mod:`ampconfig.rewrite.pipeline`), in place, and the result with everything it said.
+
+Every caller ends here: the API (:func:`rewrite_with_options`: a path or proto opened once), the onnx-ir pass
+(:func:`rewrite_ir_model`: the ``ir.Model`` it is handed), and the commands (:func:`rewrite_with_settings`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import onnx
+import onnx_ir as ir
+
+from ampconfig.decide.decisions import nothing_lowered
+from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
+from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.read_settings import ReadOptions, read_options
+from ampconfig.engine.sources import InputSource, IrSource, OpenedSource, Runnable
+from ampconfig.errors import AmpconfigError
+from ampconfig.files.ir_version import output_ir_version
+from ampconfig.files.models import OpenedModel, light_proto, open_model
+from ampconfig.files.node_checks import NodePieces
+from ampconfig.formats.documents import describe_value
+from ampconfig.instrument.expose import measured_value_keys
+from ampconfig.opinfo.library import OpInfoLibrary
+from ampconfig.precision_modes import PrecisionMode
+from ampconfig.rewrite.names import with_node_names
+from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, run_pipeline
+from ampconfig.rewrite.results import RewriteResult
+from ampconfig.rewrite.steps.run_context import Admission, InputAdmission
+from ampconfig.rewrite.tensors import Float16Encoder
+from ampconfig.settings.rewrite_options import RewriteOptions
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ampconfig.settings.resolve import Settings
+
+log = logging.getLogger(__name__)
+
+
+def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, options: RewriteOptions) -> RewriteResult:
+    """:func:`ampconfig.api.rewrite_model_detailed` with its options as one object: ``model`` opened (a path or
+    proto read into an ``ir.Model`` once), then rewritten in place (:func:`rewrite_in_place`)."""
+    if not isinstance(model, (str, os.PathLike, onnx.ModelProto, OpenedModel)):
+        raise AmpconfigError(
+            f"model must be a model file's path, an onnx.ModelProto or an opened model, got {describe_value(model)}",
+            hint="see ampconfig.rewrite_model_detailed's model",
+        )
+    read = read_options(options)
+    result, _ = rewrite_in_place(OpenedSource(open_model(model, map_weights=True)), read)
+    return result
+
+
+def rewrite_ir_model(model: ir.Model, options: RewriteOptions) -> tuple[RewriteResult, bool]:
+    """Rewrite ``model`` in place (what :class:`ampconfig.MixedPrecisionPass` runs), and whether it changed: the one
+    path, on ``model`` itself. Its admission reads a light proto of it (graph, types and shapes; its large weights
+    stay where they are), and no proto of its weights is made, except for an input the ONNX checker rejects: ONNX
+    Runtime then judges it, from its bytes."""
+    read = read_options(options)
+    return rewrite_in_place(IrSource(model), read)
+
+
+def rewrite_with_settings(
+    model: str | Path | onnx.ModelProto | OpenedModel,
+    settings: Settings,
+    *,
+    overflow_nodes: Mapping[str, str] | None = None,
+    float16_encoder: Float16Encoder | None = None,
+    op_info: OpInfoLibrary | None = None,
+    value_ranges: ValueRanges | None = None,
+    with_cost: bool = True,
+    runtime_refused: Mapping[str, str] | None = None,
+) -> RewriteResult:
+    """The rewrite with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their precision mode,
+    decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the settings' model, opened
+    or in memory)."""
+    options = replace(
+        settings.rewrite_options,
+        overflow_nodes=overflow_nodes or {},
+        float16_encoder=float16_encoder,
+        op_info=op_info,
+        value_ranges=value_ranges,
+        with_cost=with_cost,
+        runtime_refused=runtime_refused or {},
+    )
+    return rewrite_with_options(model, options)
+
+
+def _value_ranges(options: RewriteOptions, source: InputSource) -> ValueRanges | None:
+    """The ranges file read for the input as handed in (checked against the source's identity, made only when there
+    is a ranges file), else the ranges given, with ``data_max``."""
+    if options.ranges is not None:
+        proto, path, left_out = source.identity()
+        return read_ranges(Path(options.ranges), proto, options.data_max, model_path=path, left_out=left_out)
+    if options.value_ranges is not None and options.data_max is not None:
+        return replace(options.value_ranges, margin=options.data_max)
+    return options.value_ranges
+
+
+def _raises_opset(mode: PrecisionMode) -> bool:
+    """Whether the mode lowers nodes to bfloat16 (which needs opset 13): not allow_fp32_to_bf16, which only keeps
+    what is bfloat16 already."""
+    return mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16
+
+
+def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteResult, bool]:
+    """The one rewrite path, in place on ``source.model``: admitted (repaired, its opset raised for bfloat16), then
+    the pipeline's steps. Returns the result and whether the model changed."""
+    model, options, warnings = source.model, read.options, read.warnings
+    value_ranges = _value_ranges(options, source)
+    if value_ranges is not None and value_ranges.file is not None:  # said by every command, the API and the pass
+        warnings.extend(coverage_warnings(value_ranges, measured_value_keys(source.light, source.constant_names())))
+    ir_version = output_ir_version(source.declared(), source.path)
+    admission = InputAdmission(source.light)
+    runtime_input: list[Runnable] = []
+
+    def accept(admitted: ir.Model, admission: InputAdmission) -> None:
+        # The rare path: the checker rejects the (repaired) input, so ONNX Runtime decides (imported only here).
+        from ampconfig.runner.acceptance import require_onnx_runtime_loads
+
+        repaired = any(repair.changed for repair in admission.repairs)
+        runtime_input.append(source.for_onnx_runtime(admitted, repaired, ir_version.version))
+        require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, source.path)
+
+    raise_opset = _raises_opset(options.precision_mode)
+    admitted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
+    warnings.extend(repair.message() for repair in admission.repairs)
+    warnings.extend(source.dropped())
+    warnings.extend(admission.warnings)
+    input_light = admission.light
+    checked = Admission(
+        admission.types,
+        input_passes=not admission.checker_errors,
+        input_pieces=lambda: NodePieces(with_node_names(light_proto(input_light))),
+    )
+    outcome = run_pipeline(model, read.setup(value_ranges), checked, source.restart(raise_opset), ir_version.version)
+    if admission.checker_errors:
+        from ampconfig.runner.acceptance import confirm_output_runs
+
+        skeleton = outcome.run.skeleton
+        assert skeleton is not None  # the check step made it
+        written = source.output_for_check(skeleton)
+        note = confirm_output_runs(runtime_input[0], admission.checker_errors, source.path, outcome.model, written)
+        outcome.warnings.append(note)
+    result = _result(outcome, read, value_ranges, source.external_files, ir_version.note, admission.opset_raised)
+    _log_summary(result)
+    return result, admitted or outcome.modified
+
+
+def _result(
+    outcome: PipelineOutcome,
+    read: ReadOptions,
+    value_ranges: ValueRanges | None,
+    input_files: frozenset[Path],
+    ir_version_note: str | None,
+    opset_raised: int | None,
+) -> RewriteResult:
+    run = outcome.run
+    stats = run.stats
+    assert stats is not None  # the apply step made them
+    warnings = [*read.warnings, *outcome.warnings]
+    if ir_version_note:
+        warnings.append(ir_version_note)
+    stats.opset_raised_to = opset_raised
+    stats.layer_norms_folded = len(run.folded)
+    warnings.extend(run.keep_warnings)
+    warnings.extend(value_ranges.notes if value_ranges is not None else ())
+    # Counted while the tensors were converted (the large ones while the output was serialised for its check).
+    warnings.extend(clamped.warning() for clamped in stats.clamped)
+    mode = read.options.precision_mode
+    if mode.is_mixed or mode is PrecisionMode.FORCE_FP16:  # the modes that lower nodes by themselves
+        nothing = nothing_lowered(run.decisions, mode.low_dtype)
+        warnings.extend([nothing] if nothing else [])
+    return RewriteResult(
+        ir_model=outcome.model,
+        decisions=run.decisions,
+        stats=stats,
+        precision_mode=mode.value,
+        target=read.library.target,
+        low_dtype=mode.low_dtype,
+        warnings=warnings,
+        notes=[*read.notes, *([run.metadata_note] if run.metadata_note else [])],
+        metadata_note=run.metadata_note,
+        input_files=input_files,
+        cost=run.cost,
+        skeleton=run.skeleton,
+        value_ranges=value_ranges,
+    )
+
+
+def _log_summary(result: RewriteResult) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    by_dtype = ", ".join(f"{count} {dtype}" for dtype, count in sorted(result.count_by_dtype().items()))
+    stats = result.stats
+    log.info(
+        "decided %d nodes for %s on target %s: %s; casts: %d inserted, %d retargeted",
+        len(result.decisions),
+        result.precision_mode,
+        result.target,
+        by_dtype or "no float nodes",
+        stats.casts_inserted,
+        stats.casts_retargeted,
+    )
