@@ -15,6 +15,7 @@ from pathlib import Path
 import onnx
 
 from ampconfig.decide.judgements import Judges
+from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.files.models import OpenedModel
@@ -23,7 +24,6 @@ from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 
 __all__ = ["rewrite_model", "rewrite_model_detailed"]
 

@@ -27,10 +27,10 @@ from typing import Any
 
 import onnx_ir as ir
 
+from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.in_place import rewrite_ir_model
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.settings.rewrite_options import RewriteOptions
 
 #: Where a run leaves its result on the model it rewrote (``Model.meta``, never serialised).
 _RESULT_KEY = "ampconfig.rewrite_result"
@@ -47,7 +47,7 @@ class MixedPrecisionResult(ir.passes.PassResult):
 class MixedPrecisionPass(ir.passes.InPlacePass):
     """Decide each node's dtype for a precision mode and rewrite the model in place (see the module's docstring).
 
-    ``options`` are :class:`~ampconfig.settings.rewrite_options.RewriteOptions`' fields, the keywords of
+    ``options`` are :class:`~ampconfig.decide.rewrite_options.RewriteOptions`' fields, the keywords of
     :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``, ``keep_io_types``,
     ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op types:
     :mod:`ampconfig.decide.judgements`); a name it does not take is a TypeError here, not at the first run.

@@ -1,4 +1,4 @@
-"""Where the underflow rule's share should lie (``ampconfig.settings.value_limits.UNDERFLOW_SHARE``).
+"""Where the underflow rule's share should lie (``ampconfig.decide.value_limits.UNDERFLOW_SHARE``).
 
 Two measurements, printed as one JSON object:
 

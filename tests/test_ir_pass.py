@@ -27,10 +27,10 @@ from ampconfig import Judgement, MixedPrecisionPass, MixedPrecisionResult, rewri
 from ampconfig.cli import app
 from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.decide.ranges_input import structure_sha256
+from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.settings.rewrite_options import RewriteOptions
 from tests import exporter_models
 from tests.graphs import FLOAT, IR_VERSION, rel_l2, run, tensor, transformer_block, weight
 from tests.test_api import _random_like_nodes

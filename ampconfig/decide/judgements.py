@@ -25,10 +25,10 @@ from dataclasses import replace
 import onnx_ir as ir
 
 from ampconfig.decide.facts import NodeFacts, Scope
+from ampconfig.decide.judges import Judge as Judge
+from ampconfig.decide.judges import Judgement as Judgement
+from ampconfig.decide.judges import Judges as Judges
 from ampconfig.errors import AmpconfigError
-from ampconfig.settings.judge_settings import Judge as Judge
-from ampconfig.settings.judge_settings import Judgement as Judgement
-from ampconfig.settings.judge_settings import Judges as Judges
 
 
 def judge_nodes(scopes: Sequence[Scope], judges: Judges) -> tuple[list[Scope], dict[ir.Node, Judgement]]:

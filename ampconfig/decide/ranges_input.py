@@ -10,11 +10,11 @@ from pathlib import Path
 
 import onnx
 
+from ampconfig.decide.value_limits import ValueSpread
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.identity import ModelFingerprint, TensorBytes, model_fingerprint
 from ampconfig.formats.ranges_file import load_ranges
-from ampconfig.settings.value_limits import ValueSpread
 
 #: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
 NOT_CHECKED = (

@@ -19,7 +19,7 @@ Two rules, both hard verdicts decided before any painting:
   ranges: they are left out of the peaks.
 - **range_underflows**: a node reading or writing a value whose finite non-zero magnitudes lie below the low type's
   smallest normal value (float16: 2^-14; bfloat16 has float32's exponents) in more than
-  :data:`~ampconfig.settings.value_limits.UNDERFLOW_SHARE` of its elements keeps float32, so the value's producer and
+  :data:`~ampconfig.decide.value_limits.UNDERFLOW_SHARE` of its elements keeps float32, so the value's producer and
   every consumer compute it in float32 and no cast rounds it. One half (``benchmarks/underflow_share.py``): on
   log-normal magnitudes the median element keeps float16's ordinary rounding error (2.8e-4) up to a share of one
   half, is 3x worse at three quarters and 12x at nine tenths, while the relative L2 error, carried by the largest
@@ -38,11 +38,11 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ampconfig.decide.value_limits import ValueRanges as ValueRanges
+from ampconfig.decide.value_limits import ValueSpread
+from ampconfig.decide.value_limits import low_max as low_max
 from ampconfig.dtypes import Dtype
 from ampconfig.formats.ranges_file import EXPONENT_MAX, EXPONENT_MIN
-from ampconfig.settings.value_limits import ValueRanges as ValueRanges
-from ampconfig.settings.value_limits import ValueSpread
-from ampconfig.settings.value_limits import low_max as low_max
 
 if TYPE_CHECKING:
     import numpy as np
@@ -95,7 +95,7 @@ class ValueStats:
     """What a float value held over the samples: its lowest and highest element with sentinels (:data:`SENTINEL`)
     and non-finite elements left out (None when no element is left: the value was empty, or every element a
     sentinel, NaN or infinite), its count of NaN and infinite elements, its count of zeros, and the binary exponent
-    histogram of its finite non-zero elements (:class:`~ampconfig.settings.value_limits.ValueSpread`; sentinels
+    histogram of its finite non-zero elements (:class:`~ampconfig.decide.value_limits.ValueSpread`; sentinels
     included: they are finite)."""
 
     minimum: float | None

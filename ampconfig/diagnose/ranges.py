@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from ampconfig.decide.value_limits import check_margin, default_margin
 from ampconfig.decide.value_ranges import low_max, out_of_range
 from ampconfig.diagnose.graph_values import GraphNode
-from ampconfig.settings.value_limits import check_margin, default_margin
 
 
 @dataclass(frozen=True)

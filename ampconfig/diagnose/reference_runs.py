@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ampconfig.decide.ranges_input import read_ranges
+from ampconfig.decide.value_limits import check_margin
 from ampconfig.decide.value_ranges import ValueRanges, ValueStats
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
@@ -30,7 +31,6 @@ from ampconfig.runner.intermediates import (
 )
 from ampconfig.runner.proof import input_refusal
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.settings.value_limits import check_margin
 
 __all__ = ["Prepared", "prepare"]
 

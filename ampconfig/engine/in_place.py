@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import nothing_lowered
 from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
+from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.read_settings import ReadOptions, read_options
 from ampconfig.engine.sources import InputSource, IrSource, OpenedSource, Runnable
@@ -34,7 +35,6 @@ from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, run_pipelin
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.steps.run_context import Admission, InputAdmission
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.settings.rewrite_options import RewriteOptions
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
@@ -17,7 +18,6 @@ from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.steps.run_context import RewriteSetup
 from ampconfig.runner.float_cast import float32_to_float16
-from ampconfig.settings.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 
 
 def effective_lists(

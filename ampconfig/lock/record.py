@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import onnx
 
+from ampconfig.decide.value_limits import ValueSpread
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.files.hashing import file_sha256, text_sha256
@@ -57,7 +58,6 @@ from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.json_schemas import schema_reference
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Flags, Settings
-from ampconfig.settings.value_limits import ValueSpread
 from ampconfig.version import __version__
 
 #: Digits kept of each error a proof records: enough to compare, few enough that a rerun on the same machine

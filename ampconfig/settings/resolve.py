@@ -25,6 +25,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeGuard, cast
 
+from ampconfig.decide.rewrite_options import RewriteOptions
+from ampconfig.decide.value_limits import check_margin
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
@@ -38,8 +40,6 @@ from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
 from ampconfig.settings.input_options import parse_input_options
-from ampconfig.settings.rewrite_options import RewriteOptions
-from ampconfig.settings.value_limits import check_margin
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +89,11 @@ class Settings:
     """Everything a command needs to know, resolved. ``sources`` says where each setting came from: the flag
     (``--target``), the config (``config session.yaml``) or ``default``.
 
-    What the rewrite reads of them is one :class:`~ampconfig.settings.rewrite_options.RewriteOptions`,
+    What the rewrite reads of them is one :class:`~ampconfig.decide.rewrite_options.RewriteOptions`,
     ``rewrite_options`` (mode, target, lists, op names, keep_io_types, clamping, the decisions written into the
     model), read here through properties of the same names. The ranges file and its margin (``ranges``,
     ``data_max``) are not among them: the commands read the file (against the model they opened, with that margin)
-    and hand the rewrite its :class:`~ampconfig.settings.value_limits.ValueRanges`."""
+    and hand the rewrite its :class:`~ampconfig.decide.value_limits.ValueRanges`."""
 
     rewrite_options: RewriteOptions
     device: str

@@ -228,7 +228,7 @@ def test_a_config_s_missing_file_says_how_its_path_was_resolved_a_flag_s_does_no
 def test_the_settings_hold_the_rewrites_options_and_read_them(session_config: Path) -> None:
     """What the rewrite reads of the settings is one RewriteOptions held by them (none of its fields copied beside
     it); the ranges file and its margin stay the commands' to read."""
-    from ampconfig.settings.rewrite_options import RewriteOptions
+    from ampconfig.decide.rewrite_options import RewriteOptions
 
     settings = resolve(Flags(config=session_config))
     options = settings.rewrite_options

@@ -20,6 +20,7 @@ from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope, constant_source
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.mode_rules import ModeVerdicts
+from ampconfig.decide.value_limits import UNDERFLOW_SHARE
 from ampconfig.decide.value_ranges import (
     JOINED_ELEMENTS,
     Bounds,
@@ -34,7 +35,6 @@ from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.settings.value_limits import UNDERFLOW_SHARE
 
 #: Modes that never lower a float32 node: nothing for the values to keep.
 _KEEPING_MODES = frozenset({PrecisionMode.FORCE_FP32, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE})

@@ -13,6 +13,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.plan import Plan
+from ampconfig.decide.rewrite_options import Float16Encoder, RewriteOptions
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.node_checks import NodePieces, OutputCheck
 from ampconfig.files.repair import Repair
@@ -23,7 +24,6 @@ from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats
-from ampconfig.settings.rewrite_options import Float16Encoder, RewriteOptions
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import onnx_ir as ir
 import pytest
 from onnx import helper as oh
 
+from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.read_settings import read_options
 from ampconfig.files.ir_bridge import to_ir
 from ampconfig.files.models import light_proto
@@ -24,7 +25,6 @@ from ampconfig.rewrite.steps.name_nodes import NameNodesPass
 from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
 from ampconfig.rewrite.steps.record_decisions import RecordDecisionsPass
 from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, RewriteRun
-from ampconfig.settings.rewrite_options import RewriteOptions
 from tests.graphs import transformer_block
 
 Precondition = ir.passes.PreconditionError

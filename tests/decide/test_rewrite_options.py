@@ -1,4 +1,4 @@
-"""The rewrite's options (``ampconfig/settings/rewrite_options.py``): frozen, and holding read-only copies of the
+"""The rewrite's options (``ampconfig/decide/rewrite_options.py``): frozen, and holding read-only copies of the
 mappings and lists a caller hands in, so what the caller changes afterwards changes no options already made."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.judgements import Judgement
+from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.settings.rewrite_options import RewriteOptions
 from tests.graphs import transformer_block
 
 

@@ -22,6 +22,8 @@ from typing import Any, TypeAlias, cast
 
 import numpy as np
 
+from ampconfig.decide.judges import Judges
+from ampconfig.decide.value_limits import ValueRanges, check_margin
 from ampconfig.errors import AmpconfigError
 from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.formats.documents import describe_value
@@ -30,8 +32,6 @@ from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
 from ampconfig.precision_modes import PrecisionMode, parse_mode
-from ampconfig.settings.judge_settings import Judges
-from ampconfig.settings.value_limits import ValueRanges, check_margin
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]

@@ -1,5 +1,5 @@
-"""What a user judges of the nodes of an op type (the public hook, :mod:`ampconfig.decide.judgements`): kept with
-the settings, since a :class:`~ampconfig.settings.rewrite_options.RewriteOptions` carries the judges."""
+"""What a user judges of the nodes of an op type (the public hook, :mod:`ampconfig.decide.judgements` asks them):
+the types only, light, since a :class:`~ampconfig.decide.rewrite_options.RewriteOptions` carries the judges."""
 
 from __future__ import annotations
 

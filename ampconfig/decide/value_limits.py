@@ -1,6 +1,6 @@
 """The low dtypes' limits and the value ranges a model reached (:class:`ValueRanges`), which the value decisions
-(:mod:`ampconfig.decide.value_ranges`) read; the rewrite's options carry them
-(:mod:`ampconfig.settings.rewrite_options`), so they sit below both.
+(:mod:`ampconfig.decide.value_ranges`, :mod:`ampconfig.decide.passes.keep_in_range`) read and the rewrite's
+options carry (:mod:`ampconfig.decide.rewrite_options`). The settings check a margin the user gives against them.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class ValueRanges:
     """The largest finite |value| (sentinels left out) of each float value, by key
     (:func:`ampconfig.decide.value_ranges.value_key`), seen by float32 runs on ``source`` (the data, named), and the
     margin the range rule keeps values within (None: the default, :func:`default_margin` of the low dtype). Kept
-    with the settings, since a :class:`~ampconfig.settings.rewrite_options.RewriteOptions` carries them."""
+    with the settings, since a :class:`~ampconfig.decide.rewrite_options.RewriteOptions` carries them."""
 
     peaks: Mapping[str, float]
     source: str
