@@ -126,7 +126,7 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
 
         repaired = any(repair.changed for repair in admission.repairs)
         runtime_input.append(source.for_onnx_runtime(admitted, repaired, ir_version.version))
-        require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, source.path)
+        require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, source.path, options.target)
 
     raise_opset = _raises_opset(options.precision_mode)
     admitted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
@@ -146,7 +146,9 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
         skeleton = outcome.run.skeleton
         assert skeleton is not None  # the check step made it
         written = source.output_for_check(skeleton)
-        note = confirm_output_runs(runtime_input[0], admission.checker_errors, source.path, outcome.model, written)
+        note = confirm_output_runs(
+            runtime_input[0], admission.checker_errors, source.path, outcome.model, written, options.target
+        )
         outcome.warnings.append(note)
     result = _result(outcome, read, value_ranges, source.external_files, ir_version.note, admission.opset_raised)
     _log_summary(result)

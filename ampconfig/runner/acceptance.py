@@ -5,6 +5,12 @@ here: for it the checker-clean output is the proof, and ``rewrite`` needs no ORT
 rejects after its declarations were repaired, the input must load in ORT, and the rewritten model must load
 and run there on generated inputs before it is written. Everything runs on the CPU provider: what is asked is
 whether ORT accepts the graph, not how fast it runs.
+
+A model decided for another target may hold nodes the CPU provider has no kernel for (a bfloat16 MatMul for cuda).
+ONNX Runtime resolves a graph (checks every node's types and shapes against its schemas) before it assigns kernels,
+and says ``NOT_IMPLEMENTED`` only after that (:class:`~ampconfig.runner.sessions.KernelMissing`): for such a target
+that refusal proves the graph valid, and the model is said to be resolved, not run, on this machine. Deciding and
+rewriting for cuda need no GPU.
 """
 
 from __future__ import annotations
@@ -23,7 +29,15 @@ import onnx_ir as ir
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model, save_model_atomic
 from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
-from ampconfig.runner.sessions import LOAD_FAILED, ModelFile, Session, create_session, model_proto, run_once
+from ampconfig.runner.sessions import (
+    LOAD_FAILED,
+    KernelMissing,
+    ModelFile,
+    Session,
+    create_session,
+    model_proto,
+    run_once,
+)
 from ampconfig.runner.worker import WorkerCrashed
 
 Runnable = onnx.ModelProto | ModelFile
@@ -33,20 +47,42 @@ Runnable = onnx.ModelProto | ModelFile
 class RunCheck:
     """What ORT made of a rewritten model: ``failure`` says why it is worse than its input (None: it is not);
     ``ran`` is False when the output was only loaded (no inputs could be generated, or neither model ran on
-    them), which ``note`` then says."""
+    them) and ``loaded`` False when its graph was only resolved (no CPU kernel for a node of another target), which
+    ``note`` then says."""
 
     failure: str | None
     ran: bool
     note: str | None = None
+    loaded: bool = True
+
+    def proof(self) -> str:
+        """What ONNX Runtime showed of the rewrite, for the note the rewrite warns with."""
+        if self.ran:
+            return "loads and runs in ONNX Runtime"
+        if self.loaded:
+            return f"loads in ONNX Runtime ({self.note})"
+        return f"is resolved by ONNX Runtime ({self.note})"
 
 
-def load_failure(model: Runnable) -> str | None:
+def _resolved_only(exc: KernelMissing, target: str) -> str:
+    return (
+        f"its CPU provider has no kernel for a node the {target} target runs, so it was not loaded or run here: "
+        f"{exc.message.removeprefix(LOAD_FAILED)}"
+    )
+
+
+def load_failure(model: Runnable, target: str = "cpu") -> str | None:
     """Why ONNX Runtime (CPU provider) refuses to load ``model``, in its own words with the nodes it means
-    named (:func:`locate_refusal`), or None when it loads."""
+    named (:func:`locate_refusal`), or None when it loads (or, for a ``target`` other than the CPU, when only a
+    CPU kernel is missing: the graph resolved)."""
     try:
         create_session(model, "cpu", what="the input model")
     except WorkerCrashed as crash:
         return crash.message
+    except KernelMissing as exc:
+        if target != "cpu":
+            return None
+        return locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model))
     except AmpconfigError as exc:
         return locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model))
     return None
@@ -71,11 +107,16 @@ def locate_refusal(message: str, model: onnx.ModelProto) -> str:
     return f"{message} (node {', '.join(names[:5])}: {domain}::{op_type})" if names else message
 
 
-def check_output_runs(original: Runnable, rewritten: Runnable) -> RunCheck:
+def check_output_runs(original: Runnable, rewritten: Runnable, target: str = "cpu") -> RunCheck:
     """Load ``rewritten`` in ORT and run it on inputs generated for ``original``; when it does not run, run
-    ``original`` on the same inputs: only a model that does worse than its input is a failure."""
+    ``original`` on the same inputs: only a model that does worse than its input is a failure. A rewrite for a
+    ``target`` other than the CPU whose only refusal is a missing CPU kernel is resolved, not a failure."""
     try:
         session = create_session(rewritten, "cpu", what="the rewritten model")
+    except KernelMissing as exc:
+        if target != "cpu":
+            return RunCheck(None, ran=False, note=_resolved_only(exc, target), loaded=False)
+        return RunCheck(f"ONNX Runtime cannot load it: {exc.message.removeprefix(LOAD_FAILED)}", ran=False)
     except AmpconfigError as exc:
         return RunCheck(f"ONNX Runtime cannot load it: {exc.message.removeprefix(LOAD_FAILED)}", ran=False)
     try:
@@ -104,11 +145,14 @@ def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.
 # ------------------------------------------------------------------------ the rewrite's use of them
 
 
-def require_onnx_runtime_loads(runnable: Runnable, checker_errors: Sequence[str], path: str | None) -> None:
+def require_onnx_runtime_loads(
+    runnable: Runnable, checker_errors: Sequence[str], path: str | None, target: str = "cpu"
+) -> None:
     """The rare path of the acceptance rule: the checker still rejects the (repaired) input ``runnable`` (as the
     engine's input source gives it to ONNX Runtime), so ONNX Runtime decides. A model it cannot load either is
-    refused with both complaints (they name the node); ``path`` is the input's file, if any."""
-    refusal = load_failure(runnable)
+    refused with both complaints (they name the node); ``path`` is the input's file, if any. For a ``target`` other
+    than the CPU, a CPU kernel missing is no refusal (:func:`load_failure`)."""
+    refusal = load_failure(runnable, target)
     if refusal is not None:
         raise AmpconfigError(
             f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
@@ -135,12 +179,13 @@ def confirm_output_runs(
     path: str | None,
     ir_model: ir.Model,
     written: onnx.ModelProto | None,
+    target: str = "cpu",
 ) -> str:
     """Load and run the rewrite of an input the checker rejects (``original``, as the engine's input source gave it
-    to ONNX Runtime) before anything is written; refuse it when ORT does worse with it than with the input. Returns
-    the note for the warnings."""
+    to ONNX Runtime) before anything is written; refuse it when ORT does worse with it than with the input
+    (:func:`check_output_runs` for ``target``). Returns the note for the warnings."""
     with _runnable_output(ir_model, written) as output:
-        check = check_output_runs(original, output)
+        check = check_output_runs(original, output, target)
     if check.failure is not None:
         raise AmpconfigError(
             f"the rewritten model would be worse than the input, so nothing was written: {check.failure}",
@@ -148,9 +193,8 @@ def confirm_output_runs(
             hint="the input does not pass the ONNX checker; report the model and the command, or fix the input",
         )
     complaints = checker_errors
-    proof = "loads and runs in ONNX Runtime" if check.ran else f"loads in ONNX Runtime ({check.note})"
     return (
         f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "
         f"ONNX Runtime loads it, so it was rewritten: the output has no complaint the input did not have and "
-        f"{proof}"
+        f"{check.proof()}"
     )

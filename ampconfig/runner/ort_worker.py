@@ -7,9 +7,10 @@ outlives it. The worker owns its sessions for the life of the command, so no ses
 
 Requests arrive on a :class:`~ampconfig.runner.channel.Channel` as ``(verb, arguments, released)``: ``released``
 lists sessions the main process no longer holds, freed before the request runs (their weights go before the next
-model loads its own). Each request gets one answer, ``("ok", value)`` or ``("error", ONNX Runtime's words)``,
-after any number of ``("progress", label, done, total)`` messages while it times a model. The worker ignores
-Ctrl-C: the user's interrupt is the main process's to handle, and the main process ends the worker.
+model loads its own). Each request gets one answer, ``("ok", value)`` or ``("error", ONNX Runtime's words, the
+name of its exception's class)``, after any number of ``("progress", label, done, total)`` messages while it times
+a model. The worker ignores Ctrl-C: the user's interrupt is the main process's to handle, and the main process
+ends the worker.
 
 This module imports only what sessions need (NumPy, onnxruntime and ampconfig's light modules; ml_dtypes and onnx
 when a bfloat16 value comes), so a worker forked before the command's own imports, or started afresh, is ready
@@ -315,7 +316,7 @@ def serve(channel: Channel) -> None:
         try:
             value = worker.answer(verb, arguments)
         except Exception as exc:  # noqa: BLE001 (ONNX Runtime's own types, no common base: its words go back)
-            channel.send(("error", str(exc)))
+            channel.send(("error", str(exc), type(exc).__name__))
         else:
             channel.send(("ok", value))
 

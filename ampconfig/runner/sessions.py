@@ -46,6 +46,13 @@ log = logging.getLogger(__name__)
 
 #: How :func:`create_session` reports a model ONNX Runtime refuses, before ORT's own words.
 LOAD_FAILED = "ONNX Runtime could not load the model: "
+
+
+class KernelMissing(AmpconfigError):
+    """ONNX Runtime resolved the model's graph (its types and shapes check) but a provider has no kernel for one of
+    its nodes (``NOT_IMPLEMENTED`` while loading): the model is valid, and runs where a provider has the kernel."""
+
+
 #: How :func:`run_once` reports a model ONNX Runtime loaded but could not run on its feeds, before ORT's words.
 RUN_FAILED = "ONNX Runtime could not run the model on these inputs: "
 
@@ -265,7 +272,8 @@ def create_session(
     try:
         answer = process.ask("open", arguments, Phase.LOAD, what)
     except WorkerRefused as exc:
-        raise AmpconfigError(f"{LOAD_FAILED}{exc}") from None
+        refusal = KernelMissing if exc.kind == "NotImplemented" else AmpconfigError
+        raise refusal(f"{LOAD_FAILED}{exc}") from None
     session = Session(
         process,
         answer["id"],

@@ -92,7 +92,12 @@ class WorkerCrashed(AmpconfigError):
 
 
 class WorkerRefused(Exception):
-    """ONNX Runtime raised an exception in the worker (it refused a model or its inputs): its words."""
+    """ONNX Runtime raised an exception in the worker (it refused a model or its inputs): its words, and ``kind``,
+    the name of its exception class (``NotImplemented``: no kernel for a node; ``InvalidGraph``, ``Fail``, ...)."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class WorkerProcess:
@@ -142,7 +147,7 @@ class WorkerProcess:
                 self.end(kill=True)  # the conversation stopped half-way: this worker is of no further use
                 raise
         if message[0] == "error":
-            raise WorkerRefused(message[1])
+            raise WorkerRefused(message[1], message[2])
         return message[1]
 
     def end(self, kill: bool = False) -> None:
