@@ -39,6 +39,7 @@ from ampconfig.rewrite.tensors import Float16Encoder
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ampconfig.runner.acceptance import LoadCheck
     from ampconfig.settings.resolve import Settings
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
     ir_version = output_ir_version(source.declared(), source.path)
     admission = InputAdmission(source.light)
     runtime_input: list[Runnable] = []
+    input_checks: list[LoadCheck] = []
 
     def accept(admitted: ir.Model, admission: InputAdmission) -> None:
         # The rare path: the checker rejects the (repaired) input, so ONNX Runtime decides (imported only here).
@@ -126,7 +128,9 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
 
         repaired = any(repair.changed for repair in admission.repairs)
         runtime_input.append(source.for_onnx_runtime(admitted, repaired, ir_version.version))
-        require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, source.path, options.target)
+        input_checks.append(
+            require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, source.path, options.target)
+        )
 
     raise_opset = _raises_opset(options.precision_mode)
     admitted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
@@ -147,7 +151,13 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
         assert skeleton is not None  # the check step made it
         written = source.output_for_check(skeleton)
         note = confirm_output_runs(
-            runtime_input[0], admission.checker_errors, source.path, outcome.model, written, options.target
+            runtime_input[0],
+            admission.checker_errors,
+            source.path,
+            outcome.model,
+            written,
+            options.target,
+            input_checks[0],
         )
         outcome.warnings.append(note)
     result = _result(outcome, read, value_ranges, source.external_files, ir_version.note, admission.opset_raised)

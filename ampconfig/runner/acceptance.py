@@ -71,21 +71,36 @@ def _resolved_only(exc: KernelMissing, target: str) -> str:
     )
 
 
-def load_failure(model: Runnable, target: str = "cpu") -> str | None:
-    """Why ONNX Runtime (CPU provider) refuses to load ``model``, in its own words with the nodes it means
-    named (:func:`locate_refusal`), or None when it loads (or, for a ``target`` other than the CPU, when only a
-    CPU kernel is missing: the graph resolved)."""
+@dataclass(frozen=True)
+class LoadCheck:
+    """What ONNX Runtime (CPU provider) made of a model: ``refusal`` says why it does not accept it (None: it does),
+    ``loaded`` whether it loaded it (False: for another target, its graph resolved but a CPU kernel is missing)."""
+
+    refusal: str | None
+    loaded: bool
+
+    def accepted(self, target: str) -> str:
+        """How ONNX Runtime accepted the model, for the note the rewrite warns with."""
+        if self.loaded:
+            return "ONNX Runtime loads it"
+        return f"ONNX Runtime resolves its graph (its CPU provider has no kernel for a node the {target} target runs)"
+
+
+def load_check(model: Runnable, target: str = "cpu") -> LoadCheck:
+    """Load ``model`` in ONNX Runtime's CPU provider: its refusal in its own words with the nodes it means named
+    (:func:`locate_refusal`), or none when it loads or, for a ``target`` other than the CPU, when only a CPU kernel
+    is missing (the graph resolved)."""
     try:
         create_session(model, "cpu", what="the input model")
     except WorkerCrashed as crash:
-        return crash.message
+        return LoadCheck(crash.message, loaded=False)
     except KernelMissing as exc:
         if target != "cpu":
-            return None
-        return locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model))
+            return LoadCheck(None, loaded=False)
+        return LoadCheck(locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model)), loaded=False)
     except AmpconfigError as exc:
-        return locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model))
-    return None
+        return LoadCheck(locate_refusal(exc.message.removeprefix(LOAD_FAILED), model_proto(model)), loaded=False)
+    return LoadCheck(None, loaded=True)
 
 
 #: ORT names the op it does not know, not the node: "com.microsoft:FooBar(-1) is not a registered function/op".
@@ -147,12 +162,13 @@ def _run_failure(session: Session, feeds: Mapping[str, np.ndarray], proto: onnx.
 
 def require_onnx_runtime_loads(
     runnable: Runnable, checker_errors: Sequence[str], path: str | None, target: str = "cpu"
-) -> None:
+) -> LoadCheck:
     """The rare path of the acceptance rule: the checker still rejects the (repaired) input ``runnable`` (as the
     engine's input source gives it to ONNX Runtime), so ONNX Runtime decides. A model it cannot load either is
     refused with both complaints (they name the node); ``path`` is the input's file, if any. For a ``target`` other
-    than the CPU, a CPU kernel missing is no refusal (:func:`load_failure`)."""
-    refusal = load_failure(runnable, target)
+    than the CPU, a CPU kernel missing is no refusal (:func:`load_check`). Returns how it was accepted."""
+    check = load_check(runnable, target)
+    refusal = check.refusal
     if refusal is not None:
         raise AmpconfigError(
             f"the input model is not a valid ONNX model and ONNX Runtime cannot load it either: {refusal}; "
@@ -160,6 +176,7 @@ def require_onnx_runtime_loads(
             file=path,
             hint="fix or re-export the model; the messages name the node",
         )
+    return check
 
 
 @contextmanager
@@ -180,10 +197,12 @@ def confirm_output_runs(
     ir_model: ir.Model,
     written: onnx.ModelProto | None,
     target: str = "cpu",
+    input_check: LoadCheck = LoadCheck(None, loaded=True),
 ) -> str:
     """Load and run the rewrite of an input the checker rejects (``original``, as the engine's input source gave it
     to ONNX Runtime) before anything is written; refuse it when ORT does worse with it than with the input
-    (:func:`check_output_runs` for ``target``). Returns the note for the warnings."""
+    (:func:`check_output_runs` for ``target``). Returns the note for the warnings, saying how ONNX Runtime accepted
+    the input (``input_check``) and the output."""
     with _runnable_output(ir_model, written) as output:
         check = check_output_runs(original, output, target)
     if check.failure is not None:
@@ -195,6 +214,6 @@ def confirm_output_runs(
     complaints = checker_errors
     return (
         f"the input model does not pass the ONNX checker ({len(complaints)} complaint(s), first: {complaints[0]}); "
-        f"ONNX Runtime loads it, so it was rewritten: the output has no complaint the input did not have and "
+        f"{input_check.accepted(target)}, so it was rewritten: the output has no complaint the input did not have and "
         f"{check.proof()}"
     )

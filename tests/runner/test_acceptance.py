@@ -9,7 +9,9 @@ import pytest
 from onnx import TensorProto
 from onnx import helper as oh
 
-from ampconfig.runner.acceptance import check_output_runs, load_failure
+from ampconfig import rewrite_model_detailed
+from ampconfig.errors import AmpconfigError
+from ampconfig.runner.acceptance import check_output_runs, load_check
 from ampconfig.runner.sessions import KernelMissing, create_session
 
 
@@ -53,9 +55,35 @@ def test_the_same_rewrite_for_the_cpu_is_worse_than_its_input() -> None:
 def test_a_graph_onnx_runtime_does_not_resolve_fails_for_every_target() -> None:
     for target in ("cpu", "cuda"):
         assert check_output_runs(_matmul(TensorProto.FLOAT), _type_error(), target).failure is not None
-        assert load_failure(_type_error(), target) is not None
+        assert load_check(_type_error(), target).refusal is not None
 
 
 def test_an_input_for_cuda_is_accepted_when_only_a_cpu_kernel_is_missing() -> None:
-    assert load_failure(_matmul(TensorProto.BFLOAT16), "cuda") is None
-    assert load_failure(_matmul(TensorProto.BFLOAT16), "cpu") is not None
+    resolved = load_check(_matmul(TensorProto.BFLOAT16), "cuda")
+    assert resolved.refusal is None and not resolved.loaded
+    assert "resolves its graph" in resolved.accepted("cuda") and "cuda" in resolved.accepted("cuda")
+    assert load_check(_matmul(TensorProto.BFLOAT16), "cpu").refusal is not None
+    assert load_check(_matmul(TensorProto.FLOAT), "cpu") == load_check(_matmul(TensorProto.FLOAT), "cuda")
+    assert load_check(_matmul(TensorProto.FLOAT), "cpu").accepted("cpu") == "ONNX Runtime loads it"
+
+
+def _checker_rejected_bfloat16() -> onnx.ModelProto:
+    """A bfloat16 MatMul whose output declares a shape it does not compute: the checker rejects it, ONNX Runtime
+    resolves it, and its CPU provider has no bfloat16 MatMul."""
+    model = _matmul(TensorProto.BFLOAT16)
+    del model.graph.output[:]
+    model.graph.output.append(oh.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 10]))
+    return model
+
+
+def test_a_checker_rejected_input_for_cuda_says_it_was_resolved_not_loaded() -> None:
+    result = rewrite_model_detailed(_checker_rejected_bfloat16(), "allow_mix_precision_bf16", target="cuda")
+    note = next(warning for warning in result.warnings if "does not pass the ONNX checker" in warning)
+    assert "ONNX Runtime resolves its graph" in note and "ONNX Runtime loads it" not in note
+    assert "is resolved by ONNX Runtime" in note
+
+
+def test_the_same_input_for_the_cpu_is_refused_naming_the_node() -> None:
+    with pytest.raises(AmpconfigError, match="ONNX Runtime cannot load it either") as refused:
+        rewrite_model_detailed(_checker_rejected_bfloat16(), "allow_mix_precision_bf16", target="cpu")
+    assert "scores" in refused.value.message
