@@ -29,11 +29,11 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ampconfig.api import rewrite_model_detailed
+from ampconfig.decide import value_limits
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.instrument.rounding import low_precision_rounding_model
 from ampconfig.runner.intermediates import run_value_stats
-from ampconfig.settings import limits
 from tests.underflow_models import cqt_front_end, waveform
 
 CANDIDATES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -78,7 +78,7 @@ def _front_end() -> list[dict[str, object]]:
         share = ranges.underflow("re", "float16")
         row: dict[str, object] = {"scale": scale, "re_share_below_normal": round(share.share, 4) if share else 0.0}
         for candidate in CANDIDATES:
-            limits.UNDERFLOW_SHARE = candidate
+            value_limits.UNDERFLOW_SHARE = candidate
             result = rewrite_model_detailed(model, "allow_mix_precision", target="cpu", value_ranges=ranges)
             rounding, _ = low_precision_rounding_model(result.model, TYPING)
             low = ort.InferenceSession(rounding.SerializeToString(), providers=["CPUExecutionProvider"])
