@@ -36,7 +36,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.instrument.scopes import ProtoScope, proto_scopes, scope_types, taken_names
+from ampconfig.instrument.scopes import ProtoScope, leniently_inferred, proto_scopes, scope_types, taken_names
 from ampconfig.rewrite.names import fresh_name
 
 log = logging.getLogger(__name__)
@@ -374,13 +374,7 @@ def _extend_scan_output_attributes(node: onnx.NodeProto) -> None:
 
 def known_tensor_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     """Tensor type of every main-graph value the model states or ONNX type inference derives (stated first)."""
-    from ampconfig.files.models import INFERENCE_FAILURES
-
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-    except INFERENCE_FAILURES as exc:  # best effort: the values the model states still count
-        log.info("ONNX type inference failed, so only the types the model states are known: %s", exc)
-        inferred = model
+    inferred = leniently_inferred(model)
     types: dict[str, onnx.TypeProto] = {}
     for source in (model.graph, inferred.graph):
         for value in (*source.input, *source.output, *source.value_info):

@@ -117,16 +117,22 @@ def has_subgraphs(model: onnx.ModelProto) -> bool:
     return any(True for node in model.graph.node for _ in subgraphs(node))
 
 
-def scope_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
-    """The tensor type of every value key whose type the model states or ONNX's inference derives (stated first),
-    in every scope."""
+def leniently_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with the types ONNX's inference derives (lenient: no type check, no strict mode), or ``model``
+    itself when inference fails: the values it states still count."""
     from ampconfig.files.models import INFERENCE_FAILURES
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
-    except INFERENCE_FAILURES as exc:  # best effort: the values the model states still count
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)
+    except INFERENCE_FAILURES as exc:
         log.info("ONNX type inference failed, so only the types the model states are known: %s", exc)
-        inferred = model
+        return model
+
+
+def scope_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """The tensor type of every value key whose type the model states or ONNX's inference derives (stated first),
+    in every scope."""
+    inferred = leniently_inferred(model)
     types: dict[str, onnx.TypeProto] = {}
     for source in (model, inferred):
         for scope in proto_scopes(source):
