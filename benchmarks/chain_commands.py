@@ -26,9 +26,6 @@ import argparse
 import json
 import os
 import platform
-import resource
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +39,7 @@ from onnx import helper as oh
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from range_run import build_chain
+from range_run import build_chain, medians, timed_ampconfig
 
 from tests.underflow_models import write_front_end
 
@@ -84,31 +81,6 @@ def convnet(folder: Path, channels: int = 16) -> tuple[Path, Path]:
     return path, data
 
 
-def _time(args: list[str], folder: Path, source: Path | None) -> tuple[float, float]:
-    env = dict(os.environ)
-    if source is not None:
-        env["PYTHONPATH"] = str(source) + os.pathsep + env.get("PYTHONPATH", "")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "ampconfig", *args], capture_output=True, text=True, env=env,
-                          cwd=folder, check=False)  # fmt: skip
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"ampconfig {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def _medians(runs: list[tuple[float, float]]) -> dict[str, object]:
-    walls, cpus = [wall for wall, _ in runs], [cpu for _, cpu in runs]
-    return {
-        "wall": [round(t, 2) for t in walls],
-        "cpu": [round(t, 2) for t in cpus],
-        "wall_median": round(statistics.median(walls), 2),
-        "cpu_median": round(statistics.median(cpus), 2),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[5000, 10000, 20000])
@@ -138,8 +110,11 @@ def main() -> None:
             for label, (path, extra) in models.items():
                 if extra and command != "calibrate":
                     continue
-                runs = [_time([*COMMANDS[command], *extra, str(path)], folder, args.source) for _ in range(args.repeat)]
-                seconds.setdefault(command, {})[label] = _medians(runs)
+                runs = [
+                    timed_ampconfig([*COMMANDS[command], *extra, str(path)], folder, args.source)
+                    for _ in range(args.repeat)
+                ]
+                seconds.setdefault(command, {})[label] = medians(runs)
     smallest = str(min(args.nodes))
     result = {
         "machine": {

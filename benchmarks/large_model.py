@@ -64,11 +64,9 @@ def _built_as_asked(path: Path, layers: int, width: int) -> bool:
     return len(weights) == layers and all(list(w.dims) == [width, width] for w in weights)
 
 
-def build(folder: Path, layers: int, width: int) -> Path:
-    path = folder / MODEL_NAME
-    if _built_as_asked(path, layers, width):
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
+def matmul_chain(layers: int, width: int) -> onnx.ModelProto:
+    """x [1, width] -> ``layers`` MatMuls by float32 weights of width x width (values ~0.01, so activations stay
+    small), opset 17, IR 10."""
     rng = np.random.default_rng(0)
     nodes, weights, current = [], [], "x"
     for layer in range(layers):
@@ -86,6 +84,15 @@ def build(folder: Path, layers: int, width: int) -> Path:
     )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
     model.ir_version = 10
+    return model
+
+
+def build(folder: Path, layers: int, width: int) -> Path:
+    path = folder / MODEL_NAME
+    if _built_as_asked(path, layers, width):
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    model = matmul_chain(layers, width)
     (folder / DATA_NAME).unlink(missing_ok=True)  # onnx.save appends to an existing data file
     onnx.save(model, path, save_as_external_data=True, location=DATA_NAME, size_threshold=1024)
     return path

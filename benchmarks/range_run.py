@@ -66,23 +66,29 @@ def _env(source: Path | None) -> dict[str, str]:
     return env
 
 
-def _time_run(model: Path, range_check: bool, source: Path | None) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``ampconfig run`` of ``model`` in a fresh process."""
-    command = [sys.executable, "-m", "ampconfig", "run", "-m", "allow_mix_precision", "--warmup", "1"]
-    command += ["--iterations", "3", "--json", str(model)]
-    if not range_check:
-        command.append("--no-range-check")
+def timed_ampconfig(args: list[str], folder: Path, source: Path | None) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``ampconfig ARGS`` in a fresh process started in ``folder`` (``source``: another
+    checkout's root first on its import path); a verdict (exit 0 or 1) counts, anything else stops the benchmark."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=_env(source), cwd=model.parent, check=False)
+    done = subprocess.run([sys.executable, "-m", "ampconfig", *args], capture_output=True, text=True,
+                          env=_env(source), cwd=folder, check=False)  # fmt: skip
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
-        raise SystemExit(f"ampconfig run failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+        raise SystemExit(f"ampconfig {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _medians(runs: list[tuple[float, float]]) -> dict[str, object]:
+def _time_run(model: Path, range_check: bool, source: Path | None) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``ampconfig run`` of ``model`` in a fresh process."""
+    args = ["run", "-m", "allow_mix_precision", "--warmup", "1", "--iterations", "3", "--json", str(model)]
+    if not range_check:
+        args.append("--no-range-check")
+    return timed_ampconfig(args, model.parent, source)
+
+
+def medians(runs: list[tuple[float, float]]) -> dict[str, object]:
     walls, cpus = [wall for wall, _ in runs], [cpu for _, cpu in runs]
     return {
         "wall": [round(t, 2) for t in walls],
@@ -108,7 +114,7 @@ def main() -> None:
             for _ in range(args.repeat):
                 runs["range_check"].append(_time_run(model, True, args.source))
                 runs["no_range_check"].append(_time_run(model, False, args.source))
-            sizes[length] = {variant: _medians(times) for variant, times in runs.items()}
+            sizes[length] = {variant: medians(times) for variant, times in runs.items()}
     result: dict[str, object] = {
         "machine": {
             "python": platform.python_version(),

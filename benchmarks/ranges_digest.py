@@ -22,12 +22,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
-from onnx import helper as oh
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from large_model import matmul_chain
 
 from ampconfig.decide.ranges_input import ranges_identity, structure_sha256
 from ampconfig.files.models import open_model
@@ -36,22 +35,7 @@ from ampconfig.files.models import open_model
 def _model(megabytes: int) -> onnx.ModelProto:
     side = 1024
     layers = max(1, megabytes * (1 << 20) // (side * side * 4))
-    rng = np.random.default_rng(0)
-    inits, nodes, current = [], [], "x"
-    for index in range(layers):
-        inits.append(numpy_helper.from_array(rng.standard_normal((side, side)).astype(np.float32), f"w{index}"))
-        nodes.append(oh.make_node("MatMul", [current, f"w{index}"], [f"h{index}"], name=f"mm{index}"))
-        current = f"h{index}"
-    graph = oh.make_graph(
-        nodes,
-        "weights",
-        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [1, side])],
-        [oh.make_tensor_value_info(current, TensorProto.FLOAT, [1, side])],
-        inits,
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    model.ir_version = 10
-    return model
+    return matmul_chain(layers, side)
 
 
 def _read_once(paths: list[Path]) -> None:

@@ -64,11 +64,13 @@ class RunCheck:
         return f"is resolved by ONNX Runtime ({self.note})"
 
 
+def _no_cpu_kernel(target: str) -> str:
+    """Why a model for ``target`` was resolved, not loaded: said of the input and of the rewrite alike."""
+    return f"its CPU provider has no kernel for a node the {target} target runs"
+
+
 def _resolved_only(exc: KernelMissing, target: str) -> str:
-    return (
-        f"its CPU provider has no kernel for a node the {target} target runs, so it was not loaded or run here: "
-        f"{exc.message.removeprefix(LOAD_FAILED)}"
-    )
+    return f"{_no_cpu_kernel(target)}, so it was not loaded or run here: {exc.message.removeprefix(LOAD_FAILED)}"
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class LoadCheck:
         """How ONNX Runtime accepted the model, for the note the rewrite warns with."""
         if self.loaded:
             return "ONNX Runtime loads it"
-        return f"ONNX Runtime resolves its graph (its CPU provider has no kernel for a node the {target} target runs)"
+        return f"ONNX Runtime resolves its graph ({_no_cpu_kernel(target)})"
 
 
 def load_check(model: Runnable, target: str = "cpu") -> LoadCheck:

@@ -36,7 +36,6 @@ def input_files(settings: Settings) -> list[FileRole]:
     """Every file the settings read, in the order they are declared: the config, the model, a mixlist, keep_dtype
     and customize_dtypes file (when given as paths), the value ranges file, the ``.npz`` inputs, each ``.npy``
     input and the data sets' files. The model's external data comes later (:func:`declare_model`)."""
-    customize = settings.customize_dtypes
     given: list[tuple[str, Path | None]] = [
         ("session config (--config)", settings.config),
         (settings_role(settings, "input model", "MODEL", "model"), settings.model_path),
@@ -46,6 +45,7 @@ def input_files(settings: Settings) -> list[FileRole]:
         given.append((what, settings.modify_mixlist))
     if isinstance(settings.keep_dtype, Path):
         given.append((settings_role(settings, "keep_dtype file", "--keep-dtype", "keep_dtype"), settings.keep_dtype))
+    customize = settings.customize_dtypes
     customize_path = customize if isinstance(customize, Path) else getattr(customize, "source", None)
     what = settings_role(settings, "customize_dtypes file", "--customize-dtypes", "customize_dtypes")
     given.append((what, customize_path))
