@@ -1,10 +1,12 @@
-"""ampconfig: NPU-style precision control (precision modes, modify_mixlist) for ONNX models."""
+"""ampconfig: NPU-style precision control (precision modes, modify_mixlist) for ONNX models.
 
-from __future__ import annotations
+This module imports nothing when it runs: the ``ampconfig`` console script imports it before its entry
+(:mod:`ampconfig.entry`) can answer Ctrl-C, so an import here would be a moment where Ctrl-C prints a
+``KeyboardInterrupt`` traceback. Every public name, ``__version__`` included, is imported on first use.
+"""
 
-from typing import TYPE_CHECKING, Any
-
-from ampconfig.version import __version__
+# typing's own constant, spelt out: importing typing is an import step (type checkers read the name itself)
+TYPE_CHECKING = False
 
 __all__ = [
     "Judgement",
@@ -19,15 +21,19 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from ampconfig.api import rewrite_model, rewrite_model_detailed
     from ampconfig.decide.judgements import Judgement
     from ampconfig.gc_pause import gc_paused
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
     from ampconfig.prove.calibration import calibrate_model, merge_ranges
+    from ampconfig.version import __version__
 
 
 #: Where each public name is defined.
 _PUBLIC_MODULES = {
+    "__version__": "ampconfig.version",
     "rewrite_model": "ampconfig.api",
     "rewrite_model_detailed": "ampconfig.api",
     "MixedPrecisionPass": "ampconfig.ir_pass",
@@ -39,7 +45,7 @@ _PUBLIC_MODULES = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     """The public API, imported on first use: ``import ampconfig.cli`` (and ``ampconfig --help``) must not pay for
     onnx, onnx-ir and the decision engine, which ``ampconfig.api`` imports."""
     module_name = _PUBLIC_MODULES.get(name)

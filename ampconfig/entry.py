@@ -11,11 +11,14 @@ Two things must happen before the command line's own imports (typer, rich, onnx,
   started as a new interpreter.
 """
 
-from __future__ import annotations
+import sys  # loaded with the interpreter: no import step before the handler below
 
-import os
-import sys
-from collections.abc import Sequence
+try:  # Ctrl-C from the first import of this module on: a quiet exit 130
+    import os
+    from collections.abc import Sequence
+except KeyboardInterrupt:
+    sys.stderr.write("error: interrupted\n")
+    raise SystemExit(130) from None
 
 #: Commands that always run models.
 _ALWAYS_RUN = frozenset({"run", "calibrate", "compare", "tune"})

@@ -5,6 +5,7 @@ what the test process already holds."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,3 +40,14 @@ def command_in_fresh_process(tmp_path: Path, *args: str | Path) -> dict[str, Any
 def script_in_fresh_process(script: str) -> subprocess.CompletedProcess[str]:
     """``python -c SCRIPT`` in a new interpreter, its output captured."""
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+
+
+def as_a_terminal_job() -> None:
+    """A child's ``preexec_fn``: the ending signals as a terminal's foreground job has them (default actions,
+    Python's Ctrl-C handler), whatever this test process inherited. A suite run as a background job of a
+    non-interactive shell (``python -m pytest &``, and so every process it starts) has SIGINT ignored, and ampconfig
+    rightly keeps an inherited ignored signal ignored (``files/interrupts.end_on_signals``): a test that sends a
+    terminal's Ctrl-C must start the command as a terminal would, or the command never sees it (issue 43: the two
+    Ctrl-C tests of the worker hung in such runs)."""
+    for each in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(each, signal.SIG_DFL if each != signal.SIGINT else signal.default_int_handler)

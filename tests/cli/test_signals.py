@@ -31,18 +31,11 @@ import pytest
 from onnx import helper as oh
 from onnx import numpy_helper
 
+from tests.fresh_process import as_a_terminal_job
 from tests.graphs import FLOAT, make_model, tensor
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
 HARNESS = Path(__file__).parents[1] / "signal_harness.py"
-
-
-def _default_dispositions() -> None:
-    """In the command's process before it starts: the signals as an interactive shell leaves them. A suite run
-    under ``nohup`` or as a background job would otherwise hand them down ignored, and ampconfig rightly keeps an
-    inherited ignored signal ignored (``files/interrupts.end_on_signals``)."""
-    for each in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(each, signal.SIG_DFL if each != signal.SIGINT else signal.default_int_handler)
 
 
 def _ended(process: subprocess.Popen[bytes]) -> bytes:
@@ -99,7 +92,7 @@ def signalled_at(
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=_default_dispositions,
+        preexec_fn=as_a_terminal_job,
     )
     deadline = time.monotonic() + 120
     while not marker.exists():
@@ -169,7 +162,7 @@ def test_a_signal_while_a_stream_waits_for_its_reader_removes_the_staged_copy(fo
         cwd=folder / "work",
         env={**os.environ, "TMPDIR": str(folder / "tmp")},
         stderr=subprocess.PIPE,
-        preexec_fn=_default_dispositions,
+        preexec_fn=as_a_terminal_job,
     )
     deadline = time.monotonic() + 120
     while not any(staged.is_file() for staged in (folder / "tmp").rglob("*")):
@@ -202,7 +195,7 @@ def rewritten(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, int]:
         cwd=base / "work",
         env={**os.environ, "TMPDIR": str(base / "tmp"), "AMPCONFIG_TEST_PAUSE": f"count:{count}"},
         capture_output=True,
-        preexec_fn=_default_dispositions,
+        preexec_fn=as_a_terminal_job,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr.decode()

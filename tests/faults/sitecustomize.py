@@ -22,13 +22,15 @@ package itself knows nothing of this (CPython's test suite injects faults the sa
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any
+
+# Nothing else at start-up: a pause at an import step (``import:pause:typing``) must find that module not imported
+# yet, so the imports this module needs come where it uses them, and Any is only read by type checkers.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FAULT = os.environ.get("AMPCONFIG_FAULT", "")
 FLOAT = 1
@@ -87,7 +89,8 @@ def _act(action: str) -> None:
     elif action == "abort":
         os.abort()
     elif action == "pause":
-        Path(os.environ["AMPCONFIG_FAULT_MARKER"]).write_text(str(os.getpid()))
+        with open(os.environ["AMPCONFIG_FAULT_MARKER"], "w", encoding="utf-8") as marker:
+            marker.write(str(os.getpid()))
         time.sleep(600)
     else:
         raise ValueError(f"unknown fault action {action!r}")
@@ -120,10 +123,12 @@ def _patch(ort: Any) -> None:
     session_class.run_with_iobinding = running(session_class.run_with_iobinding)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
+class _PatchOnImport:  # a meta path finder (importlib.abc's base class would import typing at start-up)
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != "onnxruntime":
             return None
+        import importlib.util
+
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None:
@@ -138,7 +143,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _PauseOnImport(importlib.abc.MetaPathFinder):
+class _PauseOnImport:  # a meta path finder
     def __init__(self, module: str) -> None:
         self.module = module
 

@@ -22,6 +22,7 @@ from ampconfig.runner import worker
 from ampconfig.runner.channel import Channel, large_bytes
 from ampconfig.runner.sessions import LOAD_FAILED, create_session, run_once
 from ampconfig.runner.worker import Phase, WorkerCrashed
+from tests.fresh_process import as_a_terminal_job
 from tests.worker_faults import console_script, fault_environment, fresh_worker, inject, run_console
 
 __all__ = ["fresh_worker"]  # the fixture, used by name
@@ -169,6 +170,7 @@ def test_ctrl_c_while_the_worker_runs_is_exit_130_and_ends_the_worker(tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,  # its own process group, as a shell gives a foreground job
+        preexec_fn=as_a_terminal_job,
     )
     try:
         deadline = time.monotonic() + 120
@@ -188,17 +190,25 @@ def test_ctrl_c_while_the_worker_runs_is_exit_130_and_ends_the_worker(tmp_path: 
     assert list(temporary.iterdir()) == []
 
 
-def test_ctrl_c_during_start_up_is_a_quiet_exit_130(tmp_path: Path) -> None:
-    """Ctrl-C while the command line's own modules are being imported (paused as typer is imported): no
-    KeyboardInterrupt traceback, exit 130 as at every later moment."""
+#: Import steps of the console script's start-up, in order: the entry's own first import (the package's
+#: ``__init__`` imports nothing, so this is the first step of ampconfig's code), typing (which the package's
+#: ``__init__`` imported before the entry's handler existed: a traceback until issue 43), and the command line's.
+START_UP_IMPORTS = ("collections.abc", "typing", "typer")
+
+
+@pytest.mark.parametrize("module", START_UP_IMPORTS)
+def test_ctrl_c_during_start_up_is_a_quiet_exit_130(tmp_path: Path, module: str) -> None:
+    """Ctrl-C while the console script imports ``module`` (a fault pauses there): no KeyboardInterrupt traceback,
+    exit 130 as at every later moment."""
     marker = tmp_path / "importing"
     process = subprocess.Popen(
         [console_script(), "validate", "--help"],
-        env=fault_environment("import:pause:typer", marker=marker),
+        env=fault_environment(f"import:pause:{module}", marker=marker),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=as_a_terminal_job,
     )
     try:
         deadline = time.monotonic() + 60
