@@ -256,7 +256,7 @@ def _carrying_slots(key: str, count: int) -> Sequence[int]:
     if key in SUMMING_OPS:
         return range(count)
     slots = CARRYING_OPS.get(key, ())
-    return range(count) if slots is None else slots
+    return range(count) if slots is None else [slot for slot in slots if slot < count]
 
 
 def _input_bound(value: ir.Value | None, derived: dict[ir.Value, DerivedBound]) -> float:

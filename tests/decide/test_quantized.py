@@ -246,3 +246,21 @@ def test_the_values_derived_from_an_accumulator_end_at_the_scale_multiply() -> N
     derived = {value.name: found.bound for value, found in accumulator_values(graph).items()}
     bound = 255 * 128 * 16
     assert derived == {"acc": bound, "acc_flat": bound, "acc_float": bound, "shifted": bound + 3}
+
+
+def test_a_pad_without_a_pad_value_carries_the_bound() -> None:
+    """Pad's pad value (input 2) is optional: a Pad of the accumulator with only its pads carries the bound."""
+    weight = oh.make_tensor("w", TensorProto.INT8, [16, 4], [1] * 64)
+    pads = oh.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
+    model = make_model(
+        [
+            oh.make_node("MatMulInteger", ["a", "w"], ["acc"], name="acc"),
+            oh.make_node("Pad", ["acc", "pads"], ["padded"], name="pad"),
+            oh.make_node("Cast", ["padded"], ["y"], name="cast", to=TensorProto.FLOAT),
+        ],
+        [tensor("a", TensorProto.UINT8, [2, 16])],
+        [tensor("y", shape=[2, 6])],
+        [weight, pads],
+    )
+    derived = {value.name: found.bound for value, found in accumulator_values(_graph(model)).items()}
+    assert derived == dict.fromkeys(("acc", "padded", "y"), 255 * 128 * 16)

@@ -8,7 +8,9 @@ mode that lowers, force_fp16 included. Data only narrows it: with value ranges, 
 of the bound and its measured peak (a value the ranges do not list was measured within the margin, as the range
 rule reads them: a decision made from a lock's values equals one made from every peak). No value whose bound
 passes the low type's range is cast to it: its producer (the Cast from int32, a layout op) and every reader up to
-the scale multiply compute in float32; the Cast keeps this verdict when the Casts are settled."""
+the scale multiply compute in float32; the Cast keeps this verdict when the Casts are settled. Only the nodes of the
+accumulator's own scope are decided (a body reading an outer accumulator's values, which no exporter writes, is
+left to its scope's rules: deciding it from outside would come before its own scope's pins)."""
 
 from __future__ import annotations
 
@@ -42,25 +44,23 @@ class BoundIntegerAccumulators(DecisionPass):
         limit = low_max(ctx.low)
         keys = ValueKeys.of(state)
         verdict_of = ModeVerdicts(ctx)
+        inside = {facts.node for facts in scope.facts}
         changed = False
-        for value, derived in accumulator_values(facts.node for facts in scope.facts).items():
+        for value, derived in accumulator_values(inside).items():
             if Dtype.of_value(value) is not Dtype.FLOAT32:
                 continue  # integers are never retyped; a value already low was the input model's own
             bound, measured = _narrowed(value, derived, state, keys)
             if bound <= limit:
                 continue
             producer = value.producer()
-            nodes = [(producer, "writes")] if producer is not None else []
-            nodes += [(use.node, "reads") for use in value.uses()]
-            for node, how in nodes:
-                facts = state.facts_of.get(node)
-                if facts is None or node in state.verdicts or facts.dtype is not Dtype.FLOAT32:
-                    continue
-                if not (is_flexible(facts) or could_go_low(facts, state, verdict_of)):
-                    continue
-                reason = _reason(how, value, derived, measured, bound, ctx.low, limit)
-                verdict = Verdict(Dtype.FLOAT32, Rule.INTEGER_ACCUMULATOR_BOUND, reason, derived.accumulator.node)
-                changed |= state.decide(node, verdict)
+            holders = [(producer, "writes")] if producer is not None else []
+            for node, how in holders + [(use.node, "reads") for use in value.uses()]:
+                # A node of another scope (a body reading an outer value) is left to the mode: deciding it here
+                # would come before its own scope's pins.
+                if node in inside and _may_go_low(node, state, verdict_of):
+                    reason = _reason(how, value, derived, measured, bound, ctx.low, limit)
+                    verdict = Verdict(Dtype.FLOAT32, Rule.INTEGER_ACCUMULATOR_BOUND, reason, derived.accumulator.node)
+                    changed |= state.decide(node, verdict)
         return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
@@ -74,6 +74,14 @@ class BoundIntegerAccumulators(DecisionPass):
                 raise self.fail(
                     f"{facts.node.name} holds an integer accumulator's values but computes in {verdict.dtype}"
                 )
+
+
+def _may_go_low(node: ir.Node, state: DecisionState, verdict_of: ModeVerdicts) -> bool:
+    """An undecided float32 node the mode could lower; any float32 Cast (its dtype follows its readers)."""
+    facts = state.facts_of.get(node)
+    if facts is None or node in state.verdicts or facts.dtype is not Dtype.FLOAT32:
+        return False
+    return is_flexible(facts) or could_go_low(facts, state, verdict_of)
 
 
 def _narrowed(
