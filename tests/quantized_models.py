@@ -8,6 +8,12 @@ quantizer from a float block built here with onnx.helper.
   DynamicQuantizeLinear + MatMulInteger + Cast + Mul by the two scales).
 - :func:`qdq_block`: that block through ``quantize_static`` in QDQ format (QuantizeLinear/DequantizeLinear pairs
   around every quantized op), calibrated on a few seeded samples.
+- :func:`dynamic_lstm_tagger` (issue 42): a spectrogram tagger (input projection, LSTM, per-frame head) through
+  ``quantize_dynamic``: each MatMul becomes DynamicQuantizeLinear + MatMulInteger (int32) + Cast + Mul by the
+  scales. On :func:`tagger_inputs` (non-negative magnitudes, so the activations quantize with zero point 0 and
+  use the whole uint8 range) the projection's int32 accumulator reaches |x| = 191309, three times float16's max.
+  :func:`accumulator_reads_in_low` walks a written model from every int32 accumulator to its scale multiply and
+  names what computes or casts it in float16 there.
 
 Opset 17, IR version 10; the quantized models are read back and given IR version 10 (ORT 1.31 refuses 14).
 """
@@ -19,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
-from tests.graphs import IR_VERSION
+from tests.graphs import IR_VERSION, weight
 from tests.transformer_stacks import StackBuilder, StackSize, attention, gelu_erf, layer_norm
 
 BLOCK_SIZE = StackSize(layers=2, hidden=32, heads=4, ffn=64)
@@ -106,3 +112,104 @@ def qdq_block(folder: Path, seed: int = 0) -> Path:
     )
     _read_back(target)
     return target
+
+
+TAGGER_FRAMES, TAGGER_FEATURES, TAGGER_HIDDEN, TAGGER_CLASSES = 16, 64, 48, 12
+
+
+def tagger_inputs(seed: int = 1) -> dict[str, np.ndarray]:
+    """Spectrogram-like magnitudes: non-negative, so DynamicQuantizeLinear gives them zero point 0."""
+    shape = (TAGGER_FRAMES, 1, TAGGER_FEATURES)
+    return {"x": np.abs(np.random.default_rng(seed).standard_normal(shape)).astype(np.float32)}
+
+
+def float_tagger(seed: int = 0, head_mean: float = 0.1, head_outlier: float = 0.0) -> onnx.ModelProto:
+    """x [frames, 1, features] -> MatMul + bias -> LSTM -> Squeeze -> MatMul + bias -> y [frames, 1, classes]. The
+    projection's weights lean positive (mean 0.05), as a filter bank's over magnitudes do; the LSTM's input, output
+    and cell gates are biased open (+3, +3, +2), so its states sit near +0.9 and quantize with zero point 0; the
+    head's weights lean positive (``head_mean``): its products add up instead of cancelling. ``head_outlier`` is
+    added to one head weight: int8 quantization scales every weight by the largest, so the others take few steps
+    and the head's accumulator stays small."""
+    f, h, c = TAGGER_FEATURES, TAGGER_HIDDEN, TAGGER_CLASSES
+    projection = numpy_helper.to_array(weight("proj.w", f, h, seed=seed, scale=0.05)) + np.float32(0.05)
+    head = numpy_helper.to_array(weight("head.w", h, c, seed=seed)) + np.float32(head_mean)
+    head[0, 0] += np.float32(head_outlier)
+    gate_bias = numpy_helper.to_array(weight("lstm.B", 1, 8 * h, seed=seed)).copy()
+    for gate, bias in enumerate((3.0, 3.0, 0.0, 2.0)):  # ONNX's gate order: input, output, forget, cell
+        gate_bias[0, gate * h : (gate + 1) * h] += np.float32(bias)
+    initializers = [
+        numpy_helper.from_array(projection.astype(np.float32), "proj.w"),
+        weight("proj.b", h, seed=seed),
+        weight("lstm.W", 1, 4 * h, h, seed=seed),
+        weight("lstm.R", 1, 4 * h, h, seed=seed),
+        numpy_helper.from_array(gate_bias.astype(np.float32), "lstm.B"),
+        numpy_helper.from_array(head.astype(np.float32), "head.w"),
+        weight("head.b", c, seed=seed),
+        numpy_helper.from_array(np.array([1], np.int64), "axis.direction"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "proj.w"], ["proj"], name="proj"),
+        helper.make_node("Add", ["proj", "proj.b"], ["proj.biased"], name="proj.bias"),
+        helper.make_node("LSTM", ["proj.biased", "lstm.W", "lstm.R", "lstm.B"], ["lstm.y"], name="lstm", hidden_size=h),
+        helper.make_node("Squeeze", ["lstm.y", "axis.direction"], ["frames"], name="squeeze"),
+        helper.make_node("MatMul", ["frames", "head.w"], ["head"], name="head"),
+        helper.make_node("Add", ["head", "head.b"], ["y"], name="head.bias"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "lstm_tagger",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [TAGGER_FRAMES, 1, f])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [TAGGER_FRAMES, 1, c])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def dynamic_lstm_tagger(folder: Path, seed: int = 0, head_mean: float = 0.1, head_outlier: float = 0.0) -> Path:
+    """:func:`float_tagger` through ``quantize_dynamic`` (int8 weights, its MatMuls), written to ``folder``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    name = f"tagger_{seed}_{head_mean:g}_{head_outlier:g}"
+    source, target = folder / f"{name}_fp32.onnx", folder / f"{name}_dynamic.onnx"
+    onnx.save_model(float_tagger(seed, head_mean, head_outlier), source)
+    quantize_dynamic(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+    _read_back(target)
+    return target
+
+
+#: The ops whose int32 output sums products of integers (the accumulators the written models are checked for).
+ACCUMULATORS = frozenset({"MatMulInteger", "ConvInteger", "MatMulInteger16"})
+_LOW_TYPES = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
+
+
+def accumulator_reads_in_low(model: onnx.ModelProto) -> list[str]:
+    """The nodes of ``model`` (main graph) that cast a value derived from an int32 accumulator to a low float
+    type, or compute on it in one, up to its scale multiply: the walk starts at every accumulator's output and
+    follows each reader's outputs, and stops at the first Mul or Div (named too where it computes low)."""
+    typed = onnx.shape_inference.infer_shapes(model)
+    elem = {info.name: info.type.tensor_type.elem_type for info in typed.graph.value_info}
+    for info in [*typed.graph.input, *typed.graph.output]:
+        elem[info.name] = info.type.tensor_type.elem_type
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in typed.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    found: list[str] = []
+    pending = [node.output[0] for node in typed.graph.node if node.op_type in ACCUMULATORS]
+    seen: set[str] = set()
+    while pending:
+        value = pending.pop()
+        for node in readers.get(value, []):
+            if node.name in seen:
+                continue
+            seen.add(node.name)
+            to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
+            if to in _LOW_TYPES or any(elem.get(name) in _LOW_TYPES for name in [*node.input, *node.output]):
+                found.append(node.name)
+            if node.op_type in ("Mul", "Div"):
+                continue  # the scale multiply: from its output on the ordinary rules judge
+            pending.extend(node.output)
+    return sorted(found)

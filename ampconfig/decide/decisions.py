@@ -46,6 +46,9 @@ class Rule(str, Enum):
     RANGE_EXCEEDS = "range_exceeds"  # the float32 model's values on data passed the margin below the low type's limit
     RANGE_UNDERFLOWS = "range_underflows"  # the float32 model's values on data lie below the low type's normal range
     QUANTIZER_INPUT = "quantizer_input"  # computes a value a quantizer rounds to integers: kept as the original
+    #: reads or writes a value derived from an integer accumulator (MatMulInteger...) whose bound passes the low
+    #: type's range, before the scale multiply: float32
+    INTEGER_ACCUMULATOR_BOUND = "integer_accumulator_bound"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.facts import Scope
+from ampconfig.decide.passes.accumulator_bounds import BoundIntegerAccumulators
 from ampconfig.decide.passes.assign_colours import AssignColours
 from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
 from ampconfig.decide.passes.customized_dtypes import CustomizedDtypes
@@ -122,8 +123,14 @@ class Pipeline:
 #: Hard verdicts, every mode, first, in precedence order: a node keeps the first hard verdict it gets (a hard pass
 #: skips nodes already decided). customize_dtypes first (Ascend's precedence: over keep_dtype and the mode; its
 #: entries were checked against the nodes' facts, unretypable ones refused), then the rules that keep a dtype: the
-#: fixed ones, the values, the quantizers' inputs.
-HARD: tuple[Step, ...] = (CustomizedDtypes(), FixedVerdicts(), KeepValuesInRange(), KeepQuantizerInputs())
+#: fixed ones, the values, the integer accumulators' values, the quantizers' inputs.
+HARD: tuple[Step, ...] = (
+    CustomizedDtypes(),
+    FixedVerdicts(),
+    KeepValuesInRange(),
+    BoundIntegerAccumulators(),
+    KeepQuantizerInputs(),
+)
 
 #: Gray and clear nodes follow their neighbours; the fusion guard then forces producers to float32, whose
 #: consumers follow again.

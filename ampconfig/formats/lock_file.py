@@ -89,6 +89,7 @@ RuleName = Literal[
     "range_exceeds",
     "range_underflows",
     "quantizer_input",
+    "integer_accumulator_bound",
 ]
 #: The numbers ampconfig measures: finite (JSON has no NaN or Infinity; Python's reader takes them all the same).
 PositiveNumber = Annotated[float, Field(gt=0, allow_inf_nan=False)]

@@ -26,7 +26,16 @@ from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import Scope
-from ampconfig.decide.pass_pipelines import HARD, MIXED, ORIGIN, POLICY, Pipeline, UntilStable, pipeline_for
+from ampconfig.decide.pass_pipelines import (
+    FOLLOW_UNTIL_STABLE,
+    HARD,
+    MIXED,
+    ORIGIN,
+    POLICY,
+    Pipeline,
+    UntilStable,
+    pipeline_for,
+)
 from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
 from ampconfig.decide.passes.fixed import UNRETYPABLE, FixedVerdicts
 from ampconfig.decide.passes.mode_rules import ModePolicy
@@ -64,6 +73,7 @@ def test_each_mode_has_a_declared_pipeline() -> None:
         "CustomizedDtypes",
         "FixedVerdicts",
         "KeepValuesInRange",
+        "BoundIntegerAccumulators",
         "KeepQuantizerInputs",
         "AssignColours",
         "PaintListed",
@@ -81,6 +91,7 @@ def test_each_mode_has_a_declared_pipeline() -> None:
             "CustomizedDtypes",
             "FixedVerdicts",
             "KeepValuesInRange",
+            "BoundIntegerAccumulators",
             "KeepQuantizerInputs",
             "ModePolicy",
             "SettleFlexible",
@@ -120,12 +131,17 @@ def test_a_pass_that_decides_says_so() -> None:
     assert FixedVerdicts()(pinned.state, pinned.scope) is False
 
 
+#: The mixed pipeline's steps up to its first following step.
+THROUGH_FOLLOWING = MIXED.steps[: MIXED.steps.index(FOLLOW_UNTIL_STABLE) + 1]
+
+
 def test_until_stable_follows_again_after_the_fusion_guard_forced_a_node() -> None:
-    ran = ran_before_probe(guarded_layer_norm(), MIXED.steps[:8])
+    ran = ran_before_probe(guarded_layer_norm(), THROUGH_FOLLOWING)
     assert ran == [
         "CustomizedDtypes",
         "FixedVerdicts",
         "KeepValuesInRange",
+        "BoundIntegerAccumulators",
         "KeepQuantizerInputs",
         "AssignColours",
         "PaintListed",
@@ -135,7 +151,7 @@ def test_until_stable_follows_again_after_the_fusion_guard_forced_a_node() -> No
         "FollowNeighbours",
         "GuardLayerNormFusion",
     ]
-    assert ran_before_probe(chain(), MIXED.steps[:8])[-2:] == ["FollowNeighbours", "GuardLayerNormFusion"]
+    assert ran_before_probe(chain(), THROUGH_FOLLOWING)[-2:] == ["FollowNeighbours", "GuardLayerNormFusion"]
 
 
 def test_the_second_until_stable_runs_only_when_an_island_went_low() -> None:
@@ -153,7 +169,8 @@ def test_a_failed_precondition_names_the_pass_the_scope_and_the_passes_already_r
     message = str(failure.value)
     assert message.startswith("SettleFlexible: mm1 is undecided")
     assert message.endswith(
-        "(in the main graph, after CustomizedDtypes, FixedVerdicts, KeepValuesInRange, KeepQuantizerInputs)"
+        "(in the main graph, after CustomizedDtypes, FixedVerdicts, KeepValuesInRange, BoundIntegerAccumulators, "
+        "KeepQuantizerInputs)"
     )
 
 

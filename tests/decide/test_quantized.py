@@ -18,8 +18,16 @@ from typer.testing import CliRunner
 from ampconfig.cli import app
 from ampconfig.decide import pass_pipelines as pipeline
 from ampconfig.decide.passes.quantizer_inputs import KeepQuantizerInputs
-from ampconfig.decide.quantized import QuantizationKind, quantization_kinds, quantizer_inputs
-from tests.graphs import make_model, tensor
+from ampconfig.decide.quantized import (
+    INT32_BOUND,
+    QuantizationKind,
+    accumulator_bound,
+    accumulator_values,
+    quantization_kinds,
+    quantizer_inputs,
+    reduction_length,
+)
+from tests.graphs import make_model, session, tensor
 from tests.quantized_models import block_inputs, dynamic_block, qdq_block
 
 runner = CliRunner()
@@ -141,3 +149,118 @@ def test_without_the_rule_the_qdq_block_fails_and_run_says_why(
     assert code == 1 and report["low_precision_nodes"] > 0
     note = next(note for note in report["notes"] if "the model is quantized" in note)
     assert "moves whole steps" in note and "quantizer_input" in note
+
+
+def _accumulator_model(
+    activation: int, activation_zero: int | str | None, weight_shape: list[int | str], op: str = "MatMulInteger"
+) -> onnx.ModelProto:
+    """``a`` (a graph input of type ``activation``) times an int8 weight ``w`` of ``weight_shape`` (an initializer of
+    -128s where every dimension is known, else a graph input), by ``op``; ``activation_zero``: a constant zero point,
+    None for none, "dynamic" for one a DynamicQuantizeLinear gives at run time (``a`` is then its output). The
+    accumulator then goes through a Reshape, a Cast to float and an Add of a constant before the scale Mul."""
+    nodes, inputs, initializers = [], [], [oh.make_tensor("w_zero", TensorProto.INT8, [], [0])]
+    if activation_zero == "dynamic":
+        nodes.append(oh.make_node("DynamicQuantizeLinear", ["x"], ["a", "a_scale", "a_zero"], name="quant"))
+        inputs.append(tensor("x", shape=["n", "k"]))
+    else:
+        inputs.append(tensor("a", activation, ["n", "k"] if op == "MatMulInteger" else [1, 4, 8, 8]))
+        if activation_zero is not None:
+            initializers.append(oh.make_tensor("a_zero", activation, [], [activation_zero]))
+    if all(isinstance(dim, int) for dim in weight_shape):
+        size = int(np.prod(weight_shape))
+        initializers.append(oh.make_tensor("w", TensorProto.INT8, weight_shape, [-128] * size))
+    else:
+        inputs.append(tensor("w", TensorProto.INT8, weight_shape))
+    operands = ["a", "w", "a_zero" if activation_zero is not None else "", "w_zero"]
+    initializers += [
+        oh.make_tensor("flat", TensorProto.INT64, [1], [-1]),
+        oh.make_tensor("offset", TensorProto.FLOAT, [], [-3.0]),
+        oh.make_tensor("scale", TensorProto.FLOAT, [], [0.5]),
+    ]
+    nodes += [
+        oh.make_node(op, operands, ["acc"], name="acc"),
+        oh.make_node("Reshape", ["acc", "flat"], ["acc_flat"], name="flatten"),
+        oh.make_node("Cast", ["acc_flat"], ["acc_float"], name="cast", to=TensorProto.FLOAT),
+        oh.make_node("Add", ["acc_float", "offset"], ["shifted"], name="shift"),
+        oh.make_node("Mul", ["shifted", "scale"], ["y"], name="scale_mul"),
+    ]
+    return make_model(nodes, inputs, [tensor("y", shape=["m"])], initializers)
+
+
+def _graph(model: onnx.ModelProto) -> ir.Graph:
+    return ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model)).graph
+
+
+def _accumulator(graph: ir.Graph) -> ir.Node:
+    return next(node for node in graph if node.name == "acc")
+
+
+def test_the_bound_of_a_dynamic_matmul_is_255_by_128_by_the_weights_rows() -> None:
+    """quantize_dynamic's pattern: uint8 activations less a zero point known only at run time (up to 255 steps),
+    int8 weights less zero point 0 (up to 128), 64 rows of weights summed per output."""
+    bound = accumulator_bound(_accumulator(_graph(_accumulator_model(TensorProto.UINT8, "dynamic", [64, 48]))))
+    assert (bound.a.spread, bound.b.spread, bound.reduction) == (255, 128, 64)  # type: ignore[union-attr]
+    assert bound.bound == 255 * 128 * 64
+    assert "255 (uint8, a zero point known at run time) x 128 (int8, zero point 0) x 64" in bound.describe()
+
+
+@pytest.mark.parametrize(
+    ("activation", "zero", "spread"),
+    [
+        (TensorProto.UINT8, 128, 128),  # 0 - 128 or 255 - 128
+        (TensorProto.UINT8, 3, 252),
+        (TensorProto.UINT8, None, 255),
+        (TensorProto.INT8, None, 128),
+        (TensorProto.INT8, -128, 255),
+    ],
+)
+def test_a_constant_zero_point_sets_the_spread(activation: int, zero: int | None, spread: int) -> None:
+    bound = accumulator_bound(_accumulator(_graph(_accumulator_model(activation, zero, [16, 4]))))
+    assert bound.a is not None and bound.a.spread == spread and bound.bound == spread * 128 * 16
+
+
+def test_a_conv_sums_its_input_channels_per_group_times_its_kernel() -> None:
+    model = _accumulator_model(TensorProto.UINT8, None, [6, 4, 3, 3], op="ConvInteger")
+    assert reduction_length(_accumulator(_graph(model))) == 4 * 3 * 3
+
+
+def test_an_unknown_reduction_length_leaves_int32s_own_bound() -> None:
+    graph = _graph(_accumulator_model(TensorProto.UINT8, None, ["k", "m"]))
+    bound = accumulator_bound(_accumulator(graph))
+    assert bound.reduction is None and bound.bound == INT32_BOUND
+
+
+def test_the_bound_is_reached() -> None:
+    """Activations all 0 less zero point 255, weights all -128 less 0: every one of the K = 16 products is
+    255 * 128, and ONNX Runtime's MatMulInteger gives exactly the bound."""
+    model = _accumulator_model(TensorProto.UINT8, 255, [16, 4])
+    model.graph.output.append(tensor("acc", TensorProto.INT32, None))
+    computed = session(model).run(["acc"], {"a": np.zeros((2, 16), np.uint8)})[0]
+    assert int(np.abs(computed).max()) == accumulator_bound(_accumulator(_graph(model))).bound == 255 * 128 * 16
+
+
+def test_the_values_derived_from_an_accumulator_end_at_the_scale_multiply() -> None:
+    """Through the Reshape and the Cast the bound is the accumulator's; the Add of -3 adds 3; the scale Mul's output
+    is no longer the accumulator's."""
+    graph = _graph(_accumulator_model(TensorProto.UINT8, None, [16, 4]))
+    derived = {value.name: found.bound for value, found in accumulator_values(graph).items()}
+    bound = 255 * 128 * 16
+    assert derived == {"acc": bound, "acc_flat": bound, "acc_float": bound, "shifted": bound + 3}
+
+
+def test_a_pad_without_a_pad_value_carries_the_bound() -> None:
+    """Pad's pad value (input 2) is optional: a Pad of the accumulator with only its pads carries the bound."""
+    weight = oh.make_tensor("w", TensorProto.INT8, [16, 4], [1] * 64)
+    pads = oh.make_tensor("pads", TensorProto.INT64, [4], [0, 1, 0, 1])
+    model = make_model(
+        [
+            oh.make_node("MatMulInteger", ["a", "w"], ["acc"], name="acc"),
+            oh.make_node("Pad", ["acc", "pads"], ["padded"], name="pad"),
+            oh.make_node("Cast", ["padded"], ["y"], name="cast", to=TensorProto.FLOAT),
+        ],
+        [tensor("a", TensorProto.UINT8, [2, 16])],
+        [tensor("y", shape=[2, 6])],
+        [weight, pads],
+    )
+    derived = {value.name: found.bound for value, found in accumulator_values(_graph(model)).items()}
+    assert derived == dict.fromkeys(("acc", "padded", "y"), 255 * 128 * 16)

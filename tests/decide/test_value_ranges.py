@@ -132,8 +132,8 @@ def test_the_int32_sums_of_a_quantized_model_are_judged_by_range(quantized: tupl
         assert cast["op_type"] == "Cast" and cast["dtype"] == "float32"  # the int32 -> float Cast stays float32
     code, ran = _json(["run", *args, "--json", *FAST])
     assert code == 0 and ran["low_precision_nodes"] > 0, ran["failures"]
-    # Without the range run the sums that feed a quantizer still stay float32 (rule quantizer_input), but the last
-    # one, 43551 within float16's range and past the margin, goes low with its Mul.
+    # Without the range run the int32 sums still stay float32 up to their scale Mul (rule integer_accumulator_bound),
+    # but the last MatMul's product of scales, below float16's normal range on the data (range_underflows), goes low.
     code, unchecked = _json(["run", *args, "--no-range-check", "--json", *FAST])
     assert unchecked["low_precision_nodes"] > ran["low_precision_nodes"]
 

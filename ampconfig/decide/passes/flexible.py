@@ -41,6 +41,9 @@ def _settled(state: DecisionState, facts: NodeFacts) -> Verdict:
         return Verdict(None, Rule.NOT_FLOAT, "computes on no float32/float16/bfloat16 tensor")
     if node in state.ctx.pinned:
         return Verdict(facts.dtype, Rule.KEEP_DTYPE, "pinned to its original dtype by keep_dtype")
+    kept = state.verdicts.get(node)
+    if kept is not None and kept.rule is Rule.INTEGER_ACCUMULATOR_BOUND:
+        return kept  # a Cast of an integer accumulator's values beyond the low type's range (accumulator_bounds.py)
     wanted = state.needs.wanted(node.outputs[0])
     kind = "Cast" if node.op_type == "Cast" else "constant"
     if len(wanted) == 1 and (dtype := next(iter(wanted))) is not facts.dtype and dtype in MOVABLE_DTYPES:
