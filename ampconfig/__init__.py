@@ -12,14 +12,16 @@ __all__ = [
     "MixedPrecisionResult",
     "__version__",
     "calibrate_model",
+    "close",
     "gc_paused",
     "merge_ranges",
+    "onnx_runtime_worker",
     "rewrite_model",
     "rewrite_model_detailed",
 ]
 
 if TYPE_CHECKING:
-    from ampconfig.api import rewrite_model, rewrite_model_detailed
+    from ampconfig.api import close, onnx_runtime_worker, rewrite_model, rewrite_model_detailed
     from ampconfig.decide.judgements import Judgement
     from ampconfig.gc_pause import gc_paused
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 _PUBLIC_MODULES = {
     "rewrite_model": "ampconfig.api",
     "rewrite_model_detailed": "ampconfig.api",
+    "close": "ampconfig.api",
+    "onnx_runtime_worker": "ampconfig.api",
     "MixedPrecisionPass": "ampconfig.ir_pass",
     "MixedPrecisionResult": "ampconfig.ir_pass",
     "Judgement": "ampconfig.decide.judgements",
