@@ -188,11 +188,12 @@ class WorkerProcess:
         try:
             if self.alive:
                 self.channel.send(("release", {}, [number], False), timeout=deadline_s(Phase.RUN))
-        except (OSError, ChannelSilent):  # a dead or stopped worker: the next request finds out
+        except (OSError, ChannelSilent, AmpconfigError):  # a dead or stopped worker: the next request finds out
             pass
         finally:
             self._lock.release()
-        self._arm_idle_end()
+        with contextlib.suppress(AmpconfigError):  # a bad AMPCONFIG_WORKER_IDLE: said by the next request
+            self._arm_idle_end()
 
     def ask(
         self, verb: str, arguments: dict[str, Any], phase: Phase, what: str, progress: Progress | None = None
@@ -274,6 +275,7 @@ class WorkerProcess:
             if self._held or self._idle is not threading.current_thread() or self.owner != os.getpid():
                 return
             self._idle = None
+            _forget(self)  # the next request starts a new worker rather than finding this one ended
             log.debug("ending the idle ONNX Runtime worker (pid %d)", self.pid)
             self.end()
         finally:
@@ -360,6 +362,14 @@ def current() -> WorkerProcess:
         if _current is None or not _current.alive or _current.owner != os.getpid():
             _current = spawn()
         return _current
+
+
+def _forget(process: WorkerProcess) -> None:
+    """``process`` is no longer this process's worker (it is being ended)."""
+    global _current
+    with _lock:
+        if _current is process:
+            _current = None
 
 
 def log_sessions() -> None:

@@ -476,3 +476,13 @@ def test_a_crash_in_the_console_scripts_worker_is_located_either_way(tmp_path: P
     assert done.returncode == 2, done.stderr
     assert "ONNX Runtime crashed (killed by SIGABRT" in done.stderr and "Traceback" not in done.stderr
     assert list(temporary.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf"])
+def test_a_deadline_that_is_not_a_number_of_seconds_is_a_located_error(
+    fresh_worker: None, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("AMPCONFIG_WORKER_DEADLINE", value)
+    with pytest.raises(AmpconfigError) as refused:
+        create_session(_relu(), "cpu")
+    assert refused.value.message == f"AMPCONFIG_WORKER_DEADLINE={value!r} is not a number of seconds"
