@@ -17,22 +17,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ampconfig.runner import worker
 from ampconfig.runner.sessions import create_session
-
-
-def _relu() -> bytes:
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
-        "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
+from tests.graphs import one_relu
 
 
 def main() -> None:
@@ -40,7 +30,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    session = create_session(_relu(), "cpu")
+    session = create_session(one_relu(), "cpu")
     feeds = {"x": np.array([-1.0, 2.0], np.float32)}
     received = 0
 

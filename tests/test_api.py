@@ -21,7 +21,7 @@ from ampconfig import MixedPrecisionPass, rewrite_model
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
 from ampconfig.errors import AmpconfigError
-from tests.graphs import FLOAT, make_model, run, tensor
+from tests.graphs import FLOAT, make_model, one_relu, run, tensor
 from tests.lock_trees import cli
 from tests.value_models import mlp
 from tests.worker_faults import process_gone
@@ -189,11 +189,8 @@ def test_the_api_refuses_a_margin_with_the_command_lines_message(value: str, tmp
 
 
 def _relu_file(folder: Path) -> Path:
-    model = make_model(
-        [oh.make_node("Relu", ["x"], ["y"], name="relu")], [tensor("x", FLOAT, [2])], [tensor("y", FLOAT, [2])]
-    )
     path = folder / "relu.onnx"
-    onnx.save_model(model, path)
+    onnx.save_model(one_relu(), path)
     return path
 
 

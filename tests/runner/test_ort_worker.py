@@ -9,25 +9,11 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from ampconfig.runner.channel import Channel, ChannelSilent, pipe
 from ampconfig.runner.ort_worker import HEARTBEAT_S, PROGRESS_INTERVAL_S, Worker, _Heartbeat
-
-
-def _relu() -> bytes:
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
-        "relu",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
-    onnx.checker.check_model(model)
-    return model.SerializeToString()
-
+from tests.graphs import one_relu
 
 X = {"x": np.array([-1.0, 2.0], np.float32)}
 
@@ -54,7 +40,7 @@ def _messages(listener: Channel) -> list[tuple[object, ...]]:
 
 
 def _session(worker: Worker) -> int:
-    opened = worker.open(_relu(), "cpu", False, None, None, False, None, None)
+    opened = worker.open(one_relu().SerializeToString(), "cpu", False, None, None, False, None, None)
     return int(opened["id"])
 
 
