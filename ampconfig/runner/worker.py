@@ -190,6 +190,9 @@ class WorkerProcess:
                 self.channel.send(("release", {}, [number], False), timeout=deadline_s(Phase.RUN))
         except (OSError, ChannelSilent, AmpconfigError):  # a dead or stopped worker: the next request finds out
             pass
+        except BaseException:  # a signal's exception, perhaps half-way through the frame: the channel is unusable
+            self.end(kill=True)
+            raise
         finally:
             self._lock.release()
         with contextlib.suppress(AmpconfigError):  # a bad AMPCONFIG_WORKER_IDLE: said by the next request
