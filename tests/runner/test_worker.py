@@ -486,3 +486,12 @@ def test_a_deadline_that_is_not_a_number_of_seconds_is_a_located_error(
     with pytest.raises(AmpconfigError) as refused:
         create_session(_relu(), "cpu")
     assert refused.value.message == f"AMPCONFIG_WORKER_DEADLINE={value!r} is not a number of seconds"
+
+
+def test_a_released_session_is_freed_at_once_not_at_the_next_request(fresh_worker: None) -> None:
+    """On main a dropped session waited in the list the next request carried (its weights held until then)."""
+    session = create_session(_relu(), "cpu")
+    process = worker.current()
+    del session
+    assert process._released == []  # nothing waits for a next request: the release went when the session was dropped
+    assert _counts() == {"built": 1, "open": 0}
