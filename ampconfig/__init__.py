@@ -14,8 +14,10 @@ __all__ = [
     "MixedPrecisionResult",
     "__version__",
     "calibrate_model",
+    "close",
     "gc_paused",
     "merge_ranges",
+    "onnx_runtime_worker",
     "rewrite_model",
     "rewrite_model_detailed",
 ]
@@ -23,7 +25,7 @@ __all__ = [
 if TYPE_CHECKING:
     from typing import Any
 
-    from ampconfig.api import rewrite_model, rewrite_model_detailed
+    from ampconfig.api import close, onnx_runtime_worker, rewrite_model, rewrite_model_detailed
     from ampconfig.decide.judgements import Judgement
     from ampconfig.gc_pause import gc_paused
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
@@ -36,6 +38,8 @@ _PUBLIC_MODULES = {
     "__version__": "ampconfig.version",
     "rewrite_model": "ampconfig.api",
     "rewrite_model_detailed": "ampconfig.api",
+    "close": "ampconfig.api",
+    "onnx_runtime_worker": "ampconfig.api",
     "MixedPrecisionPass": "ampconfig.ir_pass",
     "MixedPrecisionResult": "ampconfig.ir_pass",
     "Judgement": "ampconfig.decide.judgements",

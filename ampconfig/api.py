@@ -1,5 +1,6 @@
 """The Python API: ``rewrite_model`` and ``rewrite_model_detailed``, a facade over the engine
-(:mod:`ampconfig.engine`). Nothing inside the package imports this module: it is for the package's users.
+(:mod:`ampconfig.engine`), and ``close``/``onnx_runtime_worker``, which end the worker process that runs ONNX
+Runtime's sessions for the API. Nothing inside the package imports this module: it is for the package's users.
 
 >>> import ampconfig
 >>> model = ampconfig.rewrite_model("model.onnx", precision_mode="allow_mix_precision")  # doctest: +SKIP
@@ -9,7 +10,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import onnx
@@ -24,8 +26,26 @@ from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
+from ampconfig.runner import worker
 
-__all__ = ["rewrite_model", "rewrite_model_detailed"]
+__all__ = ["close", "onnx_runtime_worker", "rewrite_model", "rewrite_model_detailed"]
+
+
+def close() -> None:
+    """End the worker process that runs ONNX Runtime for this process's API calls, now (it also ends by itself once
+    idle for ``AMPCONFIG_WORKER_IDLE`` seconds with no session held, 60 by default, and when this process ends). The
+    next call that runs a model starts a new one."""
+    worker.shutdown()
+
+
+@contextmanager
+def onnx_runtime_worker() -> Iterator[None]:
+    """``with ampconfig.onnx_runtime_worker(): ...``: the calls inside share one ONNX Runtime worker process, ended
+    (:func:`close`) when the block ends."""
+    try:
+        yield
+    finally:
+        close()
 
 
 def rewrite_model_detailed(

@@ -52,13 +52,14 @@ class Answers:
         self.owner = __import__("os").getpid()
         self.progress = None
         self.worker = ort_worker.Worker(self)
-    def send(self, message):  # the worker's progress messages
+    def send(self, message, timeout=None):  # the worker's progress messages
         if self.progress is not None:
             self.progress(*message[1:])
     def release(self, number):
         self.worker.sessions.pop(number, None)
     def ask(self, verb, arguments, phase, what, progress=None):
         self.progress = progress
+        self.worker.listening = progress is not None
         try:
             return self.worker.answer(verb, arguments)
         except Exception as exc:

@@ -52,6 +52,13 @@ def tensor(name: str, elem: int = FLOAT, shape: Sequence[int | str] | None = Non
     return oh.make_tensor_value_info(name, elem, shape)
 
 
+def one_relu(shape: Sequence[int | str] = (2,)) -> onnx.ModelProto:
+    """``y = Relu(x)``, float32: the smallest model a session runs (the worker's own costs)."""
+    return make_model(
+        [oh.make_node("Relu", ["x"], ["y"], name="relu")], [tensor("x", FLOAT, shape)], [tensor("y", FLOAT, shape)]
+    )
+
+
 def weight(name: str, *shape: int, seed: int = 0, scale: float = 0.1) -> onnx.TensorProto:
     rng = np.random.default_rng(seed + sum(map(ord, name)))
     return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)

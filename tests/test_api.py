@@ -15,14 +15,16 @@ import onnx_ir as ir
 import pytest
 from onnx import helper as oh
 
+import ampconfig
 import ampconfig.rewrite.steps.apply_plan
 from ampconfig import MixedPrecisionPass, rewrite_model
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
 from ampconfig.errors import AmpconfigError
-from tests.graphs import FLOAT, make_model, run, tensor
+from tests.graphs import FLOAT, make_model, one_relu, run, tensor
 from tests.lock_trees import cli
 from tests.value_models import mlp
+from tests.worker_faults import process_gone
 
 
 def _random_like_nodes() -> onnx.ModelProto:
@@ -184,3 +186,25 @@ def test_the_api_refuses_a_margin_with_the_command_lines_message(value: str, tmp
         rewrite_model(tmp_path / "mlp.onnx", "allow_mix_precision", data_max=float(value))
     assert raised.value.message.replace("data_max", "--data-max") in refused.output
     assert raised.value.hint is not None and raised.value.hint in refused.output
+
+
+def _relu_file(folder: Path) -> Path:
+    path = folder / "relu.onnx"
+    onnx.save_model(one_relu(), path)
+    return path
+
+
+def test_close_ends_the_apis_worker_and_the_next_call_starts_another(tmp_path: Path) -> None:
+    """On main the API's worker (about 90 MB) lived as long as the calling process."""
+    from ampconfig.runner import worker
+
+    model = _relu_file(tmp_path)
+    ampconfig.calibrate_model(model, tmp_path / "first.json")
+    first = worker.current()
+    ampconfig.close()
+    assert process_gone(first.pid) and not first.folder.exists()
+    with ampconfig.onnx_runtime_worker():
+        ampconfig.calibrate_model(model, tmp_path / "second.json")
+        second = worker.current()
+        assert second.pid != first.pid and not process_gone(second.pid)
+    assert process_gone(second.pid) and not second.folder.exists()

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +20,28 @@ from ampconfig.runner import worker
 FAULTS = Path(__file__).parent / "faults"
 
 
-def fault_environment(fault: str | None, *, marker: Path | None = None, tmpdir: Path | None = None) -> dict[str, str]:
+#: How the console script's worker starts: forked at start-up (Linux) or spawned (macOS, Windows, a user's BLAS thread
+#: count; ``AMPCONFIG_WORKER_START=spawn`` forces it on Linux).
+WORKER_STARTS = ("fork", "spawn")
+
+
+def fault_environment(
+    fault: str | None,
+    *,
+    marker: Path | None = None,
+    tmpdir: Path | None = None,
+    start: str = "fork",
+    deadline_s: float | None = None,
+) -> dict[str, str]:
     """``os.environ`` with the fault module first on ``PYTHONPATH`` and ``fault`` in ``AMPCONFIG_FAULT`` (None: no
-    fault), a pause's ``marker`` file, and ``TMPDIR``."""
+    fault), a pause's ``marker`` file, ``TMPDIR``, the worker's ``start`` and its deadline."""
     environment = dict(os.environ)
-    environment.pop("AMPCONFIG_FAULT", None)
+    for name in ("AMPCONFIG_FAULT", "AMPCONFIG_WORKER_START", "AMPCONFIG_WORKER_DEADLINE", "AMPCONFIG_WORKER_IDLE"):
+        environment.pop(name, None)
+    if start == "spawn":
+        environment["AMPCONFIG_WORKER_START"] = "spawn"
+    if deadline_s is not None:
+        environment["AMPCONFIG_WORKER_DEADLINE"] = str(deadline_s)
     if fault is not None:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FAULTS), environment.get("PYTHONPATH")]))
         environment["AMPCONFIG_FAULT"] = fault
@@ -41,6 +59,44 @@ def fresh_worker() -> Iterator[None]:
     worker.shutdown()
     yield
     worker.shutdown()
+
+
+@pytest.fixture(params=[pytest.param(start, marks=pytest.mark.worker_start) for start in WORKER_STARTS])
+def worker_start(request: pytest.FixtureRequest) -> str:
+    """Each way the console script's worker starts (the test runs once forked, once spawned)."""
+    return str(request.param)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process has ``pid`` (ended and reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def worker_folders(folder: Path) -> list[Path]:
+    return sorted(folder.glob("ampconfig-worker-*"))
+
+
+def wait_for_file(marker: Path, process: subprocess.Popen[bytes], seconds: float = 120) -> None:
+    """Until ``marker`` exists (a fault paused there), failing with the process's stderr if it ended first."""
+    deadline = time.monotonic() + seconds
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not marker.exists():
+        if process.poll() is None:
+            process.kill()
+        raise AssertionError(process.communicate()[1].decode())
+
+
+def wait_until_gone(folder: Path, seconds: float = 60) -> list[Path]:
+    """The worker folders left in ``folder`` once none is left or ``seconds`` passed (a hang guard, not a speed bar)."""
+    deadline = time.monotonic() + seconds
+    while worker_folders(folder) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return worker_folders(folder)
 
 
 def inject(monkeypatch: pytest.MonkeyPatch, fault: str) -> None:

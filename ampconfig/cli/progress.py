@@ -4,6 +4,7 @@ Shown only on a terminal and never with ``--json``: a log or a pipe gets the res
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -19,6 +20,9 @@ if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the r
 
 #: Narrower than this, a progress line is its label and count only.
 NARROW = 40
+#: Seconds between two redraws of one label's count (the worker sends at most ten a second too; a data set read
+#: here reports every sample): the first and last counts are always shown.
+UPDATE_INTERVAL_S = 0.1
 
 
 def shown(json_output: bool) -> bool:
@@ -46,8 +50,13 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
         columns = (label, BarColumn(bar_width=min(40, stderr.width - 36)), MofNCompleteColumn(), TimeElapsedColumn())
     bar = Progress(*columns, console=stderr, transient=True)
     tasks: dict[str, TaskID] = {}
+    shown_at: dict[str, float] = {}
 
     def update(label: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if label in tasks and done < total and now - shown_at[label] < UPDATE_INTERVAL_S:
+            return
+        shown_at[label] = now
         if label not in tasks:
             tasks[label] = bar.add_task(label if ": " in label else f"timing {label}", total=total)
         bar.update(tasks[label], completed=done, total=total)

@@ -5,12 +5,18 @@ no exception to catch. So ampconfig's main process never hands a user's model to
 process (:mod:`ampconfig.runner.worker` starts it and talks to it) to build sessions, run them and time them, and
 outlives it. The worker owns its sessions for the life of the command, so no session is built twice.
 
-Requests arrive on a :class:`~ampconfig.runner.channel.Channel` as ``(verb, arguments, released)``: ``released``
-lists sessions the main process no longer holds, freed before the request runs (their weights go before the next
-model loads its own). Each request gets one answer, ``("ok", value)`` or ``("error", ONNX Runtime's words, the
-name of its exception's class)``, after any number of ``("progress", label, done, total)`` messages while it times
-a model. The worker ignores Ctrl-C: the user's interrupt is the main process's to handle, and the main process
-ends the worker.
+Requests arrive on a :class:`~ampconfig.runner.channel.Channel` as ``(verb, arguments, released, listening)``:
+``released`` lists sessions the main process no longer holds, freed before the request runs (their weights go
+before the next model loads its own); ``listening`` says whether the main process shows progress. Each request
+gets one answer, ``("ok", value, peak)`` or ``("error", ONNX Runtime's words, the name of its exception's class,
+peak)``, where ``peak`` is the most memory the worker has used (bytes), after any number of ``("alive", peak)``
+heartbeats (one a second while the request runs, from a thread of their own: ONNX Runtime computes without
+Python's lock) and ``("progress", label, done, total)`` messages (at most ten a second, and none when nobody
+listens). The verb ``release`` frees sessions and gets no answer. The worker ignores Ctrl-C: the user's interrupt is
+the main process's to handle, and the main process ends the worker.
+
+When the main process goes first (its channel ends, a heartbeat finds the pipe closed, the parent-death signal
+SIGTERM) or the worker gets SIGTERM or SIGHUP, the worker removes its own folder before it ends.
 
 This module imports only what sessions need (NumPy, onnxruntime and ampconfig's light modules; ml_dtypes and onnx
 when a bfloat16 value comes), so a worker forked before the command's own imports, or started afresh, is ready
@@ -22,10 +28,14 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import shutil
 import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -212,13 +222,30 @@ def _host_array(value: ort.OrtValue) -> np.ndarray:
     return np.frombuffer(bits, np.uint16).copy().view(ml_dtypes.bfloat16).reshape(shape)
 
 
+#: Seconds between two heartbeats, and at least between two progress messages.
+HEARTBEAT_S = 1.0
+PROGRESS_INTERVAL_S = 0.1
+
+
+def peak_memory() -> int:
+    """The most memory (resident, bytes) this process has used so far; 0 where the platform does not say."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB elsewhere
+
+
 class Worker:
-    """The sessions this process holds, by the number the main process knows them by, and how many were built."""
+    """The sessions this process holds, by the number the main process knows them by, and how many were built.
+    ``listening``: whether the request being answered has a listener for progress."""
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.sessions: dict[int, tuple[ort.InferenceSession, str]] = {}
         self.built = 0
+        self.listening = False
 
     def open(
         self,
@@ -281,9 +308,16 @@ class Worker:
         """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""
         session, device = self.sessions[id]
         bound = BoundRun(session, device, feeds)
+        if not self.listening:
+            return timed_runs(bound, warmup=warmup, iterations=iterations, label=label)
+        sent = -math.inf
 
         def progress(what: str, done: int, total: int) -> None:
-            self.channel.send(("progress", what, done, total))
+            nonlocal sent
+            now = time.monotonic()
+            if done >= total or now - sent >= PROGRESS_INTERVAL_S:
+                sent = now
+                self.channel.send(("progress", what, done, total))
 
         return timed_runs(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
 
@@ -303,37 +337,115 @@ class Worker:
         raise ValueError(f"unknown request {verb!r}")
 
 
-def serve(channel: Channel) -> None:
-    """Answer requests until the main process closes the channel (or dies: the pipe ends the same way)."""
+class _Heartbeat:
+    """A thread that sends ``("alive", peak)`` every :data:`HEARTBEAT_S` while a request runs. A heartbeat that
+    finds the pipe closed (the main process died while the worker computes) ends the worker, its folder removed."""
+
+    def __init__(self, channel: Channel, folder: str | None) -> None:
+        self._channel = channel
+        self._folder = folder
+        self._lock = threading.Lock()
+        self._busy = False
+        self._changed = threading.Condition(self._lock)
+        threading.Thread(target=self._beat, name="ampconfig-heartbeat", daemon=True).start()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Heartbeats while the block runs; none once it has ended (the answer follows the last one)."""
+        with self._lock:
+            self._busy = True
+            self._changed.notify()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy = False
+
+    def _beat(self) -> None:
+        with self._lock:
+            while True:
+                while not self._busy:
+                    self._changed.wait()
+                self._changed.wait(HEARTBEAT_S)
+                if not self._busy:
+                    continue
+                try:
+                    self._channel.send(("alive", peak_memory()))
+                except OSError:
+                    leave(self._folder)
+
+
+def leave(folder: str | None, code: int = 0) -> None:
+    """End the worker now, its folder removed (the main process is gone and cannot remove it)."""
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+    os._exit(code)
+
+
+def serve(channel: Channel, folder: str | None = None) -> None:
+    """Answer requests until the main process closes the channel (or dies: the pipe ends the same way); then remove
+    ``folder``, the worker's own."""
     worker = Worker(channel)
+    heartbeat = _Heartbeat(channel, folder)
     while True:
         try:
-            verb, arguments, released = channel.recv()
+            verb, arguments, released, worker.listening = channel.recv()
         except EOFError:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
             return
         for number in released:
             worker.sessions.pop(number, None)
+        if verb == "release":
+            continue
         try:
-            value = worker.answer(verb, arguments)
+            with heartbeat.running():
+                value = worker.answer(verb, arguments)
         except Exception as exc:  # noqa: BLE001 (ONNX Runtime's own types, no common base: its words go back)
-            channel.send(("error", str(exc), type(exc).__name__))
+            answer: tuple[Any, ...] = ("error", str(exc), type(exc).__name__, peak_memory())
         else:
-            channel.send(("ok", value))
+            answer = ("ok", value, peak_memory())
+        try:
+            channel.send(answer)
+        except OSError:  # the main process is gone
+            leave(folder)
 
 
-def become_worker(read_fd: int, write_fd: int) -> None:
-    """This process is a worker from now on: Ctrl-C is the main process's, and answers go to the channel."""
+def become_worker(
+    read_fd: int, write_fd: int, folder: str | None = None, blocked: set[int] | set[signal.Signals] | None = None
+) -> None:
+    """This process is a worker from now on: Ctrl-C is the main process's, SIGTERM and SIGHUP end it with its
+    ``folder`` removed, and answers go to the channel. ``blocked``: the signal mask to go back to (the signals held
+    back while it was forked are let through once its handlers exist)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    serve(Channel(read_fd, write_fd))
+
+    def end(signum: int, frame: FrameType | None) -> None:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), end)
+    if blocked is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    serve(Channel(read_fd, write_fd), folder)
 
 
 def main() -> None:
-    """A worker started as a fresh interpreter (:func:`ampconfig.runner.worker.spawn`): the channel is its standard
-    input and output, which are then pointed at the null device so that nothing printed corrupts a message."""
-    read_fd, write_fd = os.dup(0), os.dup(1)
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process's own stdout, open until it ends)
-    become_worker(read_fd, write_fd)
+    """A worker started as a fresh interpreter (:func:`ampconfig.runner.worker.spawn`): its arguments are the
+    channel's two descriptors (read, write) and its folder. ``stdio`` for the descriptors (Windows, which passes
+    none): the channel is its standard input and output, which are then pointed at the null device so that nothing
+    printed corrupts a message."""
+    read, write, folder = sys.argv[3:6]
+    if read == "stdio":
+        read_fd, write_fd = os.dup(0), os.dup(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process's own stdout, open until it ends)
+    else:
+        read_fd, write_fd = int(read), int(write)
+    become_worker(read_fd, write_fd, folder)

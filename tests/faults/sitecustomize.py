@@ -10,7 +10,9 @@ package itself knows nothing of this (CPython's test suite injects faults the sa
 ``AMPCONFIG_FAULT`` is ``PHASE:ACTION:WHICH[:ARG]``:
 
 - PHASE ``load`` (building the session) or ``run`` (a run of it); or ``import`` with ACTION ``pause`` and WHICH a
-  module name: the pause happens when that module is first imported, in any process (a moment of start-up);
+  module name: the pause happens when that module is first imported, in any process (a moment of start-up); or
+  ``start`` with ACTION ``print`` (and WHICH ``any``): every interpreter prints a line on its standard output as it
+  starts, as a chatty ``sitecustomize`` or ``.pth`` file does;
 - ACTION ``segv`` (a read through a null pointer: SIGSEGV), ``abort`` (SIGABRT) or ``pause`` (write the file named by
   ``AMPCONFIG_FAULT_MARKER``, then sleep for ten minutes: a test sends a signal meanwhile);
 - WHICH ``any`` (every model), ``lowered:OP`` (a model with an OP node whose first input is float16: a rewrite
@@ -154,7 +156,10 @@ class _PauseOnImport:  # a meta path finder
         return None
 
 
-if FAULT.startswith("import:pause:"):
+if FAULT.startswith("start:print:"):
+    sys.stdout.write("sitecustomize says hello\n")
+    sys.stdout.flush()
+elif FAULT.startswith("import:pause:"):
     sys.meta_path.insert(0, _PauseOnImport(FAULT.split(":", 2)[2]))
 elif FAULT:
     sys.meta_path.insert(0, _PatchOnImport())

@@ -8,6 +8,8 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,9 +25,21 @@ from ampconfig.runner.channel import Channel, large_bytes
 from ampconfig.runner.sessions import LOAD_FAILED, create_session, run_once
 from ampconfig.runner.worker import Phase, WorkerCrashed
 from tests.fresh_process import as_a_terminal_job
-from tests.worker_faults import console_script, fault_environment, fresh_worker, inject, run_console
+from tests.worker_faults import (
+    aborting_model,
+    console_script,
+    fault_environment,
+    fresh_worker,
+    inject,
+    process_gone,
+    run_console,
+    wait_for_file,
+    wait_until_gone,
+    worker_folders,
+    worker_start,
+)
 
-__all__ = ["fresh_worker"]  # the fixture, used by name
+__all__ = ["fresh_worker", "worker_start"]  # the fixtures, used by name
 
 
 def _relu() -> onnx.ModelProto:
@@ -222,3 +236,272 @@ def test_ctrl_c_during_start_up_is_a_quiet_exit_130(tmp_path: Path, module: str)
             process.kill()
     assert process.returncode == 130, stderr.decode()
     assert b"Traceback" not in stderr and b"interrupted" in stderr
+
+
+def _run_command(temporary: Path, cwd: Path, environment: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``ampconfig run`` on the bundled example, in a process group of its own, its worker's folder in ``temporary``."""
+    return subprocess.Popen(
+        [console_script(), "run", "-m", "force_fp16", "--no-range-check", "--warmup", "1", "--iterations", "1"],
+        cwd=cwd,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def test_a_stopped_worker_ends_the_command_with_exit_2_once_the_deadline_passes(
+    tmp_path: Path, worker_start: str
+) -> None:
+    """SIGSTOP the worker while it runs a model: on main the command waited with no limit."""
+    temporary, marker = tmp_path / "tmp", tmp_path / "paused"
+    temporary.mkdir()
+    environment = fault_environment("run:pause:any", marker=marker, tmpdir=temporary, start=worker_start, deadline_s=3)
+    process = _run_command(temporary, tmp_path, environment)
+    try:
+        wait_for_file(marker, process)
+        worker_pid = int(marker.read_text())
+        os.kill(worker_pid, signal.SIGSTOP)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    words = stderr.decode()
+    assert process.returncode == 2, words
+    assert re.search(
+        r"ONNX Runtime's worker stopped responding while running the \w+ model \(no sign of life for 3 s\)", words
+    ), words
+    assert "Traceback" not in words
+    assert wait_until_gone(temporary) == []
+    assert process_gone(worker_pid)
+
+
+def test_a_killed_command_leaves_no_worker_folder(tmp_path: Path, worker_start: str) -> None:
+    """SIGKILL of ``ampconfig`` (what the out-of-memory killer sends) while its worker computes: the worker removes
+    its own folder. On main the folder stayed (14 of 73 signal trials)."""
+    temporary, marker = tmp_path / "tmp", tmp_path / "paused"
+    temporary.mkdir()
+    process = _run_command(
+        temporary, tmp_path, fault_environment("run:pause:any", marker=marker, tmpdir=temporary, start=worker_start)
+    )
+    try:
+        wait_for_file(marker, process)
+        worker_pid = int(marker.read_text())
+        assert len(worker_folders(temporary)) == 1
+        process.kill()
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert wait_until_gone(temporary) == []
+    deadline = time.monotonic() + 60
+    while not process_gone(worker_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_gone(worker_pid)
+
+
+def test_sigterm_before_the_command_lines_handlers_exist_leaves_no_worker_folder(tmp_path: Path) -> None:
+    """SIGTERM while the forked worker exists but the command line's handlers do not yet (paused as typer is
+    imported): the process ends by the signal, and its worker, finding its channel closed, removes its folder. On
+    main the folder stayed."""
+    temporary, marker = tmp_path / "tmp", tmp_path / "importing"
+    temporary.mkdir()
+    process = _run_command(
+        temporary, tmp_path, fault_environment("import:pause:typer", marker=marker, tmpdir=temporary)
+    )
+    try:
+        wait_for_file(marker, process)
+        assert len(worker_folders(temporary)) == 1  # the worker was forked before the pause
+        process.terminate()
+        process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == -signal.SIGTERM
+    assert wait_until_gone(temporary) == []
+
+
+def test_folders_of_gone_owners_are_swept_when_a_worker_starts(
+    fresh_worker: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What neither process could remove (both killed at once) goes at the next start; a live owner's stays."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(worker.tempfile, "tempdir", None)
+    gone = subprocess.Popen(["true"])  # a pid whose process has ended
+    gone.wait()
+    orphan = tmp_path / f"ampconfig-worker-{gone.pid}-abcd"
+    (orphan / "onnxruntime-leftover").mkdir(parents=True)
+    live = tmp_path / f"ampconfig-worker-{os.getpid()}-efgh"
+    live.mkdir()
+    strange = tmp_path / "ampconfig-worker-notapid"
+    strange.mkdir()
+    run_once(create_session(_relu(), "cpu"), X)
+    folders = {path.name for path in worker_folders(tmp_path)}
+    assert orphan.name not in folders
+    assert {live.name, strange.name, worker.current().folder.name} <= folders
+
+
+POOL_SCRIPT = """\
+import multiprocessing, sys
+import ampconfig
+
+def calibrate(index):
+    ampconfig.calibrate_model(sys.argv[1], f"{sys.argv[2]}/ranges-{index}.json")
+    return index
+
+if __name__ == "__main__":
+    calibrate("parent")  # the parent's worker exists when the pool forks
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print(pool.map(calibrate, range(4)))
+"""
+
+
+def test_an_api_call_from_a_fork_pool_gets_its_own_worker_and_leaves_no_folder(tmp_path: Path) -> None:
+    """Each pool process gets a worker of its own (not its parent's), and ends without removing it: the worker,
+    finding its channel closed, removes its folder. On main one folder was left per pool process."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    model = tmp_path / "relu.onnx"
+    onnx.save_model(_relu(), model)
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_SCRIPT, str(model), str(tmp_path)],
+        env=fault_environment(None, tmpdir=temporary),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0, 1, 2, 3]"
+    assert len(list(tmp_path.glob("ranges-*.json"))) == 5
+    assert wait_until_gone(temporary) == []
+
+
+def test_a_worker_killed_by_sigkill_is_said_to_be_short_of_memory(
+    fresh_worker: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not "ONNX Runtime crashed", as on main: SIGKILL almost always comes from the out-of-memory killer."""
+    marker = tmp_path / "paused"
+    inject(monkeypatch, "run:pause:any")
+    monkeypatch.setenv("AMPCONFIG_FAULT_MARKER", str(marker))
+    session = create_session(_relu(), "cpu", what="the relu model")
+
+    def kill_when_paused() -> None:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.5)  # a heartbeat or two, with the worker's peak memory
+        os.kill(int(marker.read_text()), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_paused)
+    killer.start()
+    with pytest.raises(WorkerCrashed) as crashed:
+        run_once(session, X)
+    killer.join()
+    message = crashed.value.message
+    assert re.fullmatch(
+        r"ONNX Runtime's worker was killed by SIGKILL, most likely for want of memory \(its peak memory: "
+        r"\d+\.\d (MiB|GiB) as it last reported\) while running the relu model",
+        message,
+    ), message
+    assert "out-of-memory killer" in (crashed.value.hint or "")
+
+
+def test_a_printing_sitecustomize_hangs_nothing_in_the_api(tmp_path: Path) -> None:
+    """On main the spawned worker's channel was its stdout: the printed line became a frame's sizes and the API
+    waited for good (killed here after 120 s)."""
+    model = tmp_path / "relu.onnx"
+    onnx.save_model(_relu(), model)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import ampconfig, sys; ampconfig.calibrate_model(sys.argv[1], sys.argv[2])",
+            str(model),
+            str(tmp_path / "ranges.json"),
+        ],
+        env=fault_environment("start:print:any", tmpdir=tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "sitecustomize says hello\n"  # this process's own line; the worker's went nowhere
+    assert (tmp_path / "ranges.json").exists()
+
+
+def test_a_printing_sitecustomize_hangs_nothing_in_a_spawned_run(tmp_path: Path) -> None:
+    """The user's own BLAS thread count forces a spawned worker (OPENBLAS_NUM_THREADS=2): on main it hung."""
+    environment = fault_environment("start:print:any", tmpdir=tmp_path)
+    environment["OPENBLAS_NUM_THREADS"] = "2"
+    done = run_console(
+        ["-vv", "run", "-m", "force_fp16", "--warmup", "1", "--iterations", "1"],
+        cwd=tmp_path,
+        environment=environment,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "started the ONNX Runtime worker in a new interpreter" in done.stderr
+    assert done.stdout.startswith("sitecustomize says hello\n")
+
+
+def test_the_worker_ends_when_idle_with_no_session_held(fresh_worker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AMPCONFIG_WORKER_IDLE", "0.5")
+    session = create_session(_relu(), "cpu")
+    run_once(session, X)
+    process = worker.current()
+    time.sleep(1.5)
+    assert process.alive  # a session is held: the worker stays
+    del session
+    deadline = time.monotonic() + 30
+    while not process_gone(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_gone(process.pid) and not process.alive
+    assert not process.folder.exists()
+
+
+def test_the_console_script_starts_its_worker_either_way_and_leaves_nothing(tmp_path: Path, worker_start: str) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = run_console(
+        ["-vv", "run", "-m", "force_fp16", "--no-range-check", "--warmup", "1", "--iterations", "1"],
+        cwd=tmp_path,
+        environment=fault_environment(None, tmpdir=temporary, start=worker_start),
+    )
+    assert done.returncode == 0, done.stderr
+    how = "forked" if worker_start == "fork" else "spawned"
+    assert re.search(rf"ONNX Runtime worker \({how}, pid \d+\): 3 session\(s\) built", done.stderr), done.stderr
+    assert list(temporary.iterdir()) == []
+
+
+def test_a_crash_in_the_console_scripts_worker_is_located_either_way(tmp_path: Path, worker_start: str) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    model = aborting_model(tmp_path / "aborts.onnx")
+    done = run_console(
+        ["run", str(model), "-m", "force_fp16", "--warmup", "1", "--iterations", "1"],
+        cwd=tmp_path,
+        environment=fault_environment(None, tmpdir=temporary, start=worker_start),
+    )
+    assert done.returncode == 2, done.stderr
+    assert "ONNX Runtime crashed (killed by SIGABRT" in done.stderr and "Traceback" not in done.stderr
+    assert list(temporary.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan", "inf"])
+def test_a_deadline_that_is_not_a_number_of_seconds_is_a_located_error(
+    fresh_worker: None, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("AMPCONFIG_WORKER_DEADLINE", value)
+    with pytest.raises(AmpconfigError) as refused:
+        create_session(_relu(), "cpu")
+    assert refused.value.message == f"AMPCONFIG_WORKER_DEADLINE={value!r} is not a number of seconds"
+
+
+def test_a_released_session_is_freed_at_once_not_at_the_next_request(fresh_worker: None) -> None:
+    """On main a dropped session waited in the list the next request carried (its weights held until then)."""
+    session = create_session(_relu(), "cpu")
+    process = worker.current()
+    del session
+    assert process._released == []  # nothing waits for a next request: the release went when the session was dropped
+    assert _counts() == {"built": 1, "open": 0}
