@@ -88,6 +88,7 @@ RuleName = Literal[
     "value_out_of_range",
     "range_exceeds",
     "range_underflows",
+    "log_domain_precision",
     "quantizer_input",
 ]
 #: The numbers ampconfig measures: finite (JSON has no NaN or Infinity; Python's reader takes them all the same).
