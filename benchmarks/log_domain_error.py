@@ -5,7 +5,7 @@ scale) in noise (-60 to -20 dB), scaled by 2^k so that the filters' outputs swee
 into its subnormals, and a bank of windowed cosine and sine filters (random frequencies, one random length from 16
 to 512 taps, scaled by a random gain over the length, as constant-Q kernels are). The bank runs in ONNX Runtime's
 CPU provider once in float32 and once in float16 (inputs, kernels and outputs in float16, as a device computing
-float16 has them); then, in float32 for both, what a constant-Q front end does with it: the magnitude of each
+float16 has them); then, in float64 for both, what a constant-Q front end does with it: the magnitude of each
 cosine/sine pair, a Log, and the log spectrum normalised per bin over time (what a head reads).
 
 Per case: the rule's estimate (:func:`~ampconfig.decide.value_limits.typical_error` from the exponent histograms
