@@ -5,7 +5,8 @@ A **reader** gives every element of its input equal weight: a ``Log``, a ``Recip
 error into an error of its own output, so a small element's error counts as much as a large one's. The **path**
 between a value and a reader passes magnitudes through: ``Mul``, ``Pow`` with a positive constant exponent (a
 square), ``ReduceSum``/``ReduceMean``/``ReduceSumSquare``/``ReduceL2``, ``Sqrt``, ``Abs``, an ``Add`` of a constant
-(an epsilon) or of squares (a power), and the layout ops; a ``Sqrt`` feeding a reader is on its path.
+(an epsilon) or of squares (a power), a ``Max`` with a constant (a floor), and the layout ops and Casts; a ``Sqrt``
+feeding a reader is on its path.
 
 Pure: a graph in, the values on paths into readers out.
 """
@@ -21,8 +22,9 @@ import onnx_ir as ir
 from ampconfig.decide.decision_state import is_constant
 from ampconfig.decide.facts import constant_source
 
-#: Readers and the input slot they read in the log domain (Pow: only with a negative constant exponent).
-READER_SLOTS = {"Log": 0, "Reciprocal": 0, "Div": 1, "Pow": 0, "Rsqrt": 0}
+#: ONNX readers and the input slot they read in the log domain (Pow: only with a negative constant exponent; an
+#: ``Rsqrt`` of any domain reads its input too).
+READER_SLOTS = {"Log": 0, "Reciprocal": 0, "Div": 1, "Pow": 0}
 #: Ops that pass magnitudes through, each input that carries them on (Pow and Add are judged by their operands).
 _MAGNITUDE_OPS = frozenset(
     {"Mul", "ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceL2", "Sqrt", "Abs", "Pow", "Add", "Max"}
@@ -45,10 +47,6 @@ class LogDomainRead:
     reader: ir.Node
     consumers: tuple[ir.Node, ...]
     root: int | None = None
-
-
-def _op(node: ir.Node) -> str:
-    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
 
 
 def _exponent(node: ir.Node) -> np.ndarray | None:
