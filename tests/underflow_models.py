@@ -87,3 +87,94 @@ def write_front_end(folder: Path, samples: int = 4) -> tuple[Path, Path]:
     for index in range(samples):
         np.savez(data / f"take{index:03d}.npz", audio=waveform(index))
     return model_path, data
+
+
+# ------------------------------------------------------------------------------------------- a constant-Q bank
+#: The constant-Q bank's octaves: per octave its filters' length (longer for lower notes, as a constant-Q
+#: transform's are; every kernel zero-padded to the longest, centred, so all octaves share their frames) and the gain
+#: its exporter folded into the kernels (a per-octave normalisation).
+OCTAVES = ((512, 64.0), (256, 8.0), (128, 8.0), (64, 8.0), (32, 4.0), (16, 4.0))
+BANK_BINS, BANK_HOP, BANK_KERNEL, BANK_EPS = 6, 128, 512, 1e-9
+BANK_FRAMES = (SAMPLES - BANK_KERNEL) // BANK_HOP + 1
+#: The head's outputs per frame (note activations).
+NOTES = 10
+
+
+def _bank_kernels(octave: int, length: int, gain: float) -> np.ndarray:
+    """One octave's filters, ``[2 * BANK_BINS, 1, BANK_KERNEL]``: windowed cosines then sines scaled by
+    gain/length, centred in the kernel."""
+    n = np.arange(length)
+    window = np.hanning(length)
+    frequencies = 55.0 * 2.0 ** (octave + np.arange(BANK_BINS) / BANK_BINS)
+    phase = 2 * np.pi * frequencies[:, None] * n[None, :] / RATE
+    filters = np.concatenate([window * np.cos(phase), -window * np.sin(phase)]) * gain / length
+    kernels = np.zeros((2 * BANK_BINS, 1, BANK_KERNEL))
+    start = (BANK_KERNEL - length) // 2
+    kernels[:, 0, start : start + length] = filters
+    return kernels.astype(np.float32)
+
+
+def cq_bank_model(seed: int = 0) -> onnx.ModelProto:
+    """A constant-Q-like front end and a small head, as a music transcriber has them: per octave a strided Conv1d
+    bank (real and imaginary filters as channels) -> Reshape [1, 2, bins, frames] -> Pow 2 -> ReduceSum over the
+    pair (the power) -> Sqrt (the magnitude); the octaves concatenated -> Add eps -> Log; then a head that
+    normalises the log spectrogram per bin over time (ReduceMean, Sub) and scores notes per frame (Transpose,
+    MatMul, Add). The front end is 33 of the 38 nodes. Names: ``bank{k}``, ``pair{k}``, ``square{k}``,
+    ``power{k}``, ``magnitude{k}``, ``octaves``, ``floor``, ``log``; values ``z{k}`` (the filter outputs),
+    ``pw{k}`` (the powers)."""
+    rng = np.random.default_rng(seed)
+    bins = len(OCTAVES) * BANK_BINS
+    inits = [
+        numpy_helper.from_array(np.array([1, 2, BANK_BINS, BANK_FRAMES], np.int64), "pair_shape"),
+        numpy_helper.from_array(np.array([1], np.int64), "pair_axis"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        numpy_helper.from_array(np.array(BANK_EPS, np.float32), "eps"),
+        numpy_helper.from_array((rng.standard_normal((bins, NOTES)) * 0.3).astype(np.float32), "head.w"),
+        numpy_helper.from_array((rng.standard_normal(NOTES) * 0.1).astype(np.float32), "head.b"),
+    ]
+    nodes = []
+    for octave, (length, gain) in enumerate(OCTAVES):
+        inits.append(numpy_helper.from_array(_bank_kernels(octave, length, gain), f"bank{octave}.w"))
+        k = octave
+        nodes += [
+            oh.make_node("Conv", ["audio", f"bank{k}.w"], [f"z{k}"], name=f"bank{k}", strides=[BANK_HOP]),
+            oh.make_node("Reshape", [f"z{k}", "pair_shape"], [f"zz{k}"], name=f"pair{k}"),
+            oh.make_node("Pow", [f"zz{k}", "two"], [f"sq{k}"], name=f"square{k}"),
+            oh.make_node("ReduceSum", [f"sq{k}", "pair_axis"], [f"pw{k}"], name=f"power{k}", keepdims=0),
+            oh.make_node("Sqrt", [f"pw{k}"], [f"mag{k}"], name=f"magnitude{k}"),
+        ]
+    nodes += [
+        oh.make_node("Concat", [f"mag{k}" for k in range(len(OCTAVES))], ["spectrum"], name="octaves", axis=1),
+        oh.make_node("Add", ["spectrum", "eps"], ["floored"], name="floor"),
+        oh.make_node("Log", ["floored"], ["log_spectrum"], name="log"),
+        oh.make_node("ReduceMean", ["log_spectrum"], ["level"], name="level", axes=[2]),
+        oh.make_node("Sub", ["log_spectrum", "level"], ["normalised"], name="normalise"),
+        oh.make_node("Transpose", ["normalised"], ["by_frame"], name="by_frame", perm=[0, 2, 1]),
+        oh.make_node("MatMul", ["by_frame", "head.w"], ["scores"], name="head"),
+        oh.make_node("Add", ["scores", "head.b"], ["logits"], name="head_bias"),
+    ]
+    return make_model(
+        nodes,
+        [tensor("audio", TensorProto.FLOAT, [1, 1, SAMPLES])],
+        [tensor("logits", TensorProto.FLOAT, [1, BANK_FRAMES, NOTES])],
+        inits,
+    )
+
+
+def piano_take(seed: int = 0, amplitude: float = 2e-3) -> np.ndarray:
+    """A quiet recording: a bass line, one note of ``amplitude`` in each of the bank's two lowest octaves (which of
+    their bins differs per seed) held for the first half of the take, over a cymbal (noise a third as loud,
+    filtered to the higher octaves) and a noise floor 60 dB below the notes. The bass octaves' filters hear the
+    notes, then near silence; the higher octaves' hear the cymbal throughout."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(SAMPLES) / RATE
+    notes = 55.0 * 2.0 ** ((rng.integers(0, BANK_BINS, 2) + np.array([0, BANK_BINS])) / BANK_BINS)
+    held = t < t[-1] / 2
+    tones = sum(amplitude * held * np.sin(2 * np.pi * f * t + rng.uniform(0, 2 * np.pi)) for f in notes)
+    spectrum = np.fft.rfft(rng.standard_normal(SAMPLES))
+    frequencies = np.fft.rfftfreq(SAMPLES, 1 / RATE)
+    spectrum[(frequencies < 55.0 * 2**2) | (frequencies > 55.0 * 2 ** len(OCTAVES))] = 0
+    cymbal = np.fft.irfft(spectrum, SAMPLES)
+    cymbal *= amplitude / cymbal.std()
+    floor = rng.normal(0, amplitude / 1000, SAMPLES)
+    return (tones + cymbal + floor).astype(np.float32).reshape(1, 1, SAMPLES)

@@ -45,6 +45,7 @@ class Rule(str, Enum):
     VALUE_OUT_OF_RANGE = "value_out_of_range"  # reads a constant with values beyond the low type's range
     RANGE_EXCEEDS = "range_exceeds"  # the float32 model's values on data passed the margin below the low type's limit
     RANGE_UNDERFLOWS = "range_underflows"  # the float32 model's values on data lie below the low type's normal range
+    LOG_DOMAIN_PRECISION = "log_domain_precision"  # on a path into a Log or divisor, its typical element errs too much
     QUANTIZER_INPUT = "quantizer_input"  # computes a value a quantizer rounds to integers: kept as the original
     #: reads or writes a value derived from an integer accumulator (MatMulInteger...) whose bound passes the low
     #: type's range, before the scale multiply: float32

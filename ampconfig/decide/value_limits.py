@@ -27,6 +27,18 @@ UNDERFLOW_SHARE = 0.5
 #: it rounds to zero (float16: subnormals are multiples of 2^-24, so |x| < 2^-25 rounds to 0; bfloat16 keeps
 #: float32's exponents, its subnormals multiples of 2^-133).
 LOW_EXPONENTS = {"float16": (-14, -26), "bfloat16": (-126, -135)}
+#: Per low dtype: its explicit mantissa bits (its unit roundoff is 2^-(bits + 1); its subnormals are multiples of
+#: 2^(normal exponent - bits)).
+LOW_MANTISSA_BITS = {"float16": 10, "bfloat16": 7}
+#: A value on a path into a log-domain reader (a Log, a divisor, a Reciprocal, a negative Pow, an Rsqrt:
+#: :mod:`ampconfig.decide.log_domain`) whose typical element would err by more than this in the low type
+#: (:func:`typical_error`) keeps float32 on that path, whatever its share below the normal range (rule
+#: log_domain_precision). One threshold for every reader kind: each turns an element's relative error into an
+#: error of its own output of the same size (a Log: that absolute error; a divisor: that relative error).
+#: ``benchmarks/log_domain_error.py`` (600 random float16 filter banks read by a Log, binned by this estimate): the
+#: normalised log spectrum's median error stays within half the default run tolerance (5e-3) in every bin up to 3e-3
+#: (2.2e-3, 3.0e-3, 4.3e-3) and passes it beyond (6.1e-3 between 3e-3 and 5e-3, 1.0e-2 up to 1e-2).
+LOG_DOMAIN_ERROR = 3e-3
 
 
 def default_margin(low_dtype: str) -> float:
@@ -70,6 +82,48 @@ class ValueSpread:
     def below(self, exponent: int) -> int:
         """How many finite non-zero elements had a magnitude below ``2^exponent``."""
         return sum(count for each, count in self.exponents.items() if each < exponent)
+
+
+#: The share of a value's elements at or below its reference magnitude (:func:`typical_error`): its large elements,
+#: not its peak alone (``benchmarks/log_domain_error.py``: the 90th percentile tracks the measured error of float16
+#: filter banks best, 0.93 correlated in log and under by more than 3x in 5% of them; the median in 23%).
+REFERENCE_QUANTILE = 0.9
+
+
+def typical_error(
+    spread: ValueSpread, dtype: str, root: int | None = None, *, quantile: float = REFERENCE_QUANTILE
+) -> float | None:
+    """The mean relative error of ``spread``'s finite non-zero elements in the low type (None without such an
+    element), from its exponent histogram alone; at most 1 an element (rounded to zero).
+
+    Without ``root``, the value's own rounding when it is stored in the low type: half the unit roundoff, or below
+    the normal range half the subnormal spacing over the element's magnitude. With ``root``, what a low-type
+    computation before it leaves: an absolute error of half a unit roundoff of the value's large elements
+    (:data:`REFERENCE_QUANTILE`) in every element, over the element's magnitude, which a log-domain reader weighs as
+    much as any other (a filter's quiet outputs come from cancelling loud terms). ``root`` 2 reads a power (a sum of
+    squares) as the magnitude it is the square of, whose error that computation set. ``quantile``: where the large
+    elements start (the benchmark compares others)."""
+    total = spread.nonzero
+    if not total:
+        return None
+    normal, _ = LOW_EXPONENTS[dtype]
+    bits = LOW_MANTISSA_BITS[dtype]
+    half_roundoff = 2.0 ** -(bits + 2)
+    ordered = sorted(spread.exponents.items())
+    reference, seen = ordered[-1][0], 0
+    for exponent, count in ordered:
+        seen += count
+        if seen >= quantile * total:
+            reference = exponent
+            break
+    error = 0.0
+    for exponent, count in ordered:
+        if root is None:  # the element's magnitude taken as 2^(e + 1/2), the middle of its octave
+            each = max(half_roundoff, 2.0 ** (normal - bits - 1) / 2.0 ** (exponent + 0.5))
+        else:
+            each = half_roundoff * 2.0 ** ((reference - exponent) / root)
+        error += count * min(1.0, each)
+    return error / total
 
 
 @dataclass(frozen=True)
@@ -142,17 +196,29 @@ class ValueRanges:
         normal, flushed = LOW_EXPONENTS[str(Dtype(dtype))]
         return Underflow(spread.below(normal), spread.below(flushed + 1), spread.nonzero, spread.zeros)
 
+    def log_domain_error(self, key: str, dtype: Dtype | str, root: int | None = None) -> float | None:
+        """:func:`typical_error` of ``key`` in the low type, when it exceeds :data:`LOG_DOMAIN_ERROR` (else None;
+        None too for a value measured without a spread)."""
+        spread = self.spreads.get(key)
+        found = typical_error(spread, str(Dtype(dtype)), root) if spread is not None else None
+        return found if found is not None and found > LOG_DOMAIN_ERROR else None
+
     def below_normal(self, dtype: Dtype | str) -> dict[str, ValueSpread]:
-        """Every value whose spread can decide by underflow, by key: more than :data:`UNDERFLOW_SHARE` below the
-        low type's normal range, or with elements it rounds to zero where float32 had none (what a Log or a divisor
-        reading it decides by). With :meth:`beyond_margin`, all the value rules read: a decision made with only
-        these equals one made with every value."""
+        """Every value whose spread can decide by underflow or by its precision, by key: more than
+        :data:`UNDERFLOW_SHARE` below the low type's normal range, with elements it rounds to zero where float32 had
+        none (what a Log or a divisor reading it decides by), or whose typical element errs by more than
+        :data:`LOG_DOMAIN_ERROR` (what a log-domain reader decides by). With :meth:`beyond_margin`, all the value
+        rules read: a decision made with only these equals one made with every value."""
         found = {}
         for key, spread in self.spreads.items():
             underflow = self.underflow(key, dtype)
             if underflow is None:
                 continue
-            if underflow.share > UNDERFLOW_SHARE or (underflow.flushed and not spread.zeros):
+            if (
+                underflow.share > UNDERFLOW_SHARE
+                or (underflow.flushed and not spread.zeros)
+                or any(self.log_domain_error(key, dtype, root) is not None for root in (None, 1, 2))
+            ):
                 found[key] = spread
         return found
 

@@ -88,6 +88,7 @@ RuleName = Literal[
     "value_out_of_range",
     "range_exceeds",
     "range_underflows",
+    "log_domain_precision",
     "quantizer_input",
     "integer_accumulator_bound",
 ]

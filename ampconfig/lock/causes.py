@@ -32,7 +32,9 @@ MAX_CAUSE_STEPS = 64
 _KERNEL_RULES = frozenset({"no_low_kernel", "schema_forbids", "no_origin_kernel", "op_keeps_dtype", "no_schema"})
 #: What can move a node's own colour or kernel besides a settings file.
 #: Rules the value ranges decide.
-_VALUE_RULES = frozenset({"range_exceeds", "range_underflows"})
+_VALUE_RULES = frozenset(
+    {"range_exceeds", "range_underflows", "log_domain_precision", "integer_accumulator_bound"}
+)  # data can move each: a measured peak narrows an accumulator's bound
 _UNDERNEATH = ("op_info", "model_structure", "model_weights", "versions")
 
 

@@ -241,7 +241,13 @@ def _value_notes(result: RewriteResult) -> list[str]:
     """How many nodes stay float32 for their values, by rule (the reasons are in explain)."""
     counts = {
         rule: sum(1 for decision in result.decisions if decision.rule is rule)
-        for rule in (Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS, Rule.RANGE_UNDERFLOWS)
+        for rule in (
+            Rule.VALUE_OUT_OF_RANGE,
+            Rule.RANGE_EXCEEDS,
+            Rule.RANGE_UNDERFLOWS,
+            Rule.LOG_DOMAIN_PRECISION,
+            Rule.INTEGER_ACCUMULATOR_BOUND,
+        )
     }
     if not any(counts.values()):
         return []

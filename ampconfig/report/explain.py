@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ampconfig.decide.log_domain import unmeasured_reads
 from ampconfig.decide.quantized import quantized_model
 from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.report.tables import fits, number_column, print_table
@@ -66,7 +67,26 @@ def explain_payload(
         payload["range_analysis"] = dict(range_report)
     elif result.value_ranges is None and result.low_precision_nodes and NOT_CHECKED not in payload["warnings"]:
         payload["warnings"].append(NOT_CHECKED)  # decided without values: say so as every deciding command does
+    if result.value_ranges is None:
+        _mark_unmeasured_log_reads(result, payload)
     return payload
+
+
+def _mark_unmeasured_log_reads(result: RewriteResult, payload: dict[str, Any]) -> None:
+    """Decided without values: the low-precision values on paths into log-domain readers, which the rule
+    log_domain_precision judges only with data, listed (``log_domain_unmeasured``) and said in a warning."""
+    low = {decision.name for decision in result.decisions if decision.dtype == result.low_dtype}
+    reads = unmeasured_reads(result.ir_model.graph, low) if low else []
+    if not reads:
+        return
+    payload["log_domain_unmeasured"] = [read.to_dict() for read in reads]
+    readers = sorted({read.reader for read in reads})
+    payload["warnings"].append(
+        f"{counted(len(reads), 'value')} computed in {result.low_dtype} feed log-domain readers "
+        f"({', '.join(repr(name) for name in readers[:3])}{', ...' if len(readers) > 3 else ''}), which weigh every "
+        "element alike, and were not measured: rule log_domain_precision judges their precision only with data "
+        "(give --data or --ranges FILE)"
+    )
 
 
 def explain_summary(result: RewriteResult) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Nodes that the low type cannot hold the values of (``ampconfig.decide.value_ranges``: rules value_out_of_range,
-range_exceeds and range_underflows). A hard pass, after :class:`FixedVerdicts` in every pipeline (keep_dtype pins
-come first), in the modes that lower; like a keep_dtype pin its float32 verdicts are hard: neighbours follow them.
+range_exceeds, range_underflows and log_domain_precision). A hard pass, after :class:`FixedVerdicts` in every
+pipeline (keep_dtype pins come first), in the modes that lower; like a keep_dtype pin its float32 verdicts are hard:
+neighbours follow them.
 
 Why float32 and not a typed form: BatchNormalization from opset 15 lets its scale, bias, mean and variance have
 types of their own (``Verdict.input_dtypes`` could keep them float32 beside a float16 input), but ONNX Runtime's
@@ -18,9 +19,10 @@ from ampconfig.decide.context import Verdict
 from ampconfig.decide.decision_state import DecisionState, is_constant, is_flexible
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import NodeFacts, Scope, constant_source
+from ampconfig.decide.log_domain import LogDomainRead, log_domain_reads, upstream
 from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.mode_rules import ModeVerdicts
-from ampconfig.decide.value_limits import UNDERFLOW_SHARE
+from ampconfig.decide.value_limits import LOG_DOMAIN_ERROR, UNDERFLOW_SHARE
 from ampconfig.decide.value_ranges import (
     JOINED_ELEMENTS,
     Bounds,
@@ -38,7 +40,9 @@ from ampconfig.precision_modes import PrecisionMode
 
 #: Modes that never lower a float32 node: nothing for the values to keep.
 _KEEPING_MODES = frozenset({PrecisionMode.FORCE_FP32, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE})
-_VALUE_RULES = frozenset({Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS, Rule.RANGE_UNDERFLOWS})
+_VALUE_RULES = frozenset(
+    {Rule.VALUE_OUT_OF_RANGE, Rule.RANGE_EXCEEDS, Rule.RANGE_UNDERFLOWS, Rule.LOG_DOMAIN_PRECISION}
+)
 
 
 class KeepValuesInRange(DecisionPass):
@@ -46,7 +50,8 @@ class KeepValuesInRange(DecisionPass):
     clamped, not a sentinel), whose float values on data passed the margin, or which reads or writes a value whose
     magnitudes mostly lie below the low type's normal range, is float32, with its rule and the value named; so are
     a Log, Reciprocal, divisor, negative Pow, Sqrt or Rsqrt whose input the low type would round to zero where
-    float32 had no zero, and that input's producer."""
+    float32 had no zero, and that input's producer; and so are the producer and the path's readers of a value on a
+    path into a log-domain reader whose typical element would err by more than the log-domain threshold."""
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
         ctx = state.ctx
@@ -79,6 +84,8 @@ class KeepValuesInRange(DecisionPass):
             for facts in scope.facts:
                 changed |= _keep_scaled_norms(facts, state, paths, verdict_of)
                 changed |= _keep_flush_sensitive(facts, state, paths, verdict_of)
+            for read in log_domain_reads(facts.node for facts in scope.facts).values():
+                changed |= _keep_log_domain(read, state, paths, verdict_of)
         return changed
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
@@ -288,6 +295,56 @@ def _keep_flush_sensitive(facts: NodeFacts, state: DecisionState, paths: ValueKe
     return changed
 
 
+def _keep_log_domain(read: LogDomainRead, state: DecisionState, paths: ValueKeys, verdict_of: ModeVerdicts) -> bool:
+    """Rule log_domain_precision, for a value on a path into a log-domain reader: when its typical element would
+    err by more than :data:`LOG_DOMAIN_ERROR` stored in the low type, its producer and the path's nodes that read
+    it stay float32; when it is a sum forming a magnitude (:func:`~ampconfig.decide.log_domain.sum_root`) whose
+    typical element would carry more than that from a low-type computation of its parts, so does the path that
+    computed them, back to and including the filters or products that start it. Its readers off the path weigh it
+    as any value: they may still read it in the low type."""
+    ranges, low, value = state.ctx.value_ranges, state.ctx.low, read.value
+    if ranges is None or not value.name or Dtype.of_value(value) is not Dtype.FLOAT32:
+        return False
+    key = paths.key(value)
+    reader = f"{read.reader.op_type} {read.reader.name!r}"
+    underflow = ranges.underflow(key, low)
+    below = f"; {underflow.share:.1%} of it below {low}'s normal range" if underflow is not None else ""
+    judged = f"on {ranges.source} (more than {LOG_DOMAIN_ERROR:g} keeps it float32{below})"
+    kept: list[tuple[ir.Node, str]] = []
+    stored = ranges.log_domain_error(key, low)
+    if stored is not None:
+        reason = (
+            f"{value.name!r}, which {reader} reads in the log domain (every element weighed alike): stored in {low}, "
+            f"its typical element would err by {stored:.2g} {judged}"
+        )
+        producer = value.producer()
+        kept += [(producer, f"computes {reason}")] if producer is not None else []
+        kept += [(consumer, f"reads {reason}") for consumer in read.consumers]
+    carried = ranges.log_domain_error(key, low, read.root) if read.root is not None else None
+    if carried is not None:
+        reason = (
+            f"{value.name!r}, which {reader} reads in the log domain (every element weighed alike): computed in {low} "
+            f"before it, its typical element would carry an error of {carried:.2g} {judged}"
+        )
+        kept += [(node, f"computes the parts of {reason}") for node in upstream(value)]
+        kept += [(consumer, f"reads {reason}") for consumer in read.consumers]
+    changed = False
+    for node, why in kept:
+        verdict = Verdict(Dtype.FLOAT32, Rule.LOG_DOMAIN_PRECISION, why, cause=value.name)
+        changed |= _keep(node, verdict, state, verdict_of)
+    return changed
+
+
+def _keep(node: ir.Node, verdict: Verdict, state: DecisionState, verdict_of: ModeVerdicts) -> bool:
+    """Decides ``verdict`` for a float32 node not decided yet that the mode might lower (else nothing)."""
+    facts = state.facts_of.get(node)
+    if facts is None or node in state.verdicts or facts.dtype is not Dtype.FLOAT32:
+        return False
+    if is_flexible(facts) or not could_go_low(facts, state, verdict_of):
+        return False
+    return state.decide(node, verdict)
+
+
 #: Normalisations: they divide by a deviation, so an error in what they read grows by |x| / deviation.
 NORM_OPS = frozenset(
     {
@@ -340,13 +397,9 @@ def _keep_scaled_norms(facts: NodeFacts, state: DecisionState, paths: ValueKeys,
             f"normalisation {norm.name!r}: {low} rounding before the norm, divided by its deviation and multiplied "
             "by the scale, would move that product"
         )
+        verdict = Verdict(Dtype.FLOAT32, Rule.RANGE_EXCEEDS, reason, cause=node.name)
         for kept in chain + _norm_source(norm):
-            kept_facts = state.facts_of.get(kept)
-            if kept_facts is None or kept in state.verdicts or kept_facts.dtype is not Dtype.FLOAT32:
-                continue
-            if is_flexible(kept_facts) or not could_go_low(kept_facts, state, verdict_of):
-                continue
-            changed |= state.decide(kept, Verdict(Dtype.FLOAT32, Rule.RANGE_EXCEEDS, reason, cause=node.name))
+            changed |= _keep(kept, verdict, state, verdict_of)
     return changed
 
 
