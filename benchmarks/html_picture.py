@@ -3,9 +3,9 @@
 The models are chains of Add and Mul on a [4, 8] float32 tensor where every 7th node is a Sub
 (``range_run.build_chain``), and a keep_dtype file (``OpType::Sub``) keeps the Subs in float32 under
 ``force_fp16``: the dtypes alternate (six float16 nodes, one float32, two casts around it) all along the graph, so a
-picture that collapses runs of one dtype still draws thousands of marks. (An entry per node name would pin the same nodes, but keep_dtype's match of names is
-entries x nodes, which is the decision's cost, not the picture's.) Each measurement is a fresh process, in the
-folder of the model, the two commands interleaved per round:
+picture that collapses runs of one dtype still draws thousands of marks. (An entry per node name would pin the same
+nodes, but keep_dtype's match of names is entries x nodes, which is the decision's cost, not the picture's.) Each
+measurement is a fresh process, in the folder of the model, the two commands interleaved per round:
 
     ampconfig explain -m force_fp16 --keep-dtype keep.cfg chainN.onnx --json
     ampconfig explain -m force_fp16 --keep-dtype keep.cfg chainN.onnx --html chainN.html
