@@ -15,10 +15,12 @@ number. It also renders each size's page (``render_html`` of the ``--json`` payl
 checkout: the page's own cost and size) and, with ``--browser``, opens the page in headless Chromium
 (``--dump-dom``: load, layout and the page's script), once per size.
 
-    python benchmarks/html_picture.py --nodes 5000 20000 --repeat 3 [--browser] [--source /tmp/before]
+    python benchmarks/html_picture.py --nodes 5000 20000 --repeat 3 [--browser] [--before /tmp/before]
 
-It prints one JSON object: the machine, per size each time, the best and the medians, ``html`` over ``json`` per
-size (best CPU and best wall), and each command's best time at the largest size over its best at the smallest.
+``--before DIR`` times another checkout (the commit before a change: ``git archive``) in the same rounds, taking
+turns with this one; ``--source DIR`` times another checkout instead of this one. It prints one JSON object: the
+machine, and per checkout, per size each time, the best and the medians, ``html`` over ``json`` per size (best CPU
+and best wall), and each command's best time at the largest size over its best at the smallest.
 """
 
 from __future__ import annotations
@@ -93,49 +95,71 @@ def _ratios(over: dict[str, object], under: dict[str, object]) -> dict[str, floa
     return {clock: round(float(over[f"{clock}_best"]) / float(under[f"{clock}_best"]), 2) for clock in ("cpu", "wall")}
 
 
+def _measured(
+    folder: Path, keep: Path, sizes: list[int], repeat: int, sources: dict[str, Path | None], browser: bool
+) -> dict[str, dict[str, object]]:
+    """Per checkout (``sources``: a label and its root, None for this one): per size, each command's times, the page
+    rendered, and the ratios. Per round the checkouts and the commands take turns, so a burst of load on the machine
+    hits them alike."""
+    seconds: dict[str, dict[str, dict[str, dict[str, object]]]] = {label: {} for label in sources}
+    pages: dict[str, dict[str, dict[str, object]]] = {label: {} for label in sources}
+    for length in sizes:
+        model = folder / f"chain{length}.onnx"
+        onnx.save(build_chain(length, CHAIN_OPS), model)
+        explain = ["explain", "-m", "force_fp16", "--keep-dtype", str(keep), str(model)]
+        runs: dict[str, dict[str, list[tuple[float, float]]]] = {label: {"json": [], "html": []} for label in sources}
+        for _ in range(repeat):
+            for label, source in sources.items():
+                runs[label]["json"].append(timed_ampconfig([*explain, "--json"], folder, source))
+                runs[label]["html"].append(timed_ampconfig([*explain, "--html", "report.html"], folder, source))
+        for label, source in sources.items():
+            seconds[label][str(length)] = {
+                command: {
+                    **medians(times),
+                    "wall_best": round(min(w for w, _ in times), 2),
+                    "cpu_best": round(min(c for _, c in times), 2),
+                }
+                for command, times in runs[label].items()
+            }
+            pages[label][str(length)] = _rendered(explain, folder, source)
+            if browser:
+                pages[label][str(length)]["chromium_s"] = _browser_seconds(folder / "page.html")
+    smallest, largest = str(min(sizes)), str(max(sizes))
+    return {
+        label: {
+            "seconds": seconds[label],
+            "pages": pages[label],
+            "html_over_json": {size: _ratios(t["html"], t["json"]) for size, t in seconds[label].items()},
+            f"{largest}_over_{smallest}": {
+                command: _ratios(seconds[label][largest][command], seconds[label][smallest][command])
+                for command in ("json", "html")
+            },
+        }
+        for label in sources
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[5000, 20000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--browser", action="store_true", help="also time headless Chromium opening each page")
     parser.add_argument("--source", type=Path, help="another checkout's root to time instead of this one")
+    parser.add_argument("--before", type=Path, help="a checkout to time beside it, in turns (e.g. the commit before)")
     args = parser.parse_args()
-    seconds: dict[str, dict[str, dict[str, object]]] = {}
-    pages: dict[str, dict[str, object]] = {}
+    sources: dict[str, Path | None] = {"after": args.source}
+    if args.before is not None:
+        sources = {"before": args.before, **sources}
     with tempfile.TemporaryDirectory(prefix="ampconfig-html-") as name:
         folder = Path(name)
         keep = folder / "keep.cfg"
         keep.write_text(KEEP_DTYPE, encoding="utf-8")
-        for length in args.nodes:
-            model = folder / f"chain{length}.onnx"
-            onnx.save(build_chain(length, CHAIN_OPS), model)
-            explain = ["explain", "-m", "force_fp16", "--keep-dtype", str(keep), str(model)]
-            runs: dict[str, list[tuple[float, float]]] = {"json": [], "html": []}
-            for _ in range(args.repeat):  # interleaved: a burst of load on the machine hits both alike
-                runs["json"].append(timed_ampconfig([*explain, "--json"], folder, args.source))
-                runs["html"].append(timed_ampconfig([*explain, "--html", f"chain{length}.html"], folder, args.source))
-            seconds[str(length)] = {
-                command: {
-                    **medians(times),
-                    "wall_best": round(min(w for w, _ in times), 2),
-                    "cpu_best": round(min(c for _, c in times), 2),
-                }
-                for command, times in runs.items()
-            }
-            pages[str(length)] = _rendered(explain, folder, args.source)
-            if args.browser:
-                pages[str(length)]["chromium_s"] = _browser_seconds(folder / "page.html")
-    smallest, largest = str(min(args.nodes)), str(max(args.nodes))
+        measured = _measured(folder, keep, args.nodes, args.repeat, sources, args.browser)
     result = {
         "machine": machine(),
         "date": time.strftime("%Y-%m-%d %H:%M"),
-        "source": str(args.source) if args.source else "this checkout",
-        "seconds": seconds,
-        "pages": pages,
-        "html_over_json": {size: _ratios(times["html"], times["json"]) for size, times in seconds.items()},
-        f"{largest}_over_{smallest}": {
-            command: _ratios(seconds[largest][command], seconds[smallest][command]) for command in ("json", "html")
-        },
+        "checkouts": {label: str(source) if source else "this checkout" for label, source in sources.items()},
+        **measured,
     }
     print(json.dumps(result, indent=1))
 
