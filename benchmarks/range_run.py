@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +40,13 @@ DEFAULT_NODES = (1250, 2500, 5000)
 CHAIN_OPS = ("Add", "Mul", "Relu", "Tanh")
 
 
-def build_chain(length: int) -> onnx.ModelProto:
-    """x [4, 8] -> ``length`` nodes of Add, Mul (by a constant 0.5), Relu and Tanh in turn -> the last value."""
+def build_chain(length: int, ops: Sequence[str] = CHAIN_OPS) -> onnx.ModelProto:
+    """x [4, 8] -> ``length`` nodes of ``ops`` in turn (Add, Mul, Relu and Tanh; Add, Mul and Sub by a constant 0.5)
+    -> the last value."""
     nodes, previous = [], "x"
     for index in range(length):
-        op = CHAIN_OPS[index % len(CHAIN_OPS)]
-        inputs = [previous, "half"] if op in ("Add", "Mul") else [previous]
+        op = ops[index % len(ops)]
+        inputs = [previous, "half"] if op in ("Add", "Mul", "Sub") else [previous]
         nodes.append(oh.make_node(op, inputs, [f"v{index}"], name=f"n{index}"))
         previous = f"v{index}"
     graph = oh.make_graph(
@@ -98,6 +100,16 @@ def medians(runs: list[tuple[float, float]]) -> dict[str, object]:
     }
 
 
+def machine() -> dict[str, object]:
+    """The machine a benchmark ran on, with its load when it ended (the machine may be shared)."""
+    return {
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average": [round(load, 1) for load in os.getloadavg()],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=list(DEFAULT_NODES))
@@ -116,12 +128,7 @@ def main() -> None:
                 runs["no_range_check"].append(_time_run(model, False, args.source))
             sizes[length] = {variant: medians(times) for variant, times in runs.items()}
     result: dict[str, object] = {
-        "machine": {
-            "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "load_average": [round(load, 1) for load in os.getloadavg()],
-        },
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "source": str(args.source) if args.source else "this checkout",
         "seconds": {str(length): times for length, times in sizes.items()},

@@ -23,8 +23,8 @@ range_exceeds). Values given imply it: any input option, or --ranges FILE (read 
 explain decides as run does on the same values. --compare also runs the
 rewritten model and adds each node's error to the report (see ampconfig compare). --html FILE writes one
 self-contained HTML file (a picture of the model, one mark per node coloured by dtype with the casts drawn; a
-searchable node table; with --compare an error plot); it may not be any input of
-the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
+searchable node table; with --compare an error plot), and the terminal gets the summary only; it may not be
+any input of the call (refused with exit 2 before any work), a FIFO or /dev/null gets it as a stream.
 
 --op-names ascend (or tensorflow) reads the mixlist and keep_dtype with those names and shows each node's op
 type in them too (JSON: op_type_names), as a list for ATC names it; docs/op-names.md has the table.
@@ -92,8 +92,9 @@ def explain(
         start.write_html(lambda: render_html(payload, compare_data))
     if options.json_output:
         print_result(payload)
-    else:
-        render_explain(payload, stdout)
+    else:  # with --html the node table is in the report, searchable; the terminal gets the summary
+        table_in = None if start.html is None else "the HTML report" if start.html.is_stdout else str(options.html)
+        render_explain(payload, stdout, table_in=table_in)
 
 
 def _explain_decisions(start: Opened) -> dict[str, Any]:

@@ -12,6 +12,7 @@ dicts in, a string out.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
@@ -43,33 +44,44 @@ svg{background:#fff;border:1px solid #d8dde4;border-radius:6px;max-width:100%;he
 svg text{font-size:11px;fill:#5b6472}
 #picture .mark{cursor:pointer}#picture .dim{opacity:.12}#picture .cast{fill:#1d2430;pointer-events:none}
 #picture .dim+.cast,#picture .dim+.cast+.cast{opacity:.12}
+#collapsed{color:#5b6472;font-size:12px;margin:6px 0 0}
 .legend{display:flex;flex-wrap:wrap;gap:14px;margin:6px 0 0;color:#5b6472;font-size:12px}
 .legend i{display:inline-block;width:11px;height:11px;margin-right:4px;vertical-align:-1px;border-radius:2px}
 """
 
+#: A mark stands for one node (``data-i``) or, in a collapsed picture, a run of them (``data-first`` to
+#: ``data-last``): it is dimmed when none of its nodes' rows passes the filters. A click on a node's mark searches for
+#: its name; on a run's mark it lists the run's rows (until the search or a filter changes).
 _JS = """
 (function(){
   var q=document.getElementById('q'),col=document.getElementById('colour'),dt=document.getElementById('dtype'),
       ch=document.getElementById('changed'),count=document.getElementById('count'),
-      rows=Array.prototype.slice.call(document.querySelectorAll('#nodes tbody tr')),marks={};
-  document.querySelectorAll('#picture .mark').forEach(function(m){
-    marks[m.dataset.i]=m;
+      rows=Array.prototype.slice.call(document.querySelectorAll('#nodes tbody tr')),
+      marks=Array.prototype.slice.call(document.querySelectorAll('#picture .mark')),markOf={},span=null;
+  marks.forEach(function(m){
+    var first=+(m.dataset.first||m.dataset.i),last=+(m.dataset.last||m.dataset.i);
+    for(var i=first;i<=last;i++){markOf[i]=m;}
     m.addEventListener('click',function(){
-      q.value=m.dataset.name;apply();
-      var row=document.querySelector('#nodes tbody tr[data-i="'+m.dataset.i+'"]');if(row){row.scrollIntoView();}
+      if(m.dataset.first){q.value='';span=[first,last];}else{q.value=m.dataset.name;span=null;}
+      apply();
+      var row=document.querySelector('#nodes tbody tr[data-i="'+first+'"]');if(row){row.scrollIntoView();}
     });
   });
   function apply(){
-    var text=q.value.toLowerCase(),c=col.value,d=dt.value,only=ch.checked,shown=0;
+    var text=q.value.toLowerCase(),c=col.value,d=dt.value,only=ch.checked,shown=0,lit=new Set();
     rows.forEach(function(r){
-      var ok=(!text||r.textContent.toLowerCase().indexOf(text)>=0)&&(!c||r.dataset.colour===c)&&
+      var i=+r.dataset.i,ok=(!span||(i>=span[0]&&i<=span[1]))&&
+             (!text||r.textContent.toLowerCase().indexOf(text)>=0)&&(!c||r.dataset.colour===c)&&
              (!d||r.dataset.dtype===d)&&(!only||r.dataset.changed==='1');
-      r.style.display=ok?'':'none'; if(ok){shown++;}
-      var m=marks[r.dataset.i]; if(m){m.classList.toggle('dim',!ok);}
+      r.style.display=ok?'':'none'; if(ok){shown++;lit.add(markOf[i]);}
     });
-    count.textContent=shown+' of '+rows.length+' nodes';
+    marks.forEach(function(m){m.classList.toggle('dim',!lit.has(m));});
+    count.textContent=shown+' of '+rows.length+' nodes'+(span?' (one mark of the picture: '+(span[1]-span[0]+1)+
+      ' nodes from #'+span[0]+')':'');
   }
-  [q,col,dt,ch].forEach(function(el){el.addEventListener('input',apply);el.addEventListener('change',apply);});
+  [q,col,dt,ch].forEach(function(el){
+    function changed(){span=null;apply();}
+    el.addEventListener('input',changed);el.addEventListener('change',changed);});
   document.querySelectorAll('#nodes th').forEach(function(th,i){
     th.addEventListener('click',function(){
       var body=document.querySelector('#nodes tbody'),asc=th.dataset.asc!=='1';th.dataset.asc=asc?'1':'0';
@@ -202,22 +214,57 @@ def _picture_grid(count: int) -> tuple[int, int, int]:
     return cell, columns, rows
 
 
-def model_picture(nodes: Sequence[Mapping[str, Any]]) -> str:
+#: Above this many nodes a mark would be under 6 px (the picture's area over the node count), too small to point at
+#: one node: the picture then draws each run of consecutive nodes of one dtype as one mark (:func:`_run_marks`).
+COLLAPSE_ABOVE = _PICTURE_W * _PICTURE_H // 36
+
+
+def model_picture(nodes: Sequence[Mapping[str, Any]], *, collapse_above: int = COLLAPSE_ABOVE) -> str:
     """Inline SVG: every node a mark in graph order (left to right, row by row), coloured by the dtype it computes
     in; a dark bar on a mark's left edge is a Cast the rewrite added on its inputs, on its right edge one on its
     outputs. Each mark's tooltip names the node, its op, dtype, rule and cause (the reason is in the table: on
-    25,000 nodes it would be a third of the page); a click finds it in the table."""
+    25,000 nodes it would be a third of the page); a click finds it in the table. Above ``collapse_above`` nodes,
+    each run of one dtype is one mark over its nodes' cells (:func:`_run_marks`), and a line under the picture
+    says so."""
     cell, columns, rows = _picture_grid(len(nodes))
-    gap = 1 if cell >= 6 else 0
-    bar = max(1, cell // 5)
     height = rows * cell
     parts = [
         f'<svg id="picture" width="{columns * cell}" height="{height}" viewBox="0 0 {columns * cell} {height}" '
         f'role="img" aria-label="the model\'s nodes in graph order, coloured by dtype">'
     ]
+    note = ""
+    if len(nodes) > collapse_above:
+        runs = _runs(nodes)
+        parts += _run_marks(nodes, runs, cell, columns)
+        note = _collapsed_note(len(nodes), runs)
+    else:
+        parts += _node_marks(nodes, cell, columns)
+    parts.append("</svg>")
+    return "".join(parts) + note
+
+
+def _dtype(node: Mapping[str, Any]) -> str:
+    return node.get("dtype") or "none"
+
+
+def _cast_bars(node: Mapping[str, Any], x: int, y: int, cell: int, gap: int) -> str:
+    """The dark bars of the Casts the rewrite added on ``node``'s inputs (left edge) and outputs (right edge)."""
+    bar = max(1, cell // 5)
+    bars = ""
+    if node.get("casts_in"):
+        bars += f'<rect class="cast" x="{x}" y="{y}" width="{bar}" height="{cell - gap}"/>'
+    if node.get("casts_out"):
+        bars += f'<rect class="cast" x="{x + cell - gap - bar}" y="{y}" width="{bar}" height="{cell - gap}"/>'
+    return bars
+
+
+def _node_marks(nodes: Sequence[Mapping[str, Any]], cell: int, columns: int) -> list[str]:
+    """One mark per node, its casts after it."""
+    gap = 1 if cell >= 6 else 0
+    parts = []
     for position, node in enumerate(nodes):
         x, y = (position % columns) * cell, (position // columns) * cell
-        dtype = node.get("dtype") or "none"
+        dtype = _dtype(node)
         fill = DTYPE_COLOURS.get(dtype, NO_DTYPE_COLOUR)
         before = node.get("original_dtype") or "none"
         changed = f"{before} -> {dtype}" if before != dtype else dtype
@@ -229,12 +276,71 @@ def model_picture(nodes: Sequence[Mapping[str, Any]]) -> str:
             f'x="{x}" y="{y}" width="{cell - gap}" height="{cell - gap}" fill="{fill}">'
             f"<title>{_e(label)}{_e(cause)}</title></rect>"
         )
-        if node.get("casts_in"):
-            parts.append(f'<rect class="cast" x="{x}" y="{y}" width="{bar}" height="{cell - gap}"/>')
-        if node.get("casts_out"):
-            parts.append(f'<rect class="cast" x="{x + cell - gap - bar}" y="{y}" width="{bar}" height="{cell - gap}"/>')
-    parts.append("</svg>")
-    return "".join(parts)
+        parts.append(_cast_bars(node, x, y, cell, gap))
+    return parts
+
+
+def _runs(nodes: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """The runs of consecutive nodes of one dtype, as (first position, last position), in graph order."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for position in range(1, len(nodes) + 1):
+        if position == len(nodes) or _dtype(nodes[position]) != _dtype(nodes[start]):
+            runs.append((start, position - 1))
+            start = position
+    return runs
+
+
+def _run_outline(first: int, last: int, cell: int, columns: int) -> str:
+    """An SVG path over the cells of positions ``first`` to ``last``: the row it starts in, the full rows between,
+    the row it ends in."""
+    top, bottom = first // columns, last // columns
+    if top == bottom:
+        pieces = [(first % columns, top, last % columns - first % columns + 1, 1)]
+    else:
+        pieces = [(first % columns, top, columns - first % columns, 1), (0, bottom, last % columns + 1, 1)]
+        if bottom - top > 1:
+            pieces.append((0, top + 1, columns, bottom - top - 1))
+    return "".join(f"M{x * cell},{y * cell}h{w * cell}v{h * cell}h-{w * cell}z" for x, y, w, h in pieces)
+
+
+def _run_marks(
+    nodes: Sequence[Mapping[str, Any]], runs: Sequence[tuple[int, int]], cell: int, columns: int
+) -> list[str]:
+    """One mark per run of one dtype: a group holding the outline of its nodes' cells and their casts. Its tooltip
+    names its first and last node, how many nodes of which op types and rules it holds; a click lists them in the
+    table."""
+    parts = []
+    for first, last in runs:
+        run = nodes[first : last + 1]
+        dtype = _dtype(run[0])
+        ops = ", ".join(f"{op} {count}" for op, count in sorted(Counter(n["op_type"] for n in run).items()))
+        rules = ", ".join(f"{rule} {count}" for rule, count in sorted(Counter(n["rule"] for n in run).items()))
+        names = run[0]["name"] if len(run) == 1 else f"{run[0]['name']} ... {run[-1]['name']}"
+        label = f"{names}: {len(run)} node{'s' if len(run) > 1 else ''} in {dtype} ({ops}), rule {rules}"
+        bars = "".join(
+            _cast_bars(node, (position % columns) * cell, (position // columns) * cell, cell, 0)
+            for position, node in enumerate(run, start=first)
+            if node.get("casts_in") or node.get("casts_out")
+        )
+        parts.append(
+            f'<g class="mark run" data-first="{run[0]["index"]}" data-last="{run[-1]["index"]}" '
+            f'data-dtype="{_e(dtype)}"><title>{_e(label)}</title>'
+            f'<path d="{_run_outline(first, last, cell, columns)}" fill="{DTYPE_COLOURS.get(dtype, NO_DTYPE_COLOUR)}"/>'
+            f"{bars}</g>"
+        )
+    return parts
+
+
+def _collapsed_note(count: int, runs: Sequence[tuple[int, int]]) -> str:
+    """What the collapsed picture left out, and where each node is."""
+    longest = max(last - first + 1 for first, last in runs)
+    return (
+        f'<p id="collapsed">The picture draws each run of consecutive nodes of one dtype as one mark: '
+        f"{count} nodes in {len(runs)} marks (the longest run: {longest} nodes). Hover a mark for its first and "
+        "last node, its op types and rules; click it to list its nodes in the table. Every node is in the table "
+        "below, by name, with its dtype and rule.</p>"
+    )
 
 
 def _legend(nodes: Sequence[Mapping[str, Any]], casts: int) -> str:
@@ -327,10 +433,15 @@ def error_plot(nodes: Sequence[Mapping[str, Any]], threshold: float, first_bad: 
 
 
 def render_html(
-    explain: Mapping[str, Any], compare: Mapping[str, Any] | None = None, *, command: str = "explain"
+    explain: Mapping[str, Any],
+    compare: Mapping[str, Any] | None = None,
+    *,
+    command: str = "explain",
+    collapse_above: int = COLLAPSE_ABOVE,
 ) -> str:
     """The whole report; ``compare`` (a compare payload) adds the error plot and per-node error columns.
-    ``command`` names the command that wrote it in the title."""
+    ``command`` names the command that wrote it in the title; above ``collapse_above`` nodes the picture draws
+    runs of one dtype (:func:`model_picture`)."""
     summary = explain["summary"]
     nodes = explain["nodes"]
     errors: dict[str, Mapping[str, Any]] = {}
@@ -371,7 +482,7 @@ def render_html(
         f"<h1>{_e(title)}</h1>"
         f'<div class="sub">precision mode <b>{_e(explain["precision_mode"])}</b>, target '
         f"<b>{_e(explain['target'])}</b>, low dtype {_e(explain['low_dtype'])}</div>"
-        f"{model_picture(nodes)}{_legend(nodes, int(summary['casts_inserted']))}"
+        f"{model_picture(nodes, collapse_above=collapse_above)}{_legend(nodes, int(summary['casts_inserted']))}"
         f'<div class="cards">{_cards(summary, extra)}</div>'
         f"{warnings}{plot}{range_html}"
         "<h2>Nodes</h2>"
