@@ -134,6 +134,7 @@ def value_range(stats: ValueStats) -> ValueRange:
         nonfinite=stats.nonfinite,
         zeros=stats.zeros,
         exponents={str(exponent): count for exponent, count in sorted(stats.exponents.items())},
+        elements=stats.zeros + stats.nonfinite + sum(stats.exponents.values()),
     )
 
 

@@ -30,7 +30,7 @@ from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
-from ampconfig.formats.ranges_file import MAX_RANGES_BYTES
+from ampconfig.formats.ranges_file import MAX_RANGES_BYTES, RANGES_FORMAT_VERSION
 from tests.graphs import IR_VERSION
 from tests.input_models import normalized_phoneme_model, phoneme_model
 
@@ -808,7 +808,7 @@ def _spoiled(data: dict, case: str) -> str:
     if case == "version true":
         return json.dumps({**data, "format_version": True})
     if case == "newer version":
-        return json.dumps({**data, "format_version": 3})
+        return json.dumps({**data, "format_version": RANGES_FORMAT_VERSION + 1})
     if case == "exponent beyond float32":
         data["values"][value]["exponents"]["200"] = 1
         return json.dumps(data)
