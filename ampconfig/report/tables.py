@@ -46,19 +46,23 @@ def escaped(renderable: RenderableType) -> RenderableType:
     """``renderable`` with the user strings in it escaped (:func:`~ampconfig.errors.printable`, lines kept): a
     string, a Text (its styles dropped where something is escaped), a table's every cell; anything else as it is.
     Rich writes a node name's escape sequence or right-to-left override as it is given."""
-    if isinstance(renderable, str):
-        return printable(renderable, keep="\n")
-    if isinstance(renderable, Text):
-        shown = printable(renderable.plain, keep="\n")
-        if shown == renderable.plain:
-            return renderable
-        return Text(shown, style=renderable.style, justify=renderable.justify, end=renderable.end)
+    if isinstance(renderable, (str, Text)):
+        return _escaped_text(renderable)
     if isinstance(renderable, Table):
-        if isinstance(renderable.title, (str, Text)):
-            renderable.title = escaped(renderable.title)
+        if renderable.title is not None:
+            renderable.title = _escaped_text(renderable.title)
         for column in renderable.columns:
             column._cells[:] = [escaped(cell) for cell in column._cells]
     return renderable
+
+
+def _escaped_text(text: str | Text) -> str | Text:
+    if isinstance(text, str):
+        return printable(text, keep="\n")
+    shown = printable(text.plain, keep="\n")
+    if shown == text.plain:
+        return text
+    return Text(shown, style=text.style, justify=text.justify, end=text.end)
 
 
 def print_table(console: Console, table: Table) -> None:
