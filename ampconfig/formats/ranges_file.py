@@ -229,7 +229,11 @@ def _whole_file_problem(ranges: RangesFile) -> _Contradiction | None:
     """What a file whose every field is valid holds wrong as a whole: what its version requires and lacks, a
     shard that contradicts its own data source or size, a value whose fields contradict each other."""
     if ranges.format_version >= 2 and ranges.model.weights_sha256 is None:
-        return "a version 2 value ranges file records the weights digest: model.weights_sha256 is missing", ("model",)
+        return (
+            f"a version {ranges.format_version} value ranges file records the weights digest: model.weights_sha256 "
+            "is missing",
+            ("model",),
+        )
     problem = _shard_problem(ranges.data)
     if problem is not None:
         return problem
