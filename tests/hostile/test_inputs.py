@@ -1163,6 +1163,7 @@ def test_a_text_file_for_a_numeric_input_is_refused(folder: Path, model: Path) -
         ("--shape", "x=\uff11x\uff16\uff14", "whole numbers in ASCII digits"),  # accepted on main (\\d)
         ("--seed", "\uff11\uff12", "--seed"),
         ("--seed", "\u0663", "--seed"),  # ARABIC-INDIC DIGIT THREE
+        ("--data-max", "\uff11.\uff15", "--data-max"),
     ],
 )
 def test_numbers_on_the_command_line_take_ascii_digits_only(
@@ -1170,7 +1171,7 @@ def test_numbers_on_the_command_line_take_ascii_digits_only(
 ) -> None:
     out = folder / "fullwidth.ranges.json"
     data = ["--calibration-data", folder / "shard_samples"] if flag == "--shard" else []
-    result = invoke(["calibrate", model, *data, flag, value, "-o", out])
+    result = invoke(["rewrite" if flag == "--data-max" else "calibrate", model, *data, flag, value, "-o", out])
     assert_refused(result, flag, fragment)
     assert not out.exists()
 
