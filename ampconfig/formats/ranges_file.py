@@ -415,6 +415,14 @@ def merge_ranges(shards: Sequence[tuple[RangesFile, str]]) -> RangesFile:
     for ranges, source in shards:
         assert ranges.data.shard is not None
         index = ranges.data.shard.index
+        if index in by_index:
+            raise AmpconfigError(
+                f"shard {index} is given twice: {by_index[index][1]} and {source}",
+                file=source,
+                json_path="$.data.shard.index",
+                hint="give each shard once",
+            )
+        by_index[index] = (ranges, source)
         if ranges.data.sha256 in by_digest:
             raise AmpconfigError(
                 f"{by_digest[ranges.data.sha256]} and {source} measured the same data (one data.sha256): one shard's "
@@ -424,14 +432,6 @@ def merge_ranges(shards: Sequence[tuple[RangesFile, str]]) -> RangesFile:
                 hint="give each shard's own file, as calibrate --shard K/N wrote it",
             )
         by_digest[ranges.data.sha256] = source
-        if index in by_index:
-            raise AmpconfigError(
-                f"shard {index} is given twice: {by_index[index][1]} and {source}",
-                file=source,
-                json_path="$.data.shard.index",
-                hint="give each shard once",
-            )
-        by_index[index] = (ranges, source)
     if len(shards) != count:
         raise AmpconfigError(
             f"the split has {count} shards (data.shard.count), but {len(shards)} "

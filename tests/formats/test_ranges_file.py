@@ -223,3 +223,9 @@ def test_a_shard_count_other_than_the_files_given_is_refused(two_shards: tuple[P
     result = cli("ranges", "merge", first, "-o", tmp_path / "merged.json")
     assert result.exit_code == 2 and "the split has 2 shards (data.shard.count), but 1 file is given" in result.stderr
     assert cli("ranges", "merge", second, first, "-o", tmp_path / "merged.json").exit_code == 0
+
+
+def test_one_file_given_twice_is_named_as_a_shard_given_twice(two_shards: tuple[Path, Path], tmp_path: Path) -> None:
+    first, second = two_shards
+    result = cli("ranges", "merge", first, first, second, "-o", tmp_path / "merged.json")
+    assert result.exit_code == 2 and "shard 1 is given twice" in result.stderr
