@@ -111,8 +111,9 @@ _SMALL = {"min": -2.9, "max": 1.5, "max_abs": 2.9, "nonfinite": 0, "zeros": 0}
 def test_fields_that_contradict_each_other_are_refused_at_one_naming_the_other(
     measured: tuple[Path, Path], tmp_path: Path, case: str, fields: dict, json_path: str, named: str
 ) -> None:
-    """Each of these passed on main (exit 0, no warning): every field was valid on its own. "only tiny bins" made
-    the power spectrum's nodes stay float32 by range_underflows there."""
+    """Each of these passed on main (exit 0, no warning): every field was valid on its own. Measured on main
+    (2026-12-07): "only tiny bins" given to value ``re`` of a version 2 file kept dft_re float32 by
+    range_underflows in ``explain``, exit 0."""
     model, _ = measured
     path = _with_value(measured, tmp_path, case.replace(" ", "_"), **fields)
     with pytest.raises(AmpconfigError) as raised:
