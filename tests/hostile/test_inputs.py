@@ -1210,3 +1210,17 @@ def test_a_malformed_exponent_key_is_refused_in_words(folder: Path, model: Path)
     result = invoke(["explain", model, "--ranges", path])
     assert_refused(result, str(path), "a binary exponent: a whole number in ASCII digits from -149 to 127")
     assert "^(" not in _stderr(result)
+
+
+def test_a_text_file_with_cr_only_line_ends_runs_as_lines_and_says_so(
+    folder: Path, phoneme_models: dict[int, Path]
+) -> None:
+    """On main the whole file was one string holding the CRs, run without a word."""
+    path = folder / "strings" / "cr_only.txt"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b"SP\rAP\rSP\r")
+    result = invoke(["run", phoneme_models[1], "-m", "force_fp16", *RUN_FAST, "--input", f"phs={path}", "--json"])
+    assert result.exit_code == 0, _stderr(result)
+    payload = json.loads(result.stdout)
+    assert any("ends its lines with CR alone" in line for line in payload["warnings"] + payload.get("notes", []))
+    assert [item["shape"] for item in payload["inputs"] if item["name"] == "phs"] == [[3]]
