@@ -6,6 +6,7 @@ Every user-facing failure is an :class:`AmpconfigError` (exit code 2: unusable i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -16,17 +17,23 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
 
-def printable(text: str) -> str:
-    """``text`` with each control character (a NUL, an escape, a newline in a file name) written as its Python
-    escape, so a hostile path cannot garble or drive the terminal. Everything else is kept, the surrogates that
-    stand for a file name's non-UTF-8 bytes included: the terminal gets those bytes back as they were given."""
-    if not any(_is_control(char) for char in text):
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with each control character (a NUL, an escape, a newline in a file name) and each character that
+    reorders or hides text where it is shown (the bidirectional overrides, embeddings and isolates, the marks
+    U+200E, U+200F and U+061C, the line and paragraph separators) written as its Python escape (``\\u202e``), so
+    a hostile name or path can neither drive the terminal nor show as other text, as git's ``core.quotePath``
+    quotes file names. The one function every reporter echoes user strings through (names and paths from
+    models, locks, ranges files and mixlists); JSON output escapes the same characters as JSON does. ``keep``:
+    the characters a multi-line text keeps (``"\\n"``). Everything else is kept, the surrogates that stand for a
+    file name's non-UTF-8 bytes included: the terminal gets those bytes back as they were given."""
+    if _UNSHOWABLE.search(text) is None:
         return text
-    return "".join(ascii(char)[1:-1] if _is_control(char) else char for char in text)
+    return _UNSHOWABLE.sub(lambda found: found[0] if found[0] in keep else ascii(found[0])[1:-1], text)
 
 
-def _is_control(char: str) -> bool:
-    return char < " " or "\x7f" <= char < "\xa0"
+#: C0 and C1 controls, DEL, and the characters that reorder or hide the text around them (Unicode's bidi controls
+#: U+202A-U+202E and U+2066-U+2069, the marks U+200E, U+200F, U+061C; U+2028 and U+2029 break lines).
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class Severity(str, Enum):

@@ -24,8 +24,9 @@ from typing import Any, TextIO
 
 from rich.console import Console
 
-from ampconfig.errors import EXIT_OK, EXIT_USAGE, Problem
+from ampconfig.errors import EXIT_OK, EXIT_USAGE, Problem, printable
 from ampconfig.files.guard import STDOUT_FD, STDOUT_NAME, Destination, OutputGuard
+from ampconfig.report.tables import escaped
 
 #: 128 + SIGPIPE: what a shell reports for a command whose output pipe was closed.
 EXIT_BROKEN_PIPE = 141
@@ -116,10 +117,12 @@ def _write_whole(stream: TextIO, text: str) -> None:
 
 
 class FittingConsole(Console):
-    """A console that wraps what it prints at word boundaries on a terminal, and never in a pipe or a file."""
+    """A console that wraps what it prints at word boundaries on a terminal, and never in a pipe or a file, and
+    escapes the control and bidi characters of what it prints (:func:`~ampconfig.report.tables.escaped`)."""
 
     def print(self, *objects: Any, soft_wrap: bool | None = None, **kwargs: Any) -> None:
-        super().print(*objects, soft_wrap=not self.is_terminal if soft_wrap is None else soft_wrap, **kwargs)
+        shown = [escaped(item) for item in objects]
+        super().print(*shown, soft_wrap=not self.is_terminal if soft_wrap is None else soft_wrap, **kwargs)
 
 
 #: The results stream of the running command.
@@ -208,7 +211,9 @@ def output_guard() -> OutputGuard:
 
 def say(text: str, *, wrap: bool = True) -> None:
     """One line of results (plain text, no markup), on a terminal fitted to its width (:func:`fitted`); with
-    ``wrap`` false (JSON, annotations, Markdown: text a program reads) exactly as it is."""
+    ``wrap`` false (JSON, annotations, Markdown: text a program reads) exactly as it is; in every format its
+    control and bidi characters escaped (:func:`~ampconfig.errors.printable`; JSON has them escaped already)."""
+    text = printable(text, keep="\n")  # a name's escape sequence or right-to-left override, shown escaped
     if wrap and _on_terminal():
         text = fitted(text, stdout.width)
     print(text, file=reports, flush=True)

@@ -41,7 +41,8 @@ def merge(
     Each shard comes from `ampconfig calibrate MODEL --calibration-data DIR --shard K/N -o ranges-K.json` (the
     data files in sorted order, file i in shard i mod N + 1), on any machine. Refused (exit 2, the file named):
     a file that is not a shard, shards of another model (structure or weights), ampconfig, device or split, a
-    shard given twice or missing.
+    shard given twice or missing, more or fewer files than the split's shards, two files of one data digest (a
+    shard's file relabelled as another), a shard whose number contradicts its recorded data source.
 
     Example:
 

@@ -25,8 +25,9 @@ MAX_LOCK_BYTES = 16 * 1024 * 1024
 SPLIT_HINT = "is it the right file? ampconfig's files are small; split the content or list op types instead"
 
 
-def _megabytes(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MiB"
+def _size(size: int) -> str:
+    """A file size as a message shows it: every byte (two sizes a byte apart read apart), then in MiB."""
+    return f"{size:,} bytes ({size / (1024 * 1024):.1f} MiB)"
 
 
 # --------------------------------------------------------------------------------------------------- reading
@@ -41,7 +42,7 @@ def read_bounded(
         with open_regular(path, what) as handle:
             size = os.fstat(handle.fileno()).st_size
             if size > max_bytes:
-                raise _too_large(what, source, _megabytes(size), max_bytes, too_large_hint)
+                raise _too_large(what, source, _size(size), max_bytes, too_large_hint)
             # Read one byte more than expected: a file that grows meanwhile is read on, up to the limit.
             raw = handle.read(size + 1)
             if len(raw) > size:
@@ -49,13 +50,13 @@ def read_bounded(
     except OSError as exc:
         raise AmpconfigError(f"cannot read {what}: {exc.strerror or exc}", file=source) from None
     if len(raw) > max_bytes:  # a file that grew while it was read
-        raise _too_large(what, source, f"more than {_megabytes(max_bytes)}", max_bytes, too_large_hint)
+        raise _too_large(what, source, f"more than {max_bytes:,} bytes", max_bytes, too_large_hint)
     return raw
 
 
 def _too_large(what: str, source: str, size: str, max_bytes: int, hint: str) -> AmpconfigError:
     return AmpconfigError(
-        f"{what} is too large: {size}; ampconfig reads files up to {_megabytes(max_bytes)}", file=source, hint=hint
+        f"{what} is too large: {size}; ampconfig reads files up to {_size(max_bytes)}", file=source, hint=hint
     )
 
 
@@ -71,7 +72,39 @@ def read_text(path: Path, what: str = "file", hint: str = _PATH_HINT, max_bytes:
     return decode_utf8(read_bounded(path, what, max_bytes), str(path))
 
 
+#: The byte-order marks of the Unicode encodings other than UTF-8, UTF-32's first: its little-endian mark starts
+#: as UTF-16's does.
+_OTHER_UNICODE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def other_unicode(raw: bytes) -> str | None:
+    """``UTF-16`` or ``UTF-32`` when ``raw`` starts with that encoding's byte-order mark (what Notepad and
+    PowerShell's ``>`` write), else None: such a file is text, not binary data, in an encoding ampconfig does not
+    read."""
+    return next((name for mark, name in _OTHER_UNICODE_MARKS if raw.startswith(mark)), None)
+
+
+def refuse_other_unicode(raw: bytes, source: str | None, what: str = "the file") -> None:
+    """An AmpconfigError naming the encoding of a UTF-16 or UTF-32 file (by its byte-order mark), else nothing."""
+    encoding = other_unicode(raw)
+    if encoding is not None:
+        raise AmpconfigError(
+            f"{what} is {encoding} text (it starts with a {encoding} byte-order mark); ampconfig reads UTF-8",
+            file=source,
+            line=1,
+            hint="save it as UTF-8",
+        )
+
+
 def decode_utf8(raw: bytes, source: str | None) -> str:
+    """``raw`` as UTF-8 text without its byte-order mark; a UTF-16 or UTF-32 file is refused naming its encoding,
+    other bytes that are not UTF-8 at their line."""
+    refuse_other_unicode(raw, source)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

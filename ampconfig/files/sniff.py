@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ampconfig.files.bounded import other_unicode
 from ampconfig.files.paths import open_regular
 
 #: How much of a file is read to tell what it is.
@@ -62,6 +63,9 @@ def content_of(path: Path, what: str = "file") -> Content:
         return Content("empty")
     if head.startswith(_ZIP_MAGIC):
         return Content("zip")
+    encoding = other_unicode(head)
+    if encoding is not None:  # its NUL bytes are half its characters, not a binary file's
+        return Content("text", f"{encoding} text")
     if _CONTROL.search(head):
         return Content("protobuf" if head[0] == _MODEL_FIRST_BYTE else "binary")
     # Text, though perhaps not UTF-8 (a Latin-1 mixlist): the reader of the document says where it is not.

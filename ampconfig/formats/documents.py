@@ -526,10 +526,24 @@ def _describe_error(error: Mapping[str, Any], path: JsonPath, model: type[BaseMo
         return f"missing required key {path[-1]!r}", None
     if kind == "value_error":
         return str(ctx.get("error", error["msg"])), None
+    if kind == "string_pattern_mismatch":  # a regex is no answer to someone editing a file: say it in words
+        allowed = PATTERN_WORDS.get(str(ctx.get("pattern")), "text of another form")
+        what = "key" if path and path[-1] == "[key]" else "value"
+        return f"the {what} must be {allowed}, got {describe_value(error.get('input'))}", None
     if "hint" in ctx:  # our own PydanticCustomError with a hint
         return error["msg"], str(ctx["hint"])
     # Type and constraint errors: say what was found, since the reader may not have the file open.
     return f"{_lower_first(error['msg'])}, got {describe_value(error.get('input'))}", None
+
+
+#: What each pattern of ampconfig's file formats allows, in words (every pattern a schema holds has its words here).
+PATTERN_WORDS = {
+    r"^[0-9a-f]{64}$": "a SHA-256: 64 lowercase hexadecimal digits (0-9, a-f)",
+    r"^(0|-?[1-9][0-9]{0,2})$": "a binary exponent: a whole number in ASCII digits from -149 to 127, with no "
+    "plus sign, point or leading zero",
+    r"^(?:[A-Za-z0-9_.\-]+::)?[A-Za-z_][A-Za-z0-9_]*$": "an op type: ASCII letters, digits and underscores, not "
+    "starting with a digit, after an optional domain and ::",
+}
 
 
 def _lower_first(text: str) -> str:

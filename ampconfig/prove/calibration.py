@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -134,6 +135,7 @@ def value_range(stats: ValueStats) -> ValueRange:
         nonfinite=stats.nonfinite,
         zeros=stats.zeros,
         exponents={str(exponent): count for exponent, count in sorted(stats.exponents.items())},
+        elements=stats.zeros + stats.nonfinite + sum(stats.exponents.values()),
     )
 
 
@@ -334,10 +336,11 @@ def parse_shard(text: str, name: str = "--shard") -> Shard:
     from ampconfig.runner.datasets import Shard
 
     index, slash, count = text.partition("/")
-    if slash and index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count) <= MAX_SHARDS:
+    # ASCII digits only: str.isdigit and int take fullwidth and other scripts' digits, which no shell script means
+    if slash and _DIGITS.fullmatch(index) and _DIGITS.fullmatch(count) and 1 <= int(index) <= int(count) <= MAX_SHARDS:
         return Shard(int(index), int(count))
     raise AmpconfigError(
-        f"{name} must be INDEX/COUNT with 1 <= INDEX <= COUNT <= {MAX_SHARDS}, got {text!r:.60}",
+        f"{name} must be INDEX/COUNT in ASCII digits with 1 <= INDEX <= COUNT <= {MAX_SHARDS}, got {text!a:.60}",
         hint=f"{name} 2/4 measures the second of four shards of the data set",
     )
 
@@ -351,6 +354,7 @@ def _shard_argument(shard: object) -> Shard | None:
     raise AmpconfigError(f"shard must be (index, count), whole numbers, got {shard!r:.60}", hint="shard=(2, 4)")
 
 
+_DIGITS = re.compile("[0-9]{1,9}")
 #: More shards than this is no split a data set needs.
 MAX_SHARDS = 100_000
 

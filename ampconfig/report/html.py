@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from ampconfig.errors import printable
+
 #: Fits a narrow window (800 px): the node table's cells may wrap anywhere (a dotted node path has no space to
 #: wrap at, and one long name pushed the cause and reason columns off the right edge); numbers stay whole; the
 #: plot scales down with its viewBox. The table is not put in a scrolling box: its header would stop sticking.
@@ -101,7 +103,9 @@ _LOG_FLOOR = -8.0  # errors below 1e-8 (exact nodes) are drawn on the floor
 
 
 def _e(value: Any) -> str:
-    return escape(_unicode("" if value is None else str(value)), quote=True)
+    """Text for HTML: its control and bidi characters escaped as everywhere (a right-to-left override would reverse
+    the text around it in the browser too), then its markup."""
+    return escape(printable(_unicode("" if value is None else str(value))), quote=True)
 
 
 def _unicode(text: str) -> str:

@@ -11,10 +11,10 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from html import escape
+from html import escape as html_escape
 from typing import Any
 
-from ampconfig.errors import Problem, Severity
+from ampconfig.errors import Problem, Severity, printable
 from ampconfig.formats.lock_file import LockDocument, PrecisionLock
 from ampconfig.lock.causes import Cause
 from ampconfig.lock.check import LockCheck
@@ -41,6 +41,12 @@ _FIELD_NAMES = {
     "estimated_us": "estimated time (us)",
     "estimated_float32_us": "estimated float32 time (us)",
 }
+
+
+def escape(text: str) -> str:
+    """Text for the HTML report: control and bidi characters escaped (:func:`~ampconfig.errors.printable`), then
+    its markup."""
+    return html_escape(printable(text))
 
 
 def shown_path(path: str | os.PathLike[str] | None) -> str | None:

@@ -19,6 +19,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from ampconfig.errors import printable
+
 #: Wide enough to measure any table without rich clamping the measurement to the console's width.
 _UNBOUNDED = 1 << 14
 #: The narrowest a folded text column may become: narrower, a word becomes a column of letters.
@@ -40,8 +42,33 @@ def fits(console: Console, table: Table) -> bool:
     return console.is_terminal and _folded_widths(console, table) is not None
 
 
+def escaped(renderable: RenderableType) -> RenderableType:
+    """``renderable`` with the user strings in it escaped (:func:`~ampconfig.errors.printable`, lines kept): a
+    string, a Text (its styles dropped where something is escaped), a table's every cell; anything else as it is.
+    Rich writes a node name's escape sequence or right-to-left override as it is given."""
+    if isinstance(renderable, (str, Text)):
+        return _escaped_text(renderable)
+    if isinstance(renderable, Table):
+        if renderable.title is not None:
+            renderable.title = _escaped_text(renderable.title)
+        for column in renderable.columns:
+            column._cells[:] = [escaped(cell) for cell in column._cells]
+    return renderable
+
+
+def _escaped_text(text: str | Text) -> str | Text:
+    if isinstance(text, str):
+        return printable(text, keep="\n")
+    shown = printable(text.plain, keep="\n")
+    if shown == text.plain:
+        return text
+    return Text(shown, style=text.style, justify=text.justify, end=text.end)
+
+
 def print_table(console: Console, table: Table) -> None:
-    """Print ``table`` (or a grid) with no cell cut: see the module's docstring."""
+    """Print ``table`` (or a grid) with no cell cut, its user strings escaped (:func:`escaped`): see the module's
+    docstring."""
+    escaped(table)
     measured = measure(console, table)
     for column in table.columns:  # a word wider than its column folds onto the next line rather than being cut
         if not column.no_wrap:

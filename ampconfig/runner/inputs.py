@@ -542,7 +542,7 @@ def _load_files(
     for spec in specs:
         if spec.name in arrays:
             path = arrays[spec.name]
-            raw, source = _read_input_file(spec, path)
+            raw, source = _read_input_file(spec, path, warnings)
             array, warning = coerce_input(spec, raw, f"--input {spec.name}={path}")
             loaded[spec.name] = (array, source, raw.dtype)
         elif npz is not None:
@@ -563,9 +563,10 @@ def _load_files(
     return loaded, warnings
 
 
-def _read_input_file(spec: InputSpec, path: Path) -> tuple[np.ndarray, str]:
+def _read_input_file(spec: InputSpec, path: Path, notes: list[str]) -> tuple[np.ndarray, str]:
     """The array ``--input NAME=path`` gives, and its source for the report: a ``.npy`` array, or for a STRING
-    input a UTF-8 text file of one string a line (any file that does not start as a ``.npy`` does)."""
+    input a UTF-8 text file of one string a line (any file that does not start as a ``.npy`` does; what it was
+    read as, in ``notes``)."""
     label = f"--input {spec.name}"
     if not is_string(spec.elem_type):
         if path.suffix.lower() == ".txt":
@@ -584,7 +585,7 @@ def _read_input_file(spec: InputSpec, path: Path) -> tuple[np.ndarray, str]:
             file=str(path),
             hint="save the strings in the input's shape as a .npy: numpy.save(path, array.astype(str))",
         )
-    return read_text_lines(path, spec.name, label), f"txt:{path}"
+    return read_text_lines(path, spec.name, label, notes), f"txt:{path}"
 
 
 def _starts_as_npy(path: Path, label: str) -> bool:

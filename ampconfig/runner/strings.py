@@ -26,7 +26,7 @@ from onnx import TensorProto
 
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, read_bounded
+from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, read_bounded, refuse_other_unicode
 from ampconfig.runner.memory import check_input_memory
 
 #: The largest text file of strings read for one input (``--input NAME=FILE.txt``): the documents' limit.
@@ -149,10 +149,11 @@ def strings_from_lists(name: str, value: object, where: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------- text files
-def read_text_lines(path: Path, name: str, label: str) -> np.ndarray:
+def read_text_lines(path: Path, name: str, label: str, notes: list[str] | None = None) -> np.ndarray:
     """The lines of the UTF-8 text file ``path`` as a rank-1 ``<U`` array, one string a line (a final newline
-    ends the last line; ``\\r\\n`` line ends are read as ``\\n``; a byte-order mark is dropped). ``label`` names
-    the option in messages (``--input phs``)."""
+    ends the last line; ``\\r\\n`` line ends are read as ``\\n``; a byte-order mark is dropped). A file whose
+    lines end in CR alone (classic Mac OS) is read as lines too, saying so in ``notes``; a UTF-16 or UTF-32 file
+    is refused naming its encoding. ``label`` names the option in messages (``--input phs``)."""
     source = str(path)
     raw = read_bounded(
         path,
@@ -166,6 +167,7 @@ def read_text_lines(path: Path, name: str, label: str) -> np.ndarray:
             file=source,
             hint=f"write the strings of input {name!r} one a line",
         )
+    refuse_other_unicode(raw, source, f"{label}: the text file")
     nul = raw.find(b"\0")
     if nul >= 0:
         line = raw.count(b"\n", 0, nul) + 1
@@ -185,7 +187,12 @@ def read_text_lines(path: Path, name: str, label: str) -> np.ndarray:
             line=line,
             hint="save the file as UTF-8",
         ) from None
-    lines = text.removeprefix("\ufeff").split("\n")
+    text = text.removeprefix("\ufeff")
+    if "\r" in text and "\n" not in text:
+        text = text.replace("\r", "\n")
+        if notes is not None:
+            notes.append(f"{label}: {path.name} ends its lines with CR alone (classic Mac OS): read as lines")
+    lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line starts no other
     lines = [line.removesuffix("\r") for line in lines]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ampconfig.errors import AmpconfigError
 
-_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(-?\d+(?:\s*[x,]\s*-?\d+)*)?\s*$")
+#: Dimensions in ASCII digits: `\d` also matches fullwidth and other scripts' digits, which int() takes.
+_SHAPE_RE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(-?[0-9]+(?:\s*[x,]\s*-?[0-9]+)*)?\s*$")
 
 
 def parse_shape_option(text: str) -> tuple[str, list[int]]:
@@ -21,7 +22,7 @@ def parse_shape_option(text: str) -> tuple[str, list[int]]:
     match = _SHAPE_RE.match(text)
     if match is None:
         raise AmpconfigError(
-            f"--shape {text!r}: expected NAME=DIMxDIM... with whole numbers, 0 or more",
+            f"--shape {text!r}: expected NAME=DIMxDIM... with whole numbers in ASCII digits, 0 or more",
             hint="for example --shape input_ids=1x128",
         )
     name, dims_text = match.group(1), match.group(2)

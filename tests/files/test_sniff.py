@@ -53,3 +53,14 @@ def test_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(AmpconfigError, match="not a regular file"):
         content_of(fifo)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-be"])
+def test_utf16_and_utf32_text_with_a_mark_is_text_named_by_its_encoding(tmp_path: Path, encoding: str) -> None:
+    """Its NUL bytes made it "binary data" on main (issue 44)."""
+    path = tmp_path / "mixlist.json"
+    path.write_bytes(
+        ("\ufeff" if encoding.endswith("-be") else "").encode(encoding) + '{"black-list": {}}'.encode(encoding)
+    )
+    content = content_of(path)
+    assert (content.kind, content.describe()) == ("text", f"{encoding[:6].upper()} text")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ampconfig.decide.ranges_input import read_ranges
@@ -13,7 +14,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model
 from ampconfig.formats.ranges_file import RANGES_FORMAT_VERSION, load_ranges, parse_ranges, ranges_text
 from tests.lock_trees import cli
-from tests.spectrum_models import write_power_spectrum
+from tests.spectrum_models import loud_frames, write_power_spectrum
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +32,14 @@ def _version_1(data: dict) -> dict:
     old["format_version"] = 1
     del old["model"]["weights_sha256"]
     for value in old["values"].values():
-        del value["zeros"], value["exponents"]
+        del value["zeros"], value["exponents"], value["elements"]
     return old
 
 
 def test_version_2_reads_back_as_written(measured: tuple[Path, Path]) -> None:
     _, path = measured
     ranges, _ = load_ranges(path)
-    assert ranges.format_version == RANGES_FORMAT_VERSION == 2
+    assert ranges.format_version == RANGES_FORMAT_VERSION == 3
     assert ranges_text(ranges) == path.read_text(encoding="utf-8")
     power = ranges.values["power"]
     assert power.exponents is not None and power.zeros == 0
@@ -71,3 +72,161 @@ def test_a_newer_version_is_named_as_newer(measured: tuple[Path, Path]) -> None:
         in problem.message
     )
     assert problem.json_path == "$.format_version" and "upgrade ampconfig" in str(problem.hint)
+
+
+# ------------------------------------------------------------------------- the file as a whole (issue 44)
+def _with_value(measured: tuple[Path, Path], tmp_path: Path, name: str, **fields: object) -> Path:
+    """The measured file with value ``power``'s fields replaced (its elements kept consistent unless given)."""
+    data = json.loads(measured[1].read_text(encoding="utf-8"))
+    value = {**data["values"]["power"], **fields}
+    if "elements" not in fields:
+        value["elements"] = value["zeros"] + value["nonfinite"] + sum(value["exponents"].values())
+    data["values"]["power"] = value
+    path = tmp_path / f"{name}.ranges.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+_SMALL = {"min": -2.9, "max": 1.5, "max_abs": 2.9, "nonfinite": 0, "zeros": 0}
+
+
+@pytest.mark.parametrize(
+    ("case", "fields", "json_path", "named"),
+    [
+        ("bin above max_abs", {**_SMALL, "exponents": {"1": 10, "100": 1}}, 'exponents["100"]', "max_abs 2.9"),
+        ("only tiny bins", {**_SMALL, "exponents": {"-30": 1000}}, "exponents", "no bin 1"),
+        ("bin below min", {"min": 0.5, "max": 2.9, "max_abs": 2.9, "nonfinite": 0, "zeros": 0,
+                           "exponents": {"-3": 1, "-1": 1, "1": 1}}, 'exponents["-3"]', "min 0.5"),
+        ("no bin at min", {"min": 0.5, "max": 2.9, "max_abs": 2.9, "nonfinite": 0, "zeros": 0,
+                           "exponents": {"1": 4}}, "exponents", "min 0.5"),
+        ("max_abs apart", {**_SMALL, "max_abs": 7.0, "exponents": {"1": 3}}, "max_abs", "min and max"),
+        ("min above max", {**_SMALL, "min": 3.0, "max": 2.9, "exponents": {"1": 3}}, "min", "max 2.9"),
+        ("zeros outside", {"min": 0.5, "max": 2.9, "max_abs": 2.9, "nonfinite": 0, "zeros": 4,
+                           "exponents": {"-1": 1, "1": 1}}, "zeros", "min 0.5"),
+        ("a count of 10^40", {**_SMALL, "exponents": {"1": 10**40}}, 'exponents["1"]', "9223372036854775807"),
+        ("counts beyond elements", {**_SMALL, "exponents": {"1": 10}, "elements": 9}, "elements", "add up to 10"),
+        ("outside float32", {**_SMALL, "exponents": {"1": 1, "-150": 1}}, 'exponents["-150"]', "-149 to 127"),
+    ],
+)  # fmt: skip
+def test_fields_that_contradict_each_other_are_refused_at_one_naming_the_other(
+    measured: tuple[Path, Path], tmp_path: Path, case: str, fields: dict, json_path: str, named: str
+) -> None:
+    """Each of these passed on main (exit 0, no warning): every field was valid on its own. Measured on main
+    (2026-12-07): "only tiny bins" given to value ``re`` of a version 2 file kept dft_re float32 by
+    range_underflows in ``explain``, exit 0."""
+    model, _ = measured
+    path = _with_value(measured, tmp_path, case.replace(" ", "_"), **fields)
+    with pytest.raises(AmpconfigError) as raised:
+        load_ranges(path)
+    problem = raised.value.problems[0]
+    assert problem.json_path is not None and problem.json_path.endswith(json_path), problem
+    assert "power" in problem.json_path and named in problem.message, problem.message
+    result = cli("rewrite", model, "--ranges", path, "-o", tmp_path / "out.onnx")
+    assert result.exit_code == 2 and json_path in result.stderr and not (tmp_path / "out.onnx").exists()
+
+
+def test_a_sentinel_bin_above_max_abs_is_read_as_a_masks_fill(measured: tuple[Path, Path], tmp_path: Path) -> None:
+    """The documented reading: magnitudes from 2^126 up may be sentinels (float32's min as an attention mask's fill
+    lands in bin 127), which max_abs leaves out; such a bin beside a small max_abs is what calibrate writes for a
+    masked value, and no range rule reads it."""
+    path = _with_value(measured, tmp_path, "sentinel", **_SMALL, exponents={"1": 10, "127": 4})
+    ranges, _ = load_ranges(path)
+    assert ranges.values["power"].exponents == {"1": 10, "127": 4}
+
+
+def test_a_version_2_file_reads_without_element_counts(measured: tuple[Path, Path], tmp_path: Path) -> None:
+    data = json.loads(measured[1].read_text(encoding="utf-8"))
+    data["format_version"] = 2
+    for value in data["values"].values():
+        del value["elements"]
+    path = tmp_path / "v2.ranges.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert load_ranges(path)[0].format_version == 2
+    data["format_version"] = 3
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(AmpconfigError, match="version 3 value ranges file records every value's elements"):
+        load_ranges(path)
+
+
+# ------------------------------------------------------------------------- merging contradictions (issue 44)
+@pytest.fixture(scope="module")
+def two_shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Shards 1 and 2 of 2 of four samples of the power spectrum model: two samples each."""
+    folder = tmp_path_factory.mktemp("shards")
+    model, _ = write_power_spectrum(folder)
+    data = folder / "samples"
+    data.mkdir()
+    for seed in range(4):
+        np.savez(data / f"s{seed}.npz", frames=loud_frames(seed=seed))
+    made = []
+    for index in (1, 2):
+        path = folder / f"ranges-{index}.json"
+        assert cli("calibrate", model, "--calibration-data", data, "--shard", f"{index}/2", "-o", path).exit_code == 0
+        made.append(path)
+    return made[0], made[1]
+
+
+def _relabelled(shard: Path, tmp_path: Path, *, index: int, source: bool) -> Path:
+    """Shard 1's file edited to say it is shard ``index``; with ``source`` its data source edited to match."""
+    data = json.loads(shard.read_text(encoding="utf-8"))
+    data["data"]["shard"]["index"] = index
+    if source:
+        data["data"]["source"] = data["data"]["source"].replace("(shard 1 of 2)", f"(shard {index} of 2)")
+    path = tmp_path / f"relabelled-{index}-{source}.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_a_relabelled_shard_contradicts_its_data_source(two_shards: tuple[Path, Path], tmp_path: Path) -> None:
+    """On main shard 1's file edited to say 2 merged with shard 1: "merged from 2 shards", shard 2 never measured."""
+    first, _ = two_shards
+    relabelled = _relabelled(first, tmp_path, index=2, source=False)
+    result = cli("ranges", "merge", first, relabelled, "-o", tmp_path / "merged.json")
+    assert result.exit_code == 2 and not (tmp_path / "merged.json").exists()
+    assert "$.data.shard.index" in result.stderr and "data.source says shard 1 of 2" in result.stderr
+
+
+def test_two_shards_with_one_data_digest_are_refused(two_shards: tuple[Path, Path], tmp_path: Path) -> None:
+    first, _ = two_shards
+    relabelled = _relabelled(first, tmp_path, index=2, source=True)
+    assert load_ranges(relabelled)[0].data.shard is not None  # every field agrees within the file
+    result = cli("ranges", "merge", first, relabelled, "-o", tmp_path / "merged.json")
+    assert result.exit_code == 2 and not (tmp_path / "merged.json").exists()
+    assert "$.data.sha256" in result.stderr and "measured the same data" in result.stderr
+
+
+def test_a_shard_whose_sample_count_is_not_its_shares_is_refused(two_shards: tuple[Path, Path], tmp_path: Path) -> None:
+    first, _ = two_shards
+    data = json.loads(first.read_text(encoding="utf-8"))
+    data["data"]["shard"]["files"] = 6  # shard 1 of 2 of six files holds three
+    path = tmp_path / "six.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(AmpconfigError) as raised:
+        load_ranges(path)
+    assert raised.value.problems[0].json_path == "$.data.samples" and "holds 3" in raised.value.problems[0].message
+
+
+@pytest.mark.parametrize(("edit", "named"), [("index", "beyond data.shard.count"), ("count", "more than data.shard")])
+def test_a_shard_number_beyond_its_split_is_refused(
+    two_shards: tuple[Path, Path], tmp_path: Path, edit: str, named: str
+) -> None:
+    first, _ = two_shards
+    data = json.loads(first.read_text(encoding="utf-8"))
+    data["data"]["shard"][edit] = 9
+    path = tmp_path / f"{edit}.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(AmpconfigError, match=named):
+        load_ranges(path)
+
+
+def test_a_shard_count_other_than_the_files_given_is_refused(two_shards: tuple[Path, Path], tmp_path: Path) -> None:
+    first, second = two_shards
+    result = cli("ranges", "merge", first, "-o", tmp_path / "merged.json")
+    assert result.exit_code == 2 and "the split has 2 shards (data.shard.count), but 1 file is given" in result.stderr
+    assert cli("ranges", "merge", second, first, "-o", tmp_path / "merged.json").exit_code == 0
+
+
+def test_one_file_given_twice_is_named_as_a_shard_given_twice(two_shards: tuple[Path, Path], tmp_path: Path) -> None:
+    first, second = two_shards
+    result = cli("ranges", "merge", first, first, second, "-o", tmp_path / "merged.json")
+    assert result.exit_code == 2 and "shard 1 is given twice" in result.stderr

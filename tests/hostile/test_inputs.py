@@ -30,7 +30,7 @@ from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
-from ampconfig.formats.ranges_file import MAX_RANGES_BYTES
+from ampconfig.formats.ranges_file import MAX_RANGES_BYTES, RANGES_FORMAT_VERSION
 from tests.graphs import IR_VERSION
 from tests.input_models import normalized_phoneme_model, phoneme_model
 
@@ -808,7 +808,7 @@ def _spoiled(data: dict, case: str) -> str:
     if case == "version true":
         return json.dumps({**data, "format_version": True})
     if case == "newer version":
-        return json.dumps({**data, "format_version": 3})
+        return json.dumps({**data, "format_version": RANGES_FORMAT_VERSION + 1})
     if case == "exponent beyond float32":
         data["values"][value]["exponents"]["200"] = 1
         return json.dumps(data)
@@ -1050,6 +1050,9 @@ TEXT_CASES: dict[str, tuple[bytes | None, int, str]] = {
     "fifo": (None, 1, "not a regular file"),
     "directory": (None, 1, "is a directory"),
     "wrong_rank": (b"SP\nAP\n", 2, "a text file gives a rank-1 input (one string a line), but input 'phs' has rank 2"),
+    # issue 44: on main "holds a NUL byte at line 1: is it a binary file?"
+    "utf16": ("SP\nAP\n".encode("utf-16"), 1, "is UTF-16 text (it starts with a UTF-16 byte-order mark)"),
+    "utf32": ("SP\nAP\n".encode("utf-32"), 1, "is UTF-32 text (it starts with a UTF-32 byte-order mark)"),
 }
 
 
@@ -1150,3 +1153,74 @@ def test_a_text_file_for_a_numeric_input_is_refused(folder: Path, model: Path) -
     path.write_text("1\n2\n", encoding="utf-8")
     result = invoke(["run", model, "-m", "force_fp16", *RUN_FAST, "--input", f"x={path}"])
     assert_refused(result, str(path), "a text file gives strings, one a line, but input 'x' is float")
+
+
+# ------------------------------------------------------------------------ the small edges of round five (issue 44)
+@pytest.mark.parametrize(
+    ("flag", "value", "fragment"),
+    [
+        ("--shard", "\uff11/\uff12", "ASCII digits"),  # fullwidth 1/2: accepted on main (str.isdigit)
+        ("--shape", "x=\uff11x\uff16\uff14", "whole numbers in ASCII digits"),  # accepted on main (\\d)
+        ("--seed", "\uff11\uff12", "--seed"),
+        ("--seed", "\u0663", "--seed"),  # ARABIC-INDIC DIGIT THREE
+        ("--data-max", "\uff11.\uff15", "--data-max"),
+    ],
+)
+def test_numbers_on_the_command_line_take_ascii_digits_only(
+    folder: Path, model: Path, shards: tuple[Path, Path, Path], flag: str, value: str, fragment: str
+) -> None:
+    out = folder / "fullwidth.ranges.json"
+    data = ["--calibration-data", folder / "shard_samples"] if flag == "--shard" else []
+    result = invoke(["rewrite" if flag == "--data-max" else "calibrate", model, *data, flag, value, "-o", out])
+    assert_refused(result, flag, fragment)
+    assert not out.exists()
+
+
+def test_a_utf16_document_is_refused_by_its_encoding_not_as_binary(folder: Path, model: Path) -> None:
+    """On main: "not UTF-8 text: byte 0xff at line 1" for the file, "binary data" from validate's sniffing."""
+    mixlist = folder / "utf16.mixlist.json"
+    mixlist.write_bytes(json.dumps({"black-list": {"to-add": ["Softmax"]}}).encode("utf-16"))
+    out = folder / "utf16.out.onnx"
+    result = invoke(["rewrite", model, "--modify-mixlist", mixlist, "-o", out])
+    assert_refused(result, str(mixlist), "UTF-16 text", "save it as UTF-8")
+    assert "binary" not in _stderr(result) and not out.exists()
+    config = folder / "utf16.config.json"
+    config.write_text(json.dumps({"model": str(model), "modify_mixlist": str(mixlist)}), encoding="utf-8")
+    checked = invoke(["validate", config])
+    assert checked.exit_code in (1, 2) and "UTF-16" in checked.stdout + _stderr(checked)
+    assert "binary" not in checked.stdout + _stderr(checked)
+
+
+def test_a_size_refusal_shows_sizes_that_differ(folder: Path, model: Path) -> None:
+    """On main: "too large: 4.0 MiB; ampconfig reads files up to 4.0 MiB" for a file one byte over."""
+    config = folder / "one-byte-over.json"
+    with config.open("wb") as handle:
+        handle.truncate(MAX_DOCUMENT_BYTES + 1)
+    result = invoke(["rewrite", "--config", config, "-o", folder / "over.onnx"])
+    assert_refused(result, "too large: 4,194,305 bytes (4.0 MiB)", "up to 4,194,304 bytes (4.0 MiB)")
+
+
+def test_a_malformed_exponent_key_is_refused_in_words(folder: Path, model: Path) -> None:
+    """On main: "string should match pattern '^(0|-?[1-9][0-9]{0,2})$'", while 128 got a sentence."""
+    data = _ranges_of(folder, model)
+    value = next(iter(data["values"]))
+    data["values"][value]["exponents"]["+01"] = 1
+    path = folder / "plus-exponent.ranges.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = invoke(["explain", model, "--ranges", path])
+    assert_refused(result, str(path), "a binary exponent: a whole number in ASCII digits from -149 to 127")
+    assert "^(" not in _stderr(result)
+
+
+def test_a_text_file_with_cr_only_line_ends_runs_as_lines_and_says_so(
+    folder: Path, phoneme_models: dict[int, Path]
+) -> None:
+    """On main the whole file was one string holding the CRs, run without a word."""
+    path = folder / "strings" / "cr_only.txt"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(b"SP\rAP\rSP\r")
+    result = invoke(["run", phoneme_models[1], "-m", "force_fp16", *RUN_FAST, "--input", f"phs={path}", "--json"])
+    assert result.exit_code == 0, _stderr(result)
+    payload = json.loads(result.stdout)
+    assert any("ends its lines with CR alone" in line for line in payload["warnings"] + payload.get("notes", []))
+    assert [item["shape"] for item in payload["inputs"] if item["name"] == "phs"] == [[3]]

@@ -83,11 +83,17 @@ def test_a_text_file_gives_one_string_a_line(tmp_path: Path) -> None:
         (b"", "the text file is empty", None),
         (b"sh\nang\n\xff\xfe\n", "not UTF-8 text: byte 0xff at line 3", 3),
         (b"sh\na\x00ng\n", "holds a NUL byte at line 2", 2),
-        (b"a\n" * (MAX_DOCUMENT_BYTES // 2 + 1), "is too large: 4.0 MiB; ampconfig reads files up to 4.0 MiB", None),
+        (
+            b"a\n" * (MAX_DOCUMENT_BYTES // 2 + 1),
+            "is too large: 4,194,306 bytes (4.0 MiB); ampconfig reads files up to 4,194,304 bytes (4.0 MiB)",
+            None,
+        ),
         # 1 MiB of one-character lines and one line of 1 MiB: as one <U array, 2 TiB
         (b"a\n" * (1 << 19) + b"b" * (1 << 20), "needs 2048.0 GiB", None),
+        ("sh\nang\n".encode("utf-16"), "the text file is UTF-16 text (it starts with a UTF-16 byte-order", 1),
+        ("sh\nang\n".encode("utf-32"), "the text file is UTF-32 text (it starts with a UTF-32 byte-order", 1),
     ],
-    ids=["empty", "not_utf8", "nul", "huge", "wide"],
+    ids=["empty", "not_utf8", "nul", "huge", "wide", "utf16", "utf32"],
 )
 def test_bad_text_files_are_located_errors(tmp_path: Path, content: bytes, fragment: str, line: int | None) -> None:
     path = tmp_path / "phs.txt"
@@ -95,6 +101,18 @@ def test_bad_text_files_are_located_errors(tmp_path: Path, content: bytes, fragm
     with pytest.raises(AmpconfigError) as caught:
         read_text_lines(path, "phs", "--input phs")
     assert fragment in caught.value.message and caught.value.file == str(path) and caught.value.line == line
+
+
+def test_cr_only_line_ends_are_read_as_lines_with_a_note(tmp_path: Path) -> None:
+    """On main the file was one string holding the CRs, without a word."""
+    path = tmp_path / "phs.txt"
+    path.write_bytes(b"sh\rang\rAP\r")
+    notes: list[str] = []
+    assert read_text_lines(path, "phs", "--input phs", notes).tolist() == ["sh", "ang", "AP"]
+    assert notes == ["--input phs: phs.txt ends its lines with CR alone (classic Mac OS): read as lines"]
+    path.write_bytes(b"sh\r\nang\r\n")  # Windows line ends: lines, nothing to say
+    notes.clear()
+    assert read_text_lines(path, "phs", "--input phs", notes).tolist() == ["sh", "ang"] and not notes
 
 
 def test_a_folder_or_a_fifo_is_refused_unread(tmp_path: Path) -> None:
