@@ -16,7 +16,7 @@ from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 from ampconfig.formats.numeric_limits import MAX_TUNE_RUNS
 
-DEFAULT_MAX_RUNS = 10  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
+DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5
 MIN_RUNS = 4  # ampconfig.diagnose.tune.workflow.MIN_RUNS, likewise
 

@@ -182,6 +182,8 @@ def tune_command(settings: Settings, range_check: bool = True, keep_out: str = "
         parts += ["--shape", f"{name}={'x'.join(str(dim) for dim in dims)}"]
     if settings.sources.get("seed", DEFAULT_SOURCE) != DEFAULT_SOURCE:
         parts += ["--seed", str(inputs.seed)]
+    if settings.data_max is not None and settings.config is None:
+        parts += ["--data-max", f"{settings.data_max:g}"]
     if settings.ranges is not None:
         parts += ["--ranges", str(settings.ranges)]
     if not range_check:

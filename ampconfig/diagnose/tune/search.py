@@ -10,9 +10,11 @@ estimated latency) leave low precision. Pure logic over an :class:`Evaluator` th
    measured prefix nearest ``k`` (the all-low run first).
 3. **Verify**: judge the smallest predicted prefix that meets the tolerance (with a safety margin); a miss refits
    the model and grows the prefix (at least doubling it); a pass bounds it, and shorter prefixes are judged only
-   while the refitted model predicts one to pass. A run is spent to verify a prediction, never to explore.
-4. **Prune**: unpin single pins the model predicts can go, one run each, while runs are left (and any pin, while
-   the best answer keeps too few nodes low to be given).
+   while the refitted model predicts one to pass: a run is spent to verify a prediction. Once a prefix it
+   predicted to pass has missed, the model is not trusted: the search bisects between the longest failing and
+   the shortest passing prefix instead.
+4. **Prune**: unpin single pins the model predicts can go, one run each, until a predicted pass misses (and any
+   pin, while the best answer keeps too few nodes low to be given).
 
 Overflow seeds (range analysis: values that turn inf/NaN in low precision) are pinned in every candidate.
 """
@@ -110,6 +112,10 @@ class Step:
     low_nodes: int
     why: str = ""
     predicted: float | None = None
+
+    def predicted_pass(self, tolerance: float) -> bool:
+        """Whether the model predicted this candidate to meet ``tolerance``."""
+        return self.predicted is not None and self.predicted <= tolerance
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -283,6 +289,7 @@ class PrefixSearch:
         count = len(self.ranking)
         low = -1 if known_failing is None else known_failing  # longest prefix known to fail
         high: int | None = None  # shortest prefix known to pass
+        trusted = True  # no prefix the model predicted to pass has failed
         k = self.first_prefix(known_failing)
         reason = "the first guess: the smallest prefix predicted under the tolerance with the safety margin"
         target = self.tolerance * SAFETY
@@ -291,6 +298,7 @@ class PrefixSearch:
             if trial.passed:
                 high = k
             else:
+                trusted = trusted and not self.steps[-1].predicted_pass(self.tolerance)
                 low = k
                 if k >= count:
                     return self._finish("every lowered node pinned and the tolerance is still missed")
@@ -300,11 +308,17 @@ class PrefixSearch:
                 k = max(grown, count if guess is None else guess)
                 reason = f"top {low} missed: grow the prefix to at least twice its length, or to the refitted guess"
                 continue
-            shrink = self.model.smallest(low + 1, high - 1, self.tolerance) if high - low > 1 else None
-            if shrink is None:
+            if high - low <= 1:
                 break
-            k, target = shrink, self.tolerance
-            reason = f"top {high} passed: the shortest prefix the refitted model predicts to pass"
+            if trusted:
+                shrink = self.model.smallest(low + 1, high - 1, self.tolerance)
+                if shrink is None:
+                    break
+                k, target = shrink, self.tolerance
+                reason = f"top {high} passed: the shortest prefix the refitted model predicts to pass"
+            else:
+                k, target = (low + high) // 2, self.tolerance
+                reason = f"top {high} passed, top {low} missed, and a prefix the model predicted to pass missed: bisect"
         if high is None:
             return self._finish("")
         self._prune(high, low)
@@ -312,13 +326,15 @@ class PrefixSearch:
 
     def _prune(self, high: int, low: int) -> None:
         """Unpin, one at a time and least useful first, pins of the passing prefix (one run each, while runs are
-        left): those whose removal the model predicts to stay under the tolerance; and, while the best answer keeps
-        fewer than :attr:`wanted_low` nodes low (it would be refused), the others too. A removal that leaves only
-        pins of the longest failing prefix is not judged: it fails by the same reasoning."""
+        left): those whose removal the model predicts to stay under the tolerance, until one of them misses; and,
+        while the best answer keeps fewer than :attr:`wanted_low` nodes low (it would be refused), the others too.
+        A removal that leaves only pins of the longest failing prefix is not judged: it fails by the same
+        reasoning."""
         kept = list(self.ranking[:high])
         failing = self.candidate(low).pins if low >= 0 else None
         error = self.model.predicted(high)
         scale, _ = self.model.scale(high)
+        trusted = True
         for pin in sorted(kept, key=lambda pin: (pin.priority(self.contributions), pin.name)):
             if not self.evaluator.can_run(reserve=1):
                 return
@@ -328,11 +344,12 @@ class PrefixSearch:
                 continue
             energy = sum(_energy(self.contributions.get(name, 0.0)) for name in pin.followers - pruned.pins)
             predicted = math.sqrt(error * error + scale * scale * energy)
-            if predicted <= self.tolerance:
+            exploring = self.best is not None and self.best[2] < self.wanted_low
+            if predicted <= self.tolerance and trusted:
                 why = f"predicted {predicted:.3g} <= {self.tolerance:.3g}: the measured error, its contribution added"
-            elif self.best is not None and self.best[2] < self.wanted_low:
+            elif exploring:
                 why = (
-                    f"predicted {predicted:.3g}, over the tolerance, but the best answer keeps {self.best[2]} nodes "
+                    f"predicted {predicted:.3g}, but the best answer keeps {self.best[2] if self.best else 0} nodes "
                     f"low, fewer than the {self.wanted_low:g} asked for: a run spent to find more"
                 )
             else:
@@ -340,6 +357,8 @@ class PrefixSearch:
             trial = self._judge(pruned, f"unpin {pin.name}", why, predicted)
             if trial.passed:
                 kept, error = remaining, trial.error
+            elif predicted <= self.tolerance:
+                trusted = False  # the model missed here: it no longer chooses unpins
 
     def _finish(self, reason: str) -> SearchResult:
         if self.best is None:

@@ -52,7 +52,7 @@ from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.validate import validate_paths
 
-DEFAULT_MAX_RUNS = 10
+DEFAULT_MAX_RUNS = 20
 LOW_DTYPES = ("float16", "bfloat16")
 #: How many node names a message lists before it counts the rest.
 SHOWN_NODES = 8
