@@ -573,6 +573,24 @@ def test_a_fail_names_its_nodes_and_the_tune_that_fixes_it(
     assert tuned["model_runs"] <= fix["predicted_tune_runs"] <= NEAR_MISS_RUNS
     assert tuned["cost"]["low_fraction"] >= 0.95 and tuned["keep_dtype_nodes"] == fix["predicted_keep_dtype_nodes"]
     assert any("that run is the verification" in note for note in tuned["notes"])
+    # The prediction is a budget the tune fits in.
+    code, capped = _json([*command[1:], "--max-runs", str(fix["predicted_tune_runs"]), "--json"])
+    assert code == 0 and capped["keep_dtype_nodes"] == tuned["keep_dtype_nodes"], capped["reason"]
+
+
+def test_a_tune_that_runs_out_names_the_nodes_left(recognizers: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    """Issue 42 item 3: a tolerance the budget cannot reach says which nodes the error left comes from."""
+    model, npz = recognizers["spread"]
+    args = ["tune", str(model), "-m", "force_fp16", "--target", "cpu", "--inputs", str(npz), "--tolerance", "2e-3"]
+    code, payload = _json([*args, "--max-runs", "4", "--keep-dtype-out", str(tmp_path / "keep.cfg"), "--json"])
+    assert code == 1 and payload["outcome"] == "not_found" and payload["model_runs"] == 4
+    left = payload["reason"].partition("the error left comes most from ")[2]
+    named = [part.split(" (")[0] for part in left.split("), ")]
+    contributions = {item["name"]: item["contribution"] for item in payload["sensitivity"]}
+    # The one trial pinned the eight convs (the ranking's top 8): what it names is what it left low, each measured
+    # adding error.
+    assert payload["steps"][0]["what"] == "pin 8 node(s): top 8 of the ranking"
+    assert named and all(contributions[name] > 0 and not name.endswith(".conv") for name in named)
 
 
 def test_a_pass_says_no_fix(recognizers: dict[str, tuple[Path, Path]]) -> None:

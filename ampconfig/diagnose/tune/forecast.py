@@ -21,13 +21,21 @@ from typing import Any
 from ampconfig.diagnose.locate import locate
 from ampconfig.diagnose.reference_runs import Prepared
 from ampconfig.diagnose.sensitivity import NodeSensitivity
-from ampconfig.diagnose.tune.search import Candidate, ErrorModel, PrefixSearch
+from ampconfig.diagnose.tune.search import Candidate, ErrorModel
 from ampconfig.diagnose.tune.trials import Budget, TuneRuns
-from ampconfig.diagnose.tune.workflow import DEFAULT_MAX_RUNS, TuneReport, TuneSettings, measure
+from ampconfig.diagnose.tune.workflow import (
+    DEFAULT_MAX_RUNS,
+    TuneReport,
+    TuneSettings,
+    measure,
+    verification_runs,
+)
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Settings
 
 #: How many contributors the FAIL lines name.
 TOP_CONTRIBUTORS = 5
+#: The keep_dtype file the suggested tune writes (node pins: the form whose trial is its verification on the CPU).
+KEEP_OUT = "keep_dtype.cfg"
 
 
 @dataclass
@@ -80,12 +88,12 @@ class _Answer:
 class _Predicted:
     """An evaluator answering each candidate from the error model (no run), within tune's budget."""
 
-    def __init__(self, model: ErrorModel, search: PrefixSearch, tolerance: float, lowered: int, runs_left: int) -> None:
+    def __init__(self, model: ErrorModel, tolerance: float, lowered: int, runs_left: int, verification: int) -> None:
         self.model = model
-        self.search = search
         self.tolerance = tolerance
         self.lowered = lowered
         self.runs_left = runs_left
+        self.verification = verification
         self.trials = 0
 
     def trial(self, candidate: Candidate, step: str) -> _Answer:
@@ -100,7 +108,7 @@ class _Predicted:
         return _Answer(error <= self.tolerance, error, self.lowered - len(taken))
 
     def can_run(self, reserve: int = 0) -> bool:
-        return self.trials + 1 + reserve <= self.runs_left
+        return self.trials + 1 + min(reserve, self.verification) <= self.runs_left
 
 
 def forecast_fix(prepared: Prepared, settings: TuneSettings | None = None) -> FixForecast:
@@ -135,8 +143,8 @@ def forecast_fix(prepared: Prepared, settings: TuneSettings | None = None) -> Fi
     # The dry search: the same search over the same ranking, each trial answered by the model fitted so far.
     tolerance = prepared.request.tolerance.rel_l2
     lowered = len(runs.lowered(Candidate()))
-    verification = 0 if runs.device == "cpu" else 1
-    dry = _Predicted(search.model, search, tolerance, lowered, settings.max_runs - runs.budget.runs - verification)
+    verification = verification_runs(runs.device, TuneSettings(keep_out=Path(KEEP_OUT)))
+    dry = _Predicted(search.model, tolerance, lowered, settings.max_runs - runs.budget.runs, verification)
     search.evaluator = dry
     result = search.run(measured.known_failing)
     if not result.found or result.candidate is None:
@@ -149,7 +157,7 @@ def forecast_fix(prepared: Prepared, settings: TuneSettings | None = None) -> Fi
     return forecast
 
 
-def tune_command(settings: Settings, range_check: bool = True, keep_out: str = "keep_dtype.cfg") -> list[str]:
+def tune_command(settings: Settings, range_check: bool = True, keep_out: str = KEEP_OUT) -> list[str]:
     """The ``ampconfig tune`` command line for what ``settings`` ran: the same model, config, mode, target,
     tolerance, lists given as files and inputs, writing its node pins to ``keep_out``."""
     parts = ["ampconfig", "tune"]

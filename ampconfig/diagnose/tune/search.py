@@ -285,7 +285,8 @@ class PrefixSearch:
         Grow: judge the smallest prefix predicted under the tolerance with the :data:`SAFETY` margin; a miss refits
         the model there and grows the prefix to at least twice its length. Shrink: while some prefix between the
         longest failing and the shortest passing one is predicted to pass, judge the shortest such prefix; a run
-        is spent only where the refitted model expects a pass. Then prune (:meth:`_prune`)."""
+        is spent only where the refitted model expects a pass; once a predicted pass has missed, bisect instead.
+        Then prune (:meth:`_prune`)."""
         count = len(self.ranking)
         low = -1 if known_failing is None else known_failing  # longest prefix known to fail
         high: int | None = None  # shortest prefix known to pass

@@ -208,6 +208,9 @@ class TuneRuns:
         self._digests: dict[int, str] = {}  # each trial that ran: its rewritten model's digest
         #: the trial whose run verified the written files (None: the verification ran, or did not happen yet)
         self.verified_by: str | None = None
+        #: runs the verification of the written files needs beyond the trials: none on the CPU when the answer is
+        #: node pins (the trial that judged the answer ran the very model the files rewrite to)
+        self.verify_reserve = 1
         self.log: list[str] = []  # every counted run, by what it was for
         self.judge: Judge
         self.reference: IntermediateRun
@@ -318,7 +321,9 @@ class TuneRuns:
 
     # -- runs ----------------------------------------------------------------------------------------------------
     def can_run(self, reserve: int = 0) -> bool:
-        return self.budget.allows(1, reserve)
+        """Whether one more run fits, keeping ``reserve`` runs for the verification (at most
+        :attr:`verify_reserve`: none where a trial of the answer is its verification)."""
+        return self.budget.allows(1, min(reserve, self.verify_reserve))
 
     def trial(self, candidate: Candidate, step: str) -> Trial:
         """Judge the candidate as ``run`` judges (one counted run, or none when its decisions were judged)."""
@@ -394,7 +399,7 @@ class TuneRuns:
         """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run), unless a
         trial already ran this very model (the same bytes) with ``run``'s session settings: then that run is the
         verification (:attr:`verified_by` names it) and no run is spent."""
-        earlier = self._same_model(result) if self.device == "cpu" else None  # CUDA trials search convs heuristically
+        earlier = self._trial_of(result)
         if earlier is not None:
             self.verified_by = earlier[0]
             self.report(step, earlier[1].error, result.low_precision_nodes)
@@ -402,6 +407,15 @@ class TuneRuns:
         judgement: AccuracyVerdict = self._counted(step, lambda: self.judge.judge(result.model))
         self.report(step, judgement.worst_rel_l2, result.low_precision_nodes)
         return judgement
+
+    def verified_by_a_trial(self, result: RewriteResult) -> bool:
+        """Whether a trial already ran ``result``'s very model as ``run`` runs it (its verification needs no run)."""
+        return self._trial_of(result) is not None
+
+    def _trial_of(self, result: RewriteResult) -> tuple[str, Trial] | None:
+        if self.device != "cpu":  # CUDA trials search convolutions heuristically: not as run runs them
+            return None
+        return self._same_model(result)
 
     def _same_model(self, result: RewriteResult) -> tuple[str, Trial] | None:
         digest = _model_digest(result.model)

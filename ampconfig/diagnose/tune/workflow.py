@@ -245,6 +245,13 @@ def declare_outputs(settings: TuneSettings, guard: OutputGuard) -> TuneOutputs:
 # ---------------------------------------------------------------------------------------------------- the tune
 
 
+def verification_runs(device: str, settings: TuneSettings) -> int:
+    """Runs the verification needs beyond the trials: none on the CPU for node pins alone (the trial that judged the
+    answer ran the very model the files rewrite to, as run runs it); one where a trial searches convolutions
+    heuristically (CUDA) or the answer may take an op-type form no trial judged (a mixlist)."""
+    return 0 if device == "cpu" and settings.mixlist_out is None else 1
+
+
 def tune(
     prepared: Prepared,
     settings: TuneSettings,
@@ -265,6 +272,7 @@ def tune(
         outputs = declare_outputs(settings, guard)
     budget = Budget(settings.max_runs, settings.max_seconds)
     runs = TuneRuns(prepared, budget, progress, settings.calibration_batch, sample_progress)
+    runs.verify_reserve = verification_runs(runs.device, settings)
     report = TuneReport(
         "not_found", 0, settings.max_runs, 0.0, settings.objective, prepared.request.tolerance.to_dict()
     )
@@ -608,7 +616,7 @@ def _verify_files(
             use_request_lists=False,
             op_names=runs.write_names,
         )
-        if not runs.budget.allows(1):
+        if not runs.verified_by_a_trial(result) and not runs.budget.allows(1):
             report.reason = f"{runs.budget.why_not()} before the written files could be verified; nothing written"
             return None
         judgement = runs.verify(result, "verify the written files, judged as run judges")
