@@ -18,7 +18,7 @@ from ampconfig.formats.numeric_limits import MAX_TUNE_RUNS
 
 DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5
-MIN_RUNS = 6  # ampconfig.diagnose.tune.workflow.MIN_RUNS, likewise
+MIN_RUNS = 4  # ampconfig.diagnose.tune.workflow.MIN_RUNS, likewise
 
 _HELP = """Find the fewest nodes to keep in float32 (or the least estimated latency, --objective latency) so the
 rewritten model meets --tolerance, judged exactly as [bold]ampconfig run[/bold] judges.

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -38,6 +39,9 @@ from ampconfig.runner.timing import ProgressCallback, speedup
 from ampconfig.runner.worker import Phase, WorkerCrashed
 from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.resolve import Settings
+
+if TYPE_CHECKING:
+    from ampconfig.diagnose.tune.forecast import FixForecast
 
 _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value})
 
@@ -89,7 +93,31 @@ def execute(
     proof.notes.extend(prepared.notes)
     report = build_report(settings, prepared.data, result, proof, judgement, written)
     report.calibration = values.calibration
+    if not report.passed:
+        report.fix = _fix_forecast(settings, prepared, range_check, report)
     return report
+
+
+def _fix_forecast(settings: Settings, prepared: Prepared, range_check: bool, report: RunReport) -> FixForecast | None:
+    """After a FAIL, the nodes carrying the error and the tune predicted to fix it (:mod:`ampconfig.diagnose.tune.
+    forecast`: three runs more, with every intermediate exposed). Not for a model run from files (every
+    intermediate of a large model is more than its memory): a note says what to run instead."""
+    if prepared.from_files:
+        report.notes.append(
+            "the nodes carrying the error were not measured (a model this large runs from files): ampconfig "
+            "compare ranks them, ampconfig tune fixes them"
+        )
+        return None
+    from ampconfig.diagnose.tune.forecast import forecast_fix, tune_command
+    from ampconfig.diagnose.tune.workflow import TuneSettings
+
+    try:
+        forecast = forecast_fix(prepared, TuneSettings(range_check=range_check, data_max=settings.data_max))
+        forecast.command = tune_command(settings, range_check)
+        return forecast
+    except AmpconfigError as exc:  # a tolerance below the all-float32 floor: tune would refuse it the same way
+        report.notes.append(f"no tune can fix it: {exc.message}")
+        return None
 
 
 RunnableModel = onnx.ModelProto | ModelFile

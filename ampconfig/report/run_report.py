@@ -7,6 +7,7 @@ form and :func:`render_run` prints it as tables.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ def run_payload(report: RunReport) -> dict[str, Any]:
         "output": report.output_path,
         "notes": report.notes,
         "warnings": report.warnings,
+        "fix": report.fix.to_dict() if report.fix is not None else None,
     }
 
 
@@ -236,3 +238,32 @@ def render_run(report: RunReport, console: Console) -> None:
     for warning in report.warnings:
         console.print(Text("warning: " + warning, style="yellow"))
     console.print(_verdict(report))
+    for line in fix_lines(report):
+        console.print(line, markup=False, highlight=False)
+
+
+def fix_lines(report: RunReport) -> list[str]:
+    """After a FAIL, the last lines: where the error is, and the tune command that would fix it."""
+    fix = report.fix
+    if fix is None:
+        return []
+    lines = []
+    if fix.first_bad is not None:
+        lines.append(
+            f"first bad node: {fix.first_bad} (rel L2 {_num(fix.first_bad_input_error)} at its input, "
+            f"{_num(fix.first_bad_error)} at its output)"
+        )
+    if fix.contributors:
+        named = ", ".join(f"{item.name} ({item.op_type}, {_num(item.contribution)})" for item in fix.contributors)
+        lines.append(f"the error comes most from: {named}")
+    command = " ".join(shlex.quote(part) for part in fix.command) if fix.command else "ampconfig tune"
+    if fix.runs is not None:
+        lines.append(
+            f"fix: {command}  (predicted: {fix.runs} model runs, {len(fix.pins)} node(s) kept float32, "
+            f"{fix.low_nodes} of {fix.low_nodes_all_low} low-precision nodes kept low, rel L2 about "
+            f"{_num(fix.predicted_error)})"
+        )
+    else:
+        lines.append(f"fix: {command}  (no prediction: {fix.reason})")
+    lines.append(f"(measured with {fix.measured_runs} more model runs, as tune measures)")
+    return lines

@@ -77,6 +77,8 @@ def render_tune(report: TuneReport, console: Console, tolerance: float) -> None:
     for note in report.notes:
         console.print(Text("note: " + note, style="dim"))
     console.print(f"model runs: {report.runs} (of at most {report.max_runs}), {report.seconds:.1f} s")
+    for index, run in enumerate(report.run_log, start=1):
+        console.print(f"  run {index}: {run}")
     if report.succeeded and report.cost is not None:
         console.print(
             Text.assemble(
@@ -98,11 +100,19 @@ def _steps(report: TuneReport, console: Console) -> None:
     table = Table(title="search", title_justify="left")
     number_column(table, "step")
     table.add_column("tried", overflow="fold")
-    for header in ("pins", "passed", "worst rel L2", "low nodes"):
+    table.add_column("why", overflow="fold")
+    for header in ("pins", "predicted", "passed", "worst rel L2", "low nodes"):
         number_column(table, header)
     for index, step in enumerate(report.steps, start=1):
         table.add_row(
-            str(index), step.what, str(step.pins), "yes" if step.passed else "no", _num(step.error), str(step.low_nodes)
+            str(index),
+            step.what,
+            step.why,
+            str(step.pins),
+            _num(step.predicted),
+            "yes" if step.passed else "no",
+            _num(step.error),
+            str(step.low_nodes),
         )
     print_table(console, table)
 

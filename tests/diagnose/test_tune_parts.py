@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -15,14 +16,17 @@ from ampconfig.diagnose.graph_values import GraphNode, graph_nodes
 from ampconfig.diagnose.latency import estimate_us, node_flops, original_us, value_shapes
 from ampconfig.diagnose.ranges import RangeFinding
 from ampconfig.diagnose.sensitivity import damaged_nodes, sensitivities, value_error
+from ampconfig.diagnose.tune.forecast import tune_command
 from ampconfig.diagnose.tune.ranking import amplifying_consumers, pin_followers
-from ampconfig.diagnose.tune.search import Candidate, PrefixSearch, rank_pins
-from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent
+from ampconfig.diagnose.tune.search import Candidate, ErrorModel, PrefixSearch, rank_pins
+from ampconfig.diagnose.tune.trials import EXPOSED, PLAIN, Budget, BudgetSpent, computes_low
 from ampconfig.instrument.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
 from ampconfig.runner.ort_worker import CUDA_PROVIDER, provider_list
+from ampconfig.settings.flags import Flags
+from ampconfig.settings.resolve import resolve
 from tests.exporter_models import gpt2, ocr
 from tests.graphs import run, transformer_block
 from tests.package_readings import estimated_error
@@ -220,6 +224,55 @@ def test_prefix_search_finds_the_shortest_passing_prefix(scale: float) -> None:
     ordered = sorted(contributions.values(), reverse=True)
     shortest = next(k for k in range(201) if scale * estimated_error(ordered[k:]) <= tolerance)
     assert len(result.candidate.pins) <= shortest
+
+
+def test_error_model_is_exact_where_measured_and_scales_between() -> None:
+    contributions = {"a": 4.0, "b": 3.0, "c": 0.0}
+    followers = {name: frozenset({name}) for name in contributions}
+    ranking = rank_pins(contributions, followers, {name: 1.0 for name in contributions})
+    model = ErrorModel(ranking, contributions, (), start_error=10.0)  # the all-low run: twice the quadrature sum
+    assert [pin.name for pin in ranking][:2] == ["a", "b"]
+    assert model.predicted(0) == 10.0 and math.isclose(model.predicted(1), 6.0)  # 2 x 3
+    model.record(1, 4.5)  # measured: the contributions left add less than predicted
+    assert model.predicted(1) == 4.5 and model.scale(2) == (1.5, 1)
+    assert model.smallest(0, 3, 5.0) == 1 and model.smallest(0, 0, 5.0) is None
+    assert "fitted to the measured top 1" in model.why(1, 5.0)
+
+
+def test_search_bisects_once_a_predicted_pass_misses() -> None:
+    """The ranking says one node carries the error; the truth is that the last node carries it too: the first
+    guess (top 1) misses, the model is no longer trusted, and the search bisects instead of walking prefix by
+    prefix."""
+    contributions = {f"n{i}": (1.0 if i == 0 else 1e-3) for i in range(16)}
+    truth = dict(contributions, n15=0.9)
+    evaluator = _QuadratureModel(truth, 0.5, 1.0, max_runs=12)
+    followers = {name: frozenset({name}) for name in contributions}
+    ranking = rank_pins(contributions, followers, {name: 1.0 for name in contributions})
+    start = estimated_error(list(truth.values()))
+    search = PrefixSearch(evaluator, ranking, contributions, (), 0.5, start, lambda c: float(len(c.pins)))
+    result = search.run(known_failing=0)
+    assert result.found and result.candidate is not None and "n15" in result.candidate.pins
+    prefixes = [step for step in result.steps if step.what.startswith("pin ")]
+    assert all("bisect" in step.why for step in prefixes[2:]) and len(prefixes) <= 2 + math.ceil(math.log2(16))
+
+
+def test_tune_command_repeats_what_run_was_given(tmp_path: Path) -> None:
+    model = tmp_path / "m.onnx"
+    onnx.save(transformer_block(), model)
+    flags = Flags(model=model, precision_mode="force_fp16", target="cpu", seed=3, tolerance=2e-3, data_max=1000.0)
+    settings = resolve(Flags(**{**flags.__dict__, "shapes": ("x=1x8x32",)}))
+    assert tune_command(settings, range_check=False, keep_out="k.cfg") == [
+        "ampconfig", "tune", str(model), "-m", "force_fp16", "--target", "cpu", "--tolerance", "0.002",
+        "--shape", "x=1x8x32", "--seed", "3", "--data-max", "1000", "--no-range-check", "--keep-dtype-out", "k.cfg",
+    ]  # fmt: skip
+
+
+def test_a_model_that_casts_to_float16_itself_computes_low() -> None:
+    assert not computes_low(transformer_block())
+    assert computes_low(ocr()) is False
+    half = transformer_block()
+    half.graph.node.append(onnx.helper.make_node("Cast", [half.graph.output[0].name], ["h"], to=10, name="to16"))
+    assert computes_low(half)
 
 
 def test_trial_sessions_ask_for_heuristic_conv_search() -> None:

@@ -609,7 +609,7 @@ def test_float_options_must_be_finite_and_positive(
         ("run", "--seed", "-1"),
         ("run", "--seed", str(2**32)),
         ("compare", "--seed", "-5"),
-        ("tune", "--max-runs", "5"),
+        ("tune", "--max-runs", "3"),
         ("tune", "--max-runs", "100000000000000000000"),
     ],
 )

@@ -1,17 +1,20 @@
 """Every model run ``tune`` makes: counted against one budget (runs and seconds), reported to one progress hook.
 
-- the reference: one plain fp32 run (what every trial is judged against, as ``run`` judges) and one with every
-  intermediate exposed (range analysis, sensitivity);
+- the reference: one fp32 run with every intermediate exposed (range analysis, sensitivity, and what every trial
+  is judged against); a plain fp32 run of the data first when the exposed runs see other samples, or the model
+  computes in a low type itself;
 - exposed runs of a rewrite (the copy ``run`` judges, every intermediate exposed) and one replay run
   (:func:`ampconfig.instrument.inject.injection_model`): the sensitivity analysis;
 - trials: a candidate (node pins, black-listed op types) is rewritten (no run) and judged by one plain run of its
   accuracy copy; a candidate whose decisions equal an earlier one's is answered from that one without a run;
   on CUDA trial sessions ask cuDNN for heuristic convolution algorithms;
-- the verification of the written files: judged exactly as ``run`` judges (no trial settings).
+- the verification of the written files: judged exactly as ``run`` judges (no trial settings); a trial that ran
+  the very model the files rewrite to, with ``run``'s settings (the CPU's), is that verification.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import onnx
 
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.diagnose.graph_values import graph_nodes
@@ -30,8 +34,9 @@ from ampconfig.formats.documents import SourceMap
 from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
 from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, parse_mixlist
 from ampconfig.instrument.inject import InjectionModel, injection_model
+from ampconfig.instrument.scopes import proto_scopes
 from ampconfig.opinfo.op_names import Vocabulary
-from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model
+from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model, check_reference
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import InputSet, first_samples
@@ -200,6 +205,12 @@ class TuneRuns:
         self._decided: dict[Candidate, RewriteResult] = {}
         self._trials: dict[Hashable, Trial] = {}
         self.trials: list[tuple[str, Trial]] = []
+        self._digests: dict[int, str] = {}  # each trial that ran: its rewritten model's digest
+        #: the trial whose run verified the written files (None: the verification ran, or did not happen yet)
+        self.verified_by: str | None = None
+        #: runs the verification of the written files needs beyond the trials: none on the CPU when the answer is
+        #: node pins (the trial that judged the answer ran the very model the files rewrite to)
+        self.verify_reserve = 1
         self.log: list[str] = []  # every counted run, by what it was for
         self.judge: Judge
         self.reference: IntermediateRun
@@ -232,11 +243,24 @@ class TuneRuns:
 
     # -- the reference -------------------------------------------------------------------------------------------
     def run_reference(self) -> None:
-        """The plain fp32 run every trial is judged against, then the fp32 run with every intermediate exposed."""
-        self.judge = self._counted("fp32 reference run", lambda: reference_judge(self.prepared, self.sample_progress))
+        """The fp32 reference: one run with every intermediate exposed, whose outputs are also what every trial is
+        judged against when the exposed runs see the trials' samples; else (``--calibration-batch``, or
+        calibration samples other than the data), and for a model that computes in a low type itself (exposing a
+        value stops ONNX Runtime from removing a float32 -> float16 -> float32 cast pair, which changes the
+        outputs), a plain run of the data first, as ``run`` makes it."""
+        plain = self.sliced or computes_low(self.prepared.model)
+        if plain:
+            self.judge = self._counted(
+                "fp32 reference run", lambda: reference_judge(self.prepared, self.sample_progress)
+            )
         self.reference = self._counted(
-            "fp32 run, intermediates exposed", lambda: reference_run(self.calibration, self.sample_progress), EXPOSED
+            "fp32 run, intermediates exposed"
+            + ("" if plain else " (also the reference every trial is judged against)"),
+            lambda: reference_run(self.calibration, self.sample_progress),
+            EXPOSED,
         )
+        if not plain:
+            self.judge = exposed_judge(self.prepared, self.reference, self.sample_progress)
 
     @property
     def sliced(self) -> bool:
@@ -297,7 +321,9 @@ class TuneRuns:
 
     # -- runs ----------------------------------------------------------------------------------------------------
     def can_run(self, reserve: int = 0) -> bool:
-        return self.budget.allows(1, reserve)
+        """Whether one more run fits, keeping ``reserve`` runs for the verification (at most
+        :attr:`verify_reserve`: none where a trial of the answer is its verification)."""
+        return self.budget.allows(1, min(reserve, self.verify_reserve))
 
     def trial(self, candidate: Candidate, step: str) -> Trial:
         """Judge the candidate as ``run`` judges (one counted run, or none when its decisions were judged)."""
@@ -310,6 +336,7 @@ class TuneRuns:
             outputs = self._counted(step, lambda: self.judge.outputs_of(result.model, trial=True))
             trial = Trial(candidate, self.judge.judge_outputs(outputs), result.low_precision_nodes, ran=True)
             self._trials[key] = trial
+            self._digests[id(trial)] = _model_digest(result.model)
         self.trials.append((step, trial))
         self.report(step, trial.error, trial.low_nodes)
         return trial
@@ -369,10 +396,78 @@ class TuneRuns:
         return self._counted(step, run, EXPOSED)
 
     def verify(self, result: RewriteResult, step: str) -> AccuracyVerdict:
-        """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run)."""
+        """Judge a rewrite read back from the written files exactly as ``run`` does (one counted run), unless a
+        trial already ran this very model (the same bytes) with ``run``'s session settings: then that run is the
+        verification (:attr:`verified_by` names it) and no run is spent."""
+        earlier = self._trial_of(result)
+        if earlier is not None:
+            self.verified_by = earlier[0]
+            self.report(step, earlier[1].error, result.low_precision_nodes)
+            return earlier[1].judgement
         judgement: AccuracyVerdict = self._counted(step, lambda: self.judge.judge(result.model))
         self.report(step, judgement.worst_rel_l2, result.low_precision_nodes)
         return judgement
+
+    def verified_by_a_trial(self, result: RewriteResult) -> bool:
+        """Whether a trial already ran ``result``'s very model as ``run`` runs it (its verification needs no run)."""
+        return self._trial_of(result) is not None
+
+    def _trial_of(self, result: RewriteResult) -> tuple[str, Trial] | None:
+        if self.device != "cpu":  # CUDA trials search convolutions heuristically: not as run runs them
+            return None
+        return self._same_model(result)
+
+    def _same_model(self, result: RewriteResult) -> tuple[str, Trial] | None:
+        digest = _model_digest(result.model)
+        return next(
+            ((step, trial) for step, trial in self.trials if trial.ran and self._digests.get(id(trial)) == digest),
+            None,
+        )
+
+
+#: ONNX's low float element types: a model that holds one computes in a low type itself.
+_LOW_ELEMENT_TYPES = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+
+def computes_low(model: onnx.ModelProto) -> bool:
+    """Whether the model (its subgraphs included) casts to, stores or declares a low float type itself."""
+    for scope in proto_scopes(model):
+        graph = scope.graph
+        if any(init.data_type in _LOW_ELEMENT_TYPES for init in graph.initializer):
+            return True
+        declared = [*graph.input, *graph.output, *graph.value_info]
+        if any(value.type.tensor_type.elem_type in _LOW_ELEMENT_TYPES for value in declared):
+            return True
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.name == "to" and attr.i in _LOW_ELEMENT_TYPES:
+                    return True
+                if attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in _LOW_ELEMENT_TYPES:
+                    return True
+    return False
+
+
+def _model_digest(model: Any) -> str:
+    return hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
+
+
+def exposed_judge(prepared: Prepared, reference: IntermediateRun, progress: ProgressCallback | None = None) -> Judge:
+    """The judge of every trial from the fp32 run with every intermediate exposed, on the same samples: its
+    outputs are the reference (exposing values can change which kernels ORT fuses: fp32 rounding, far below any
+    tolerance)."""
+    request = prepared.request
+    for outputs in reference.sample_outputs:
+        check_reference(outputs, reference.output_names)
+    return Judge(
+        reference.sample_outputs,
+        list(reference.output_names),
+        prepared.data.samples,
+        prepared.device.device,
+        request.tolerance,
+        request.allow_tf32,
+        list(reference.providers),
+        progress,
+    )
 
 
 def _first_batch_entries(prepared: Prepared, count: int) -> SampleSet:

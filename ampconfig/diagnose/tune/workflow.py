@@ -53,11 +53,15 @@ from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.validate import validate_paths
 
 DEFAULT_MAX_RUNS = 20
+LOW_DTYPES = ("float16", "bfloat16")
+#: How many node names a message lists before it counts the rest.
+SHOWN_NODES = 8
 DEFAULT_MIN_LOW_FRACTION = 0.5
 OBJECTIVES = ("nodes", "latency")
-#: The fewest runs a search can give a verified answer in: two fp32 runs, the rewrite with its intermediates
-#: exposed, the sensitivity replay, one trial and the verification of the written files.
-MIN_RUNS = 6
+#: The fewest runs a search can give a verified answer in: the fp32 run and the rewrite with their intermediates
+#: exposed, the sensitivity replay, and one trial that is also the verification of the written files (on the CPU,
+#: where a trial runs as ``run`` does, the files rewrite to the very model it judged).
+MIN_RUNS = 4
 
 
 @dataclass(frozen=True)
@@ -197,8 +201,8 @@ def check_settings(prepared: Prepared, settings: TuneSettings) -> None:
     if settings.max_runs < MIN_RUNS:
         raise AmpconfigError(
             f"--max-runs {settings.max_runs} leaves no room for an answer: tune needs at least {MIN_RUNS} model runs "
-            "(two fp32 runs, the rewrite with its intermediates exposed, the sensitivity replay, one trial and the "
-            "verification of the written files)",
+            "(the fp32 model and the rewrite with their intermediates exposed, the sensitivity replay, and one trial "
+            "that verifies the written files)",
             hint=f"give --max-runs {MIN_RUNS} or more (default {DEFAULT_MAX_RUNS})",
         )
     if settings.max_seconds is not None and not settings.max_seconds > 0:
@@ -241,6 +245,13 @@ def declare_outputs(settings: TuneSettings, guard: OutputGuard) -> TuneOutputs:
 # ---------------------------------------------------------------------------------------------------- the tune
 
 
+def verification_runs(device: str, settings: TuneSettings) -> int:
+    """Runs the verification needs beyond the trials: none on the CPU for node pins alone (the trial that judged the
+    answer ran the very model the files rewrite to, as run runs it); one where a trial searches convolutions
+    heuristically (CUDA) or the answer may take an op-type form no trial judged (a mixlist)."""
+    return 0 if device == "cpu" and settings.mixlist_out is None else 1
+
+
 def tune(
     prepared: Prepared,
     settings: TuneSettings,
@@ -261,6 +272,7 @@ def tune(
         outputs = declare_outputs(settings, guard)
     budget = Budget(settings.max_runs, settings.max_seconds)
     runs = TuneRuns(prepared, budget, progress, settings.calibration_batch, sample_progress)
+    runs.verify_reserve = verification_runs(runs.device, settings)
     report = TuneReport(
         "not_found", 0, settings.max_runs, 0.0, settings.objective, prepared.request.tolerance.to_dict()
     )
@@ -277,14 +289,23 @@ def tune(
     return report
 
 
-def _search(
-    prepared: Prepared,
-    settings: TuneSettings,
-    runs: TuneRuns,
-    report: TuneReport,
-    outputs: TuneOutputs,
-    guard: OutputGuard,
-) -> None:
+@dataclass
+class Measured:
+    """What tune measures before it judges any candidate: the ranking's search ready to run (None when there is
+    nothing to search: ``done`` says why), the exposed runs it came from, and what candidates cost."""
+
+    done: str  # "search", or why not: "nothing_lowered", "all_low_passes"
+    all_low: RewriteResult
+    costing: _Costing
+    low_run: IntermediateRun | None = None
+    search: PrefixSearch | None = None
+    known_failing: int | None = None  # the prefix the search may take as judged failing (all-low: 0)
+
+
+def measure(prepared: Prepared, settings: TuneSettings, runs: TuneRuns, report: TuneReport) -> Measured:
+    """Steps 1-4 of the module docstring: the reference, the all-low rewrite exposed, overflow seeds, the
+    sensitivity replay, and the ranked search over them (its runs counted in ``runs``, its findings in
+    ``report``). ``run``'s FAIL forecast (:mod:`ampconfig.diagnose.tune.forecast`) measures through it too."""
     runs.run_reference()
     if settings.calibration_batch is not None and runs.sliced:
         report.notes.append(
@@ -307,29 +328,27 @@ def _search(
     costing = _Costing(prepared, runs, shapes)
     if not runs.lowered(base):
         report.notes.append(f"precision mode {all_low.precision_mode} lowers no node here: there is nothing to tune")
-        _answer(prepared, settings, runs, report, base, costing, outputs, guard)
-        return
+        return Measured("nothing_lowered", all_low, costing)
     # The exposed runs cost most on a GPU (every intermediate copied to the host): stop before them, saying what
     # would fit, rather than spend the budget on a search that cannot end.
-    runs.budget.require_time_for(2, 2, "the rewrite and the sensitivity replay exposed, one trial and the verification")
+    runs.budget.require_time_for(2, 1, "the rewrite and the sensitivity replay exposed, and one trial")
     low_run = runs.exposed(base, "all-low rewrite, intermediates exposed")
     estimate = _estimate(runs, low_run)
     report.all_low_error = estimate.worst_rel_l2
     runs.report("all-low rewrite measured", estimate.worst_rel_l2, all_low.low_precision_nodes)
     if estimate.passed and runs.trial(base, "all-low rewrite, judged").passed:
         report.notes.append("the mode's own rewrite already meets the tolerance: no node needs pinning")
-        _answer(prepared, settings, runs, report, base, costing, outputs, guard)
-        return
+        return Measured("all_low_passes", all_low, costing, low_run)
     lowered = runs.lowered(base)
     _check_reachable(runs, lowered)
     findings = report.range.findings if report.range is not None else []
     report.seeds = damaged_nodes(findings, runs.nodes, lowered, runs.reference.values, low_run.values)
     start = Candidate(frozenset(report.seeds))
     if report.seeds:
-        runs.budget.require_time_for(2, 2, "the seeded rewrite and the replay exposed, one trial and the verification")
+        runs.budget.require_time_for(2, 1, "the seeded rewrite and the replay exposed, and one trial")
         low_run = runs.exposed(start, f"{len(report.seeds)} overflow seed(s) pinned, intermediates exposed")
         lowered = runs.lowered(start)
-    runs.budget.require_time_for(1, 2, "the sensitivity replay, one trial and the verification")
+    runs.budget.require_time_for(1, 1, "the sensitivity replay and one trial")
     replay = runs.replay(lowered, low_run, "sensitivity: every low node replayed in fp32")
     graph_outputs = [value.name for value in prepared.model.graph.output]
     sensitivity = sensitivities(
@@ -348,32 +367,61 @@ def _search(
         prepared.request.tolerance.rel_l2,
         _estimate(runs, low_run).worst_rel_l2,
         costing.objective(settings.objective),
+        settings.min_low_fraction * all_low.low_precision_nodes,
     )
-    result = search.run(known_failing=None if report.seeds else 0)
+    return Measured("search", all_low, costing, low_run, search, None if report.seeds else 0)
+
+
+def _search(
+    prepared: Prepared,
+    settings: TuneSettings,
+    runs: TuneRuns,
+    report: TuneReport,
+    outputs: TuneOutputs,
+    guard: OutputGuard,
+) -> None:
+    measured = measure(prepared, settings, runs, report)
+    if measured.search is None:
+        _answer(prepared, settings, runs, report, Candidate(), measured.costing, outputs, guard)
+        return
+    result = measured.search.run(known_failing=measured.known_failing)
     report.steps = result.steps
     if not result.found or result.candidate is None:
         _not_found(runs, report, result)
         return
-    _answer(prepared, settings, runs, report, result.candidate, costing, outputs, guard)
+    _answer(prepared, settings, runs, report, result.candidate, measured.costing, outputs, guard)
 
 
 def _check_reachable(runs: TuneRuns, lowered: list[str]) -> None:
-    """Refuse a tolerance that even every lowered node kept float32 misses.
+    """Refuse a tolerance that even every lowered node kept float32 misses, naming the nodes that stop it and the
+    error that floor measures.
 
     Keeping every lowered node gives the fp32 model back exactly (error 0) unless the model already computes
     something in low precision itself, which the judged copy rounds as the hardware would: then one run says.
     """
     everything = Candidate(frozenset(lowered))
     result = runs.decide(everything)
-    if not any(d.changed or d.original_dtype in ("float16", "bfloat16") for d in result.decisions):
+    own_low = [
+        d.name
+        for d in result.decisions
+        if d.original_dtype in LOW_DTYPES and d.dtype in LOW_DTYPES and d.op_type != "Cast"  # a Cast computes nothing
+    ]
+    if not any(d.changed for d in result.decisions) and not own_low:
         return
     trial = runs.trial(everything, "every lowered node kept float32 (the reachable floor)")
     if not trial.passed:
+        shown = ", ".join(own_low[:SHOWN_NODES]) + (
+            f", ... ({len(own_low)} in all)" if len(own_low) > SHOWN_NODES else ""
+        )
         raise AmpconfigError(
-            "the tolerance cannot be met: with every node the mode lowers kept float32 the outputs still miss it ("
+            f"the tolerance cannot be met: with every node the mode lowers kept float32 (the all-float32 floor) the "
+            f"outputs still measure worst rel-L2 {trial.error:.3g} ("
             + "; ".join(trial.judgement.failures)
-            + "): the model computes in low precision itself, which the judged copy rounds as the hardware would",
-            hint=f"raise --tolerance above {trial.error:.3g}",
+            + f"); what stops it is the model's own low-precision computation, which the judged copy rounds as the "
+            f"hardware would: {len(own_low)} node(s) computing in low precision in the model itself"
+            + (f" ({shown})" if shown else ""),
+            hint=f"raise --tolerance above {trial.error:.3g} (the all-float32 floor), or give those nodes float32 in "
+            "the model itself",
         )
 
 
@@ -395,6 +443,16 @@ def _not_found(runs: TuneRuns, report: TuneReport, result: SearchResult) -> None
         f"({tried} candidate(s) judged in {runs.budget.runs} runs; best error "
         f"{min((step.error for step in result.steps), default=math.nan):.3g}); nothing written"
     )
+    blockers = _error_left(report, result)
+    if blockers:
+        report.reason += "; the error left comes most from " + blockers
+
+
+def _error_left(report: TuneReport, result: SearchResult) -> str:
+    """The largest contributions the last judged candidate left in low precision, in words ("" when none)."""
+    pinned = result.last_pins
+    left = [item for item in report.ranking if item.name not in pinned and item.contribution > 0]
+    return ", ".join(f"{item.name} ({item.op_type}, {item.contribution:.3g})" for item in left[:SHOWN_NODES])
 
 
 # ---------------------------------------------------------------------------------------------------- costing
@@ -488,6 +546,11 @@ def _answer(
         report.outcome = "not_found"
         report.reason = report.reason or "the written files did not verify; nothing written"
         return
+    if runs.verified_by is not None:
+        report.notes.append(
+            f"the written files rewrite to the very model judged by the run '{runs.verified_by}' (the same bytes, "
+            "judged as run judges): that run is the verification"
+        )
     report.verified = verified.outputs
     report.verified_spreads = verified.spreads
     for destination, text, what in texts:
@@ -553,7 +616,7 @@ def _verify_files(
             use_request_lists=False,
             op_names=runs.write_names,
         )
-        if not runs.budget.allows(1):
+        if not runs.verified_by_a_trial(result) and not runs.budget.allows(1):
             report.reason = f"{runs.budget.why_not()} before the written files could be verified; nothing written"
             return None
         judgement = runs.verify(result, "verify the written files, judged as run judges")
