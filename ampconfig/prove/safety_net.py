@@ -1,4 +1,5 @@
-"""``run``'s safety net: a rewritten model that ONNX Runtime crashes on or refuses, while the fp32 model runs.
+"""The safety net: a rewritten model that ONNX Runtime crashes on or refuses, in ``run`` (while the fp32 model runs)
+and in the load check every written model passes (:func:`load_checked`: ``rewrite``, the API, the onnx-ir pass).
 
 Op info says which kernels exist, not every way ONNX Runtime can fail on a graph: a float16 op its optimiser
 fuses into something that crashes, or a kernel that takes float16 for some attributes only. The rewrite is the
@@ -11,6 +12,11 @@ node is kept; repeated until the model runs. Each probe rewrites the model with 
 and runs it once in the worker (:mod:`ampconfig.runner.worker`), so that a crash of a probe is an answer, not the
 end of ``ampconfig`` (the next probe gets a new worker). ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000
 lowered nodes.
+
+The load check (:func:`load_checked`) builds one session of the rewritten model at ONNX Runtime's default graph
+optimisation level on its target's provider, where it will run, before the model is reported written: its layout
+optimisations crash on some float16 graphs (a float16 Transpose or LSTM) that lower levels load. A crash goes to
+the same search, with probes that only load.
 """
 
 from __future__ import annotations
@@ -72,11 +78,14 @@ def find_kept(
     failure: Failure,
     fails_keeping: Callable[[Mapping[str, str]], Failure | None],
     reason: Callable[[Failure], str],
+    *,
+    fp32_ran: bool = True,
 ) -> dict[str, str]:
     """The nodes to keep, with why, so that ``fails_keeping(kept)`` is None (the model runs); ``failure`` is how
     the model with none kept failed. Raises :class:`AmpconfigError` when keeping every candidate does not help,
     or when more than :data:`MAX_KEPT` nodes would have to be kept (the search then stops: each node costs
-    ``2 + log2(len(candidates))`` probes at most)."""
+    ``2 + log2(len(candidates))`` probes at most). ``fp32_ran``: whether the fp32 model is known to run (said when
+    the search gives up)."""
     kept: dict[str, str] = {}
 
     def probe(names: Sequence[str]) -> Failure | None:
@@ -87,7 +96,7 @@ def find_kept(
         found = _named_in(failure.message, remaining)
         if not found:
             if not remaining or probe(remaining) is not None:
-                raise _gave_up(failure, "keeping every node ampconfig lowered did not help")
+                raise _gave_up(failure, "keeping every node ampconfig lowered did not help", fp32_ran)
             low, high = 1, len(remaining)  # keeping remaining[:high] makes it run
             while low < high:
                 middle = (low + high) // 2
@@ -98,17 +107,18 @@ def find_kept(
             found = [remaining[low - 1]]
         kept.update(dict.fromkeys(found, reason(failure)))
         if len(kept) > MAX_KEPT:
-            raise _gave_up(failure, f"more than {MAX_KEPT} nodes would have to keep their dtype")
+            raise _gave_up(failure, f"more than {MAX_KEPT} nodes would have to keep their dtype", fp32_ran)
         next_failure = probe([])
         if next_failure is None:
             return kept
         failure = next_failure
 
 
-def _gave_up(failure: Failure, why: str) -> AmpconfigError:
+def _gave_up(failure: Failure, why: str, fp32_ran: bool) -> AmpconfigError:
+    ran = " (the fp32 model ran)" if fp32_ran else ""
     return AmpconfigError(
-        f"ONNX Runtime {failure.says()} the rewritten model (the fp32 model ran), and ampconfig could not find the "
-        f"nodes that cause it: {why}",
+        f"ONNX Runtime {failure.says()} the rewritten model{ran}, and ampconfig could not find the nodes that cause "
+        f"it: {why}",
         hint="run with --precision-mode must_keep_origin_dtype, or pin nodes with keep_dtype; please report the "
         "model and the command",
     )
@@ -118,13 +128,15 @@ def repair(
     result: RewriteResult,
     failure: Failure,
     rewrite: Callable[[Mapping[str, str]], RewriteResult],
-    sample: Mapping[str, np.ndarray],
+    sample: Mapping[str, np.ndarray] | None,
     device: str,
     *,
     tf32: bool = False,
+    fp32_ran: bool = True,
 ) -> RewriteResult:
-    """The rewrite again with the lowered nodes that make ONNX Runtime fail (``failure``, on ``sample``) kept in
-    their original dtype, each named in a warning; probes run on ``device`` in a child process."""
+    """The rewrite again with the lowered nodes that make ONNX Runtime fail (``failure``, on ``sample``; None: while
+    loading) kept in their original dtype, each named in a warning; probes run on ``device`` in a child process.
+    ``fp32_ran``: whether the fp32 model is known to run, as :func:`find_kept` says when it gives up."""
     results: dict[frozenset[str], RewriteResult] = {}
 
     def fails_keeping(kept: Mapping[str, str]) -> Failure | None:
@@ -136,7 +148,7 @@ def repair(
     def reason(found: Failure) -> str:
         return f"ONNX Runtime {found.says()} the rewritten model with it in {result.low_dtype}"
 
-    kept = find_kept(lowered_nodes(result), failure, fails_keeping, reason)
+    kept = find_kept(lowered_nodes(result), failure, fails_keeping, reason, fp32_ran=fp32_ran)
     repaired = results[frozenset(kept)]
     original = {d.name: d.original_dtype for d in result.decisions}
     warnings = [f"node {name} kept {original.get(name)} (rule runtime_refuses): {why}" for name, why in kept.items()]
@@ -144,15 +156,17 @@ def repair(
 
 
 def check_rewrite(
-    result: RewriteResult, sample: Mapping[str, np.ndarray], device: str, *, tf32: bool = False
+    result: RewriteResult, sample: Mapping[str, np.ndarray] | None, device: str, *, tf32: bool = False
 ) -> Failure | None:
-    """Load and run the rewritten model once on ``sample`` in the worker: None when it runs."""
+    """Load the rewritten model in the worker (at ONNX Runtime's default optimisation level) and run it once on
+    ``sample`` (None: load only): None when it loads and runs."""
     with tempfile.TemporaryDirectory(prefix="ampconfig-net-") as folder:
         path = save_model_atomic(result.savable, Path(folder) / "probe.onnx")
         model = ModelFile(path, open_model(path, map_weights=True).proto)
         try:
             session = create_session(model, device, tf32=tf32, what="a probe of the rewritten model")
-            run_once(session, adapt_feeds(sample, model.proto))
+            if sample is not None:
+                run_once(session, adapt_feeds(sample, model.proto))
         except WorkerCrashed as crash:
             return Failure(Outcome.CRASHED, crash.phase, crash.death)
         except AmpconfigError as exc:
@@ -162,3 +176,45 @@ def check_rewrite(
                 return Failure(Outcome.REFUSED, Phase.RUN, exc.message.removeprefix(RUN_FAILED))
             raise
     return None
+
+
+def load_checked(
+    result: RewriteResult, rewrite: Callable[[Mapping[str, str]], RewriteResult], *, file: str | None = None
+) -> RewriteResult:
+    """The load check, before a rewritten model is reported written: ``result``'s model loaded once in the worker on
+    its target's provider, at ONNX Runtime's default optimisation level. A crash or a refusal goes to the net
+    (:func:`repair`; ``rewrite`` rewrites again with the nodes it is given kept, rule runtime_refuses), whose
+    warnings name the nodes kept. A crash the net cannot help raises, located at ``file`` (the input's): nothing may
+    be written then. A refusal it cannot help is not the rewrite's (ONNX Runtime here refuses the model with every
+    lowered node in its dtype too: an op it does not know): a warning says so and the model is kept as decided.
+    Where the target's provider cannot be used here (CUDA on a machine without it), a note says the model was not
+    loaded: deciding for a target needs no device."""
+    from ampconfig.opinfo.targets import PROVIDERS
+    from ampconfig.runner.sessions import cuda_unavailable_reason
+
+    device = result.target
+    if device != "cpu" and (unusable := cuda_unavailable_reason()) is not None:
+        result.notes.append(
+            f"the written model was not load-checked: it runs on ONNX Runtime's {PROVIDERS[device]}, which cannot be "
+            f"used here ({unusable}); load it once where it will run"
+        )
+        return result
+    failure = check_rewrite(result, None, device)
+    if failure is None:
+        return result
+    try:
+        return repair(result, failure, rewrite, None, device, fp32_ran=False)
+    except AmpconfigError as exc:
+        if failure.outcome is Outcome.CRASHED:
+            raise replace(
+                exc,
+                message=f"{exc.message}, so nothing was written",
+                file=file,
+                hint=f"{exc.hint}; --no-load-check (load_check=False) writes the model unchecked",
+            ) from None
+    result.warnings.append(
+        f"ONNX Runtime's {PROVIDERS[device]} {failure.says()} the written model, and the safety net found no lowered "
+        "node that causes it (it refuses the model with them in their original dtype too): the model is written as "
+        "decided"
+    )
+    return result
