@@ -121,7 +121,7 @@ def rewrite_model_detailed(
     result = rewrite_with_options(model, options)
     if not load_check:
         return result
-    from ampconfig.prove.safety_net import load_checked
+    from ampconfig.prove.load_check import load_checked
 
     def keeping(kept: Mapping[str, str]) -> RewriteResult:
         return rewrite_with_options(model, replace(options, runtime_refused={**options.runtime_refused, **kept}))

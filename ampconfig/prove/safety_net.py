@@ -1,5 +1,6 @@
 """The safety net: a rewritten model that ONNX Runtime crashes on or refuses, in ``run`` (while the fp32 model runs)
-and in the load check every written model passes (:func:`load_checked`: ``rewrite``, the API, the onnx-ir pass).
+and in the load check every written model passes (:mod:`ampconfig.prove.load_check`: ``rewrite``, the API, the
+onnx-ir pass).
 
 Op info says which kernels exist, not every way ONNX Runtime can fail on a graph: a float16 op its optimiser
 fuses into something that crashes, or a kernel that takes float16 for some attributes only. The rewrite is the
@@ -13,10 +14,7 @@ and runs it once in the worker (:mod:`ampconfig.runner.worker`), so that a crash
 end of ``ampconfig`` (the next probe gets a new worker). ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000
 lowered nodes.
 
-The load check (:func:`load_checked`) builds one session of the rewritten model at ONNX Runtime's default graph
-optimisation level on its target's provider, where it will run, before the model is reported written: its layout
-optimisations crash on some float16 graphs (a float16 Transpose or LSTM) that lower levels load. A crash goes to
-the same search, with probes that only load.
+The load check's probes only load (:func:`check_rewrite` without a sample).
 """
 
 from __future__ import annotations
@@ -162,10 +160,12 @@ def check_rewrite(
     ``sample`` (None: load only): None when it loads and runs."""
     with tempfile.TemporaryDirectory(prefix="ampconfig-net-") as folder:
         path = save_model_atomic(result.savable, Path(folder) / "probe.onnx")
-        model = ModelFile(path, open_model(path, map_weights=True).proto)
         try:
-            session = create_session(model, device, tf32=tf32, what="a probe of the rewritten model")
-            if sample is not None:
+            if sample is None:  # loaded from its file; nothing of it is read here
+                create_session(path, device, tf32=tf32, what="the rewritten model")
+            else:
+                model = ModelFile(path, open_model(path, map_weights=True).proto)
+                session = create_session(model, device, tf32=tf32, what="a probe of the rewritten model")
                 run_once(session, adapt_feeds(sample, model.proto))
         except WorkerCrashed as crash:
             return Failure(Outcome.CRASHED, crash.phase, crash.death)
@@ -176,45 +176,3 @@ def check_rewrite(
                 return Failure(Outcome.REFUSED, Phase.RUN, exc.message.removeprefix(RUN_FAILED))
             raise
     return None
-
-
-def load_checked(
-    result: RewriteResult, rewrite: Callable[[Mapping[str, str]], RewriteResult], *, file: str | None = None
-) -> RewriteResult:
-    """The load check, before a rewritten model is reported written: ``result``'s model loaded once in the worker on
-    its target's provider, at ONNX Runtime's default optimisation level. A crash or a refusal goes to the net
-    (:func:`repair`; ``rewrite`` rewrites again with the nodes it is given kept, rule runtime_refuses), whose
-    warnings name the nodes kept. A crash the net cannot help raises, located at ``file`` (the input's): nothing may
-    be written then. A refusal it cannot help is not the rewrite's (ONNX Runtime here refuses the model with every
-    lowered node in its dtype too: an op it does not know): a warning says so and the model is kept as decided.
-    Where the target's provider cannot be used here (CUDA on a machine without it), a note says the model was not
-    loaded: deciding for a target needs no device."""
-    from ampconfig.opinfo.targets import PROVIDERS
-    from ampconfig.runner.sessions import cuda_unavailable_reason
-
-    device = result.target
-    if device != "cpu" and (unusable := cuda_unavailable_reason()) is not None:
-        result.notes.append(
-            f"the written model was not load-checked: it runs on ONNX Runtime's {PROVIDERS[device]}, which cannot be "
-            f"used here ({unusable}); load it once where it will run"
-        )
-        return result
-    failure = check_rewrite(result, None, device)
-    if failure is None:
-        return result
-    try:
-        return repair(result, failure, rewrite, None, device, fp32_ran=False)
-    except AmpconfigError as exc:
-        if failure.outcome is Outcome.CRASHED:
-            raise replace(
-                exc,
-                message=f"{exc.message}, so nothing was written",
-                file=file,
-                hint=f"{exc.hint}; --no-load-check (load_check=False) writes the model unchecked",
-            ) from None
-    result.warnings.append(
-        f"ONNX Runtime's {PROVIDERS[device]} {failure.says()} the written model, and the safety net found no lowered "
-        "node that causes it (it refuses the model with them in their original dtype too): the model is written as "
-        "decided"
-    )
-    return result
