@@ -87,7 +87,7 @@ def rewrite_model_detailed(
     ``with_cost=False`` leaves ``cost`` None: the casts, estimated time and float32 islands are a report, and a
     caller that shows none of it saves their walk over the graph (a quarter of a second on 25k nodes).
     ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
-    net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
+    net, :mod:`ampconfig.engine.safety_net`): they keep their dtype under rule ``runtime_refuses``.
     Each decided node carries its decision in its ``metadata_props`` (``ampconfig.rule``, ``ampconfig.cause``,
     ``ampconfig.precision_mode``: what Netron shows beside it) in a model of IR version 10
     or later (a note says so for an older one); ``decision_metadata=False`` writes none and takes out those of an
@@ -121,7 +121,7 @@ def rewrite_model_detailed(
     result = rewrite_with_options(model, options)
     if not load_check:
         return result
-    from ampconfig.prove.load_check import load_checked
+    from ampconfig.engine.load_check import load_checked
 
     def keeping(kept: Mapping[str, str]) -> RewriteResult:
         return rewrite_with_options(model, replace(options, runtime_refused={**options.runtime_refused, **kept}))

@@ -76,9 +76,9 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
         return MixedPrecisionResult(model, modified, result)
 
     def _load_checked(self, model: ir.Model, original: ir.Model | None, result: RewriteResult) -> RewriteResult:
-        """The load check (:func:`ampconfig.prove.load_check.load_checked`); a rewrite the net repaired, made from a
+        """The load check (:func:`ampconfig.engine.load_check.load_checked`); a rewrite the net repaired, made from a
         copy of ``original``, is moved into ``model``, which the pass must return."""
-        from ampconfig.prove.load_check import load_checked
+        from ampconfig.engine.load_check import load_checked
 
         options = self.options
 

@@ -1,5 +1,5 @@
 """``ampconfig rewrite``: decide every node's dtype and write the rewritten model, once ONNX Runtime's worker has
-loaded it on its target's provider (the load check, :func:`ampconfig.prove.load_check.load_checked`; an input the
+loaded it on its target's provider (the load check, :func:`ampconfig.engine.load_check.load_checked`; an input the
 ONNX checker rejects is also run: :mod:`ampconfig.runner.acceptance`; onnxruntime is loaded in this process only to
 convert large weights, :mod:`ampconfig.runner.float_cast`)."""
 
@@ -154,9 +154,9 @@ def rewrite(
     options = SharedOptions.of(locals())
 
     from ampconfig.engine.in_place import rewrite_with_settings
+    from ampconfig.engine.load_check import load_checked
     from ampconfig.files.models import save_model_atomic
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
-    from ampconfig.prove.load_check import load_checked
 
     with opened(options, opens_model=False) as start:
         settings = start.settings

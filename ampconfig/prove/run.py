@@ -17,6 +17,8 @@ import onnx
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.load_check import load_checked
+from ampconfig.engine.safety_net import Failure, Outcome, repair
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
@@ -26,10 +28,8 @@ from ampconfig.instrument.rounding import save_low_precision_rounding_copy
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
-from ampconfig.prove.load_check import load_checked
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
-from ampconfig.prove.safety_net import Failure, Outcome, repair
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
@@ -105,7 +105,7 @@ def execute(
 def _load_checked_output(
     settings: Settings, prepared: Prepared, result: RewriteResult, ranges: ValueRanges | None
 ) -> tuple[RewriteResult, list[str]]:
-    """The load check of the model ``--output`` gets (:func:`ampconfig.prove.load_check.load_checked`), where the
+    """The load check of the model ``--output`` gets (:func:`ampconfig.engine.load_check.load_checked`), where the
     proof's session of it does not do the same: when it runs on another device than its target's, or with the
     CPU's QDQ fusion off. Returns the rewrite to prove and write, and the notes the check made."""
     if prepared.device.device == result.target and not _has_qdq(result):
@@ -132,7 +132,7 @@ def _prove_with_safety_net(
 ) -> tuple[Proof, RewriteResult]:
     """Both models run in the worker (:mod:`ampconfig.runner.worker`); a crash of the fp32 model is an error naming
     it; a rewritten model ONNX Runtime crashes on or refuses while the fp32 model runs goes to the safety net
-    (:func:`ampconfig.prove.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
+    (:func:`ampconfig.engine.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
     the proof and the rewrite it ran."""
     samples = prepared.data.samples
     failure: Failure | None = None

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from tests.prove.test_safety_net import _resize_model
+from tests.engine.test_safety_net import _resize_model
 from tests.worker_faults import fresh_worker, inject
 
 __all__ = ["fresh_worker"]  # the fixture, used by name

@@ -2,7 +2,7 @@
 once in ONNX Runtime's worker, on its target's provider at the default graph optimisation level, before it is
 reported written. The checker-clean output is no proof that ONNX Runtime loads it: its layout optimisations crash
 (SIGSEGV) on some float16 graphs, a float16 Transpose or LSTM, that lower levels load. A crash goes to the safety
-net (:mod:`ampconfig.prove.safety_net`, its probes only loading).
+net (:mod:`ampconfig.engine.safety_net`, its probes only loading).
 
 Importing this module starts nothing and imports no part of the runner: a target whose provider cannot be used here
 (cuda on a machine with no NVIDIA driver) is told without ONNX Runtime, so rewriting for it stays decision-only.
@@ -25,7 +25,7 @@ def load_checked(
 ) -> RewriteResult:
     """The load check, before a rewritten model is reported written: ``result``'s model loaded once in the worker on
     its target's provider, at ONNX Runtime's default optimisation level. A crash or a refusal goes to the net
-    (:func:`ampconfig.prove.safety_net.repair`; ``rewrite`` rewrites again with the nodes it is given kept, rule
+    (:func:`ampconfig.engine.safety_net.repair`; ``rewrite`` rewrites again with the nodes it is given kept, rule
     runtime_refuses), whose warnings name the nodes kept. A crash the net cannot help raises, located at ``file``
     (the input's): nothing may be written then. A refusal it cannot help is not the rewrite's (ONNX Runtime here
     refuses the model with every lowered node in its dtype too: an op it does not know): a warning says so and the
@@ -38,7 +38,7 @@ def load_checked(
             f"used here ({unusable}); load it once where it will run"
         )
         return result
-    from ampconfig.prove.safety_net import Outcome, check_rewrite, repair
+    from ampconfig.engine.safety_net import Outcome, check_rewrite, repair
 
     failure = check_rewrite(result, None, device)
     if failure is None:
@@ -63,7 +63,7 @@ def load_checked(
     return result
 
 
-#: What the net's error says before why it gave up (:func:`ampconfig.prove.safety_net.find_kept`).
+#: What the net's error says before why it gave up (:func:`ampconfig.engine.safety_net.find_kept`).
 _GAVE_UP = "could not find the nodes that cause it: "
 
 #: Where an NVIDIA driver shows itself on Linux: without it no CUDA session can be built.

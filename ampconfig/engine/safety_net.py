@@ -1,5 +1,5 @@
 """The safety net: a rewritten model that ONNX Runtime crashes on or refuses, in ``run`` (while the fp32 model runs)
-and in the load check every written model passes (:mod:`ampconfig.prove.load_check`: ``rewrite``, the API, the
+and in the load check every written model passes (:mod:`ampconfig.engine.load_check`: ``rewrite``, the API, the
 onnx-ir pass).
 
 Op info says which kernels exist, not every way ONNX Runtime can fail on a graph: a float16 op its optimiser

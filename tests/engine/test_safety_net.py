@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
+from ampconfig.engine.safety_net import MAX_KEPT, Failure, Outcome, check_rewrite, find_kept, lowered_nodes, repair
 from ampconfig.errors import AmpconfigError
-from ampconfig.prove.safety_net import MAX_KEPT, Failure, Outcome, check_rewrite, find_kept, lowered_nodes, repair
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.worker import Phase
 from tests.graphs import library

@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.decisions import Rule
 from ampconfig.runner.sessions import create_session
+from tests.engine.test_safety_net import COLOURS, _resize_model
 from tests.graphs import library
-from tests.prove.test_safety_net import COLOURS, _resize_model
 
 
 def test_op_info_claiming_kernels_the_cpu_lacks_is_repaired_before_the_api_returns() -> None:
