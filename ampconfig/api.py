@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -69,6 +70,7 @@ def rewrite_model_detailed(
     with_cost: bool = True,
     runtime_refused: Mapping[str, str] | None = None,
     decision_metadata: bool = True,
+    load_check: bool = True,
 ) -> RewriteResult:
     """Decide every node's dtype for ``precision_mode`` on ``target`` and rewrite the model.
 
@@ -105,11 +107,16 @@ def rewrite_model_detailed(
     ``with_cost=False`` leaves ``cost`` None: the casts, estimated time and float32 islands are a report, and a
     caller that shows none of it saves their walk over the graph (a quarter of a second on 25k nodes).
     ``runtime_refused`` maps node names to what ONNX Runtime did with them in another dtype (``run``'s safety
-    net, :mod:`ampconfig.prove.safety_net`): they keep their dtype under rule ``runtime_refuses``.
+    net, :mod:`ampconfig.engine.safety_net`): they keep their dtype under rule ``runtime_refuses``.
     Each decided node carries its decision in its ``metadata_props`` (``ampconfig.rule``, ``ampconfig.cause``,
     ``ampconfig.precision_mode``: what Netron shows beside it) in a model of IR version 10
     or later (a note says so for an older one); ``decision_metadata=False`` writes none and takes out those of an
     earlier rewrite.
+    With ``load_check`` (the default) the rewritten model is loaded once in ONNX Runtime (in a worker process, on
+    its target's provider, at the default optimisation level) before it is returned; nodes whose low dtype makes
+    ONNX Runtime crash keep their dtype (rule ``runtime_refuses``, a warning each), and a crash no node explains
+    raises. For a target whose provider cannot be used here (cuda without a GPU) a note says the model was not
+    loaded. ``load_check=False`` skips it.
     """
     options = RewriteOptions.of(
         precision_mode,
@@ -131,7 +138,22 @@ def rewrite_model_detailed(
         runtime_refused=runtime_refused,
         decision_metadata=decision_metadata,
     )
-    return rewrite_with_options(model, options)
+    result = rewrite_with_options(model, options)
+    if not load_check:
+        return result
+    from ampconfig.engine.load_check import load_checked
+
+    def keeping(kept: Mapping[str, str]) -> RewriteResult:
+        return rewrite_with_options(model, replace(options, runtime_refused={**options.runtime_refused, **kept}))
+
+    return load_checked(result, keeping, file=_file_of(model))
+
+
+def _file_of(model: str | Path | onnx.ModelProto | OpenedModel) -> str | None:
+    """The input's file, for a located message (None for a model in memory)."""
+    if isinstance(model, OpenedModel):
+        return model.path
+    return None if isinstance(model, onnx.ModelProto) else str(model)
 
 
 def rewrite_model(
@@ -146,6 +168,7 @@ def rewrite_model(
     ranges: str | Path | None = None,
     data_max: float | None = None,
     decision_metadata: bool = True,
+    load_check: bool = True,
 ) -> onnx.ModelProto:
     """Like :func:`rewrite_model_detailed`, returning only the rewritten ``onnx.ModelProto``."""
     return rewrite_model_detailed(
@@ -159,5 +182,6 @@ def rewrite_model(
         ranges=ranges,
         data_max=data_max,
         decision_metadata=decision_metadata,
+        load_check=load_check,
         with_cost=False,  # only the model is returned
     ).model

@@ -22,13 +22,15 @@ from several threads. Wrap it in ``ir.passes.functionalize`` for a pass that lea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import onnx_ir as ir
 
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.in_place import rewrite_ir_model
+from ampconfig.errors import AmpconfigError
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
 
@@ -51,20 +53,51 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
     :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``, ``keep_io_types``,
     ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op types:
     :mod:`ampconfig.decide.judgements`); a name it does not take is a TypeError here, not at the first run.
+    ``load_check`` (default on) loads the rewritten model once in ONNX Runtime before the pass returns, as
+    :func:`ampconfig.rewrite_model_detailed` does; nodes whose low dtype makes it crash keep their dtype. The
+    check keeps a copy of the input's graph (its tensors shared, not copied) to rewrite again from.
     """
 
-    def __init__(self, precision_mode: str | PrecisionMode, **options: Any) -> None:
+    def __init__(self, precision_mode: str | PrecisionMode, *, load_check: bool = True, **options: Any) -> None:
         super().__init__()
         self.options = RewriteOptions.of(precision_mode, **options)
+        self.load_check = load_check
 
     @property
     def precision_mode(self) -> PrecisionMode:
         return self.options.precision_mode
 
     def call(self, model: ir.Model) -> MixedPrecisionResult:
+        original = _copy_of(model) if self.load_check else None
         result, modified = rewrite_ir_model(model, self.options)
+        if self.load_check:
+            result = self._load_checked(model, original, result)
         model.meta[_RESULT_KEY] = result  # on the model of this call: the pass object keeps nothing of it
         return MixedPrecisionResult(model, modified, result)
+
+    def _load_checked(self, model: ir.Model, original: ir.Model | None, result: RewriteResult) -> RewriteResult:
+        """The load check (:func:`ampconfig.engine.load_check.load_checked`); a rewrite the net repaired, made from a
+        copy of ``original``, is moved into ``model``, which the pass must return."""
+        from ampconfig.engine.load_check import load_checked
+
+        options = self.options
+
+        def keeping(kept: Mapping[str, str]) -> RewriteResult:
+            assert original is not None
+            refused = {**options.runtime_refused, **kept}
+            return rewrite_ir_model(original.clone(), replace(options, runtime_refused=refused))[0]
+
+        checked = load_checked(result, keeping if original is not None else _no_copy)
+        if checked.ir_model is model:
+            return checked
+        repaired = checked.ir_model
+        model.graph = repaired.graph
+        model.ir_version = repaired.ir_version
+        model.functions.clear()
+        model.functions.update(repaired.functions)
+        model.metadata_props.clear()
+        model.metadata_props.update(repaired.metadata_props)
+        return replace(checked, ir_model=model)
 
     @staticmethod
     def result_of(model: ir.Model) -> RewriteResult:
@@ -78,3 +111,30 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
 
     def __repr__(self) -> str:
         return f"MixedPrecisionPass({self.options.precision_mode.value!r}, target={self.options.target!r})"
+
+
+def _copy_of(model: ir.Model) -> ir.Model | None:
+    """A copy of ``model``'s graph to rewrite again from, its tensors shared (not copied). onnx-ir clones a graph in
+    topological order only: one out of order is sorted for the copy, then put back as it was handed in (the
+    admission sorts it, and says so). None when no copy can be made (the admission then says what is wrong)."""
+    try:
+        return model.clone()
+    except RuntimeError:
+        pass
+    orders = [(graph, list(graph)) for graph in model.graphs()]
+    try:
+        model.graph.sort()
+        return model.clone()
+    except Exception:  # noqa: BLE001 (onnx-ir's errors here share no base; the admission words the defect)
+        return None
+    finally:
+        for graph, nodes in orders:
+            graph.remove(nodes)
+            graph.extend(nodes)
+
+
+def _no_copy(kept: Mapping[str, str]) -> RewriteResult:
+    raise AmpconfigError(
+        "the safety net cannot rewrite the model again: no copy of its graph could be made before the rewrite",
+        hint="pass the model in topological order",
+    )

@@ -118,6 +118,32 @@ def dtypes_by_name(plan: Plan) -> dict[str, str | None]:
     return {d.name: d.dtype for d in plan.decisions()}
 
 
+def resize_chain(
+    mode: str, reshape: Sequence[int], scales: Sequence[float], output: Sequence[int], opset: int
+) -> onnx.ModelProto:
+    """x [8, 8] -> MatMul -> Reshape ``reshape`` -> Resize (``mode``, by ``scales``) -> Relu -> y ``output``."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((8, 8)) / 3).astype(np.float32), "w"),
+        numpy_helper.from_array(np.array(reshape, np.int64), "shape"),
+        numpy_helper.from_array(np.array(scales, np.float32), "scales"),
+    ]
+    nodes = [
+        oh.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        oh.make_node("Reshape", ["h", "shape"], ["h4"], name="reshape"),
+        oh.make_node("Resize", ["h4", "", "scales"], ["r"], name="resize", mode=mode),
+        oh.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "resize",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [8, 8])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, list(output))],
+        inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=10)
+
+
 def session(model: onnx.ModelProto) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.log_severity_level = 3

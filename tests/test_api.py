@@ -24,7 +24,16 @@ from ampconfig.errors import AmpconfigError
 from tests.graphs import FLOAT, make_model, one_relu, run, tensor
 from tests.lock_trees import cli
 from tests.value_models import mlp
-from tests.worker_faults import process_gone
+from tests.worker_faults import (
+    fresh_worker,
+    inject,
+    process_gone,
+    reads_float32,
+    transpose_model,
+    transpose_model_file,
+)
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
 
 
 def _random_like_nodes() -> onnx.ModelProto:
@@ -208,3 +217,34 @@ def test_close_ends_the_apis_worker_and_the_next_call_starts_another(tmp_path: P
         second = worker.current()
         assert second.pid != first.pid and not process_gone(second.pid)
     assert process_gone(second.pid) and not second.folder.exists()
+
+
+# ---------------------------------------------------------------------------------------- the load check (issue 43)
+
+
+def test_the_api_keeps_a_node_whose_float16_form_crashes_onnx_runtime(
+    monkeypatch: pytest.MonkeyPatch, fresh_worker: None
+) -> None:
+    """On main the API built no session: the fault never fired and the float16 Transpose came back."""
+    inject(monkeypatch, "load:segv:lowered:Transpose")
+    result = rewrite_model_detailed(transpose_model(), "force_fp16", target="cpu")
+    by_name = {d.name: d for d in result.decisions}
+    assert (by_name["transpose"].dtype, by_name["transpose"].rule) == ("float32", Rule.RUNTIME_REFUSES)
+    assert (by_name["matmul"].dtype, by_name["relu"].dtype) == ("float16", "float16")
+    assert (
+        "node transpose kept float32 (rule runtime_refuses): ONNX Runtime crashed (killed by SIGSEGV) while "
+        "loading the rewritten model with it in float16" in result.warnings
+    )
+    assert reads_float32(rewrite_model(transpose_model(), "force_fp16", target="cpu"), "Transpose")
+
+
+def test_a_crash_no_node_explains_raises_a_located_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_worker: None
+) -> None:
+    path = transpose_model_file(tmp_path)
+    inject(monkeypatch, "load:segv:any")
+    with pytest.raises(AmpconfigError, match="crashed \\(killed by SIGSEGV\\) while loading the rewritten") as caught:
+        rewrite_model_detailed(path, "force_fp16", target="cpu")
+    assert caught.value.file == str(path) and "load_check=False" in (caught.value.hint or "")
+    unchecked = rewrite_model(path, "force_fp16", target="cpu", load_check=False)  # builds no session
+    assert not reads_float32(unchecked, "Transpose")

@@ -34,6 +34,9 @@ from ampconfig.precision_modes import PrecisionMode
 from tests import exporter_models
 from tests.graphs import FLOAT, IR_VERSION, rel_l2, run, tensor, transformer_block, weight
 from tests.test_api import _random_like_nodes
+from tests.worker_faults import fresh_worker, inject, reads_float32, transpose_model
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
 
 MS = "com.microsoft"
 MIXED = "allow_mix_precision"
@@ -450,3 +453,33 @@ def test_an_input_the_checker_rejects_is_serialised_once_for_onnx_runtime(monkey
     assert any("does not pass the ONNX checker" in warning for warning in expected.warnings)
     assert result.rewrite.warnings == expected.warnings
     assert _serialized(model) == _serialized(expected.model)
+
+
+# ---------------------------------------------------------------------------------------- the load check (issue 43)
+
+
+def test_the_pass_keeps_a_node_whose_float16_form_crashes_onnx_runtime_in_the_model_handed_in(
+    monkeypatch: pytest.MonkeyPatch, fresh_worker: None
+) -> None:
+    """In place still: the repaired rewrite is the model handed in. On main the pass built no session and left the
+    float16 Transpose."""
+    inject(monkeypatch, "load:segv:lowered:Transpose")
+    model = ir.serde.deserialize_model(transpose_model())
+    result = ir.passes.PassManager([MixedPrecisionPass("force_fp16", target="cpu")])(model)
+    assert result.model is model
+    rewrite = MixedPrecisionPass.result_of(model)
+    assert rewrite.ir_model is model
+    assert {d.name: d.rule for d in rewrite.decisions}["transpose"] is Rule.RUNTIME_REFUSES
+    assert any(w.startswith("node transpose kept float32 (rule runtime_refuses)") for w in rewrite.warnings)
+    written = ir.serde.serialize_model(model)
+    assert reads_float32(written, "Transpose") and not reads_float32(written, "MatMul")
+    onnx.checker.check_model(written, full_check=True)
+
+
+def test_the_pass_without_its_load_check_builds_no_session(monkeypatch: pytest.MonkeyPatch, fresh_worker: None) -> None:
+    inject(monkeypatch, "load:segv:any")
+    model = ir.serde.deserialize_model(transpose_model())
+    MixedPrecisionPass("force_fp16", target="cpu", load_check=False)(model)
+    assert not reads_float32(ir.serde.serialize_model(model), "Transpose")
+    with pytest.raises(AmpconfigError, match="could not find the nodes that cause it"):
+        MixedPrecisionPass("force_fp16", target="cpu")(ir.serde.deserialize_model(transpose_model()))

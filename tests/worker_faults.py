@@ -153,3 +153,42 @@ def left_behind(folder: Path) -> list[Path]:
     keeps its own folder there until then, and must remove it when it ends."""
     worker.shutdown()
     return sorted(folder.iterdir())
+
+
+def transpose_model() -> onnx.ModelProto:
+    """x [1, 8, 8] -> Transpose -> MatMul -> Relu -> y: force_fp16 for the CPU lowers all three, so the fault
+    ``lowered:Transpose`` (ONNX Runtime crashing on a float16 Transpose, as its layout optimisation does on some
+    real models) hits the rewrite and not the input."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["x"], ["t"], name="transpose", perm=[0, 2, 1]),
+            helper.make_node("MatMul", ["t", "w"], ["m"], name="matmul"),
+            helper.make_node("Relu", ["m"], ["y"], name="relu"),
+        ],
+        "transposes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [8, 8], [0.125 * (i % 7) for i in range(64)])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def transpose_model_file(folder: Path) -> Path:
+    """:func:`transpose_model` saved in ``folder``."""
+    path = folder / "transposes.onnx"
+    onnx.save_model(transpose_model(), path)
+    return path
+
+
+def reads_float32(model: onnx.ModelProto, op_type: str) -> bool:
+    """Whether the ``op_type`` node of ``model`` reads float32: a Cast to float32 feeds it, or the graph's float32
+    input does."""
+    node = next(node for node in model.graph.node if node.op_type == op_type)
+    producer = {output: each for each in model.graph.node for output in each.output}.get(node.input[0])
+    if producer is None:
+        return any(
+            i.name == node.input[0] and i.type.tensor_type.elem_type == TensorProto.FLOAT for i in model.graph.input
+        )
+    return producer.op_type == "Cast" and producer.attribute[0].i == TensorProto.FLOAT

@@ -209,6 +209,16 @@ DecisionMetadata = Annotated[
         show_default="the config's decision_metadata, else on",
     ),
 ]
+LoadCheck = Annotated[
+    bool,
+    typer.Option(
+        "--load-check/--no-load-check",
+        help="Load the written model once in ONNX Runtime, on its target's provider at the default optimisation "
+        "level, before writing it: nodes whose low dtype makes ONNX Runtime crash keep their dtype (rule "
+        "runtime_refuses, a warning each). A target whose provider cannot be used here (cuda without a GPU) is "
+        "not checked, said in a note.",
+    ),
+]
 Warmup = Annotated[
     int | None,
     typer.Option("--warmup", help="Untimed runs per model.", show_default="3", callback=count_between(0, MAX_WARMUP)),
@@ -325,6 +335,7 @@ DECLARATIONS: dict[str, Any] = {
     "seed": Seed,
     "output": Output,
     "decision_metadata": DecisionMetadata,
+    "load_check": LoadCheck,
     "warmup": Warmup,
     "iterations": Iterations,
     "tolerance": Tolerance,
@@ -350,6 +361,7 @@ class SharedOptions:
     flags: Flags = field(default_factory=Flags)
     threshold: float = DEFAULT_THRESHOLD
     range_check: bool = True
+    load_check: bool = True
     json_output: bool = False
     html: Path | None = None
 
@@ -435,6 +447,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
         *VALUES,
         "output",
         "decision_metadata",
+        "load_check",
         "warmup",
         "iterations",
         "tolerance",
@@ -458,6 +471,7 @@ COMMAND_OPTIONS: dict[str, Uses] = {
         *DECIDING_VALUES,
         "output",
         "decision_metadata",
+        "load_check",
         "json_output",
         model=RewriteModel,
     ),

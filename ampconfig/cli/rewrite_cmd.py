@@ -1,9 +1,11 @@
-"""``ampconfig rewrite``: decide every node's dtype and write the rewritten model (no ONNX Runtime session, except
-for an input the ONNX checker rejects: see :mod:`ampconfig.runner.acceptance`; onnxruntime is loaded only to
+"""``ampconfig rewrite``: decide every node's dtype and write the rewritten model, once ONNX Runtime's worker has
+loaded it on its target's provider (the load check, :func:`ampconfig.engine.load_check.load_checked`; an input the
+ONNX checker rejects is also run: :mod:`ampconfig.runner.acceptance`; onnxruntime is loaded in this process only to
 convert large weights, :mod:`ampconfig.runner.float_cast`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the r
     from ampconfig.files.models import OpenedModel
     from ampconfig.rewrite.results import RewriteResult
 
-_HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run: use
+_HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run on data: use
 [bold]ampconfig run[/bold] to prove the result against fp32.
 
 Flags override the session config (--config), and settings resolve as for every command: the precision mode
@@ -29,9 +31,14 @@ defaults to allow_mix_precision, the decision target (--target: whose op info de
 no device: a machine without a GPU rewrites for cuda. Stale or contradictory value_info of the input (placeholder
 shapes, wrong element types) is repaired in the copy that is rewritten, with a warning naming each value. The
 written model has no onnx.checker.check_model(full_check=True) complaint that the input did not have: a
-checker-clean input gives a checker-clean output, with no ONNX Runtime involved. An input the checker still
-rejects is rewritten only when ONNX Runtime loads it, and written only after the output loaded and ran there.
-Otherwise nothing is written and the exit code is 2.
+checker-clean input gives a checker-clean output. An input the checker still rejects is rewritten only when ONNX
+Runtime loads it, and written only after the output loaded and ran there. Otherwise nothing is written and the
+exit code is 2.
+
+Before it is written, the model is loaded once in ONNX Runtime on its target's provider at the default
+optimisation level (the load check): a node whose low-precision form makes ONNX Runtime crash keeps its dtype
+(rule runtime_refuses, a warning naming it); a crash no node explains is exit 2, nothing written. A target whose
+provider cannot be used here (cuda without a GPU) is not loaded, said in a note. --no-load-check skips it.
 
 No input is ever overwritten: an --output that is the same file as the model, its external data, the mixlist,
 the keep_dtype file or the config (however the path is spelled: symlinks, .., hard links) is refused with exit 2
@@ -138,6 +145,7 @@ def rewrite(
     seed: shared.Seed = None,
     output: shared.Output = None,
     decision_metadata: shared.DecisionMetadata = None,
+    load_check: shared.LoadCheck = True,
     data_max: shared.DataMax = None,
     ranges: shared.Ranges = None,
     clamp_values: shared.ClampValues = None,
@@ -146,6 +154,7 @@ def rewrite(
     options = SharedOptions.of(locals())
 
     from ampconfig.engine.in_place import rewrite_with_settings
+    from ampconfig.engine.load_check import load_checked
     from ampconfig.files.models import save_model_atomic
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
 
@@ -158,8 +167,15 @@ def rewrite(
             lambda: prepared_samples(settings, command="rewrite", guard=start.guard),
             progress=start.progress,
         )
-        # the summary shows no cost
-        result = rewrite_with_settings(opened_model, settings, value_ranges=values.ranges, with_cost=False)
+
+        def rewrite_keeping(kept: Mapping[str, str]) -> RewriteResult:  # the summary shows no cost
+            return rewrite_with_settings(
+                opened_model, settings, value_ranges=values.ranges, with_cost=False, runtime_refused=kept
+            )
+
+        result = rewrite_keeping({})
+        if options.load_check:  # before it is written: a crash the net cannot help writes nothing
+            result = load_checked(result, rewrite_keeping, file=str(settings.model_path))
         result.warnings.extend([*values.warnings, *not_checked(result)])
         written = save_model_atomic(result.savable, destination, guard=start.guard)
     summary = rewrite_summary(result, settings.model_path, written)

@@ -112,6 +112,7 @@ def run(
     seed: shared.Seed = None,
     output: shared.Output = None,
     decision_metadata: shared.DecisionMetadata = None,
+    load_check: shared.LoadCheck = True,
     warmup: shared.Warmup = None,
     iterations: shared.Iterations = None,
     tolerance: shared.Tolerance = None,
@@ -162,7 +163,14 @@ def run(
                 f"--ranges-out: no value ranges are measured ({why})",
                 hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
             )
-        report = execute(settings, start.progress, guard, output_role, range_check=options.range_check)
+        report = execute(
+            settings,
+            start.progress,
+            guard,
+            output_role,
+            range_check=options.range_check,
+            load_check=options.load_check,
+        )
         lacks = report.rewrite.metadata_note if report.rewrite is not None else None
         if report.output_path is not None and lacks:
             report.notes.append(lacks)  # what the model written lacks, and why

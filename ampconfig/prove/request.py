@@ -111,7 +111,7 @@ class Prepared:
         given; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as given instead of the
         request's. A model with external data is rewritten from its path (its tensors are converted while they
         are written), any other from the named proto. ``runtime_refused``: nodes that keep their dtype because
-        ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.prove.safety_net`)."""
+        ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.engine.safety_net`)."""
         settings = self.request
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.

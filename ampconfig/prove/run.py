@@ -18,6 +18,8 @@ import onnx
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.engine.load_check import load_checked
+from ampconfig.engine.safety_net import Failure, Outcome, repair
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
@@ -29,7 +31,6 @@ from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
-from ampconfig.prove.safety_net import Failure, Outcome, repair
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet
 from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
@@ -56,6 +57,7 @@ def execute(
     output_role: str = "output model (--output)",
     *,
     range_check: bool = True,
+    load_check: bool = True,
 ) -> RunReport:
     """Rewrite, write ``--output`` (through ``guard``: atomically, never over an input), run reference and rewrite
     on the same samples, compare. Without a guard, one of its own checks the output against the model's files.
@@ -64,11 +66,15 @@ def execute(
     intermediate exposed, and its value ranges decide (rule range_exceeds). A large model (its weights left in its
     file), a model with external data, or one too large for one in-memory proto runs from files
     (:func:`_models_to_run`).
+
+    With ``load_check`` a model written to ``--output`` has been loaded at ONNX Runtime's default level on its
+    target's provider: by the proof's own session when the models run there, else by the load check, before the
+    proof (:func:`_load_checked_output`), so that the model proven is the one written.
     """
     if guard is None:
         with OutputGuard() as own:
             own.read("input model", settings.model_path)
-            return execute(settings, progress, own, output_role, range_check=range_check)
+            return execute(settings, progress, own, output_role, range_check=range_check, load_check=load_check)
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
     prepared = prepare(settings, command="run", guard=guard, map_weights=True, progress=progress)  # weights on disk
@@ -77,8 +83,12 @@ def execute(
         destination = declare_model_output(guard, settings.output, output_role, opened)
     values = decision_values(settings, opened.proto, lambda: prepared, measure=range_check, progress=progress)
     result = prepared.rewrite(values.ranges)
+    check_notes: list[str] = []
+    if destination is not None and load_check:
+        result, check_notes = _load_checked_output(settings, prepared, result, values.ranges)
     result.warnings.extend([*values.warnings, *not_checked(result)])
     proof, result = _prove_with_safety_net(settings, prepared, result, values.ranges, progress)
+    proof.notes.extend(check_notes)
     if opened.external_files or not opened.fits_in_memory():
         what = "has external data" if opened.external_files else "is too large for one in-memory protobuf"
         proof.notes.append(
@@ -120,6 +130,21 @@ def _fix_forecast(settings: Settings, prepared: Prepared, range_check: bool, rep
         return None
 
 
+def _load_checked_output(
+    settings: Settings, prepared: Prepared, result: RewriteResult, ranges: ValueRanges | None
+) -> tuple[RewriteResult, list[str]]:
+    """The load check of the model ``--output`` gets (:func:`ampconfig.engine.load_check.load_checked`), where the
+    proof's session of it does not do the same: when it runs on another device than its target's, or with the
+    CPU's QDQ fusion off. Returns the rewrite to prove and write, and the notes the check made."""
+    if prepared.device.device == result.target and not _has_qdq(result):
+        return result, []  # the proof loads it there, at the default level; a crash goes to the net
+    before = len(result.notes)
+    checked = load_checked(
+        result, lambda kept: prepared.rewrite(ranges, runtime_refused=kept), file=str(settings.model_path)
+    )
+    return checked, checked.notes[before:]
+
+
 RunnableModel = onnx.ModelProto | ModelFile
 
 #: How many times ``run`` hands a rewritten model ONNX Runtime fails on to the safety net (one per failing sample).
@@ -135,7 +160,7 @@ def _prove_with_safety_net(
 ) -> tuple[Proof, RewriteResult]:
     """Both models run in the worker (:mod:`ampconfig.runner.worker`); a crash of the fp32 model is an error naming
     it; a rewritten model ONNX Runtime crashes on or refuses while the fp32 model runs goes to the safety net
-    (:func:`ampconfig.prove.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
+    (:func:`ampconfig.engine.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
     the proof and the rewrite it ran."""
     samples = prepared.data.samples
     failure: Failure | None = None

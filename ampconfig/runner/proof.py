@@ -78,7 +78,7 @@ class RewrittenRefused(AmpconfigError):
     """ONNX Runtime refused the rewritten model, or crashed on it (``crashed``; ``message`` then says how it died), in
     ``phase`` "load" or "run", on sample ``sample``, while the fp32 model ran: not the user's input and not a bug,
     but an op ONNX Runtime does not take in the dtype the rewrite gave it. ``ampconfig run`` hands it to its safety
-    net (:mod:`ampconfig.prove.safety_net`)."""
+    net (:mod:`ampconfig.engine.safety_net`)."""
 
     def __init__(self, message: str, phase: str, sample: int = 0, crashed: bool = False) -> None:
         said = (

@@ -7,10 +7,8 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
@@ -24,6 +22,7 @@ from ampconfig.opinfo.library import (
     ops_info_path,
     parse_ops_info,
 )
+from tests.graphs import resize_chain
 
 runner = CliRunner()
 
@@ -72,26 +71,7 @@ def test_the_cpu_op_info_keeps_cubic_resize_and_scatter_reductions_from_float16(
 
 def _resize_model(mode: str) -> onnx.ModelProto:
     """x [8, 8] -> MatMul -> Reshape [1, 2, 4, 8] -> Resize (``mode``, half size) -> Relu -> y."""
-    rng = np.random.default_rng(0)
-    inits = [
-        numpy_helper.from_array((rng.standard_normal((8, 8)) / 3).astype(np.float32), "w"),
-        numpy_helper.from_array(np.array([1, 2, 4, 8], np.int64), "shape"),
-        numpy_helper.from_array(np.array([1, 1, 0.5, 0.5], np.float32), "scales"),
-    ]
-    nodes = [
-        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-        helper.make_node("Reshape", ["h", "shape"], ["h4"], name="reshape"),
-        helper.make_node("Resize", ["h4", "", "scales"], ["r"], name="resize", mode=mode),
-        helper.make_node("Relu", ["r"], ["y"], name="relu"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "resize",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 4])],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+    return resize_chain(mode, [1, 2, 4, 8], [1, 1, 0.5, 0.5], [1, 2, 2, 4], opset=18)
 
 
 @pytest.mark.parametrize(("mode", "dtype", "rule"), [("cubic", "float32", "no_low_kernel"), ("linear", "float16", "")])

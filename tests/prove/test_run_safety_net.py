@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from tests.prove.test_safety_net import _resize_model
+from tests.engine.test_safety_net import _resize_model
 from tests.worker_faults import fresh_worker, inject
 
 __all__ = ["fresh_worker"]  # the fixture, used by name
@@ -92,3 +92,20 @@ def test_an_accuracy_copy_that_crashes_at_every_level_is_exit_2_located(
     )
     assert "with graph optimisations off (killed by SIGSEGV with them on)" in result.output
     assert not out.exists()
+
+
+def test_run_says_when_the_written_model_could_not_be_loaded_where_it_will_run(tmp_path: Path) -> None:
+    """Decided for cuda and run on the CPU: the proof's sessions do not load it where it will run, so the load
+    check does, or says it could not (no CUDA here); --no-load-check says nothing."""
+    from ampconfig.runner.sessions import cuda_unavailable_reason
+
+    if cuda_unavailable_reason() is None:
+        pytest.skip("CUDA is usable here: the cuda target is load-checked")
+    out = tmp_path / "out.onnx"
+    args = ["run", "-m", "allow_mix_precision", "--target", "cuda", "--device", "cpu", "-o", str(out), "--json"]
+    checked = runner.invoke(app, [*args, *FAST])
+    unchecked = runner.invoke(app, [*args, *FAST, "--no-load-check"])
+    assert checked.exit_code == unchecked.exit_code == 0, checked.output + unchecked.output
+    said = [note for note in json.loads(checked.stdout)["notes"] if "load-checked" in note]
+    assert len(said) == 1 and "CUDAExecutionProvider, which cannot be used here" in said[0]
+    assert not [note for note in json.loads(unchecked.stdout)["notes"] if "load-checked" in note]

@@ -1,4 +1,6 @@
-"""``run``'s safety net: a rewritten model that ONNX Runtime crashes on or refuses, while the fp32 model runs.
+"""The safety net: a rewritten model that ONNX Runtime crashes on or refuses, in ``run`` (while the fp32 model runs)
+and in the load check every written model passes (:mod:`ampconfig.engine.load_check`: ``rewrite``, the API, the
+onnx-ir pass).
 
 Op info says which kernels exist, not every way ONNX Runtime can fail on a graph: a float16 op its optimiser
 fuses into something that crashes, or a kernel that takes float16 for some attributes only. The rewrite is the
@@ -11,6 +13,8 @@ node is kept; repeated until the model runs. Each probe rewrites the model with 
 and runs it once in the worker (:mod:`ampconfig.runner.worker`), so that a crash of a probe is an answer, not the
 end of ``ampconfig`` (the next probe gets a new worker). ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000
 lowered nodes.
+
+The load check's probes only load (:func:`check_rewrite` without a sample).
 """
 
 from __future__ import annotations
@@ -72,11 +76,14 @@ def find_kept(
     failure: Failure,
     fails_keeping: Callable[[Mapping[str, str]], Failure | None],
     reason: Callable[[Failure], str],
+    *,
+    fp32_ran: bool = True,
 ) -> dict[str, str]:
     """The nodes to keep, with why, so that ``fails_keeping(kept)`` is None (the model runs); ``failure`` is how
     the model with none kept failed. Raises :class:`AmpconfigError` when keeping every candidate does not help,
     or when more than :data:`MAX_KEPT` nodes would have to be kept (the search then stops: each node costs
-    ``2 + log2(len(candidates))`` probes at most)."""
+    ``2 + log2(len(candidates))`` probes at most). ``fp32_ran``: whether the fp32 model is known to run (said when
+    the search gives up)."""
     kept: dict[str, str] = {}
 
     def probe(names: Sequence[str]) -> Failure | None:
@@ -87,7 +94,7 @@ def find_kept(
         found = _named_in(failure.message, remaining)
         if not found:
             if not remaining or probe(remaining) is not None:
-                raise _gave_up(failure, "keeping every node ampconfig lowered did not help")
+                raise _gave_up(failure, "keeping every node ampconfig lowered did not help", fp32_ran)
             low, high = 1, len(remaining)  # keeping remaining[:high] makes it run
             while low < high:
                 middle = (low + high) // 2
@@ -98,17 +105,18 @@ def find_kept(
             found = [remaining[low - 1]]
         kept.update(dict.fromkeys(found, reason(failure)))
         if len(kept) > MAX_KEPT:
-            raise _gave_up(failure, f"more than {MAX_KEPT} nodes would have to keep their dtype")
+            raise _gave_up(failure, f"more than {MAX_KEPT} nodes would have to keep their dtype", fp32_ran)
         next_failure = probe([])
         if next_failure is None:
             return kept
         failure = next_failure
 
 
-def _gave_up(failure: Failure, why: str) -> AmpconfigError:
+def _gave_up(failure: Failure, why: str, fp32_ran: bool) -> AmpconfigError:
+    ran = " (the fp32 model ran)" if fp32_ran else ""
     return AmpconfigError(
-        f"ONNX Runtime {failure.says()} the rewritten model (the fp32 model ran), and ampconfig could not find the "
-        f"nodes that cause it: {why}",
+        f"ONNX Runtime {failure.says()} the rewritten model{ran}, and ampconfig could not find the nodes that cause "
+        f"it: {why}",
         hint="run with --precision-mode must_keep_origin_dtype, or pin nodes with keep_dtype; please report the "
         "model and the command",
     )
@@ -118,13 +126,15 @@ def repair(
     result: RewriteResult,
     failure: Failure,
     rewrite: Callable[[Mapping[str, str]], RewriteResult],
-    sample: Mapping[str, np.ndarray],
+    sample: Mapping[str, np.ndarray] | None,
     device: str,
     *,
     tf32: bool = False,
+    fp32_ran: bool = True,
 ) -> RewriteResult:
-    """The rewrite again with the lowered nodes that make ONNX Runtime fail (``failure``, on ``sample``) kept in
-    their original dtype, each named in a warning; probes run on ``device`` in a child process."""
+    """The rewrite again with the lowered nodes that make ONNX Runtime fail (``failure``, on ``sample``; None: while
+    loading) kept in their original dtype, each named in a warning; probes run on ``device`` in a child process.
+    ``fp32_ran``: whether the fp32 model is known to run, as :func:`find_kept` says when it gives up."""
     results: dict[frozenset[str], RewriteResult] = {}
 
     def fails_keeping(kept: Mapping[str, str]) -> Failure | None:
@@ -136,7 +146,7 @@ def repair(
     def reason(found: Failure) -> str:
         return f"ONNX Runtime {found.says()} the rewritten model with it in {result.low_dtype}"
 
-    kept = find_kept(lowered_nodes(result), failure, fails_keeping, reason)
+    kept = find_kept(lowered_nodes(result), failure, fails_keeping, reason, fp32_ran=fp32_ran)
     repaired = results[frozenset(kept)]
     original = {d.name: d.original_dtype for d in result.decisions}
     warnings = [f"node {name} kept {original.get(name)} (rule runtime_refuses): {why}" for name, why in kept.items()]
@@ -144,15 +154,19 @@ def repair(
 
 
 def check_rewrite(
-    result: RewriteResult, sample: Mapping[str, np.ndarray], device: str, *, tf32: bool = False
+    result: RewriteResult, sample: Mapping[str, np.ndarray] | None, device: str, *, tf32: bool = False
 ) -> Failure | None:
-    """Load and run the rewritten model once on ``sample`` in the worker: None when it runs."""
+    """Load the rewritten model in the worker (at ONNX Runtime's default optimisation level) and run it once on
+    ``sample`` (None: load only): None when it loads and runs."""
     with tempfile.TemporaryDirectory(prefix="ampconfig-net-") as folder:
         path = save_model_atomic(result.savable, Path(folder) / "probe.onnx")
-        model = ModelFile(path, open_model(path, map_weights=True).proto)
         try:
-            session = create_session(model, device, tf32=tf32, what="a probe of the rewritten model")
-            run_once(session, adapt_feeds(sample, model.proto))
+            if sample is None:  # loaded from its file; nothing of it is read here
+                create_session(path, device, tf32=tf32, what="the rewritten model")
+            else:
+                model = ModelFile(path, open_model(path, map_weights=True).proto)
+                session = create_session(model, device, tf32=tf32, what="a probe of the rewritten model")
+                run_once(session, adapt_feeds(sample, model.proto))
         except WorkerCrashed as crash:
             return Failure(Outcome.CRASHED, crash.phase, crash.death)
         except AmpconfigError as exc:
