@@ -144,6 +144,7 @@ def run(
 ) -> None:
     options = SharedOptions.of(locals())
 
+    from ampconfig.diagnose.tune.forecast import FailedRunForecast
     from ampconfig.formats.lock_file import lock_text
     from ampconfig.lock.record import lock_of_run
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
@@ -163,6 +164,7 @@ def run(
                 f"--ranges-out: no value ranges are measured ({why})",
                 hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
             )
+        forecast = FailedRunForecast(settings, options.range_check)  # after a FAIL: where the error is, the fix
         report = execute(
             settings,
             start.progress,
@@ -170,6 +172,7 @@ def run(
             output_role,
             range_check=options.range_check,
             load_check=options.load_check,
+            on_fail=forecast,
         )
         lacks = report.rewrite.metadata_note if report.rewrite is not None else None
         if report.output_path is not None and lacks:
@@ -181,7 +184,7 @@ def run(
             report.notes.append(f"wrote the precision lock {written}")
     exit_code = EXIT_OK if report.passed else EXIT_CHECK_FAILED
     if options.json_output:
-        print_result(run_payload(report), exit_code)
+        print_result(run_payload(report, forecast.fix), exit_code)
     else:
-        render_run(report, stdout)
+        render_run(report, stdout, forecast.fix)
     raise typer.Exit(exit_code)

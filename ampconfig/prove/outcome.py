@@ -11,7 +11,6 @@ from ampconfig.runner.inputs import PreparedInput
 from ampconfig.runner.timing import Latency
 
 if TYPE_CHECKING:
-    from ampconfig.diagnose.tune.forecast import FixForecast
     from ampconfig.prove.calibration import Calibration
 
 
@@ -47,8 +46,6 @@ class RunReport:
     calibration: Calibration | None = field(default=None, repr=False, compare=False)  # measured now (--ranges-out)
     samples: int = 1  # samples judged (--data), each output's metrics are its worst sample's
     spreads: list[OutputSpread] = field(default_factory=list)  # each output's error over the samples
-    #: after a FAIL: the nodes carrying the error and the tune predicted to fix it (None: passed, or not measured)
-    fix: FixForecast | None = None
 
     @property
     def passed(self) -> bool:

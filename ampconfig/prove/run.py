@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import onnx
 
@@ -41,13 +40,15 @@ from ampconfig.runner.worker import Phase, WorkerCrashed
 from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.resolve import Settings
 
-if TYPE_CHECKING:
-    from ampconfig.diagnose.tune.forecast import FixForecast
-
 _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value})
 
 
 # ---------------------------------------------------------------------------------------------------- execute
+
+#: Called after a FAIL with what the run prepared and its report: the command line forecasts the fix there
+#: (:class:`ampconfig.diagnose.tune.forecast.FailedRunForecast`; diagnose/ sits above prove/, and ``diff --run``
+#: wants no forecast).
+OnFail = Callable[[Prepared, RunReport], None]
 
 
 def execute(
@@ -58,6 +59,7 @@ def execute(
     *,
     range_check: bool = True,
     load_check: bool = True,
+    on_fail: OnFail | None = None,
 ) -> RunReport:
     """Rewrite, write ``--output`` (through ``guard``: atomically, never over an input), run reference and rewrite
     on the same samples, compare. Without a guard, one of its own checks the output against the model's files.
@@ -74,7 +76,9 @@ def execute(
     if guard is None:
         with OutputGuard() as own:
             own.read("input model", settings.model_path)
-            return execute(settings, progress, own, output_role, range_check=range_check, load_check=load_check)
+            return execute(
+                settings, progress, own, output_role, range_check=range_check, load_check=load_check, on_fail=on_fail
+            )
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
     prepared = prepare(settings, command="run", guard=guard, map_weights=True, progress=progress)  # weights on disk
@@ -103,31 +107,9 @@ def execute(
     proof.notes.extend(prepared.notes)
     report = build_report(settings, prepared.data, result, proof, judgement, written)
     report.calibration = values.calibration
-    if not report.passed:
-        report.fix = _fix_forecast(settings, prepared, range_check, report)
+    if not report.passed and on_fail is not None:
+        on_fail(prepared, report)
     return report
-
-
-def _fix_forecast(settings: Settings, prepared: Prepared, range_check: bool, report: RunReport) -> FixForecast | None:
-    """After a FAIL, the nodes carrying the error and the tune predicted to fix it (:mod:`ampconfig.diagnose.tune.
-    forecast`: three runs more, with every intermediate exposed). Not for a model run from files (every
-    intermediate of a large model is more than its memory): a note says what to run instead."""
-    if prepared.from_files:
-        report.notes.append(
-            "the nodes carrying the error were not measured (a model this large runs from files): ampconfig "
-            "compare ranks them, ampconfig tune fixes them"
-        )
-        return None
-    from ampconfig.diagnose.tune.forecast import forecast_fix, tune_command
-    from ampconfig.diagnose.tune.workflow import TuneSettings
-
-    try:
-        forecast = forecast_fix(prepared, TuneSettings(range_check=range_check, data_max=settings.data_max))
-        forecast.command = tune_command(settings, range_check)
-        return forecast
-    except AmpconfigError as exc:  # a tolerance below the all-float32 floor: tune would refuse it the same way
-        report.notes.append(f"no tune can fix it: {exc.message}")
-        return None
 
 
 def _load_checked_output(

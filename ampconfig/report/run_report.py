@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -22,10 +22,13 @@ from ampconfig.report.tables import number_column, print_table
 from ampconfig.report.words import counted
 from ampconfig.runner.inputs import PreparedInput
 
+if TYPE_CHECKING:
+    from ampconfig.diagnose.tune.forecast import FixForecast
+
 # ------------------------------------------------------------------------------------------------------ JSON
 
 
-def run_payload(report: RunReport) -> dict[str, Any]:
+def run_payload(report: RunReport, fix: FixForecast | None = None) -> dict[str, Any]:
     """The ``--json`` object of ``ampconfig run``."""
     return {
         "model": report.model,
@@ -60,7 +63,7 @@ def run_payload(report: RunReport) -> dict[str, Any]:
         "output": report.output_path,
         "notes": report.notes,
         "warnings": report.warnings,
-        "fix": report.fix.to_dict() if report.fix is not None else None,
+        "fix": fix.to_dict() if fix is not None else None,
     }
 
 
@@ -223,7 +226,7 @@ def metrics_line(item: OutputMetrics) -> str:
     return f"rel L2 {_num(item.rel_l2)}, max abs {_num(item.max_abs)}, cosine {_num(item.cosine, '.6f')}"
 
 
-def render_run(report: RunReport, console: Console) -> None:
+def render_run(report: RunReport, console: Console, fix: FixForecast | None = None) -> None:
     """Print the report of ``ampconfig run`` for people."""
     print_table(console, _summary_table(report))
     console.print()
@@ -238,13 +241,12 @@ def render_run(report: RunReport, console: Console) -> None:
     for warning in report.warnings:
         console.print(Text("warning: " + warning, style="yellow"))
     console.print(_verdict(report))
-    for line in fix_lines(report):
+    for line in fix_lines(fix):
         console.print(line, markup=False, highlight=False)
 
 
-def fix_lines(report: RunReport) -> list[str]:
+def fix_lines(fix: FixForecast | None) -> list[str]:
     """After a FAIL, the last lines: where the error is, and the tune command that would fix it."""
-    fix = report.fix
     if fix is None:
         return []
     lines = []

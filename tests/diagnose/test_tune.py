@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.diagnose.reference_runs import prepare
+from ampconfig.diagnose.tune.forecast import FailedRunForecast
 from ampconfig.diagnose.tune.trials import ProgressEvent
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune
 from ampconfig.errors import AmpconfigError
@@ -595,5 +596,17 @@ def test_a_tune_that_runs_out_names_the_nodes_left(recognizers: dict[str, tuple[
 
 def test_a_pass_says_no_fix(recognizers: dict[str, tuple[Path, Path]]) -> None:
     model, npz = recognizers["near_miss"]
-    report = _run(model, "force_fp16", npz, tolerance=5e-2)
-    assert report.passed and report.fix is None
+    flags = Flags(
+        model=model,
+        precision_mode="force_fp16",
+        target="cpu",
+        device="cpu",
+        inputs_npz=npz,
+        warmup=0,
+        iterations=1,
+        tolerance=5e-2,
+    )
+    settings = resolve(flags)
+    forecast = FailedRunForecast(settings, range_check=True)
+    report = execute(settings, on_fail=forecast)
+    assert report.passed and forecast.fix is None

@@ -30,6 +30,8 @@ from ampconfig.diagnose.tune.workflow import (
     measure,
     verification_runs,
 )
+from ampconfig.errors import AmpconfigError
+from ampconfig.prove.outcome import RunReport
 from ampconfig.settings.resolve import DEFAULT_SOURCE, Settings
 
 #: How many contributors the FAIL lines name.
@@ -197,3 +199,29 @@ def tune_command(settings: Settings, range_check: bool = True, keep_out: str = K
     if not range_check:
         parts.append("--no-range-check")
     return [*parts, "--keep-dtype-out", keep_out]
+
+
+@dataclass
+class FailedRunForecast:
+    """``run``'s hook after a FAIL (:data:`ampconfig.prove.run.OnFail`): the nodes carrying the error and the tune
+    predicted to fix it, in :attr:`fix` (three runs more, with every intermediate exposed). Not for a model run
+    from files (every intermediate of a large model is more than its memory): a note says what to run instead."""
+
+    settings: Settings
+    range_check: bool
+    fix: FixForecast | None = None
+
+    def __call__(self, prepared: Prepared, report: RunReport) -> None:
+        if prepared.from_files:
+            report.notes.append(
+                "the nodes carrying the error were not measured (a model this large runs from files): ampconfig "
+                "compare ranks them, ampconfig tune fixes them"
+            )
+            return
+        try:
+            tune_settings = TuneSettings(range_check=self.range_check, data_max=self.settings.data_max)
+            self.fix = forecast_fix(prepared, tune_settings)
+        except AmpconfigError as exc:  # a tolerance below the all-float32 floor: tune would refuse it the same way
+            report.notes.append(f"no tune can fix it: {exc.message}")
+            return
+        self.fix.command = tune_command(self.settings, self.range_check)
