@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -84,9 +86,13 @@ def session_options(
     in_node_order: bool = False,
     folder: str | None = None,
     optimization: str | None = None,
+    optimized_path: str | None = None,
 ) -> ort.SessionOptions:
+    """``optimized_path``: where ONNX Runtime writes the graph it runs, after its optimisations."""
     options = ort.SessionOptions()
     options.log_severity_level = SESSION_LOG_SEVERITY
+    if optimized_path is not None:
+        options.optimized_model_filepath = optimized_path
     if in_node_order:
         options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     if folder is not None:
@@ -198,6 +204,11 @@ class BoundRun:
         return dict(zip(self._output_names, values, strict=True))
 
 
+def _ort_value(array: np.ndarray) -> ort.OrtValue:
+    value = feed(array)
+    return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(value)
+
+
 def _host_array(value: ort.OrtValue) -> np.ndarray:
     """A host OrtValue as a numpy array (copied); a bfloat16 one through its memory, as ml_dtypes' bfloat16."""
     if value.data_type() != "tensor(bfloat16)":
@@ -219,6 +230,7 @@ class Worker:
         self.channel = channel
         self.sessions: dict[int, tuple[ort.InferenceSession, str]] = {}
         self.built = 0
+        self._mapped: tuple[tuple[str, int], mmap.mmap] | None = None
 
     def open(
         self,
@@ -230,8 +242,9 @@ class Worker:
         in_node_order: bool,
         folder: str | None,
         optimization: str | None,
+        optimized_path: str | None = None,
     ) -> dict[str, Any]:
-        options = session_options(config, in_node_order, folder, optimization)
+        options = session_options(config, in_node_order, folder, optimization, optimized_path)
         providers = provider_list(device, tf32, conv_algo_search)
         source = model if isinstance(model, str) else bytes(model)  # ORT takes bytes, no other buffer
         del model
@@ -249,6 +262,53 @@ class Worker:
     def run(self, id: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         session, device = self.sessions[id]
         return BoundRun(session, device, feeds).outputs()
+
+    def open_optimized(self, **arguments: Any) -> dict[str, Any]:
+        """:meth:`open`, and the graph ONNX Runtime runs (after its optimisations, with the casts it inserted) as
+        model bytes under ``"optimized"``: written while the session is built, in this process's own folder."""
+        with tempfile.TemporaryDirectory(prefix="ampconfig-optimized-") as folder:
+            path = os.path.join(folder, "optimized.onnx")
+            answer = self.open(**arguments, optimized_path=path)
+            with open(path, "rb") as stream:
+                answer["optimized"] = stream.read()
+        return answer
+
+    def run_discarding(self, id: int, feeds: Mapping[str, Any]) -> None:
+        """One run on feeds of any kind ONNX Runtime's Python API takes (arrays, bfloat16 arrays, sequences,
+        optionals), its outputs dropped here: the answer says only that it ran. A bfloat16 output never meets
+        numpy (the outputs stay OrtValues)."""
+        session, _ = self.sessions[id]
+        if not all(isinstance(value, np.ndarray) for value in feeds.values()):
+            session.run(None, dict(feeds))  # sequences / optionals: only the plain numpy bridge takes them
+            return
+        arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # alive while the values are
+        values = {name: _ort_value(array) for name, array in arrays.items()}
+        session.run_with_ort_values(None, values)
+
+    def run_mapped(
+        self,
+        id: int,
+        path: str,
+        size: int,
+        inputs: Mapping[str, tuple[int, str, tuple[int, ...]]],
+        outputs: Mapping[str, tuple[int, str, tuple[int, ...]]],
+    ) -> None:
+        """One run whose inputs and outputs lie in a file both processes map (``path``, ``size`` bytes; each value
+        by its ``(offset, dtype, shape)`` there): ONNX Runtime reads and writes the file's memory, and only names
+        cross the pipe. The last file stays mapped for the next request."""
+        session, _ = self.sessions[id]
+        if self._mapped is None or self._mapped[0] != (path, size):
+            self._mapped = None  # the previous file is unmapped when its last array goes
+            with open(path, "r+b") as stream:
+                self._mapped = ((path, size), mmap.mmap(stream.fileno(), size))
+        memory = self._mapped[1]
+        binding = session.io_binding()
+        for name, (offset, dtype, shape) in inputs.items():
+            binding.bind_cpu_input(name, np.ndarray(shape, dtype, memory, offset))
+        results = {name: np.ndarray(shape, dtype, memory, offset) for name, (offset, dtype, shape) in outputs.items()}
+        for name, array in results.items():
+            binding.bind_output(name, "cpu", 0, array.dtype, list(array.shape), array.ctypes.data)
+        session.run_with_iobinding(binding)
 
     def stats(
         self,
@@ -296,6 +356,14 @@ class Worker:
             return self.time(**arguments)
         if verb == "stats":
             return self.stats(**arguments)
+        if verb == "open_optimized":
+            return self.open_optimized(**arguments)
+        if verb == "run_discarding":
+            return self.run_discarding(**arguments)
+        if verb == "run_mapped":
+            return self.run_mapped(**arguments)
+        if verb == "version":
+            return ort.__version__
         if verb == "cuda_probe":
             return cuda_unavailable_reason()
         if verb == "count":

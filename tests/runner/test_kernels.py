@@ -39,6 +39,7 @@ from ampconfig.runner.kernels import (
     measure_op_across_opsets,
     opset_result,
 )
+from tests.fresh_process import command_in_fresh_process
 from tests.graphs import IR_VERSION
 
 runner = CliRunner()
@@ -298,3 +299,17 @@ def test_skip_norm_numerics_depend_on_the_onnxruntime_release() -> None:
         after = target_colour(key, Colour.BLACK, "cuda", ["float32", "float16"], ["float32", "float16"], "1.31.1")
         assert (before.colour, after.colour) == (Colour.BLACK, Colour.GRAY)
     assert not any(key in KERNEL_ACCUMULATION["cpu"] for key in fused)
+
+
+def test_probe_never_imports_onnxruntime_in_the_command_process(tmp_path: Path) -> None:
+    """``ops-info probe`` builds and runs every probe session in the worker: the command's own process never imports
+    onnxruntime (on main it did, kernels.py imported it at the top), and the claims are still measured."""
+    out = tmp_path / "cpu.json"
+    ops = "Relu,ScatterND,com.microsoft::Gelu"
+    outcome = command_in_fresh_process(tmp_path, "ops-info", "probe", "--target", "cpu", "--ops", ops, "-o", out)
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert "onnxruntime" not in outcome["modules"]
+    entries = parse_ops_info(out.read_text(encoding="utf-8"), str(out)).ops
+    assert entries["Relu"].dtype_source == "probe" and "float16" in entries["Relu"].dtypes
+    assert "float16" not in entries["ScatterND"].dtypes  # its reduction cases load in float16 and fail when run
+    assert entries["com.microsoft::Gelu"].dtype_source == "probe", entries["com.microsoft::Gelu"]
