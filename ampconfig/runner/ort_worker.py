@@ -20,6 +20,7 @@ quickly.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import mmap
 import os
@@ -151,24 +152,53 @@ class BoundRun:
     """One model with its inputs bound: calling it runs the model once; :meth:`outputs` fetches the results.
 
     On CUDA the inputs live on the device and the outputs are bound to the device (IOBinding), so a call times
-    the model and not the host copies; on the CPU it is a plain ``session.run``. A model with a bfloat16 output
-    has its outputs bound to host memory on either device: numpy has no bfloat16, so ORT's Python API cannot hand
-    one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
+    the model and not the host copies; on the CPU it runs on OrtValues (``run_with_ort_values``), so a run makes no
+    numpy copy of its outputs until they are asked for (sequences, maps and strings go through ``session.run``). A
+    model with a bfloat16 output has its outputs bound to host memory on either device: numpy has no bfloat16, so
+    ORT's Python API cannot hand one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
     """
 
-    def __init__(self, session: ort.InferenceSession, device: str, feeds: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        device: str,
+        feeds: Mapping[str, np.ndarray],
+        reuse: list[ort.OrtValue] | None = None,
+    ) -> None:
         self._session = session
         self._device = device
         self._output_names = [arg.name for arg in session.get_outputs()]
         self._arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # kept alive: see feed
         self._feeds = {name: feed(array) for name, array in self._arrays.items()}
-        self._last: list[np.ndarray] | None = None
+        self._last: list[Any] | None = None
+        # On the CPU, tensors in and out run as OrtValues: a timed run then leaves its outputs in ONNX Runtime's
+        # memory (no numpy copy of every output on every run); they become numpy arrays once, when asked for.
+        args = (*session.get_inputs(), *session.get_outputs())
+        tensors = all(arg.type.startswith("tensor(") and arg.type != "tensor(string)" for arg in args)
+        self._values: dict[str, ort.OrtValue] | None = None
+        self._reused: ort.IOBinding | None = None
+        if tensors and all(isinstance(array, np.ndarray) for array in self._arrays.values()):
+            self._values = {name: _ort_value(array) for name, array in self._arrays.items()}
         self._ran = False
         self._binding: ort.IOBinding | None = None
         self._bound_inputs: list[ort.OrtValue] = []
         self._bfloat16_outputs = any(arg.type == "tensor(bfloat16)" for arg in session.get_outputs())
         if device == "cuda" or self._bfloat16_outputs:
             self._bind()
+        elif reuse is not None and self._values is not None and len(reuse) == len(self._output_names):
+            self._reused = self._reusing_binding(reuse)  # an earlier request's outputs: written over, not beside
+            self._last = reuse
+
+    def _reusing_binding(self, outputs: list[ort.OrtValue]) -> ort.IOBinding:
+        """The next runs on the CPU write into the first run's outputs (same inputs, same shapes): ONNX Runtime's arena
+        then holds one run's worth of memory, not a new output beside each last one."""
+        binding = self._session.io_binding()
+        assert self._values is not None
+        for name, value in self._values.items():
+            binding.bind_ortvalue_input(name, value)
+        for name, value in zip(self._output_names, outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        return binding
 
     def _bind(self) -> None:
         binding = self._session.io_binding()
@@ -188,15 +218,36 @@ class BoundRun:
             self._session.run_with_iobinding(self._binding)
             self._binding.synchronize_outputs()
         else:
-            self._last = self._session.run(None, self._feeds)
+            # A request's first run hands the arena's unused memory back when it ends (what an earlier request's run
+            # left there, and the blocks ONNX Runtime's memory pattern replaces after a first run): the worker then
+            # holds about one run's worth. Later (timed) runs reuse the arena as ONNX Runtime does.
+            options = None if self._ran else _shrinking_run()
+            if self._reused is not None:
+                try:
+                    self._session.run_with_iobinding(self._reused, options)
+                except Exception:  # noqa: BLE001 (the outputs' shapes changed): a run of its own says what is wrong
+                    self._reused = self._last = None
+                    self()
+                    return
+            elif self._values is not None:
+                self._last = self._session.run_with_ort_values(None, self._values, options)
+                self._reused = self._reusing_binding(self._last)  # the next runs write into these outputs
+            else:
+                self._last = None  # the last run's outputs go before this run makes its own
+                self._last = self._session.run(None, self._feeds, options)
         self._ran = True
+
+    @property
+    def ort_outputs(self) -> list[ort.OrtValue] | None:
+        """The last CPU run's outputs as OrtValues (None when they are not: bound to a device, or sequences)."""
+        return self._last if self._values is not None and self._binding is None else None
 
     def outputs(self) -> dict[str, np.ndarray]:
         """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
         if not self._ran:
             self()
         if self._binding is None:
-            values = self._last or []
+            values = [_output_view(value) if isinstance(value, ort.OrtValue) else value for value in self._last or []]
         elif self._bfloat16_outputs:
             values = [_host_array(value) for value in self._binding.get_outputs()]
         else:
@@ -204,9 +255,49 @@ class BoundRun:
         return dict(zip(self._output_names, values, strict=True))
 
 
+def _shrinking_run() -> ort.RunOptions:
+    """Options of a run that releases the CPU arena's unused memory when it ends."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
 def _ort_value(array: np.ndarray) -> ort.OrtValue:
     value = feed(array)
     return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(value)
+
+
+#: numpy's dtype of each ONNX Runtime tensor type an output may be viewed in without a copy.
+_VIEWED_DTYPES = {
+    f"tensor({name})": np.dtype(dtype)
+    for name, dtype in (
+        ("float", "float32"),
+        ("float16", "float16"),
+        ("double", "float64"),
+        ("int8", "int8"),
+        ("int16", "int16"),
+        ("int32", "int32"),
+        ("int64", "int64"),
+        ("uint8", "uint8"),
+        ("uint16", "uint16"),
+        ("uint32", "uint32"),
+        ("uint64", "uint64"),
+        ("bool", "bool"),
+    )
+}
+
+
+def _output_view(value: ort.OrtValue) -> np.ndarray:
+    """A host OrtValue as a numpy array over its own memory where its type allows (else copied): an output is sent
+    from where ONNX Runtime wrote it, with no copy in this process. The array's buffer keeps the OrtValue alive."""
+    dtype = _VIEWED_DTYPES.get(value.data_type())
+    shape = tuple(value.shape())
+    count = math.prod(shape)
+    if dtype is None or count == 0:
+        return _host_array(value)
+    memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(value.data_ptr())
+    memory.owner = value  # ctypes objects take attributes: the view keeps the OrtValue alive
+    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def _host_array(value: ort.OrtValue) -> np.ndarray:
@@ -223,6 +314,30 @@ def _host_array(value: ort.OrtValue) -> np.ndarray:
     return np.frombuffer(bits, np.uint16).copy().view(ml_dtypes.bfloat16).reshape(shape)
 
 
+#: Elements of one value counted at a time: counting works on copies of what it counts (an int64 per element for
+#: the exponent histogram), so a whole 512 MiB value would cost 1 GiB more.
+STATS_CHUNK_ELEMENTS = 1 << 20
+
+
+def _chunked_float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``float_stats`` of ``arrays``, a large value counted a chunk at a time and the chunks' numbers joined (exact
+    in any order: ``ValueStats.joined``)."""
+    from ampconfig.decide.value_ranges import float_stats, value_stats  # NumPy only; imported on the first request
+
+    large = {key: array for key, array in arrays.items() if array.size > STATS_CHUNK_ELEMENTS}
+    found = float_stats({key: array for key, array in arrays.items() if key not in large})
+    for key, array in large.items():
+        flat = np.asarray(array).reshape(-1)
+        if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
+            continue
+        chunks = (
+            value_stats(flat[start : start + STATS_CHUNK_ELEMENTS])
+            for start in range(0, flat.size, STATS_CHUNK_ELEMENTS)
+        )
+        found[key] = functools.reduce(lambda first, second: first.joined(second), chunks)
+    return {key: found[key] for key in arrays if key in found}
+
+
 class Worker:
     """The sessions this process holds, by the number the main process knows them by, and how many were built."""
 
@@ -231,6 +346,7 @@ class Worker:
         self.sessions: dict[int, tuple[ort.InferenceSession, str]] = {}
         self.built = 0
         self._mapped: tuple[tuple[str, int], mmap.mmap] | None = None
+        self._outputs: dict[int, list[ort.OrtValue]] = {}
 
     def open(
         self,
@@ -259,9 +375,21 @@ class Worker:
             "outputs": [arg.name for arg in session.get_outputs()],
         }
 
-    def run(self, id: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _bound(self, id: int, feeds: Mapping[str, np.ndarray]) -> BoundRun:
+        """A run of session ``id`` whose CPU outputs go into the buffers of its previous run (kept for that): one
+        output's worth of memory across the proof's requests, where a new output beside each old one held two."""
         session, device = self.sessions[id]
-        return BoundRun(session, device, feeds).outputs()
+        return BoundRun(session, device, feeds, self._outputs.pop(id, None))
+
+    def _keep(self, id: int, bound: BoundRun) -> None:
+        if (kept := bound.ort_outputs) is not None:
+            self._outputs[id] = kept
+
+    def run(self, id: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        bound = self._bound(id, feeds)
+        outputs = bound.outputs()
+        self._keep(id, bound)
+        return outputs
 
     def open_optimized(self, **arguments: Any) -> dict[str, Any]:
         """:meth:`open`, and the graph ONNX Runtime runs (after its optimisations, with the casts it inserted) as
@@ -322,10 +450,9 @@ class Worker:
         pipe): ``keys`` names each output by its value's key, each group is an output joining values of known
         shapes along their first dimension, ``fed`` counts the feeds too. ``misfit``: a group came back in another
         shape (its shapes were inferred wrongly): nothing is counted."""
-        from ampconfig.decide.value_ranges import float_stats  # NumPy only; imported on the first such request
-
-        session, device = self.sessions[id]
-        results = BoundRun(session, device, feeds).outputs()
+        bound = self._bound(id, feeds)
+        results = bound.outputs()
+        self._keep(id, bound)
         arrays: dict[str, np.ndarray] = dict(feeds) if fed else {}
         arrays.update({keys[name]: array for name, array in results.items() if name in keys})
         for output, members, shapes in groups:
@@ -335,12 +462,11 @@ class Worker:
             for key, shape in zip(members, shapes, strict=True):
                 arrays[key] = joined[offset : offset + shape[0]]
                 offset += shape[0]
-        return {"misfit": False, "stats": float_stats(arrays)}
+        return {"misfit": False, "stats": _chunked_float_stats(arrays)}
 
     def time(self, id: int, feeds: Mapping[str, np.ndarray], warmup: int, iterations: int, label: str) -> list[float]:
         """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""
-        session, device = self.sessions[id]
-        bound = BoundRun(session, device, feeds)
+        bound = self._bound(id, feeds)
 
         def progress(what: str, done: int, total: int) -> None:
             self.channel.send(("progress", what, done, total))
@@ -348,6 +474,8 @@ class Worker:
         return timed_runs(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
 
     def answer(self, verb: str, arguments: dict[str, Any]) -> Any:
+        for number in [number for number in self._outputs if number not in self.sessions]:
+            del self._outputs[number]  # released sessions' output buffers go with them, before anything loads
         if verb == "open":
             return self.open(**arguments)
         if verb == "run":
@@ -387,6 +515,7 @@ def serve(channel: Channel) -> None:
             channel.send(("error", str(exc), type(exc).__name__))
         else:
             channel.send(("ok", value))
+            del value  # sent: outputs are not held while the next request waits and runs
 
 
 def become_worker(read_fd: int, write_fd: int) -> None:
