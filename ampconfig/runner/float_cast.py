@@ -18,10 +18,12 @@ converts over threads, with the same bits.
 
 from __future__ import annotations
 
+import functools
 import logging
 import mmap
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -95,7 +97,7 @@ class _WorkerCast:
         converted = np.empty(flat.shape, np.float16)
         for start in range(0, flat.size, CHUNK_ELEMENTS):
             count = min(CHUNK_ELEMENTS, flat.size - start)
-            np.copyto(self._source[:count], flat[start : start + count])
+            _copy(self._source[:count], flat[start : start + count])
             arguments = {
                 "id": self.session,
                 "path": self.path,
@@ -104,8 +106,28 @@ class _WorkerCast:
                 "outputs": {"y": (_OUTPUT_OFFSET, "float16", (count,))},
             }
             self.process.ask("run_mapped", arguments, Phase.RUN, _WHAT)
-            converted[start : start + count] = self._converted[:count]
+            _copy(converted[start : start + count], self._converted[:count])
         return converted.reshape(array.shape)
+
+
+#: Elements one thread copies at a time.
+_COPY_ELEMENTS = 1 << 20
+
+
+@functools.cache
+def _copiers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="ampconfig-cast-copy")
+
+
+def _copy(destination: np.ndarray, source: np.ndarray) -> None:
+    """``destination[...] = source`` over threads: the copies into and out of the shared file are most of the
+    conversion's cost here, and much of that is first touches of pages (a weight read from its file, a new
+    array), which threads take in parallel as ONNX Runtime's own thread pool did when the Cast ran in this process."""
+
+    def copy(start: int) -> None:
+        np.copyto(destination[start : start + _COPY_ELEMENTS], source[start : start + _COPY_ELEMENTS])
+
+    list(_copiers().map(copy, range(0, source.size, _COPY_ELEMENTS)))
 
 
 _lock = threading.Lock()
