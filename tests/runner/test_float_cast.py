@@ -12,8 +12,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ampconfig.runner import float_cast
 from ampconfig.runner.float_cast import MIN_ELEMENTS, float32_to_float16
 from tests.fresh_process import command_in_fresh_process
+from tests.worker_faults import fresh_worker, inject
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
+
 
 EDGES = np.array(
     [
@@ -124,3 +129,17 @@ def test_rewrite_of_a_large_weight_model_never_imports_onnxruntime(tmp_path: Pat
     written = numpy_helper.to_array(onnx.load(out).graph.initializer[0])
     assert written.dtype == np.float16
     assert np.array_equal(written.view(np.uint16), weight.astype(np.float16).view(np.uint16))
+
+
+def test_a_worker_that_crashes_on_the_cast_leaves_the_conversion_to_numpy(
+    fresh_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX Runtime dying in the worker while it builds the Cast session (an injected SIGSEGV) ends the worker, not
+    the conversion: numpy converts, with the same bits (on main the Cast ran in this process, and such a crash
+    ended it)."""
+    monkeypatch.setattr(float_cast, "_cast", None)
+    monkeypatch.setattr(float_cast, "_unavailable", False)
+    inject(monkeypatch, "load:segv:any")
+    values = np.random.default_rng(9).standard_normal(MIN_ELEMENTS * 2).astype(np.float32)
+    _assert_same_as_numpy(values)
+    assert float_cast._unavailable  # the worker's part ended; later weights go to numpy at once

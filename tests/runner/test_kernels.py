@@ -41,6 +41,9 @@ from ampconfig.runner.kernels import (
 )
 from tests.fresh_process import command_in_fresh_process
 from tests.graphs import IR_VERSION
+from tests.worker_faults import fresh_worker, inject
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -313,3 +316,13 @@ def test_probe_never_imports_onnxruntime_in_the_command_process(tmp_path: Path) 
     assert entries["Relu"].dtype_source == "probe" and "float16" in entries["Relu"].dtypes
     assert "float16" not in entries["ScatterND"].dtypes  # its reduction cases load in float16 and fail when run
     assert entries["com.microsoft::Gelu"].dtype_source == "probe", entries["com.microsoft::Gelu"]
+
+
+def test_a_probe_that_crashes_onnx_runtime_is_a_failed_verdict(
+    fresh_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX Runtime dying while it builds a probe's session (an injected SIGSEGV in the worker) fails that verdict
+    and names the crash; the probe goes on (on main the session was built in this process, which died)."""
+    inject(monkeypatch, "load:segv:any")
+    verdict = check_kernel(_global_lp_pool(21), CPU)
+    assert verdict.status is KernelStatus.FAILED and "killed by SIGSEGV" in verdict.message
