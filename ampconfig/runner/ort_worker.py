@@ -177,6 +177,8 @@ class BoundRun:
         tensors = all(arg.type.startswith("tensor(") and arg.type != "tensor(string)" for arg in args)
         self._values: dict[str, ort.OrtValue] | None = None
         self._reused: ort.IOBinding | None = None
+        # A graph input that is also an output comes back as the input's own OrtValue: copied, never written over.
+        self._aliased = {arg.name for arg in session.get_inputs()} & set(self._output_names)
         if tensors and all(isinstance(array, np.ndarray) for array in self._arrays.values()):
             self._values = {name: _ort_value(array) for name, array in self._arrays.items()}
         self._ran = False
@@ -185,7 +187,7 @@ class BoundRun:
         self._bfloat16_outputs = any(arg.type == "tensor(bfloat16)" for arg in session.get_outputs())
         if device == "cuda" or self._bfloat16_outputs:
             self._bind()
-        elif reuse is not None and self._values is not None and len(reuse) == len(self._output_names):
+        elif reuse is not None and self._values is not None and not self._aliased:
             self._reused = self._reusing_binding(reuse)  # an earlier request's outputs: written over, not beside
             self._last = reuse
 
@@ -231,7 +233,8 @@ class BoundRun:
                     return
             elif self._values is not None:
                 self._last = self._session.run_with_ort_values(None, self._values, options)
-                self._reused = self._reusing_binding(self._last)  # the next runs write into these outputs
+                if not self._aliased:
+                    self._reused = self._reusing_binding(self._last)  # the next runs write into these outputs
             else:
                 self._last = None  # the last run's outputs go before this run makes its own
                 self._last = self._session.run(None, self._feeds, options)
@@ -240,14 +243,19 @@ class BoundRun:
     @property
     def ort_outputs(self) -> list[ort.OrtValue] | None:
         """The last CPU run's outputs as OrtValues (None when they are not: bound to a device, or sequences)."""
-        return self._last if self._values is not None and self._binding is None else None
+        return self._last if self._values is not None and self._binding is None and not self._aliased else None
 
     def outputs(self) -> dict[str, np.ndarray]:
         """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
         if not self._ran:
             self()
         if self._binding is None:
-            values = [_output_view(value) if isinstance(value, ort.OrtValue) else value for value in self._last or []]
+            values = [
+                (_host_array(value) if name in self._aliased else _output_view(value))
+                if isinstance(value, ort.OrtValue)
+                else value
+                for name, value in zip(self._output_names, self._last or [], strict=False)
+            ]
         elif self._bfloat16_outputs:
             values = [_host_array(value) for value in self._binding.get_outputs()]
         else:
