@@ -1,4 +1,5 @@
-"""Accuracy of a rewritten model's outputs against the fp32 reference: pure numpy, computed in float64.
+"""Accuracy of a rewritten model's outputs against the fp32 reference: pure numpy, computed in float64 a chunk at a
+time (:data:`CHUNK_ELEMENTS`: no float64 copy of a whole output).
 
 Per output: relative L2 error ``||rewritten - reference|| / ||reference||``, max absolute error, cosine
 similarity, the number of non-finite values in the rewritten output, and for logits-like float outputs (rank 2
@@ -24,7 +25,7 @@ Edge cases, decided here once:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -162,14 +163,13 @@ def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> O
         return _shape_changed(name, reference, candidate)
     if not (_is_numeric(reference) and _is_numeric(candidate)):
         return _compare_exact_only(name, reference, candidate)
-    ref = reference.astype(np.float64).ravel()
-    cand = candidate.astype(np.float64).ravel()
-    nonfinite = int(np.count_nonzero(~np.isfinite(cand)))
-    new_nonfinite = int(np.count_nonzero(np.isfinite(ref) & ~np.isfinite(cand)))
-    rel_l2, max_abs, cosine, notes = _float_metrics(ref, cand)
+    sums = _Sums(count_mismatches=not _is_float(reference))
+    for ref_chunk, cand_chunk in _chunks(reference, candidate):
+        sums.add(ref_chunk, cand_chunk)
+    rel_l2, max_abs, cosine, notes = sums.metrics()
     exact, mismatches = None, None
     if not _is_float(reference):
-        mismatches = int(np.count_nonzero(reference != candidate))
+        mismatches = sums.mismatches
         exact = 1.0 - mismatches / reference.size if reference.size else 1.0
     argmax = _argmax_agreement(reference, candidate) if _is_float(reference) else None
     return OutputMetrics(
@@ -179,18 +179,107 @@ def compare_output(name: str, reference: np.ndarray, candidate: np.ndarray) -> O
         rel_l2=rel_l2,
         max_abs=max_abs,
         cosine=cosine,
-        nonfinite=nonfinite,
+        nonfinite=sums.nonfinite,
         argmax_agreement=argmax,
-        new_nonfinite=new_nonfinite,
+        new_nonfinite=sums.new_nonfinite,
         exact_match=exact,
         mismatches=mismatches,
         notes=tuple(notes),
     )
 
 
+#: Elements compared at a time: the float64 copies and masks are of one chunk (512 KiB a copy), never of a whole
+#: output, so comparing two outputs of N bytes needs the two outputs and a few chunks, not 8x N.
+CHUNK_ELEMENTS = 1 << 16
+
+
+def _chunks(*arrays: np.ndarray) -> Iterator[tuple[np.ndarray, ...]]:
+    """Same-sized flat chunks of same-shaped arrays (views where the arrays are contiguous)."""
+    flats = [array.reshape(-1) for array in arrays]
+    for start in range(0, flats[0].size, CHUNK_ELEMENTS):
+        yield tuple(flat[start : start + CHUNK_ELEMENTS] for flat in flats)
+
+
+def finite_counts(array: np.ndarray) -> tuple[int, int]:
+    """How many of a numeric array's values are finite and how many are NaN, a chunk at a time."""
+    finite = nan = 0
+    for (chunk,) in _chunks(array):
+        wide = chunk.astype(np.float64)
+        finite += int(np.count_nonzero(np.isfinite(wide)))
+        nan += int(np.count_nonzero(np.isnan(wide)))
+    return finite, nan
+
+
+@dataclass
+class _Sums:
+    """What the metrics need, summed over chunks (float64 within a chunk, as the metrics are defined)."""
+
+    nonfinite: int = 0  # non-finite values in the rewritten output
+    new_nonfinite: int = 0  # ... where the reference is finite
+    same_nonfinite: int = 0  # positions non-finite and equal in both: left out
+    kept: int = 0  # positions compared (all but the equal non-finite ones)
+    other_nonfinite: bool = False  # a compared position is non-finite on some side
+    squared_diff: float = 0.0  # over the positions finite on both sides
+    squared_ref: float = 0.0
+    squared_cand: float = 0.0
+    dot: float = 0.0
+    max_abs: float = 0.0
+    count_mismatches: bool = False
+    mismatches: int = 0  # elements that differ in their own dtype (non-float outputs)
+
+    def add(self, reference: np.ndarray, candidate: np.ndarray) -> None:
+        if self.count_mismatches:
+            self.mismatches += int(np.count_nonzero(reference != candidate))
+        ref, cand = reference.astype(np.float64), candidate.astype(np.float64)
+        ref_finite, cand_finite = np.isfinite(ref), np.isfinite(cand)
+        self.nonfinite += int(cand.size - np.count_nonzero(cand_finite))
+        self.new_nonfinite += int(np.count_nonzero(ref_finite & ~cand_finite))
+        same = ~ref_finite & ((ref == cand) | (np.isnan(ref) & np.isnan(cand)))
+        same_count = int(np.count_nonzero(same))
+        finite = ref_finite & cand_finite
+        finite_count = int(np.count_nonzero(finite))
+        self.same_nonfinite += same_count
+        self.kept += ref.size - same_count
+        self.other_nonfinite |= finite_count < ref.size - same_count
+        if finite_count < ref.size:
+            ref, cand = ref[finite], cand[finite]
+        if not ref.size:
+            return
+        diff = cand - ref
+        self.squared_diff += float(np.dot(diff, diff))
+        self.squared_ref += float(np.dot(ref, ref))
+        self.squared_cand += float(np.dot(cand, cand))
+        self.dot += float(np.dot(ref, cand))
+        self.max_abs = max(self.max_abs, float(np.max(np.abs(diff))))
+
+    def metrics(self) -> tuple[float, float, float, list[str]]:
+        """rel_l2, max_abs, cosine, with the non-finite and zero rules."""
+        notes: list[str] = []
+        if self.same_nonfinite:
+            notes.append(f"{self.same_nonfinite} non-finite value(s) equal in both outputs left out")
+        if not self.kept:
+            return 0.0, 0.0, 1.0, notes
+        cosine = self._cosine()
+        if self.other_nonfinite:
+            return math.inf, math.inf, cosine, notes
+        diff_norm, ref_norm = math.sqrt(self.squared_diff), math.sqrt(self.squared_ref)
+        if ref_norm == 0.0:
+            notes.append("reference is all zeros: rel_l2 is the absolute L2 norm of the difference")
+            return diff_norm, self.max_abs, cosine, notes
+        return diff_norm / ref_norm, self.max_abs, cosine, notes
+
+    def _cosine(self) -> float:
+        ref_norm, cand_norm = math.sqrt(self.squared_ref), math.sqrt(self.squared_cand)
+        if ref_norm == 0.0 and cand_norm == 0.0:
+            return 1.0
+        if ref_norm == 0.0 or cand_norm == 0.0:
+            return 0.0
+        return max(-1.0, min(1.0, self.dot / (ref_norm * cand_norm)))
+
+
 def _shape_changed(name: str, reference: np.ndarray, candidate: np.ndarray) -> OutputMetrics:
     numeric = _is_numeric(candidate)
-    nonfinite = int(np.count_nonzero(~np.isfinite(candidate.astype(np.float64)))) if numeric else 0
+    nonfinite = candidate.size - finite_counts(candidate)[0] if numeric else 0
     return OutputMetrics(
         name=name,
         dtype=str(reference.dtype),
@@ -219,47 +308,20 @@ def _compare_exact_only(name: str, reference: np.ndarray, candidate: np.ndarray)
     )
 
 
-def _float_metrics(ref: np.ndarray, cand: np.ndarray) -> tuple[float, float, float, list[str]]:
-    """rel_l2, max_abs, cosine on flattened float64 arrays, with the non-finite and zero rules."""
-    notes: list[str] = []
-    same_nonfinite = (~np.isfinite(ref)) & ((ref == cand) | (np.isnan(ref) & np.isnan(cand)))
-    if same_nonfinite.any():
-        notes.append(f"{int(same_nonfinite.sum())} non-finite value(s) equal in both outputs left out")
-    keep = ~same_nonfinite
-    ref, cand = ref[keep], cand[keep]
-    finite = np.isfinite(ref) & np.isfinite(cand)
-    if ref.size == 0:
-        return 0.0, 0.0, 1.0, notes
-    cosine = _cosine(ref[finite], cand[finite])
-    if not finite.all():
-        return math.inf, math.inf, cosine, notes
-    diff = cand - ref
-    diff_norm = float(np.linalg.norm(diff))
-    ref_norm = float(np.linalg.norm(ref))
-    max_abs = float(np.max(np.abs(diff)))
-    if ref_norm == 0.0:
-        notes.append("reference is all zeros: rel_l2 is the absolute L2 norm of the difference")
-        return diff_norm, max_abs, cosine, notes
-    return diff_norm / ref_norm, max_abs, cosine, notes
-
-
-def _cosine(ref: np.ndarray, cand: np.ndarray) -> float:
-    ref_norm, cand_norm = float(np.linalg.norm(ref)), float(np.linalg.norm(cand))
-    if ref_norm == 0.0 and cand_norm == 0.0:
-        return 1.0
-    if ref_norm == 0.0 or cand_norm == 0.0:
-        return 0.0
-    value = float(np.dot(ref, cand)) / (ref_norm * cand_norm)
-    return max(-1.0, min(1.0, value))
-
-
 def _argmax_agreement(reference: np.ndarray, candidate: np.ndarray) -> float | None:
-    """Fraction of rows whose arg-max over the last axis agrees, for rank-2/3 (logits-like) outputs."""
+    """Fraction of rows whose arg-max over the last axis agrees, for rank-2/3 (logits-like) outputs (a chunk of
+    rows at a time)."""
     if reference.ndim not in (2, 3) or reference.shape[-1] < 2 or reference.size == 0:
         return None
-    ref = np.argmax(reference.astype(np.float64), axis=-1)
-    cand = np.argmax(candidate.astype(np.float64), axis=-1)
-    return float(np.mean(ref == cand))
+    width = reference.shape[-1]
+    ref_rows, cand_rows = reference.reshape(-1, width), candidate.reshape(-1, width)
+    step = max(1, CHUNK_ELEMENTS // width)
+    agree = 0
+    for start in range(0, ref_rows.shape[0], step):
+        ref = np.argmax(ref_rows[start : start + step].astype(np.float64), axis=-1)
+        cand = np.argmax(cand_rows[start : start + step].astype(np.float64), axis=-1)
+        agree += int(np.count_nonzero(ref == cand))
+    return agree / ref_rows.shape[0]
 
 
 def compare_outputs(

@@ -38,6 +38,7 @@ from ampconfig.prove.accuracy import (
     Tolerance,
     as_array,
     compare_outputs,
+    finite_counts,
     output_failures,
     tolerance_failures,
 )
@@ -78,8 +79,9 @@ def check_reference(reference: Mapping[str, np.ndarray], names: Sequence[str] | 
         array = as_array(reference[name]) if name in reference else None
         if array is None or not _is_float(array) or array.size == 0:
             continue
-        if not np.isfinite(array.astype(np.float64)).any():
-            kinds = "NaN" if np.isnan(array.astype(np.float64)).all() else "inf/NaN"
+        finite, nan = finite_counts(array)  # chunked: no float64 copy of a whole output
+        if not finite:
+            kinds = "NaN" if nan == array.size else "inf/NaN"
             raise AmpconfigError(
                 f"output {name!r}: the fp32 model itself produces no finite value for these inputs (all {kinds}), "
                 "so no rewrite can be measured against it",

@@ -1,4 +1,6 @@
-"""Can an execution provider run a model's nodes, and with its own kernels? Measured with a real ORT session.
+"""Can an execution provider run a model's nodes, and with its own kernels? Measured with a real ORT session, built
+and run in the worker process (:mod:`ampconfig.runner.worker`): a probe that crashes ONNX Runtime fails its verdict,
+not the command, and this process never imports onnxruntime.
 
 The CPU provider does not fail on a float16 node it has no kernel for: ORT's InsertCastTransformer wraps the node
 in ``InsertedPrecisionFreeCast_*`` Casts and runs it in float32. That is valid (and numerically what float16
@@ -16,16 +18,12 @@ natively in that dtype: that is what precision needs.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-import numpy as np
 import onnx
-import onnxruntime as ort
-from onnx import helper
 
 from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import FLOAT_DTYPES, Dtype
@@ -42,14 +40,15 @@ from ampconfig.opinfo.kernel_claims import (
 from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
+from ampconfig.runner import worker
+from ampconfig.runner.channel import large_bytes
 from ampconfig.runner.ort_schemas import schema_at
-from ampconfig.runner.ort_worker import feed
+from ampconfig.runner.sessions import cuda_unavailable_reason
+from ampconfig.runner.worker import Phase, WorkerCrashed, WorkerRefused
 
 _CONTRIB = "com.microsoft"
 
 CPU, CUDA = CPU_PROVIDER, CUDA_PROVIDER
-# ORT log severity 4 (fatal only): at 3 every refused probe still prints an ERROR line; the verdict carries it.
-_QUIET = 4
 _NO_KERNEL_MARKERS = (
     "Could not find an implementation",
     "NOT_IMPLEMENTED",
@@ -81,13 +80,20 @@ class KernelVerdict:
         return self.status in (KernelStatus.NATIVE, KernelStatus.EMULATED)
 
 
-def _session_options(provider: str) -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.log_severity_level = _QUIET
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    if provider != CPU:
-        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    return options
+def _open_arguments(model: onnx.ModelProto, provider: str) -> dict[str, object]:
+    """The worker's ``open_optimized`` request for ``model`` on ``provider`` alone (a CUDA session may not fall back
+    to the CPU), at ORT_DISABLE_ALL, where nothing but ORT's inserted casts changes the graph."""
+    config = {} if provider == CPU else {"session.disable_cpu_ep_fallback": "1"}
+    return {
+        "model": large_bytes(model.SerializeToString()),
+        "device": "cpu" if provider == CPU else "cuda",
+        "tf32": False,
+        "conv_algo_search": None,
+        "config": config,
+        "in_node_order": False,
+        "folder": None,
+        "optimization": "disabled",
+    }
 
 
 # ORT's InsertCastTransformer names the casts it adds around a float16 node without a kernel this way.
@@ -110,45 +116,34 @@ def _classify_failure(message: str, provider: str) -> KernelVerdict:
     return KernelVerdict(status, provider, message.strip())
 
 
-def run_session(session: ort.InferenceSession, inputs: Feeds) -> None:
-    """Run ``session`` on ``inputs``; bfloat16 arrays go in as OrtValues (ORT's numpy bridge refuses them)."""
-    if not all(isinstance(value, np.ndarray) for value in inputs.values()):
-        session.run(None, dict(inputs))  # sequences / optionals: only the plain numpy bridge takes them
-        return
-    arrays = {name: np.ascontiguousarray(array) for name, array in inputs.items()}  # alive while the values are
-    values = {name: _ort_value(array) for name, array in arrays.items()}
-    session.run_with_ort_values(None, values)  # outputs stay OrtValues: a bfloat16 output never meets numpy
-
-
-def _ort_value(array: np.ndarray) -> ort.OrtValue:
-    value = feed(array)
-    return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(value)
-
-
 def check_kernel(model: onnx.ModelProto, provider: str, inputs: Feeds | None = None) -> KernelVerdict:
-    """Build a session for ``model`` with ``provider`` alone, run it on ``inputs`` when given, and say whether it
-    runs natively, through ORT-inserted casts, or not at all.
+    """Build a session for ``model`` with ``provider`` alone in the worker, run it on ``inputs`` when given, and say
+    whether it runs natively, through ORT-inserted casts, or not at all. A probe that crashes ONNX Runtime is a
+    failed verdict: the worker died, not the probe.
 
     Raises AmpconfigError when the provider cannot create sessions at all on this machine.
     """
-    options = _session_options(provider)
-    with tempfile.TemporaryDirectory(prefix="ampconfig-kernel-") as folder:
-        optimized = Path(folder) / "optimized.onnx"
-        options.optimized_model_filepath = str(optimized)
-        try:
-            session = ort.InferenceSession(model.SerializeToString(), options, providers=[provider])
-        # ORT's own types (Fail, NotImplemented, InvalidGraph...): the verdict says it.
-        except Exception as exc:  # noqa: BLE001
-            return _classify_failure(str(exc), provider)
-        if provider not in session.get_providers():
-            raise _unusable(provider, session.get_providers())
-        emulated = _inserted_casts(onnx.load(str(optimized)).graph) > _inserted_casts(model.graph)
-    if inputs is not None:
-        try:
-            run_session(session, inputs)
-        # A kernel that loads can still refuse the dtype at run time: the verdict says it.
-        except Exception as exc:  # noqa: BLE001
-            return KernelVerdict(KernelStatus.FAILED, provider, f"run: {str(exc).strip()}", ran=True)
+    what = f"a one-node probe model on {provider}"
+    process = worker.current()
+    try:
+        answer = process.ask("open_optimized", _open_arguments(model, provider), Phase.LOAD, what)
+    # ORT's own types (Fail, NotImplemented, InvalidGraph...): the verdict says it.
+    except WorkerRefused as exc:
+        return _classify_failure(str(exc), provider)
+    except WorkerCrashed as exc:
+        return KernelVerdict(KernelStatus.FAILED, provider, str(exc))
+    try:
+        if provider not in answer["providers"]:
+            raise _unusable(provider, answer["providers"])
+        emulated = _inserted_casts(onnx.load_from_string(answer["optimized"]).graph) > _inserted_casts(model.graph)
+        if inputs is not None:
+            try:
+                process.ask("run_discarding", {"id": answer["id"], "feeds": dict(inputs)}, Phase.RUN, what)
+            # A kernel that loads can still refuse the dtype at run time (or crash): the verdict says it.
+            except (WorkerRefused, WorkerCrashed) as exc:
+                return KernelVerdict(KernelStatus.FAILED, provider, f"run: {str(exc).strip()}", ran=True)
+    finally:
+        process.release(answer["id"])
     if emulated:
         message = "ORT inserted Cast nodes around the op"
         return KernelVerdict(KernelStatus.EMULATED, provider, message, ran=inputs is not None)
@@ -280,35 +275,23 @@ def _unusable(provider: str, got: list[str]) -> AmpconfigError:
     )
 
 
-def _tiny_model() -> onnx.ModelProto:
-    node = helper.make_node("Relu", ["x"], ["y"])
-    graph = helper.make_graph(
-        [node],
-        "provider_check",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    model.ir_version = 10  # ORT 1.31 refuses onnx 1.23's default IR version
-    return model
-
-
 def require_provider(provider: str) -> None:
-    """Fail with AmpconfigError unless ``provider`` really creates sessions (not just listed as available)."""
-    if provider not in ort.get_available_providers():
-        raise _unusable(provider, [])
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # the failed provider library load is reported below, not as a log line
-    try:
-        session = ort.InferenceSession(_tiny_model().SerializeToString(), options, providers=[provider])
-    except Exception as exc:
-        raise _unusable(provider, []) from exc
-    if provider not in session.get_providers():
-        raise _unusable(provider, session.get_providers())
+    """Fail with AmpconfigError unless ``provider`` really creates sessions in the worker (not just listed as
+    available). The CPU provider always does."""
+    if provider == CPU:
+        return
+    reason = cuda_unavailable_reason() if provider == CUDA else f"ampconfig does not probe {provider}"
+    if reason is not None:
+        raise AmpconfigError(
+            f"{provider} cannot create sessions here: {reason}",
+            hint="onnxruntime-gpu lists CUDAExecutionProvider even without the CUDA/cuDNN libraries; install them "
+            "or probe another target",
+        )
 
 
 def onnxruntime_version() -> str:
-    return ort.__version__
+    """The version of the onnxruntime the worker runs."""
+    return str(worker.current().ask("version", {}, Phase.LOAD, "the onnxruntime version request"))
 
 
 # --------------------------------------------------------------------------------------------- kernel table

@@ -26,11 +26,14 @@ quickly.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
+import mmap
 import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -94,9 +97,13 @@ def session_options(
     in_node_order: bool = False,
     folder: str | None = None,
     optimization: str | None = None,
+    optimized_path: str | None = None,
 ) -> ort.SessionOptions:
+    """``optimized_path``: where ONNX Runtime writes the graph it runs, after its optimisations."""
     options = ort.SessionOptions()
     options.log_severity_level = SESSION_LOG_SEVERITY
+    if optimized_path is not None:
+        options.optimized_model_filepath = optimized_path
     if in_node_order:
         options.execution_order = ort.ExecutionOrder.PRIORITY_BASED
     if folder is not None:
@@ -155,24 +162,55 @@ class BoundRun:
     """One model with its inputs bound: calling it runs the model once; :meth:`outputs` fetches the results.
 
     On CUDA the inputs live on the device and the outputs are bound to the device (IOBinding), so a call times
-    the model and not the host copies; on the CPU it is a plain ``session.run``. A model with a bfloat16 output
-    has its outputs bound to host memory on either device: numpy has no bfloat16, so ORT's Python API cannot hand
-    one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
+    the model and not the host copies; on the CPU it runs on OrtValues (``run_with_ort_values``), so a run makes no
+    numpy copy of its outputs until they are asked for (sequences, maps and strings go through ``session.run``). A
+    model with a bfloat16 output has its outputs bound to host memory on either device: numpy has no bfloat16, so
+    ORT's Python API cannot hand one back, and it is read from the OrtValue's memory instead (:func:`_host_array`).
     """
 
-    def __init__(self, session: ort.InferenceSession, device: str, feeds: Mapping[str, np.ndarray]) -> None:
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        device: str,
+        feeds: Mapping[str, np.ndarray],
+        reuse: list[ort.OrtValue] | None = None,
+    ) -> None:
         self._session = session
         self._device = device
         self._output_names = [arg.name for arg in session.get_outputs()]
         self._arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # kept alive: see feed
         self._feeds = {name: feed(array) for name, array in self._arrays.items()}
-        self._last: list[np.ndarray] | None = None
+        self._last: list[Any] | None = None
+        # On the CPU, tensors in and out run as OrtValues: a timed run then leaves its outputs in ONNX Runtime's
+        # memory (no numpy copy of every output on every run); they become numpy arrays once, when asked for.
+        args = (*session.get_inputs(), *session.get_outputs())
+        tensors = all(arg.type.startswith("tensor(") and arg.type != "tensor(string)" for arg in args)
+        self._values: dict[str, ort.OrtValue] | None = None
+        self._reused: ort.IOBinding | None = None
+        # A graph input that is also an output comes back as the input's own OrtValue: copied, never written over.
+        self._aliased = {arg.name for arg in session.get_inputs()} & set(self._output_names)
+        if tensors and all(isinstance(array, np.ndarray) for array in self._arrays.values()):
+            self._values = {name: _ort_value(array) for name, array in self._arrays.items()}
         self._ran = False
         self._binding: ort.IOBinding | None = None
         self._bound_inputs: list[ort.OrtValue] = []
         self._bfloat16_outputs = any(arg.type == "tensor(bfloat16)" for arg in session.get_outputs())
         if device == "cuda" or self._bfloat16_outputs:
             self._bind()
+        elif reuse is not None and self._values is not None and not self._aliased:
+            self._reused = self._reusing_binding(reuse)  # an earlier request's outputs: written over, not beside
+            self._last = reuse
+
+    def _reusing_binding(self, outputs: list[ort.OrtValue]) -> ort.IOBinding:
+        """The next runs on the CPU write into the first run's outputs (same inputs, same shapes): ONNX Runtime's arena
+        then holds one run's worth of memory, not a new output beside each last one."""
+        binding = self._session.io_binding()
+        assert self._values is not None
+        for name, value in self._values.items():
+            binding.bind_ortvalue_input(name, value)
+        for name, value in zip(self._output_names, outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        return binding
 
     def _bind(self) -> None:
         binding = self._session.io_binding()
@@ -192,20 +230,92 @@ class BoundRun:
             self._session.run_with_iobinding(self._binding)
             self._binding.synchronize_outputs()
         else:
-            self._last = self._session.run(None, self._feeds)
+            # A request's first run hands the arena's unused memory back when it ends (what an earlier request's run
+            # left there, and the blocks ONNX Runtime's memory pattern replaces after a first run): the worker then
+            # holds about one run's worth. Later (timed) runs reuse the arena as ONNX Runtime does.
+            options = None if self._ran else _shrinking_run()
+            if self._reused is not None:
+                try:
+                    self._session.run_with_iobinding(self._reused, options)
+                except Exception:  # noqa: BLE001 (the outputs' shapes changed): a run of its own says what is wrong
+                    self._reused = self._last = None
+                    self()
+                    return
+            elif self._values is not None:
+                self._last = self._session.run_with_ort_values(None, self._values, options)
+                if not self._aliased:
+                    self._reused = self._reusing_binding(self._last)  # the next runs write into these outputs
+            else:
+                self._last = None  # the last run's outputs go before this run makes its own
+                self._last = self._session.run(None, self._feeds, options)
         self._ran = True
+
+    @property
+    def ort_outputs(self) -> list[ort.OrtValue] | None:
+        """The last CPU run's outputs as OrtValues (None when they are not: bound to a device, or sequences)."""
+        return self._last if self._values is not None and self._binding is None and not self._aliased else None
 
     def outputs(self) -> dict[str, np.ndarray]:
         """Run once if nothing ran yet, then return the outputs of the last run as host arrays by name."""
         if not self._ran:
             self()
         if self._binding is None:
-            values = self._last or []
+            values = [
+                (_host_array(value) if name in self._aliased else _output_view(value))
+                if isinstance(value, ort.OrtValue)
+                else value
+                for name, value in zip(self._output_names, self._last or [], strict=False)
+            ]
         elif self._bfloat16_outputs:
             values = [_host_array(value) for value in self._binding.get_outputs()]
         else:
             values = self._binding.copy_outputs_to_cpu()
         return dict(zip(self._output_names, values, strict=True))
+
+
+def _shrinking_run() -> ort.RunOptions:
+    """Options of a run that releases the CPU arena's unused memory when it ends."""
+    options = ort.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
+def _ort_value(array: np.ndarray) -> ort.OrtValue:
+    value = feed(array)
+    return value if isinstance(value, ort.OrtValue) else ort.OrtValue.ortvalue_from_numpy(value)
+
+
+#: numpy's dtype of each ONNX Runtime tensor type an output may be viewed in without a copy.
+_VIEWED_DTYPES = {
+    f"tensor({name})": np.dtype(dtype)
+    for name, dtype in (
+        ("float", "float32"),
+        ("float16", "float16"),
+        ("double", "float64"),
+        ("int8", "int8"),
+        ("int16", "int16"),
+        ("int32", "int32"),
+        ("int64", "int64"),
+        ("uint8", "uint8"),
+        ("uint16", "uint16"),
+        ("uint32", "uint32"),
+        ("uint64", "uint64"),
+        ("bool", "bool"),
+    )
+}
+
+
+def _output_view(value: ort.OrtValue) -> np.ndarray:
+    """A host OrtValue as a numpy array over its own memory where its type allows (else copied): an output is sent
+    from where ONNX Runtime wrote it, with no copy in this process. The array's buffer keeps the OrtValue alive."""
+    dtype = _VIEWED_DTYPES.get(value.data_type())
+    shape = tuple(value.shape())
+    count = math.prod(shape)
+    if dtype is None or count == 0:
+        return _host_array(value)
+    memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(value.data_ptr())
+    memory.owner = value  # ctypes objects take attributes: the view keeps the OrtValue alive
+    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def _host_array(value: ort.OrtValue) -> np.ndarray:
@@ -237,6 +347,30 @@ def peak_memory() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB elsewhere
 
 
+#: Elements of one value counted at a time: counting works on copies of what it counts (an int64 per element for
+#: the exponent histogram), so a whole 512 MiB value would cost 1 GiB more.
+STATS_CHUNK_ELEMENTS = 1 << 20
+
+
+def _chunked_float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``float_stats`` of ``arrays``, a large value counted a chunk at a time and the chunks' numbers joined (exact
+    in any order: ``ValueStats.joined``)."""
+    from ampconfig.decide.value_ranges import float_stats, value_stats  # NumPy only; imported on the first request
+
+    large = {key: array for key, array in arrays.items() if array.size > STATS_CHUNK_ELEMENTS}
+    found = float_stats({key: array for key, array in arrays.items() if key not in large})
+    for key, array in large.items():
+        flat = np.asarray(array).reshape(-1)
+        if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
+            continue
+        chunks = (
+            value_stats(flat[start : start + STATS_CHUNK_ELEMENTS])
+            for start in range(0, flat.size, STATS_CHUNK_ELEMENTS)
+        )
+        found[key] = functools.reduce(lambda first, second: first.joined(second), chunks)
+    return {key: found[key] for key in arrays if key in found}
+
+
 class Worker:
     """The sessions this process holds, by the number the main process knows them by, and how many were built.
     ``listening``: whether the request being answered has a listener for progress."""
@@ -246,6 +380,8 @@ class Worker:
         self.sessions: dict[int, tuple[ort.InferenceSession, str]] = {}
         self.built = 0
         self.listening = False
+        self._mapped: tuple[tuple[str, int], mmap.mmap] | None = None
+        self._outputs: dict[int, list[ort.OrtValue]] = {}
 
     def open(
         self,
@@ -257,8 +393,9 @@ class Worker:
         in_node_order: bool,
         folder: str | None,
         optimization: str | None,
+        optimized_path: str | None = None,
     ) -> dict[str, Any]:
-        options = session_options(config, in_node_order, folder, optimization)
+        options = session_options(config, in_node_order, folder, optimization, optimized_path)
         providers = provider_list(device, tf32, conv_algo_search)
         source = model if isinstance(model, str) else bytes(model)  # ORT takes bytes, no other buffer
         del model
@@ -273,9 +410,73 @@ class Worker:
             "outputs": [arg.name for arg in session.get_outputs()],
         }
 
-    def run(self, id: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def forget(self, id: int) -> None:
+        """Free session ``id`` and the output buffers kept for its next run (the main process dropped it)."""
+        self.sessions.pop(id, None)
+        self._outputs.pop(id, None)
+
+    def _bound(self, id: int, feeds: Mapping[str, np.ndarray]) -> BoundRun:
+        """A run of session ``id`` whose CPU outputs go into the buffers of its previous run (kept for that): one
+        output's worth of memory across the proof's requests, where a new output beside each old one held two."""
         session, device = self.sessions[id]
-        return BoundRun(session, device, feeds).outputs()
+        return BoundRun(session, device, feeds, self._outputs.pop(id, None))
+
+    def _keep(self, id: int, bound: BoundRun) -> None:
+        if (kept := bound.ort_outputs) is not None:
+            self._outputs[id] = kept
+
+    def run(self, id: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        bound = self._bound(id, feeds)
+        outputs = bound.outputs()
+        self._keep(id, bound)
+        return outputs
+
+    def open_optimized(self, **arguments: Any) -> dict[str, Any]:
+        """:meth:`open`, and the graph ONNX Runtime runs (after its optimisations, with the casts it inserted) as
+        model bytes under ``"optimized"``: written while the session is built, in this process's own folder."""
+        with tempfile.TemporaryDirectory(prefix="ampconfig-optimized-") as folder:
+            path = os.path.join(folder, "optimized.onnx")
+            answer = self.open(**arguments, optimized_path=path)
+            with open(path, "rb") as stream:
+                answer["optimized"] = stream.read()
+        return answer
+
+    def run_discarding(self, id: int, feeds: Mapping[str, Any]) -> None:
+        """One run on feeds of any kind ONNX Runtime's Python API takes (arrays, bfloat16 arrays, sequences,
+        optionals), its outputs dropped here: the answer says only that it ran. A bfloat16 output never meets
+        numpy (the outputs stay OrtValues)."""
+        session, _ = self.sessions[id]
+        if not all(isinstance(value, np.ndarray) for value in feeds.values()):
+            session.run(None, dict(feeds))  # sequences / optionals: only the plain numpy bridge takes them
+            return
+        arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}  # alive while the values are
+        values = {name: _ort_value(array) for name, array in arrays.items()}
+        session.run_with_ort_values(None, values)
+
+    def run_mapped(
+        self,
+        id: int,
+        path: str,
+        size: int,
+        inputs: Mapping[str, tuple[int, str, tuple[int, ...]]],
+        outputs: Mapping[str, tuple[int, str, tuple[int, ...]]],
+    ) -> None:
+        """One run whose inputs and outputs lie in a file both processes map (``path``, ``size`` bytes; each value
+        by its ``(offset, dtype, shape)`` there): ONNX Runtime reads and writes the file's memory, and only names
+        cross the pipe. The last file stays mapped for the next request."""
+        session, _ = self.sessions[id]
+        if self._mapped is None or self._mapped[0] != (path, size):
+            self._mapped = None  # the previous file is unmapped when its last array goes
+            with open(path, "r+b") as stream:
+                self._mapped = ((path, size), mmap.mmap(stream.fileno(), size))
+        memory = self._mapped[1]
+        binding = session.io_binding()
+        for name, (offset, dtype, shape) in inputs.items():
+            binding.bind_cpu_input(name, np.ndarray(shape, dtype, memory, offset))
+        results = {name: np.ndarray(shape, dtype, memory, offset) for name, (offset, dtype, shape) in outputs.items()}
+        for name, array in results.items():
+            binding.bind_output(name, "cpu", 0, array.dtype, list(array.shape), array.ctypes.data)
+        session.run_with_iobinding(binding)
 
     def stats(
         self,
@@ -289,10 +490,9 @@ class Worker:
         pipe): ``keys`` names each output by its value's key, each group is an output joining values of known
         shapes along their first dimension, ``fed`` counts the feeds too. ``misfit``: a group came back in another
         shape (its shapes were inferred wrongly): nothing is counted."""
-        from ampconfig.decide.value_ranges import float_stats  # NumPy only; imported on the first such request
-
-        session, device = self.sessions[id]
-        results = BoundRun(session, device, feeds).outputs()
+        bound = self._bound(id, feeds)
+        results = bound.outputs()
+        self._keep(id, bound)
         arrays: dict[str, np.ndarray] = dict(feeds) if fed else {}
         arrays.update({keys[name]: array for name, array in results.items() if name in keys})
         for output, members, shapes in groups:
@@ -302,12 +502,11 @@ class Worker:
             for key, shape in zip(members, shapes, strict=True):
                 arrays[key] = joined[offset : offset + shape[0]]
                 offset += shape[0]
-        return {"misfit": False, "stats": float_stats(arrays)}
+        return {"misfit": False, "stats": _chunked_float_stats(arrays)}
 
     def time(self, id: int, feeds: Mapping[str, np.ndarray], warmup: int, iterations: int, label: str) -> list[float]:
         """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""
-        session, device = self.sessions[id]
-        bound = BoundRun(session, device, feeds)
+        bound = self._bound(id, feeds)
         if not self.listening:
             return timed_runs(bound, warmup=warmup, iterations=iterations, label=label)
         sent = -math.inf
@@ -322,6 +521,8 @@ class Worker:
         return timed_runs(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
 
     def answer(self, verb: str, arguments: dict[str, Any]) -> Any:
+        for number in [number for number in self._outputs if number not in self.sessions]:
+            del self._outputs[number]  # released sessions' output buffers go with them, before anything loads
         if verb == "open":
             return self.open(**arguments)
         if verb == "run":
@@ -330,6 +531,14 @@ class Worker:
             return self.time(**arguments)
         if verb == "stats":
             return self.stats(**arguments)
+        if verb == "open_optimized":
+            return self.open_optimized(**arguments)
+        if verb == "run_discarding":
+            return self.run_discarding(**arguments)
+        if verb == "run_mapped":
+            return self.run_mapped(**arguments)
+        if verb == "version":
+            return ort.__version__
         if verb == "cuda_probe":
             return cuda_unavailable_reason()
         if verb == "count":
@@ -395,7 +604,7 @@ def serve(channel: Channel, folder: str | None = None) -> None:
                 shutil.rmtree(folder, ignore_errors=True)
             return
         for number in released:
-            worker.sessions.pop(number, None)
+            worker.forget(number)
         if verb == "release":
             continue
         try:
@@ -405,10 +614,12 @@ def serve(channel: Channel, folder: str | None = None) -> None:
             answer: tuple[Any, ...] = ("error", str(exc), type(exc).__name__, peak_memory())
         else:
             answer = ("ok", value, peak_memory())
+            del value  # in the answer: outputs are not held while the next request waits and runs
         try:
             channel.send(answer)
         except OSError:  # the main process is gone
             leave(folder)
+        del answer  # sent
 
 
 def become_worker(

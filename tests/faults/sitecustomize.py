@@ -123,6 +123,7 @@ def _patch(ort: Any) -> None:
     session_class.__init__ = init
     session_class.run = running(session_class.run)
     session_class.run_with_iobinding = running(session_class.run_with_iobinding)
+    session_class.run_with_ort_values = running(session_class.run_with_ort_values)
 
 
 class _PatchOnImport:  # a meta path finder (importlib.abc's base class would import typing at start-up)

@@ -39,7 +39,11 @@ from ampconfig.runner.kernels import (
     measure_op_across_opsets,
     opset_result,
 )
+from tests.fresh_process import command_in_fresh_process
 from tests.graphs import IR_VERSION
+from tests.worker_faults import fresh_worker, inject
+
+__all__ = ["fresh_worker"]  # the fixture, used by name
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,3 +302,27 @@ def test_skip_norm_numerics_depend_on_the_onnxruntime_release() -> None:
         after = target_colour(key, Colour.BLACK, "cuda", ["float32", "float16"], ["float32", "float16"], "1.31.1")
         assert (before.colour, after.colour) == (Colour.BLACK, Colour.GRAY)
     assert not any(key in KERNEL_ACCUMULATION["cpu"] for key in fused)
+
+
+def test_probe_never_imports_onnxruntime_in_the_command_process(tmp_path: Path) -> None:
+    """``ops-info probe`` builds and runs every probe session in the worker: the command's own process never imports
+    onnxruntime (on main it did, kernels.py imported it at the top), and the claims are still measured."""
+    out = tmp_path / "cpu.json"
+    ops = "Relu,ScatterND,com.microsoft::Gelu"
+    outcome = command_in_fresh_process(tmp_path, "ops-info", "probe", "--target", "cpu", "--ops", ops, "-o", out)
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert "onnxruntime" not in outcome["modules"]
+    entries = parse_ops_info(out.read_text(encoding="utf-8"), str(out)).ops
+    assert entries["Relu"].dtype_source == "probe" and "float16" in entries["Relu"].dtypes
+    assert "float16" not in entries["ScatterND"].dtypes  # its reduction cases load in float16 and fail when run
+    assert entries["com.microsoft::Gelu"].dtype_source == "probe", entries["com.microsoft::Gelu"]
+
+
+def test_a_probe_that_crashes_onnx_runtime_is_a_failed_verdict(
+    fresh_worker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX Runtime dying while it builds a probe's session (an injected SIGSEGV in the worker) fails that verdict
+    and names the crash; the probe goes on (on main the session was built in this process, which died)."""
+    inject(monkeypatch, "load:segv:any")
+    verdict = check_kernel(_global_lp_pool(21), CPU)
+    assert verdict.status is KernelStatus.FAILED and "killed by SIGSEGV" in verdict.message

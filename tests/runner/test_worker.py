@@ -505,3 +505,31 @@ def test_a_released_session_is_freed_at_once_not_at_the_next_request(fresh_worke
     del session
     assert process._released == []  # nothing waits for a next request: the release went when the session was dropped
     assert _counts() == {"built": 1, "open": 0}
+
+
+def test_runs_that_write_over_the_last_outputs_return_each_runs_own_values() -> None:
+    """On the CPU a session's later runs write into its previous run's outputs (one output's worth of memory): each
+    run still returns its own values, an output that is also an input is its own copy, an initializer output stays
+    itself, and a dynamic output whose shape changes gets new buffers."""
+    constant = np.array([5.0, 6.0, 7.0], np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "aliases",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+            helper.make_tensor_value_info("c", TensorProto.FLOAT, [3]),
+        ],
+        [onnx.numpy_helper.from_array(constant, "c")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    session = create_session(model, "cpu")
+    feeds = [np.array([1.0, -2.0, 3.0], np.float32), np.array([-4.0, 5.0, -6.0], np.float32)]
+    first, second = (run_once(session, {"x": x}) for x in feeds)
+    session.time({"x": feeds[0]}, warmup=1, iterations=2)
+    longer = np.arange(-3.0, 4.0, dtype=np.float32)
+    for x, got in ((feeds[0], first), (feeds[1], second), (longer, run_once(session, {"x": longer}))):
+        np.testing.assert_array_equal(got["y"], np.maximum(x, 0))
+        np.testing.assert_array_equal(got["x"], x)
+        np.testing.assert_array_equal(got["c"], constant)
