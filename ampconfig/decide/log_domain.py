@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decision_state import is_constant
 from ampconfig.decide.facts import constant_source
+from ampconfig.domains import is_default_domain
 
 #: ONNX readers and the input slot they read in the log domain (Pow: only with a negative constant exponent; an
 #: ``Rsqrt`` of any domain reads its input too).
@@ -59,7 +60,7 @@ def reader_slot(node: ir.Node) -> int | None:
     op = node.op_type
     if op == "Rsqrt":  # no ONNX op; contrib and custom domains have it
         return 0
-    if node.domain not in ("", "ai.onnx") or op not in READER_SLOTS:
+    if not is_default_domain(node.domain) or op not in READER_SLOTS:
         return None
     if op == "Pow":
         exponent = _exponent(node)
@@ -81,7 +82,7 @@ def _is_square(value: ir.Value) -> bool:
 
 def carried_inputs(node: ir.Node) -> list[ir.Value]:
     """The inputs whose magnitudes ``node`` passes on to its output, when it is a path op (else none)."""
-    if node.domain not in ("", "ai.onnx"):
+    if not is_default_domain(node.domain):
         return []
     op = node.op_type
     live = [value for value in node.inputs if value is not None and not is_constant(value)]
@@ -103,7 +104,7 @@ def sum_root(node: ir.Node) -> int | None:
     """For a sum that forms a magnitude on a path (squares added: a power; ``ReduceL2``: the magnitude itself), the
     root that reads its output as the magnitude (2 for a power, 1 for ``ReduceL2``); None for any other node. The
     error such a sum carries comes from what computed its parts: it decides the path before it."""
-    if node.domain not in ("", "ai.onnx"):
+    if not is_default_domain(node.domain):
         return None
     if node.op_type == "ReduceSumSquare":
         return 2
