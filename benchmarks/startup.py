@@ -10,8 +10,14 @@ The commands that read a model are timed on the packaged ``small_convnet`` examp
 Run by hand (from a folder outside the source tree, or ``python -m ampconfig`` would import the current folder):
 
     python benchmarks/startup.py --rounds 7 [--json startup.json]
+    python benchmarks/startup.py --imports --rounds 9
 
 It prints a Markdown table (best and median of the rounds per command) and, with ``--json``, every run.
+
+``--imports`` times what issue 45's item 1 bounds instead: our own modules' cost on top of the libraries, as the
+median fresh-process time of ``import ampconfig.api`` (and of the modules ``rewrite`` and ``run`` import before they
+open the model) minus that of importing the same processes' libraries alone (``import onnx_ir``, and for the
+commands the CLI's libraries too), each pair taking turns within a round.
 """
 
 from __future__ import annotations
@@ -38,6 +44,27 @@ REWRITE_DEPENDENCIES = "import numpy, onnx, onnx_ir, onnxruntime, pydantic, rich
 API_REWRITE = "import sys, ampconfig; ampconfig.rewrite_model(sys.argv[1], 'force_fp16')"
 #: What a peer's own process loads before it converts (onnxconverter-common; ORT's converter is in onnxruntime).
 PEER_IMPORTS = "import onnx, onnxconverter_common.float16"
+#: The CLI's own libraries, which ``rewrite`` and ``run`` load whatever ampconfig does.
+CLI_LIBRARIES = "import onnx_ir, typer, typer._adapters, rich.console, rich.table"
+#: What the ``rewrite`` command imports before it opens the model: its command module, then the modules its
+#: function imports (``cli/rewrite_cmd.py``), the engine among them.
+REWRITE_IMPORTS = (
+    "from ampconfig.cli import load_commands; load_commands(['rewrite']); "
+    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.settings.resolve, "
+    "ampconfig.engine.in_place, ampconfig.prove.calibration"
+)
+#: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here).
+RUN_IMPORTS = (
+    "from ampconfig.cli import load_commands; load_commands(['run']); "
+    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.formats.lock_file, "
+    "ampconfig.lock.record, ampconfig.prove.run, ampconfig.report.run_report, ampconfig.prove.calibration"
+)
+#: Each pair: (ours, the libraries alone), timed in the same round.
+IMPORT_PAIRS = {
+    "import ampconfig.api": ("import ampconfig.api", "import onnx_ir"),
+    "rewrite's imports": (REWRITE_IMPORTS, CLI_LIBRARIES),
+    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES),
+}
 
 
 def commands(mixlist: Path, output: Path) -> dict[str, list[str]]:
@@ -77,12 +104,46 @@ def _wall(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     return time.perf_counter() - start, done.returncode
 
 
+def import_costs(rounds: int, env: dict[str, str]) -> None:
+    """Print, per pair, the median of each side and our modules' cost: the difference of the medians."""
+    table = {
+        f"{name}: {side}": [sys.executable, "-c", statement]
+        for name, pair in IMPORT_PAIRS.items()
+        for side, statement in zip(("ours", "libraries"), pair, strict=True)
+    }
+    runs = _interleaved(table, rounds, env)
+    print("| statement | median s | best s | ours minus libraries, medians |")
+    print("|---|---|---|---|")
+    for name, (_, libraries) in IMPORT_PAIRS.items():
+        mine, theirs = runs[f"{name}: ours"], runs[f"{name}: libraries"]
+        extra = statistics.median(mine) - statistics.median(theirs)
+        print(f"| `{libraries}` | {statistics.median(theirs):.3f} | {min(theirs):.3f} | |")
+        print(f"| {name} | {statistics.median(mine):.3f} | {min(mine):.3f} | **{extra:.3f}** |")
+
+
+def _interleaved(table: dict[str, list[str]], rounds: int, env: dict[str, str]) -> dict[str, list[float]]:
+    """Every command once per round, in turn, after one untimed round; a failed command ends the benchmark."""
+    for name, command in table.items():  # untimed: bytecode caches written, files in the page cache
+        if _wall(command, env)[1] != 0:
+            raise SystemExit(f"{name} failed: {command}")
+    runs: dict[str, list[float]] = {name: [] for name in table}
+    for _ in range(rounds):
+        for name, command in table.items():
+            runs[name].append(_wall(command, env)[0])
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (one run of each per round)")
     parser.add_argument("--json", type=Path, help="write every run here")
+    parser.add_argument("--imports", action="store_true", help="time our modules' cost on top of the libraries")
     args = parser.parse_args()
     env = _user_environment()
+    if args.imports:
+        print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {args.rounds} rounds")
+        import_costs(args.rounds, env)
+        return
     with tempfile.TemporaryDirectory() as folder:
         mixlist = Path(folder) / "mixlist.json"
         mixlist.write_text(json.dumps({"black-list": {"to-add": ["Softmax"]}}))

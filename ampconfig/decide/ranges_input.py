@@ -14,7 +14,6 @@ from ampconfig.decide.value_limits import ValueSpread
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.identity import ModelFingerprint, TensorBytes, model_fingerprint
-from ampconfig.formats.ranges_file import load_ranges
 
 #: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
 NOT_CHECKED = (
@@ -51,6 +50,8 @@ def read_ranges(
     of ``model_path``; ``left_out``: the weights a weightless proto holds without bytes) with the range rule's
     ``margin`` (None: the default): a file measured on another model structure, or (version 2) on other weights,
     is refused (exit 2), both hashes named. Checking the weights reads each of them once."""
+    from ampconfig.formats.ranges_file import load_ranges  # pydantic's models: only with a ranges file
+
     ranges, sha256 = load_ranges(path)
     measured = f" (measured on {ranges.model.path})" if ranges.model.path else ""
     hint = "make the ranges again for this model: ampconfig calibrate MODEL --data DIR -o RANGES.json"
