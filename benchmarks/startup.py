@@ -10,7 +10,7 @@ The commands that read a model are timed on the packaged ``small_convnet`` examp
 Run by hand (from a folder outside the source tree, or ``python -m ampconfig`` would import the current folder):
 
     python benchmarks/startup.py --rounds 7 [--json startup.json]
-    python benchmarks/startup.py --imports --rounds 9
+    python benchmarks/startup.py --imports --rounds 9 [--before /tmp/base-tree]
 
 It prints a Markdown table (best and median of the rounds per command) and, with ``--json``, every run.
 
@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -104,32 +105,51 @@ def _wall(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     return time.perf_counter() - start, done.returncode
 
 
-def import_costs(rounds: int, env: dict[str, str]) -> None:
-    """Print, per pair, the median of each side and our modules' cost: the difference of the medians."""
+def import_costs(rounds: int, env: dict[str, str], before: Path | None) -> None:
+    """Print, per pair, the medians of each side (wall and CPU seconds of the whole process) and our modules' cost:
+    the median of each round's difference, ours minus the libraries' (on a shared machine the CPU time moves far
+    less with the load than the wall time). With ``before``, the same statements with that source tree's ampconfig
+    (a ``git archive`` of the base) take turns with this one's, in the same rounds."""
+    sides: dict[str, dict[str, str]] = {"libraries": env, "ours": env}
+    if before is not None:
+        sides["before"] = {**env, "PYTHONPATH": str(before)}
     table = {
-        f"{name}: {side}": [sys.executable, "-c", statement]
+        (name, side): ([sys.executable, "-c", pair[side == "libraries"]], side_env)
         for name, pair in IMPORT_PAIRS.items()
-        for side, statement in zip(("ours", "libraries"), pair, strict=True)
+        for side, side_env in sides.items()
     }
-    runs = _interleaved(table, rounds, env)
-    print("| statement | median s | best s | ours minus libraries, medians |")
-    print("|---|---|---|---|")
+    runs = _interleaved(table, rounds)
+    print("| statement | wall median s | CPU median s | ours minus libraries: wall s | CPU s |")
+    print("|---|---|---|---|---|")
     for name, (_, libraries) in IMPORT_PAIRS.items():
-        mine, theirs = runs[f"{name}: ours"], runs[f"{name}: libraries"]
-        extra = statistics.median(mine) - statistics.median(theirs)
-        print(f"| `{libraries}` | {statistics.median(theirs):.3f} | {min(theirs):.3f} | |")
-        print(f"| {name} | {statistics.median(mine):.3f} | {min(mine):.3f} | **{extra:.3f}** |")
+        theirs = runs[(name, "libraries")]
+        print(f"| `{libraries}` | {_median(theirs, 0):.3f} | {_median(theirs, 1):.3f} | | |")
+        for side in [side for side in sides if side != "libraries"]:
+            mine = runs[(name, side)]
+            wall, cpu = (statistics.median(m[i] - t[i] for m, t in zip(mine, theirs, strict=True)) for i in (0, 1))
+            label = name if side == "ours" else f"{name}, before"
+            print(f"| {label} | {_median(mine, 0):.3f} | {_median(mine, 1):.3f} | **{wall:.3f}** | **{cpu:.3f}** |")
 
 
-def _interleaved(table: dict[str, list[str]], rounds: int, env: dict[str, str]) -> dict[str, list[float]]:
-    """Every command once per round, in turn, after one untimed round; a failed command ends the benchmark."""
-    for name, command in table.items():  # untimed: bytecode caches written, files in the page cache
+def _median(runs: list[tuple[float, float]], index: int) -> float:
+    return statistics.median(run[index] for run in runs)
+
+
+def _interleaved(
+    table: dict[tuple[str, str], tuple[list[str], dict[str, str]]], rounds: int
+) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """Every command once per round, in turn, after one untimed round: (wall, CPU) seconds of each run. A failed
+    command ends the benchmark."""
+    for name, (command, env) in table.items():  # untimed: bytecode caches written, files in the page cache
         if _wall(command, env)[1] != 0:
             raise SystemExit(f"{name} failed: {command}")
-    runs: dict[str, list[float]] = {name: [] for name in table}
+    runs: dict[tuple[str, str], list[tuple[float, float]]] = {name: [] for name in table}
     for _ in range(rounds):
-        for name, command in table.items():
-            runs[name].append(_wall(command, env)[0])
+        for name, (command, env) in table.items():
+            used = resource.getrusage(resource.RUSAGE_CHILDREN)
+            seconds, _ = _wall(command, env)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            runs[name].append((seconds, after.ru_utime + after.ru_stime - used.ru_utime - used.ru_stime))
     return runs
 
 
@@ -138,11 +158,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (one run of each per round)")
     parser.add_argument("--json", type=Path, help="write every run here")
     parser.add_argument("--imports", action="store_true", help="time our modules' cost on top of the libraries")
+    parser.add_argument("--before", type=Path, help="with --imports: a source tree of the base, timed alongside")
     args = parser.parse_args()
     env = _user_environment()
     if args.imports:
         print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {args.rounds} rounds")
-        import_costs(args.rounds, env)
+        import_costs(args.rounds, env, args.before)
         return
     with tempfile.TemporaryDirectory() as folder:
         mixlist = Path(folder) / "mixlist.json"
