@@ -11,6 +11,7 @@ Run by hand (from a folder outside the source tree, or ``python -m ampconfig`` w
 
     python benchmarks/startup.py --rounds 7 [--json startup.json]
     python benchmarks/startup.py --imports --rounds 9 [--before /tmp/base-tree]
+    python benchmarks/startup.py --peer /tmp/peer/bin/python --rounds 7 [--before /tmp/base-tree]
 
 It prints a Markdown table (best and median of the rounds per command) and, with ``--json``, every run.
 
@@ -18,6 +19,11 @@ It prints a Markdown table (best and median of the rounds per command) and, with
 median fresh-process time of ``import ampconfig.api`` (and of the modules ``rewrite`` and ``run`` import before they
 open the model) minus that of importing the same processes' libraries alone (``import onnx_ir``, and for the
 commands the CLI's libraries too), each pair taking turns within a round.
+
+``--peer PYTHON`` times, in turns, ``ampconfig rewrite`` of a CNN built here (50 residual blocks of a 3x3 Conv of
+32 channels, a Relu and an Add: 150 nodes, 1.8 MB of weights; allow_mix_precision, target cpu) and the whole process
+of onnxconverter-common (installed in PYTHON's environment, e.g. a throwaway venv) loading, converting
+(``keep_io_types=True``) and saving the same model, and prints the medians and their ratio.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import onnx
 from large_model import ampconfig_command
 
 from ampconfig.examples import example_path
@@ -131,6 +138,65 @@ def import_costs(rounds: int, env: dict[str, str], before: Path | None) -> None:
             print(f"| {label} | {_median(mine, 0):.3f} | {_median(mine, 1):.3f} | **{wall:.3f}** | **{cpu:.3f}** |")
 
 
+#: onnxconverter-common's whole process: load, convert, save (argv: model, output).
+PEER_PROCESS = (
+    "import sys, onnx; from onnxconverter_common import float16; "
+    "onnx.save(float16.convert_float_to_float16(onnx.load(sys.argv[1]), keep_io_types=True), sys.argv[2])"
+)
+
+
+def residual_cnn(path: Path, blocks: int = 50, channels: int = 32) -> Path:
+    """``blocks`` residual blocks (3x3 Conv with bias, Relu, Add of the block's input) on a 1xCx32x32 image."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as oh
+
+    rng = np.random.default_rng(0)
+    nodes, weights, previous = [], [], "x"
+    for index in range(blocks):
+        kernel = rng.standard_normal((channels, channels, 3, 3)) * (0.5 / (9 * channels)) ** 0.5
+        weights.append(numpy_helper.from_array(kernel.astype(np.float32), f"w{index}"))
+        weights.append(numpy_helper.from_array(np.zeros(channels, np.float32), f"b{index}"))
+        conv, relu, out = f"c{index}", f"r{index}", f"y{index}"
+        nodes.append(oh.make_node("Conv", [previous, f"w{index}", f"b{index}"], [conv], name=conv, pads=[1] * 4))
+        nodes.append(oh.make_node("Relu", [conv], [relu], name=relu))
+        nodes.append(oh.make_node("Add", [relu, previous], [out], name=f"add{index}"))
+        previous = out
+    image = [1, channels, 32, 32]
+    graph = oh.make_graph(
+        nodes,
+        "residual_cnn",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, image)],
+        [oh.make_tensor_value_info(previous, TensorProto.FLOAT, image)],
+        weights,
+    )
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]), path)
+    return path
+
+
+def peer_ratio(peer_python: str, rounds: int, env: dict[str, str], before: Path | None, folder: Path) -> None:
+    """Print the medians of ``ampconfig rewrite`` and of the peer's whole process on the CNN, and their ratio."""
+    model = residual_cnn(folder / "cnn.onnx")
+    rewrite = [*ampconfig_command(), "rewrite", str(model), "-o", str(folder / "ours.onnx")]
+    rewrite += ["-m", "allow_mix_precision", "--target", "cpu"]
+    table = {
+        ("cnn", "ampconfig rewrite"): (rewrite, env),
+        ("cnn", "onnxconverter-common's process"): (
+            [peer_python, "-c", PEER_PROCESS, str(model), str(folder / "peer.onnx")],
+            env,
+        ),
+    }
+    if before is not None:
+        table[("cnn", "ampconfig rewrite, before")] = (rewrite, {**env, "PYTHONPATH": str(before)})
+    runs = _interleaved(table, rounds)
+    peer = _median(runs[("cnn", "onnxconverter-common's process")], 0)
+    print(f"CNN: {model.stat().st_size / 1e6:.2f} MB, {len(onnx.load(model).graph.node)} nodes")
+    print("| process | wall median s | CPU median s | wall / peer's |")
+    print("|---|---|---|---|")
+    for (_, name), each in runs.items():
+        print(f"| {name} | {_median(each, 0):.3f} | {_median(each, 1):.3f} | {_median(each, 0) / peer:.2f}x |")
+
+
 def _median(runs: list[tuple[float, float]], index: int) -> float:
     return statistics.median(run[index] for run in runs)
 
@@ -159,8 +225,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every run here")
     parser.add_argument("--imports", action="store_true", help="time our modules' cost on top of the libraries")
     parser.add_argument("--before", type=Path, help="with --imports: a source tree of the base, timed alongside")
+    parser.add_argument("--peer", help="a Python with onnxconverter-common: time rewrite against its process")
     args = parser.parse_args()
     env = _user_environment()
+    if args.peer:
+        print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {args.rounds} rounds")
+        with tempfile.TemporaryDirectory() as folder:
+            peer_ratio(args.peer, args.rounds, env, args.before, Path(folder))
+        return
     if args.imports:
         print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {args.rounds} rounds")
         import_costs(args.rounds, env, args.before)

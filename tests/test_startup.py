@@ -76,7 +76,8 @@ def test_schema_loads_no_model_machinery(tmp_path: Path) -> None:
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_lists_loads_no_onnx_runtime(tmp_path: Path, target: str) -> None:
     """The op lists come from the op info file: no ONNX Runtime, nothing of measuring or diagnosing. (It loads
-    onnx-ir: the mixlist is applied by the engine's ``effective_lists``, whose module imports the rewrite's.)"""
+    onnx-ir: the mixlist is applied by the engine's ``effective_lists``, whose module imports the rewrite's.) On
+    main at ea62462 it loaded the ONNX Runtime worker's module (runner.worker)."""
     outcome = command_in_fresh_process(tmp_path, "lists", "--target", target, "--json")
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert json.loads(outcome["stdout"])
@@ -101,8 +102,10 @@ def test_the_api_loads_no_measuring_reporting_or_file_format_module() -> None:
 
 
 def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> None:
-    """A file-to-file ``rewrite`` with no data loads nothing of instrument/ or diagnose/, and of report/ only the
-    table it prints; the API's first rewrite with no file loads no file format either."""
+    """A file-to-file ``rewrite`` with no data loads nothing of instrument/ or diagnose/, of report/ only the table
+    it prints, and not the ranges file's format; the API's first rewrite with no file loads no file format either.
+    On main at ea62462 the command loaded formats.ranges_file (through prove.calibration) and the API's rewrite
+    instrument.expose, instrument.scopes and the formats."""
     model = tmp_path / "block.onnx"
     onnx.save(transformer_block(), model)
     outcome = command_in_fresh_process(
@@ -111,6 +114,7 @@ def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> No
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert "ampconfig.engine.in_place" in outcome["modules"]
     assert _under(outcome["modules"], NOT_FOR_A_REWRITE) == {"ampconfig.report", "ampconfig.report.tables"}
+    assert "ampconfig.formats.ranges_file" not in outcome["modules"]  # no --ranges, no data: none read or written
     done = script_in_fresh_process(
         f"import sys, ampconfig; ampconfig.rewrite_model({str(model)!r}, 'allow_mix_precision');"
         " print(' '.join(sorted(sys.modules)))"
