@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -22,12 +23,13 @@ from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, Rewri
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.files.models import OpenedModel
-from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
-from ampconfig.runner import worker
+
+if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a file is given
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile
 
 __all__ = ["close", "onnx_runtime_worker", "rewrite_model", "rewrite_model_detailed"]
 
@@ -36,6 +38,8 @@ def close() -> None:
     """End the worker process that runs ONNX Runtime for this process's API calls, now (it also ends by itself once
     idle for ``AMPCONFIG_WORKER_IDLE`` seconds with no session held, 60 by default, and when this process ends). The
     next call that runs a model starts a new one."""
+    from ampconfig.runner import worker  # the worker's process machinery: only once something ends it
+
     worker.shutdown()
 
 

@@ -11,20 +11,119 @@ from pathlib import Path
 import onnx
 import pytest
 
+from ampconfig.cli import COMMAND_MODULES
 from tests.fresh_process import command_in_fresh_process, script_in_fresh_process
 from tests.graphs import transformer_block
 
 HEAVY = ("onnx", "onnx_ir", "onnxruntime", "numpy", "sympy")
+#: The modules of formats/ with no file format in them (constants and limits a rewrite uses).
+LIGHT_FORMATS = {
+    "ampconfig.formats",
+    "ampconfig.formats.float_exponents",
+    "ampconfig.formats.numeric_limits",
+    "ampconfig.formats.document_limits",
+}
 
 
-@pytest.mark.parametrize(
-    "args", [["--help"], ["rewrite", "--help"], ["run", "--help"], ["ops-info", "show", "--help"]], ids=" ".join
-)
+#: The subcommands of the command groups (``ampconfig ops-info SUB``, ``ampconfig ranges SUB``).
+GROUP_SUBCOMMANDS = {
+    "ops-info": ("show", "apply-strategy", "probe", "import-table", "import-ascend", "import-kernels"),
+    "ranges": ("merge",),
+}
+#: ``--help`` of the app, of every command and of every group's subcommand.
+HELP_LINES = [
+    ["--help"],
+    *([name, "--help"] for name in COMMAND_MODULES),
+    *([group, sub, "--help"] for group, subs in GROUP_SUBCOMMANDS.items() for sub in subs),
+]
+#: What only measuring (instrument/), explaining and reporting (report/) or diagnosing (diagnose/) uses.
+NOT_FOR_A_REWRITE = ("ampconfig.instrument", "ampconfig.report", "ampconfig.diagnose")
+
+
+def _under(modules: set[str], packages: tuple[str, ...]) -> set[str]:
+    return {name for name in modules if name in packages or name.startswith(tuple(p + "." for p in packages))}
+
+
+@pytest.mark.parametrize("args", HELP_LINES, ids=" ".join)
 def test_help_loads_no_model_machinery(tmp_path: Path, args: list[str]) -> None:
     outcome = command_in_fresh_process(tmp_path, *args)
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert "Usage" in outcome["stdout"]
     assert not outcome["modules"] & set(HEAVY)  # (typer itself imports pydantic for a subcommand's help)
+
+
+def test_the_group_subcommands_listed_are_the_groups_own() -> None:
+    """HELP_LINES reaches every subcommand: GROUP_SUBCOMMANDS names each group's, as the app registers them."""
+    from ampconfig.cli import app
+
+    groups = {info.name: info.typer_instance for info in app.registered_groups}
+    assert set(groups) == set(GROUP_SUBCOMMANDS)
+    for name, group in groups.items():
+        assert group is not None
+        assert {info.name for info in group.registered_commands} == set(GROUP_SUBCOMMANDS[name]), name
+
+
+def test_schema_loads_no_model_machinery(tmp_path: Path) -> None:
+    """It prints the formats' JSON schemas: no model library."""
+    outcome = command_in_fresh_process(tmp_path, "schema", "mixlist")
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert json.loads(outcome["stdout"])["type"] == "object"
+    assert not outcome["modules"] & set(HEAVY)
+    commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
+    assert commands == {"schema_cmd"}
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_lists_loads_no_onnx_runtime(tmp_path: Path, target: str) -> None:
+    """The op lists come from the op info file: no ONNX Runtime, nothing of measuring or diagnosing. (It loads
+    onnx-ir: the mixlist is applied by the engine's ``effective_lists``, whose module imports the rewrite's.) On
+    main at ea62462 it loaded the ONNX Runtime worker's module (runner.worker)."""
+    outcome = command_in_fresh_process(tmp_path, "lists", "--target", target, "--json")
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert json.loads(outcome["stdout"])
+    assert "onnxruntime" not in outcome["modules"]
+    assert not _under(outcome["modules"], ("ampconfig.instrument", "ampconfig.diagnose", "ampconfig.runner.worker"))
+    commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
+    assert commands == {"lists_cmd"}
+
+
+def test_the_api_loads_no_measuring_reporting_or_file_format_module() -> None:
+    """``import ampconfig.api`` loads nothing of instrument/, report/ or diagnose/, none of the file formats (their
+    pydantic models: imported when a file is given) and not the ONNX Runtime worker's process machinery (imported
+    when a model runs). On main at ea62462 it loaded instrument.expose and instrument.scopes, 14 modules of
+    formats/, runner.worker and runner.channel."""
+    done = script_in_fresh_process("import sys, ampconfig.api; print(' '.join(sorted(sys.modules)))")
+    assert done.returncode == 0, done.stderr
+    modules = set(done.stdout.split())
+    assert "ampconfig.api" in modules and "onnx_ir" in modules
+    assert not _under(modules, NOT_FOR_A_REWRITE)
+    assert not _under(modules, ("ampconfig.formats",)) - LIGHT_FORMATS
+    assert not modules & {"ampconfig.runner.worker", "ampconfig.runner.channel", "ampconfig.formats.documents"}
+
+
+def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> None:
+    """A file-to-file ``rewrite`` with no data loads nothing of instrument/ or diagnose/, of report/ only the table
+    it prints, and not the ranges file's format; the API's first rewrite with no file loads no file format either.
+    On main at ea62462 the command loaded formats.ranges_file (through prove.calibration) and the API's rewrite
+    instrument.expose, instrument.scopes and the formats."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    outcome = command_in_fresh_process(
+        tmp_path, "rewrite", model, "-o", tmp_path / "out.onnx", "-m", "allow_mix_precision"
+    )
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert "ampconfig.engine.in_place" in outcome["modules"]
+    assert _under(outcome["modules"], NOT_FOR_A_REWRITE) == {"ampconfig.report", "ampconfig.report.tables"}
+    assert "ampconfig.formats.ranges_file" not in outcome["modules"]  # no --ranges, no data: none read or written
+    done = script_in_fresh_process(
+        f"import sys, ampconfig; ampconfig.rewrite_model({str(model)!r}, 'allow_mix_precision');"
+        " print(' '.join(sorted(sys.modules)))"
+    )
+    assert done.returncode == 0, done.stderr
+    modules = set(done.stdout.split())
+    assert "ampconfig.engine.in_place" in modules
+    assert not _under(modules, NOT_FOR_A_REWRITE)
+    assert not _under(modules, ("ampconfig.formats",)) - LIGHT_FORMATS
 
 
 def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:

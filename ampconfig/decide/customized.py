@@ -10,6 +10,7 @@ FixedVerdicts` turns that into a verdict under rule ``customized``, before keep_
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
@@ -17,9 +18,11 @@ from ampconfig.decide.decision_state import is_flexible
 from ampconfig.decide.facts import NodeFacts, iter_scopes
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError, Severity
-from ampconfig.formats.customize_dtypes_file import CustomizeFile, NodeSignature, check_against_model
 from ampconfig.opinfo.library import OpInfoLibrary, op_key
 from ampconfig.opinfo.typing_source import TypingSource
+
+if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtypes file is given
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile, NodeSignature
 
 
 def _dtype_name(value: ir.Value) -> str | None:
@@ -47,6 +50,8 @@ def _blocker(facts: NodeFacts) -> str | None:
 
 def signature(facts: NodeFacts, library: OpInfoLibrary) -> NodeSignature:
     """What checking a customize_dtypes entry needs to know of ``facts``' node."""
+    from ampconfig.formats.customize_dtypes_file import NodeSignature
+
     node = facts.node
     inputs, outputs = _present(node.inputs), _present(node.outputs)
     return NodeSignature(
@@ -70,6 +75,8 @@ def match_customized(
     """Every node the file customises, with the dtype it computes in and the reason the report shows; and the
     warnings (an op type no node has). Any error (unknown node, wrong dtype count, a dtype the schema or the
     target's kernels do not allow) raises one AmpconfigError carrying every error, each at its line."""
+    from ampconfig.formats.customize_dtypes_file import check_against_model
+
     facts = [f for scope in iter_scopes(model, low_dtype, typing) for f in scope.facts]
     by_name = {f.node.name: f.node for f in facts if f.node.name}
     chosen, problems = check_against_model(file, [signature(f, library) for f in facts], library.target)

@@ -18,20 +18,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
 from ampconfig.decide.judges import Judges
 from ampconfig.decide.value_limits import ValueRanges, check_margin
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.customize_dtypes_file import CustomizeFile
-from ampconfig.formats.documents import describe_value
-from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
 from ampconfig.precision_modes import PrecisionMode, parse_mode
+
+if TYPE_CHECKING:  # the file formats (pydantic's models) are imported when a file or a loaded one is given
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile
+    from ampconfig.formats.mixlist_file import Mixlist
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
@@ -113,6 +114,18 @@ def _is_names(value: object) -> bool:
     return all(isinstance(each, str) for each in value)
 
 
+def _is_mixlist(value: object) -> bool:
+    from ampconfig.formats.mixlist_file import Mixlist
+
+    return isinstance(value, Mixlist)
+
+
+def _is_customize_file(value: object) -> bool:
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile
+
+    return isinstance(value, CustomizeFile)
+
+
 def _is_text_mapping(value: object) -> bool:
     return isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
@@ -121,7 +134,7 @@ def _is_text_mapping(value: object) -> bool:
 _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "precision_mode": (lambda v: isinstance(v, PrecisionMode), "a precision mode"),
     "modify_mixlist": (
-        lambda v: v is None or _is_path(v) or isinstance(v, (Mixlist, Mapping)),
+        lambda v: v is None or _is_path(v) or isinstance(v, Mapping) or _is_mixlist(v),
         "a mixlist file's path, the mixlist as a mapping, or None",
     ),
     "keep_dtype": (lambda v: v is None or _is_path(v) or _is_names(v), "a keep_dtype file's path, node names, or None"),
@@ -132,7 +145,7 @@ _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "op_names": (lambda v: v is None or v in OP_NAME_CHOICES, "one of " + ", ".join(OP_NAME_CHOICES) + ", or None"),
     "op_info": (lambda v: v is None or isinstance(v, OpInfoLibrary), "an OpInfoLibrary, or None"),
     "customize_dtypes": (
-        lambda v: v is None or _is_path(v) or isinstance(v, CustomizeFile),
+        lambda v: v is None or _is_path(v) or _is_customize_file(v),
         "a customize_dtypes file's path, or None",
     ),
     "judges": (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v), "a mapping of op keys"),
@@ -153,6 +166,8 @@ def check_options(options: RewriteOptions) -> None:
     for name, (accepts, expected) in _EXPECTED.items():
         value = getattr(options, name)
         if not accepts(value):
+            from ampconfig.formats.documents import describe_value
+
             raise AmpconfigError(
                 f"{name} must be {expected}, got {describe_value(value)}",
                 hint=f"see ampconfig.rewrite_model_detailed's {name}",

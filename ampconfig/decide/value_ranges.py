@@ -48,7 +48,7 @@ from ampconfig.decide.value_limits import ValueRanges as ValueRanges
 from ampconfig.decide.value_limits import ValueSpread
 from ampconfig.decide.value_limits import low_max as low_max
 from ampconfig.dtypes import Dtype
-from ampconfig.formats.ranges_file import EXPONENT_MAX, EXPONENT_MIN
+from ampconfig.formats.float_exponents import EXPONENT_MAX, EXPONENT_MIN
 
 if TYPE_CHECKING:
     import numpy as np

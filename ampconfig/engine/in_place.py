@@ -26,8 +26,6 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import OpenedModel, light_proto, open_model
 from ampconfig.files.node_checks import NodePieces
-from ampconfig.formats.documents import describe_value
-from ampconfig.instrument.expose import measured_value_keys
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import with_node_names
@@ -49,6 +47,8 @@ def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, opti
     """:func:`ampconfig.api.rewrite_model_detailed` with its options as one object: ``model`` opened (a path or
     proto read into an ``ir.Model`` once), then rewritten in place (:func:`rewrite_in_place`)."""
     if not isinstance(model, (str, os.PathLike, onnx.ModelProto, OpenedModel)):
+        from ampconfig.formats.documents import describe_value  # the file formats: only for the message
+
         raise AmpconfigError(
             f"model must be a model file's path, an onnx.ModelProto or an opened model, got {describe_value(model)}",
             hint="see ampconfig.rewrite_model_detailed's model",
@@ -116,6 +116,8 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
     model, options, warnings = source.model, read.options, read.warnings
     value_ranges = _value_ranges(options, source)
     if value_ranges is not None and value_ranges.file is not None:  # said by every command, the API and the pass
+        from ampconfig.instrument.expose import measured_value_keys  # instrument/: only with a ranges file
+
         warnings.extend(coverage_warnings(value_ranges, measured_value_keys(source.light, source.constant_names())))
     ir_version = output_ir_version(source.declared(), source.path)
     admission = InputAdmission(source.light)

@@ -7,17 +7,19 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
-from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.steps.run_context import RewriteSetup
 from ampconfig.runner.float_cast import float32_to_float16
+
+if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a file is given
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile
 
 
 def effective_lists(
@@ -25,11 +27,11 @@ def effective_lists(
 ) -> tuple[OpLists, list[str], list[str]]:
     """The op lists after the mixlist (if any), the mixlist's warnings, and its notes (each TensorFlow/Ascend op
     name read as its ONNX op, with file and line) as text. ``op_names``: whose names the mixlist uses."""
+    if modify_mixlist is None:  # the file formats (pydantic's models) are imported only with a mixlist
+        return library.lists(), [], []
     from ampconfig.formats.mixlist_file import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
     from ampconfig.formats.session_config import check_mode_accepts_mixlist
 
-    if modify_mixlist is None:
-        return library.lists(), [], []
     source = "<inline mixlist>" if isinstance(modify_mixlist, Mapping) else str(modify_mixlist)
     check_mode_accepts_mixlist(mode, True, source)
     if isinstance(modify_mixlist, Mixlist):
@@ -51,11 +53,11 @@ def _keep_dtype_entries(
 ) -> tuple[list[Any], str | None, list[Problem]]:
     """The entries, the file they came from, and what reading their op names found (notes, warnings); an
     ambiguous op name raises."""
+    if keep_dtype is None:  # the file formats (pydantic's models) are imported only with keep_dtype
+        return [], None, []
     from ampconfig.formats.documents import SourceMap
     from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
 
-    if keep_dtype is None:
-        return [], None, []
     source = None if isinstance(keep_dtype, Sequence) and not isinstance(keep_dtype, str) else str(keep_dtype)
     value = Path(keep_dtype) if isinstance(keep_dtype, str) else keep_dtype
     entries, problems = read_keep_dtype_names(list(keep_dtype_from_config(value)), op_names, SourceMap(source))
@@ -68,7 +70,11 @@ def _keep_dtype_entries(
 def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_names: str | None) -> CustomizeFile | None:
     """The customize_dtypes file read and its format checked (errors raise, each at its line); None without one.
     A file already read (with the op names it was written in) is taken as it is."""
-    if customize_dtypes is None or isinstance(customize_dtypes, CustomizeFile):
+    if customize_dtypes is None:
+        return None
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
+
+    if isinstance(customize_dtypes, CustomizeFile):
         return customize_dtypes
     return load_customize_dtypes(customize_dtypes, op_names)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import onnx
 import onnx_ir as ir
@@ -29,7 +29,6 @@ from onnx import external_data_helper
 
 from ampconfig.domains import ONNX_DOMAIN
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.guard import Destination, DestinationKind, OutputGuard, same_file
 from ampconfig.files.ir_bridge import (
     attach_external_data,
     external_data_folder,
@@ -43,6 +42,9 @@ from ampconfig.files.mapped import mappable, read_mapped
 from ampconfig.files.paths import require_file, resolve_path
 from ampconfig.files.skeleton import IN_MODEL_FILE, STREAM_BYTES, ModelSkeleton, skeleton_of
 from ampconfig.files.sniff import text_kind
+
+if TYPE_CHECKING:  # the output guard (and its signal handling): imported when a model is written
+    from ampconfig.files.guard import Destination, OutputGuard
 
 log = logging.getLogger(__name__)
 
@@ -592,6 +594,8 @@ def save_model_atomic(
     whose weights exceed 1 GiB, is written with its tensors in ``<name>.data`` next to it, one tensor at a time, so
     the weights are never all in memory. That file is an output too: it may not be an input either.
     """
+    from ampconfig.files.guard import Destination, OutputGuard
+
     if guard is None:
         with OutputGuard() as own:
             own.read("input model", input_path)
@@ -625,6 +629,8 @@ def save_model_atomic(
 def _stale_external_data(target: Destination) -> Path | None:
     """``OUT.onnx.data`` when the ``OUT.onnx`` an inline model replaces kept its weights there: nothing would read
     it any more. A file the old model does not name, or an old model that cannot be read, is left alone."""
+    from ampconfig.files.guard import DestinationKind, same_file
+
     if target.kind is not DestinationKind.REPLACE:
         return None
     data = target.target.parent / external_data_name(target.target)
@@ -660,6 +666,8 @@ def save_model_sharing_data(model: ir.Model, destination: str | Path) -> Path:
     the folder of the model it was loaded from, its external tensors still pointing at that model's data file(s):
     nothing is copied. For a private variant of a saved model (e.g. the CPU accuracy copy of ``run``); new tensors
     are stored inline."""
+    from ampconfig.files.guard import OutputGuard
+
     with OutputGuard() as guard:
         target = guard.output("model", destination)
         folder = target.target.parent

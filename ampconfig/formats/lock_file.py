@@ -34,8 +34,8 @@ from ampconfig.formats.documents import (
     scan_json,
     validation_problems,
 )
+from ampconfig.formats.float_exponents import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.formats.format_tags import LOCK_FORMAT
-from ampconfig.formats.ranges_file import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.formats.tolerance import Tolerance
 from ampconfig.opinfo.library import ColourName
 from ampconfig.opinfo.op_names import VocabularyName

@@ -34,20 +34,13 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import path_argument, real_location, relative_path
 from ampconfig.formats.format_tags import RANGES_FORMAT
 from ampconfig.formats.numeric_limits import MAX_SEED, check_count
-from ampconfig.formats.ranges_file import (
-    RANGES_FORMAT_VERSION,
-    RangesData,
-    RangesFile,
-    RangesModel,
-    RangesShard,
-    ValueRange,
-)
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.resolve import Settings
 from ampconfig.version import __version__
 
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
     from ampconfig.files.guard import Destination, OutputGuard
+    from ampconfig.formats.ranges_file import RangesFile, RangesShard, ValueRange  # (only where measuring)
     from ampconfig.prove.request import Prepared
     from ampconfig.runner.datasets import Shard
     from ampconfig.runner.timing import ProgressCallback
@@ -107,6 +100,7 @@ class Calibration:
     def file(self, model_path: Path, written_to: Path) -> RangesFile:
         """The ranges file of this measurement, to be written at ``written_to``: the model's path is recorded
         relative to that file's folder, with ``/`` separators, as a lock records paths."""
+        from ampconfig.formats.ranges_file import RANGES_FORMAT_VERSION, RangesData, RangesFile, RangesModel
         from ampconfig.settings.json_schemas import schema_reference
 
         written_to = real_location(written_to)  # through a symbolic link: relative to the real file
@@ -128,6 +122,8 @@ class Calibration:
 
 def value_range(stats: ValueStats) -> ValueRange:
     """One value's line of a ranges file."""
+    from ampconfig.formats.ranges_file import ValueRange
+
     return ValueRange(
         min=stats.minimum,
         max=stats.maximum,
@@ -173,6 +169,8 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
 def calibration_of(prepared: Prepared, stats: Mapping[str, ValueStats]) -> Calibration:
     """The :class:`Calibration` of ``stats``, measured on ``prepared``'s calibration samples (by :func:`calibrate`,
     or from a run that carried every value out for more than its numbers: compare's and tune's reference)."""
+    from ampconfig.formats.ranges_file import RangesShard
+
     samples = prepared.calibration.samples
     identity = ranges_identity(prepared.opened.proto, prepared.opened.path)
     part = prepared.calibration

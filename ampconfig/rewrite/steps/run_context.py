@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 import onnx_ir as ir
@@ -18,12 +18,14 @@ from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.files.node_checks import NodePieces, OutputCheck
 from ampconfig.files.repair import Repair
 from ampconfig.files.skeleton import ModelSkeleton
-from ampconfig.formats.customize_dtypes_file import CustomizeFile
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats
+
+if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtypes file is read
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile
 
 
 @dataclass(frozen=True)
