@@ -41,10 +41,8 @@ from ampconfig.files.bounded import read_bounded
 from ampconfig.files.paths import require_file
 from ampconfig.formats.documents import decode_utf8, parse_document, require_format, validation_problems
 from ampconfig.formats.format_tags import RANGES_FORMAT
-
-#: float32's binary exponents: its smallest subnormal is 2^-149, its largest finite value lies below 2^128. An
-#: exponent histogram has one bin per exponent between them (a float64 value beyond them counts at the nearest end).
-EXPONENT_MIN, EXPONENT_MAX = -149, 127
+from ampconfig.value_counts import EXPONENT_MAX as EXPONENT_MAX
+from ampconfig.value_counts import EXPONENT_MIN as EXPONENT_MIN
 
 #: Magnitudes from 2^126 up may be sentinels (|x| >= 1e38, a mask's fill), which the histogram counts and
 #: ``max_abs``, ``min`` and ``max`` leave out: only these bins may lie above ``max_abs``'s.

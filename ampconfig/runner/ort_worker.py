@@ -289,7 +289,7 @@ class Worker:
         pipe): ``keys`` names each output by its value's key, each group is an output joining values of known
         shapes along their first dimension, ``fed`` counts the feeds too. ``misfit``: a group came back in another
         shape (its shapes were inferred wrongly): nothing is counted."""
-        from ampconfig.decide.value_ranges import float_stats  # NumPy only; imported on the first such request
+        from ampconfig.value_counts import float_counts  # NumPy only; imported on the first such request
 
         session, device = self.sessions[id]
         results = BoundRun(session, device, feeds).outputs()
@@ -302,7 +302,7 @@ class Worker:
             for key, shape in zip(members, shapes, strict=True):
                 arrays[key] = joined[offset : offset + shape[0]]
                 offset += shape[0]
-        return {"misfit": False, "stats": float_stats(arrays)}
+        return {"misfit": False, "stats": float_counts(arrays)}
 
     def time(self, id: int, feeds: Mapping[str, np.ndarray], warmup: int, iterations: int, label: str) -> list[float]:
         """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""
