@@ -168,7 +168,7 @@ def _float32_exponents(flat: np.ndarray) -> tuple[int, int, dict[int, int], bool
 
     by_field = exponent_fields(flat)
     exponents: dict[int, int] = {}
-    zeros = int(np.count_nonzero(flat == 0))
+    zeros = int(np.count_nonzero(flat == 0)) if by_field[0] else 0  # a zero's field is 0: none, no zeros
     if by_field[0] > zeros:
         tiny = flat[((flat.view(np.uint32) & 0x7F800000) == 0) & (flat != 0)]
         _, power = np.frexp(tiny.astype(np.float64))
