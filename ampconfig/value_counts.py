@@ -8,7 +8,7 @@ decisions read the same numbers as :class:`~ampconfig.decide.value_ranges.ValueS
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -36,6 +36,27 @@ class Counts(NamedTuple):
     nonfinite: int
     zeros: int
     exponents: dict[int, int]
+
+
+def joined_counts(first: Counts, second: Counts) -> Counts:
+    """The numbers of both arrays' elements together (two samples or two chunks of one value): exact, in any
+    order."""
+    exponents = dict(first.exponents)
+    for exponent, count in second.exponents.items():
+        exponents[exponent] = exponents.get(exponent, 0) + count
+    return Counts(
+        _joined(min, first.minimum, second.minimum),
+        _joined(max, first.maximum, second.maximum),
+        first.nonfinite + second.nonfinite,
+        first.zeros + second.zeros,
+        dict(sorted(exponents.items())),
+    )
+
+
+def _joined(pick: Callable[[float, float], float], first: float | None, second: float | None) -> float | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return pick(first, second)
 
 
 def is_float(array: np.ndarray) -> bool:

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ampconfig.value_counts import SENTINEL, Counts, exponent_fields, float_counts, value_counts
+from ampconfig.value_counts import SENTINEL, Counts, exponent_fields, float_counts, joined_counts, value_counts
 
 #: float32 elements at every kind of edge (each subnormal exponent among them).
 EDGES = np.array(
@@ -76,3 +76,17 @@ def test_float_counts_leaves_out_what_is_not_a_float_and_keeps_the_order() -> No
     assert list(counted) == ["b", "a", "big"]
     assert counted == {key: defined(arrays[key]) for key in counted}
     assert value_counts(np.arange(4)) is None
+
+
+def test_counts_of_chunks_joined_are_the_counts_of_the_whole() -> None:
+    """How the worker counts a large value a chunk at a time, and a calibration joins its samples."""
+    whole = _arrays()[4]
+    for size in (1, 1000, 4096, whole.size):
+        chunks = [value_counts(whole[start : start + size]) for start in range(0, whole.size, size)]
+        joined = chunks[0]
+        for chunk in chunks[1:]:
+            assert joined is not None and chunk is not None
+            joined = joined_counts(joined, chunk)
+        assert joined == value_counts(whole) == defined(whole)
+    nothing = value_counts(np.full(3, np.nan, np.float32))
+    assert nothing is not None and joined_counts(nothing, nothing) == Counts(None, None, 6, 0, {})

@@ -39,7 +39,7 @@ Pure: arrays and numbers in, findings out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,7 +49,7 @@ from ampconfig.decide.value_limits import low_max as low_max
 from ampconfig.dtypes import Dtype
 from ampconfig.value_counts import SENTINEL as SENTINEL
 from ampconfig.value_counts import SMALL_VALUE as SMALL_VALUE
-from ampconfig.value_counts import float_counts, segment_counts, value_counts
+from ampconfig.value_counts import Counts, float_counts, joined_counts, segment_counts, value_counts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -118,23 +118,14 @@ class ValueStats:
         return ValueSpread(self.zeros, self.nonfinite, self.exponents)
 
     def joined(self, other: ValueStats) -> ValueStats:
-        """The numbers of both values' elements together (two samples of one value): exact, in any order."""
-        exponents = dict(self.exponents)
-        for exponent, count in other.exponents.items():
-            exponents[exponent] = exponents.get(exponent, 0) + count
-        return ValueStats(
-            _joined(min, self.minimum, other.minimum),
-            _joined(max, self.maximum, other.maximum),
-            self.nonfinite + other.nonfinite,
-            self.zeros + other.zeros,
-            dict(sorted(exponents.items())),
-        )
+        """The numbers of both values' elements together (two samples of one value): exact, in any order
+        (:func:`~ampconfig.value_counts.joined_counts`)."""
+        return ValueStats(*joined_counts(self.counts, other.counts))
 
-
-def _joined(pick: Callable[[float, float], float], first: float | None, second: float | None) -> float | None:
-    if first is None or second is None:
-        return second if first is None else first
-    return pick(first, second)
+    @property
+    def counts(self) -> Counts:
+        """The same numbers as :mod:`ampconfig.value_counts` gives them."""
+        return Counts(self.minimum, self.maximum, self.nonfinite, self.zeros, dict(self.exponents))
 
 
 def value_stats(array: np.ndarray) -> ValueStats:
