@@ -9,7 +9,8 @@ that grows), each a fresh process:
 
 ``force_fp16`` lowers every node (in ``allow_mix_precision`` a chain fed by a graph input stays float32 and there is
 nothing to compare). Timed as wall clock and as the process's CPU time (user + system), the steadier number on a
-shared machine; ``--source DIR`` times another checkout (the commit before a change, e.g. ``git archive main``).
+shared machine; ``--source DIR`` times another checkout (the commit before a change, e.g. ``git archive main``),
+``--also DIR ...`` others in turn with it (each repeat runs every one once).
 ``--models`` adds data-heavy models to ``calibrate``: ``front-end`` (``tests/underflow_models.py``, four
 recordings), ``convnet`` and ``convnet-64`` (16 3x3 convolutions of 16 or 64 channels on a 128x512 image, two
 images).
@@ -88,6 +89,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="*", default=[], choices=["front-end", "convnet", "convnet-64"])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--source", type=Path, help="another checkout's root to time instead of this one")
+    parser.add_argument(
+        "--also", type=Path, nargs="*", default=[], help="other checkouts' roots timed in turn with it, each repeat"
+    )
     args = parser.parse_args()
     seconds: dict[str, dict[str, dict[str, object]]] = {}
     with tempfile.TemporaryDirectory(prefix="ampconfig-chains-") as name:
@@ -110,11 +114,14 @@ def main() -> None:
             for label, (path, extra) in models.items():
                 if extra and command != "calibrate":
                     continue
-                runs = [
-                    timed_ampconfig([*COMMANDS[command], *extra, str(path)], folder, args.source)
-                    for _ in range(args.repeat)
-                ]
-                seconds.setdefault(command, {})[label] = medians(runs)
+                sources = [args.source, *args.also]
+                runs: list[list[tuple[float, float]]] = [[] for _ in sources]
+                for _ in range(args.repeat):  # taking turns, so a change in the machine's load hits every source
+                    for each, source in zip(runs, sources, strict=True):
+                        each.append(timed_ampconfig([*COMMANDS[command], *extra, str(path)], folder, source))
+                seconds.setdefault(command, {})[label] = medians(runs[0])
+                for source, each in zip(args.also, runs[1:], strict=True):
+                    seconds[command][f"{label} ({source})"] = medians(each)
     smallest = str(min(args.nodes))
     result = {
         "machine": {

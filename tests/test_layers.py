@@ -18,6 +18,7 @@ LEVELS: dict[str, float] = {
     "domains": 0,
     "errors": 0,
     "gc_pause": 0,
+    "value_counts": 0,
     "precision_modes": 0.5,
     "examples": 1,
     "files": 1,
@@ -111,3 +112,36 @@ def test_every_name_the_benchmarks_and_examples_import_from_ampconfig_exists() -
                     except ModuleNotFoundError:
                         missing.append(f"{path.relative_to(root)}:{node.lineno} {node.module}.{alias.name}")
     assert missing == []
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """The ampconfig modules a source file imports, lazy ones inside functions and TYPE_CHECKING ones included."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ampconfig."):
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # a module imported from a package
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("ampconfig."))
+    return names
+
+
+def test_the_onnx_runtime_worker_counts_values_without_decide() -> None:
+    """The worker (``runner/ort_worker.py``, where a calibration's values are counted beside ONNX Runtime) and every
+    ampconfig module it may import, however late, import nothing of decide/: it counts with the ground's
+    ``value_counts``."""
+    package = Path(ampconfig.__file__).parent
+    seen: set[str] = set()
+    waiting = ["ampconfig.runner.ort_worker"]
+    while waiting:
+        name = waiting.pop()
+        parts = name.split(".")[1:]
+        path = package.joinpath(*parts).with_suffix(".py")
+        if not path.exists():
+            path = package.joinpath(*parts, "__init__.py")
+        if name in seen or not path.exists():
+            continue  # a name imported from a module, not a module
+        seen.add(name)
+        waiting.extend(_imported_modules(path))
+    assert "ampconfig.value_counts" in seen
+    assert sorted(name for name in seen if _top(name) == "decide") == []

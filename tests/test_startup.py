@@ -19,7 +19,6 @@ HEAVY = ("onnx", "onnx_ir", "onnxruntime", "numpy", "sympy")
 #: The modules of formats/ with no file format in them (constants and limits a rewrite uses).
 LIGHT_FORMATS = {
     "ampconfig.formats",
-    "ampconfig.formats.float_exponents",
     "ampconfig.formats.numeric_limits",
     "ampconfig.formats.document_limits",
 }

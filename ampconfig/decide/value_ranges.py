@@ -39,8 +39,7 @@ Pure: arrays and numbers in, findings out.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,13 +47,12 @@ from ampconfig.decide.value_limits import ValueRanges as ValueRanges
 from ampconfig.decide.value_limits import ValueSpread
 from ampconfig.decide.value_limits import low_max as low_max
 from ampconfig.dtypes import Dtype
-from ampconfig.formats.float_exponents import EXPONENT_MAX, EXPONENT_MIN
+from ampconfig.value_counts import SENTINEL as SENTINEL
+from ampconfig.value_counts import SMALL_VALUE as SMALL_VALUE
+from ampconfig.value_counts import Counts, float_counts, joined_counts, segment_counts, value_counts
 
 if TYPE_CHECKING:
     import numpy as np
-
-#: |x| at or beyond this is float32's own extreme (its largest is 3.4e38): a stand-in for infinity, not a value.
-SENTINEL = 1e38
 
 
 def value_key(key_path: str, name: str, main_names: Container[str] = ()) -> str:
@@ -120,164 +118,34 @@ class ValueStats:
         return ValueSpread(self.zeros, self.nonfinite, self.exponents)
 
     def joined(self, other: ValueStats) -> ValueStats:
-        """The numbers of both values' elements together (two samples of one value): exact, in any order."""
-        exponents = dict(self.exponents)
-        for exponent, count in other.exponents.items():
-            exponents[exponent] = exponents.get(exponent, 0) + count
-        return ValueStats(
-            _joined(min, self.minimum, other.minimum),
-            _joined(max, self.maximum, other.maximum),
-            self.nonfinite + other.nonfinite,
-            self.zeros + other.zeros,
-            dict(sorted(exponents.items())),
-        )
+        """The numbers of both values' elements together (two samples of one value): exact, in any order
+        (:func:`~ampconfig.value_counts.joined_counts`)."""
+        return ValueStats(*joined_counts(self.counts, other.counts))
 
-
-def _joined(pick: Callable[[float, float], float], first: float | None, second: float | None) -> float | None:
-    if first is None or second is None:
-        return second if first is None else first
-    return pick(first, second)
+    @property
+    def counts(self) -> Counts:
+        """The same numbers as :mod:`ampconfig.value_counts` gives them."""
+        return Counts(self.minimum, self.maximum, self.nonfinite, self.zeros, dict(self.exponents))
 
 
 def value_stats(array: np.ndarray) -> ValueStats:
-    """:class:`ValueStats` of one array (a non-float array has none: ``ValueStats(None, None)``). float16 and
-    bfloat16 are read as float32 (exactly); float32 in a few passes over its bits (one ``bincount`` of the high
-    half-words gives every exponent, the subnormals' included), float64 through ``frexp``."""
-    import numpy as np
-
-    values = np.asarray(array)
-    if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
-        return ValueStats(None, None)
-    if values.dtype != np.float64:
-        values = values.astype(np.float32, copy=False)
-    flat = np.ascontiguousarray(values).reshape(-1)
-    if flat.dtype == np.float32:
-        zeros, nonfinite, exponents, large = _float32_exponents(flat)
-    else:
-        zeros, nonfinite, exponents, large = _float64_exponents(flat)
-    kept = flat
-    if nonfinite or large:  # only then can an element be NaN, infinite or a sentinel
-        with np.errstate(invalid="ignore"):
-            kept = flat[np.abs(flat) < SENTINEL]
-    if not kept.size:
-        return ValueStats(None, None, nonfinite, zeros, exponents)
-    return ValueStats(float(kept.min()), float(kept.max()), nonfinite, zeros, exponents)
-
-
-#: Values up to this many elements are counted together by :func:`segment_stats` (a few numpy calls for all of
-#: them); larger ones one at a time, where the calls cost nothing beside the elements.
-SMALL_VALUE = 1 << 14
+    """:class:`ValueStats` of one array (a non-float array has none: ``ValueStats(None, None)``), as
+    :func:`~ampconfig.value_counts.value_counts` counts it."""
+    counted = value_counts(array)
+    return ValueStats(None, None) if counted is None else ValueStats(*counted)
 
 
 def segment_stats(joined: np.ndarray, sizes: Sequence[int]) -> list[ValueStats]:
     """:func:`value_stats` of each of the values that lie one after another in ``joined`` (flat; float32 or
-    float64), ``sizes`` elements each: equal to calling it on each slice, in a few numpy calls for all the small
-    values (a graph's thousands of small values would otherwise cost more in calls than in elements)."""
-    import numpy as np
-
-    flat = np.ascontiguousarray(np.ravel(joined))
-    starts = np.concatenate([[0], np.cumsum(np.asarray(sizes, np.int64))])
-    found: list[ValueStats | None] = [None] * len(sizes)
-    small = [i for i, size in enumerate(sizes) if 0 < size <= SMALL_VALUE] if flat.dtype == np.float32 else []
-    if small:
-        _small_float32_stats(flat, starts, small, found)
-    return [each if each is not None else value_stats(flat[starts[i] : starts[i + 1]]) for i, each in enumerate(found)]
-
-
-def _small_float32_stats(
-    flat: np.ndarray, starts: np.ndarray, chosen: Sequence[int], found: list[ValueStats | None]
-) -> None:
-    """The :class:`ValueStats` of the small float32 values ``chosen`` (indices into ``starts``), all at once: one
-    ``bincount`` of (value, exponent field) pairs, zeros by value, bounds by ``reduceat``. A value holding NaN,
-    infinity, a magnitude of 2^126 or more (a sentinel may be among them) or a subnormal is left to
-    :func:`value_stats`."""
-    import numpy as np
-
-    index = np.asarray(chosen, np.int64)
-    begins, ends = starts[index], starts[index + 1]
-    lengths = ends - begins
-    # every chosen value's elements, one after another, and which value each belongs to
-    picked = np.concatenate([flat[begin:end] for begin, end in zip(begins.tolist(), ends.tolist(), strict=True)])
-    owner = np.repeat(np.arange(len(index), dtype=np.int64), lengths)
-    fields = (picked.view(np.uint32) >> 23) & 0xFF
-    counts = np.bincount(owner * 256 + fields, minlength=len(index) * 256).reshape(len(index), 256)
-    zeros = np.bincount(owner[picked == 0], minlength=len(index))
-    subnormal = counts[:, 0] > zeros  # non-zero elements with exponent field 0
-    awkward = subnormal | (counts[:, 253:].sum(axis=1) > 0)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    lows, highs = np.minimum.reduceat(picked, offsets), np.maximum.reduceat(picked, offsets)
-    for row, value in enumerate(index.tolist()):
-        if awkward[row]:
-            continue  # value_stats, one at a time
-        present = np.flatnonzero(counts[row, 1:253]) + 1
-        exponents = {int(field) - 127: int(counts[row, field]) for field in present}
-        found[value] = ValueStats(float(lows[row]), float(highs[row]), 0, int(zeros[row]), exponents)
+    float64), ``sizes`` elements each (:func:`~ampconfig.value_counts.segment_counts`: the small ones together)."""
+    return [ValueStats(*counted) for counted in segment_counts(joined, sizes)]
 
 
 def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
-    """The :class:`ValueStats` of every float array, by key: the small float32 ones (float16 and bfloat16 read as
-    float32) joined and counted together, the rest one by one; as :func:`value_stats` of each. Pure NumPy: the
-    ONNX Runtime worker counts with it where the arrays are (:mod:`ampconfig.runner.ort_worker`)."""
-    import numpy as np
-
-    small: dict[str, np.ndarray] = {}
-    found: dict[str, ValueStats] = {}
-    for key, array in arrays.items():
-        values = np.asarray(array)
-        if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
-            continue
-        if values.dtype != np.float64 and values.size <= SMALL_VALUE:
-            small[key] = values.astype(np.float32, copy=False).reshape(-1)
-        else:
-            found[key] = value_stats(values)
-    if small:
-        joined = np.concatenate(list(small.values()))
-        found.update(zip(small, segment_stats(joined, [each.size for each in small.values()]), strict=True))
-    return {key: found[key] for key in arrays if key in found}
-
-
-#: The high half-word of each float32 in memory: the second of its two 16-bit halves on a little-endian machine.
-_HIGH_HALF = 1 if sys.byteorder == "little" else 0
-
-
-def _float32_exponents(flat: np.ndarray) -> tuple[int, int, dict[int, int], bool]:
-    """Zeros, NaN and infinities, the exponent histogram and whether any magnitude reaches 2^126 (a sentinel may
-    be among them), of a contiguous float32 array. The high half-word holds the sign, the 8 exponent bits and the
-    top 7 bits of the mantissa: one ``bincount`` of it counts every exponent, and a subnormal's exponent follows
-    from its top mantissa bits; only subnormals below 2^-133 (whose top bits are all zero) are looked at again."""
-    import numpy as np
-
-    high = flat.view(np.uint16)[_HIGH_HALF::2]
-    counts = np.bincount(high, minlength=1 << 16).reshape(2, 256, 128).sum(axis=0)  # [exponent field, top bits]
-    by_field = counts.sum(axis=1)
-    exponents: dict[int, int] = {}
-    zeros = int(np.count_nonzero(flat == 0))
-    if counts[0, 0] > zeros:  # subnormals below 2^-133 (rare): their exponent is in the low half-word
-        tiny = flat[((high & 0x7FFF) == 0) & (flat != 0)].view(np.uint32) & 0xFFFF
-        _, power = np.frexp(tiny.astype(np.float64))
-        found, found_counts = np.unique(power - 1 + EXPONENT_MIN, return_counts=True)
-        exponents.update(zip(found.tolist(), found_counts.tolist(), strict=True))
-    for top in np.flatnonzero(counts[0, 1:]) + 1:  # subnormals: the highest set bit of the top mantissa bits
-        exponent = EXPONENT_MIN + 16 + int(top).bit_length() - 1
-        exponents[exponent] = exponents.get(exponent, 0) + int(counts[0, top])
-    for exponent_field in np.flatnonzero(by_field[1:255]) + 1:
-        exponents[int(exponent_field) - 127] = int(by_field[exponent_field])
-    return zeros, int(by_field[255]), dict(sorted(exponents.items())), bool(by_field[253] or by_field[254])
-
-
-def _float64_exponents(flat: np.ndarray) -> tuple[int, int, dict[int, int], bool]:
-    """:func:`_float32_exponents` of a float64 array, through ``frexp``; exponents beyond float32's count at its
-    ends."""
-    import numpy as np
-
-    finite = np.isfinite(flat)
-    nonfinite = int(flat.size - np.count_nonzero(finite))
-    nonzero = flat[finite & (flat != 0)]
-    zeros = int(np.count_nonzero(flat == 0))
-    _, power = np.frexp(nonzero)
-    found, counts = np.unique(np.clip(power - 1, EXPONENT_MIN, EXPONENT_MAX), return_counts=True)
-    large = bool(nonzero.size and np.abs(nonzero).max() >= 2.0**126)
-    return zeros, nonfinite, dict(zip(found.tolist(), counts.tolist(), strict=True)), large
+    """The :class:`ValueStats` of every float array, by key, as :func:`value_stats` of each
+    (:func:`~ampconfig.value_counts.float_counts`: small values together). The ONNX Runtime worker counts the
+    same way where the arrays are (:mod:`ampconfig.runner.ort_worker`)."""
+    return {key: ValueStats(*counted) for key, counted in float_counts(arrays).items()}
 
 
 @dataclass(frozen=True)

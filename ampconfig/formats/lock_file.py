@@ -34,13 +34,13 @@ from ampconfig.formats.documents import (
     scan_json,
     validation_problems,
 )
-from ampconfig.formats.float_exponents import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.formats.format_tags import LOCK_FORMAT
 from ampconfig.formats.tolerance import Tolerance
 from ampconfig.opinfo.library import ColourName
 from ampconfig.opinfo.op_names import VocabularyName
 from ampconfig.opinfo.targets import TargetName
 from ampconfig.precision_modes import V1Name
+from ampconfig.value_counts import EXPONENT_MAX, EXPONENT_MIN
 
 #: The value of every lock's ``format`` key: what tells a lock from any other JSON file.
 #: The version of the format this ampconfig writes, and every version it reads. A lock of a newer version is

@@ -40,8 +40,9 @@ from ampconfig.errors import AmpconfigError, printable
 from ampconfig.files.bounded import read_bounded
 from ampconfig.files.paths import require_file
 from ampconfig.formats.documents import decode_utf8, parse_document, require_format, validation_problems
-from ampconfig.formats.float_exponents import EXPONENT_MAX, EXPONENT_MIN
 from ampconfig.formats.format_tags import RANGES_FORMAT
+from ampconfig.value_counts import EXPONENT_MAX as EXPONENT_MAX
+from ampconfig.value_counts import EXPONENT_MIN as EXPONENT_MIN
 
 #: Magnitudes from 2^126 up may be sentinels (|x| >= 1e38, a mask's fill), which the histogram counts and
 #: ``max_abs``, ``min`` and ``max`` leave out: only these bins may lie above ``max_abs``'s.

@@ -172,8 +172,9 @@ class _Grouper:
         self._open: dict[tuple[int, tuple[int, ...]], tuple[list[tuple[str, str, tuple[int, ...], int]], int]] = {}
 
     def add(self, name: str, elem_type: int, shape: tuple[int, ...], key: str) -> bool:
-        """Put the value in a group; False for a scalar (nothing to join it along)."""
-        if not shape:
+        """Put the value in a group; False for a scalar (nothing to join it along) and for a value as large as a
+        group (joined alone, it would only be copied: 16 MB per value and run on a 64-channel convnet)."""
+        if not shape or int(np.prod(shape, dtype=np.int64)) >= GROUP_ELEMENTS:
             return False
         at = self.producer.get(name, -1)
         source = name

@@ -46,6 +46,7 @@ from ampconfig.runner.sessions import (
 )
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
+from ampconfig.value_counts import Counts
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class ExposedRunner:
     def stats(self, feeds: Mapping[str, np.ndarray], io: bool = True) -> dict[str, ValueStats]:
         """One run on ``feeds``: the :class:`ValueStats` of every float value carried out (and, with ``io``, of
         the graph inputs and outputs), counted in ONNX Runtime's worker where the arrays are (only the numbers
-        cross to this process), small values together (:func:`~ampconfig.decide.value_ranges.float_stats`)."""
+        cross to this process), small values together (:func:`~ampconfig.value_counts.float_counts`)."""
         adapted = adapt_feeds(feeds, self.model)
         while True:
             keys = {**self.exposed.keys, **({name: name for name in self.output_names} if io else {})}
@@ -147,8 +148,8 @@ class ExposedRunner:
                 self.session = self._session()
                 continue
             if not answer["misfit"]:
-                stats: dict[str, ValueStats] = answer["stats"]  # type: ignore[assignment]
-                return stats
+                counted: dict[str, Counts] = answer["stats"]  # type: ignore[assignment]
+                return {key: ValueStats(*numbers) for key, numbers in counted.items()}
             # a shape inference got wrong (a custom op's): those values leave one output each from now on
             self.group = None
             self.exposed = expose_keys(self.model, self.keys, FLAT if self.exposed.flattened else STACKED)

@@ -347,27 +347,27 @@ def peak_memory() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB elsewhere
 
 
-#: Elements of one value counted at a time: counting works on copies of what it counts (an int64 per element for
+#: Elements of one value counted at a time: counting works on copies of what it counts (9 bytes per element for
 #: the exponent histogram), so a whole 512 MiB value would cost 1 GiB more.
 STATS_CHUNK_ELEMENTS = 1 << 20
 
 
-def _chunked_float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """``float_stats`` of ``arrays``, a large value counted a chunk at a time and the chunks' numbers joined (exact
-    in any order: ``ValueStats.joined``)."""
-    from ampconfig.decide.value_ranges import float_stats, value_stats  # NumPy only; imported on the first request
+def _chunked_float_counts(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``float_counts`` of ``arrays``, a large value counted a chunk at a time and the chunks' numbers joined (exact
+    in any order: ``joined_counts``)."""
+    from ampconfig.value_counts import float_counts, is_float, joined_counts, value_counts  # NumPy only
 
     large = {key: array for key, array in arrays.items() if array.size > STATS_CHUNK_ELEMENTS}
-    found = float_stats({key: array for key, array in arrays.items() if key not in large})
+    found = float_counts({key: array for key, array in arrays.items() if key not in large})
     for key, array in large.items():
         flat = np.asarray(array).reshape(-1)
-        if flat.dtype.kind != "f" and flat.dtype.name != "bfloat16":
+        if not is_float(flat):
             continue
-        chunks = (
-            value_stats(flat[start : start + STATS_CHUNK_ELEMENTS])
+        chunks = [
+            value_counts(flat[start : start + STATS_CHUNK_ELEMENTS])
             for start in range(0, flat.size, STATS_CHUNK_ELEMENTS)
-        )
-        found[key] = functools.reduce(lambda first, second: first.joined(second), chunks)
+        ]
+        found[key] = functools.reduce(joined_counts, [chunk for chunk in chunks if chunk is not None])
     return {key: found[key] for key in arrays if key in found}
 
 
@@ -502,7 +502,7 @@ class Worker:
             for key, shape in zip(members, shapes, strict=True):
                 arrays[key] = joined[offset : offset + shape[0]]
                 offset += shape[0]
-        return {"misfit": False, "stats": _chunked_float_stats(arrays)}
+        return {"misfit": False, "stats": _chunked_float_counts(arrays)}
 
     def time(self, id: int, feeds: Mapping[str, np.ndarray], warmup: int, iterations: int, label: str) -> list[float]:
         """The milliseconds of each timed run (after ``warmup`` untimed ones), progress sent as it goes."""

@@ -10,7 +10,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
-from ampconfig.instrument.expose import VALUE_GROUP, expose_keys, float_value_keys, static_shapes
+from ampconfig.instrument.expose import GROUP_ELEMENTS, VALUE_GROUP, expose_keys, float_value_keys, static_shapes
 from ampconfig.runner.intermediates import ExposedRunner
 from ampconfig.runner.sessions import create_session, run_once
 from tests.graphs import make_model, tensor
@@ -91,6 +91,24 @@ def test_values_of_known_shapes_leave_joined_without_a_node_each() -> None:
         key = alone.keys.get(name, name)
         assert grouped[key].shape == (4, 8)
         np.testing.assert_array_equal(grouped[key], array)
+
+
+def test_a_value_as_large_as_a_group_leaves_as_it_is() -> None:
+    """A Concat of one value would only copy it (16 MB per value and run on chain_commands' 64-channel convnet):
+    it leaves as an output of its own, the small values beside it still joined."""
+    side = int(GROUP_ELEMENTS**0.5)
+    nodes = [
+        oh.make_node("Relu", ["x"], ["large"], name="large"),
+        oh.make_node("Tanh", ["large"], ["larger"], name="larger"),
+        oh.make_node("ReduceMax", ["larger"], ["small"], name="small", keepdims=1),
+        oh.make_node("Neg", ["small"], ["smaller"], name="smaller"),
+        oh.make_node("Abs", ["smaller"], ["y"], name="y"),
+    ]
+    model = make_model(nodes, [tensor("x", shape=[side, side])], [tensor("y", shape=[1, 1])])
+    exposed = expose_keys(model, float_value_keys(model), group=static_shapes(model))
+    assert sorted(exposed.keys.values()) == ["large", "larger"]
+    assert [group.keys for group in exposed.groups] == [("small", "smaller")]
+    assert [node.op_type for node in exposed.model.graph.node].count("Concat") == 1
 
 
 def test_a_group_that_comes_back_in_another_shape_is_carried_out_one_value_each() -> None:

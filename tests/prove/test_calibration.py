@@ -328,3 +328,20 @@ def test_explain_compare_and_tune_decide_from_the_calibration_run_makes(tmp_path
     assert ran["passed"] and "6 by range_underflows" in " ".join(ran["notes"])
     tuned = payload("tune", model, "--max-runs", "8", "-o", tmp_path / "tuned.mixlist.json")
     assert tuned["range_analysis"] == compared["range_analysis"]
+
+
+def test_the_ranges_file_holds_the_numbers_counted_in_this_process(spectrum: tuple[Path, Path, Path]) -> None:
+    """``calibrate`` counts each value where ONNX Runtime made it (the worker, ``ampconfig.value_counts``); every
+    value's line of its file is the line of the same value's array brought back and counted here by
+    ``decide.value_ranges.value_stats``, to the byte."""
+    from ampconfig.decide.value_ranges import value_stats
+    from ampconfig.formats.ranges_file import parse_ranges, ranges_text
+    from ampconfig.prove.calibration import value_range
+    from ampconfig.runner.intermediates import run_with_intermediates
+
+    model, inputs, ranges = spectrum
+    written = parse_ranges(ranges.read_text(), str(ranges))
+    arrays = run_with_intermediates(onnx.load(model), dict(np.load(inputs))).values
+    here = written.model_copy(update={"values": {key: value_range(value_stats(arrays[key])) for key in written.values}})
+    assert len(written.values) > 5
+    assert ranges_text(here) == ranges.read_text()
