@@ -29,9 +29,9 @@ import numpy as np
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS, numpy_float16
-from ampconfig.runner import worker
-from ampconfig.runner.channel import large_bytes
-from ampconfig.runner.worker import Phase, WorkerRefused
+
+# The worker's modules are imported where a weight is large enough to go there: a decision-only command (explain,
+# lists, rewrite without a large weight) starts no worker and loads none of its modules (tests/cli/test_decision_only).
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,10 @@ class _WorkerCast:
     process makes its own: the file would be shared with its parent)."""
 
     def __init__(self) -> None:
+        from ampconfig.runner import worker
+        from ampconfig.runner.channel import large_bytes
+        from ampconfig.runner.worker import Phase
+
         self.owner = os.getpid()
         descriptor = os.memfd_create("ampconfig-float-cast", os.MFD_CLOEXEC)
         try:
@@ -93,6 +97,8 @@ class _WorkerCast:
         return self.owner == os.getpid() and self.process.alive
 
     def convert(self, array: np.ndarray) -> np.ndarray:
+        from ampconfig.runner.worker import Phase
+
         flat = array.reshape(-1)  # a copy only where ``array`` is not contiguous
         converted = np.empty(flat.shape, np.float16)
         for start in range(0, flat.size, CHUNK_ELEMENTS):
@@ -138,6 +144,8 @@ _unavailable = False
 
 def _worker_cast() -> _WorkerCast | None:
     global _cast, _unavailable
+    from ampconfig.runner.worker import WorkerRefused
+
     if _unavailable:
         return None
     if _cast is None or not _cast.usable:
@@ -156,6 +164,8 @@ def float32_to_float16(array: np.ndarray) -> np.ndarray:
     global _unavailable
     if array.dtype != np.float32 or array.size < MIN_ELEMENTS:
         return numpy_float16(array)
+    from ampconfig.runner.worker import WorkerRefused
+
     with _lock:
         cast = _worker_cast()
         if cast is not None:

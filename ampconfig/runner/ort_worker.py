@@ -357,7 +357,12 @@ def _chunked_float_counts(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
     in any order: ``joined_counts``)."""
     from ampconfig.value_counts import float_counts, is_float, joined_counts, value_counts  # NumPy only
 
-    large = {key: array for key, array in arrays.items() if array.size > STATS_CHUNK_ELEMENTS}
+    # a sequence or a map (ZipMap's output) is no array: float_counts leaves it out
+    large = {
+        key: array
+        for key, array in arrays.items()
+        if isinstance(array, np.ndarray) and array.size > STATS_CHUNK_ELEMENTS
+    }
     found = float_counts({key: array for key, array in arrays.items() if key not in large})
     for key, array in large.items():
         flat = np.asarray(array).reshape(-1)
