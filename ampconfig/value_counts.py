@@ -29,13 +29,15 @@ SMALL_VALUE = 1 << 14
 class Counts(NamedTuple):
     """One value's numbers, in :class:`~ampconfig.decide.value_ranges.ValueStats`'s order: the lowest and highest
     element with sentinels and non-finite elements left out (None when none is left), the NaN and infinite elements,
-    the zeros, and the exponent histogram of the finite non-zero elements (sentinels included), ascending."""
+    the zeros, the exponent histogram of the finite non-zero elements (sentinels included), ascending, and how many
+    of those are sentinels (``|x| >= SENTINEL``: what the histogram may hold above the largest magnitude)."""
 
     minimum: float | None
     maximum: float | None
     nonfinite: int
     zeros: int
     exponents: dict[int, int]
+    sentinels: int = 0
 
 
 def joined_counts(first: Counts, second: Counts) -> Counts:
@@ -50,6 +52,7 @@ def joined_counts(first: Counts, second: Counts) -> Counts:
         first.nonfinite + second.nonfinite,
         first.zeros + second.zeros,
         dict(sorted(exponents.items())),
+        first.sentinels + second.sentinels,
     )
 
 
@@ -83,9 +86,10 @@ def value_counts(array: np.ndarray) -> Counts | None:
     if nonfinite or large:  # only then can an element be NaN, infinite or a sentinel
         with np.errstate(invalid="ignore"):
             kept = flat[np.abs(flat) < SENTINEL]
+    sentinels = flat.size - kept.size - nonfinite
     if not kept.size:
-        return Counts(None, None, nonfinite, zeros, exponents)
-    return Counts(float(kept.min()), float(kept.max()), nonfinite, zeros, exponents)
+        return Counts(None, None, nonfinite, zeros, exponents, sentinels)
+    return Counts(float(kept.min()), float(kept.max()), nonfinite, zeros, exponents, sentinels)
 
 
 def segment_counts(joined: np.ndarray, sizes: Sequence[int]) -> list[Counts]:

@@ -40,6 +40,7 @@ def defined(array: np.ndarray) -> Counts:
         sum(1 for x in elements if not math.isfinite(x)),
         sum(1 for x in elements if x == 0),
         dict(sorted(exponents.items())),
+        sum(1 for x in elements if math.isfinite(x) and abs(x) >= sentinel),
     )
 
 

@@ -107,6 +107,8 @@ class ValueStats:
     nonfinite: int = 0
     zeros: int = 0
     exponents: Mapping[int, int] = field(default_factory=dict)
+    #: how many of the histogram's elements are sentinels (``|x| >= SENTINEL``)
+    sentinels: int = 0
 
     @property
     def peak(self) -> float:
@@ -125,7 +127,7 @@ class ValueStats:
     @property
     def counts(self) -> Counts:
         """The same numbers as :mod:`ampconfig.value_counts` gives them."""
-        return Counts(self.minimum, self.maximum, self.nonfinite, self.zeros, dict(self.exponents))
+        return Counts(self.minimum, self.maximum, self.nonfinite, self.zeros, dict(self.exponents), self.sentinels)
 
 
 def value_stats(array: np.ndarray) -> ValueStats:

@@ -10,9 +10,10 @@ fed), so that a lock can record it and ``lock --check`` can name it as the cause
 Version 2 records, per float value beside its range, how its elements spread: zeros, NaN and infinities, and a
 histogram of the binary exponents of its finite non-zero magnitudes (what the underflow rule reads), and the
 model's weights digest. Version 3 adds each value's element count, which its zeros, non-finite elements and
-histogram add up to. Version 1 and 2 files still read; the reader says what cannot be judged from a version 1
-file. A file made by ``calibrate --shard K/N`` says which shard it holds; ``ranges merge`` joins the shards of one
-split exactly (:func:`merge_ranges`).
+histogram add up to, and its sentinel count (magnitudes of 1e38 or more, a mask's fill: the histogram counts them,
+``max_abs`` leaves them out, so they are the only elements it may hold above ``max_abs``). Version 1 and 2 files
+still read; the reader says what cannot be judged from a version 1 file. A file made by ``calibrate --shard K/N``
+says which shard it holds; ``ranges merge`` joins the shards of one split exactly (:func:`merge_ranges`).
 
 A file is checked as a whole, as SQLite's ``PRAGMA integrity_check`` checks a database and not only each field's
 type: what the schema cannot say (a histogram bin above ``max_abs``, counts that do not add up to the elements,
@@ -148,6 +149,14 @@ class ValueRange(_Record):
         description="How many elements the value held over every sample: its zeros, its non-finite elements and "
         "its histogram's counts add up to it. Required from version 3.",
     )
+    sentinels: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_COUNT,
+        strict=True,
+        description="How many of the histogram's elements were sentinels (|value| >= 1e38, a mask's fill): the "
+        "only elements it may count above max_abs. Required from version 3.",
+    )
 
 
 class RangesFile(_Record):
@@ -218,7 +227,7 @@ def parse_ranges(text: str, source: str | None) -> RangesFile:
 
 
 #: What each version records of every value beside its range.
-_REQUIRED = {1: (), 2: ("zeros", "exponents"), 3: ("zeros", "exponents", "elements")}
+_REQUIRED = {1: (), 2: ("zeros", "exponents"), 3: ("zeros", "exponents", "elements", "sentinels")}
 #: What a check of the file as a whole finds: the message (naming both fields) and the JSON path of one of them.
 _Contradiction = tuple[str, tuple[str, ...]]
 
@@ -338,6 +347,15 @@ def _histogram_problem(value: ValueRange, exponents: dict[str, int], at: tuple[s
             f"exponents[{above[0]}] counts magnitudes of 2^{above[0]} or more, above max_abs {value.max_abs!r}"
             + (f" (2^{top})" if top is not None else ""),
             (*at, "exponents", str(above[0])),
+        )
+    # a sentinel's bins (2^126, 2^127) above max_abs hold sentinels only: as many as the file says it had
+    beyond = [e for e in bins if (top is None or e > top) and e >= SENTINEL_EXPONENT]
+    counted_beyond = sum(exponents[str(e)] for e in beyond)
+    if value.sentinels is not None and counted_beyond > value.sentinels:
+        return (
+            f"exponents[{beyond[0]}] counts {counted_beyond} magnitude(s) of 2^{beyond[0]} or more above max_abs "
+            f"{value.max_abs!r}, but sentinels says {value.sentinels} value(s) were sentinels (1e38 or more)",
+            (*at, "exponents", str(beyond[0])),
         )
     if top is not None and top not in bins:
         return (
@@ -504,4 +522,5 @@ def _joined(first: ValueRange, second: ValueRange) -> ValueRange:
         zeros=(first.zeros or 0) + (second.zeros or 0),
         exponents={str(exponent): count for exponent, count in sorted(exponents.items())},
         elements=None if first.elements is None or second.elements is None else first.elements + second.elements,
+        sentinels=None if first.sentinels is None or second.sentinels is None else first.sentinels + second.sentinels,
     )

@@ -132,6 +132,7 @@ def value_range(stats: ValueStats) -> ValueRange:
         zeros=stats.zeros,
         exponents={str(exponent): count for exponent, count in sorted(stats.exponents.items())},
         elements=stats.zeros + stats.nonfinite + sum(stats.exponents.values()),
+        sentinels=stats.sentinels,
     )
 
 

@@ -7,12 +7,16 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
 
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model
 from ampconfig.formats.ranges_file import RANGES_FORMAT_VERSION, load_ranges, parse_ranges, ranges_text
+from tests.graphs import FLOAT
 from tests.lock_trees import cli
 from tests.spectrum_models import loud_frames, write_power_spectrum
 
@@ -106,6 +110,10 @@ _SMALL = {"min": -2.9, "max": 1.5, "max_abs": 2.9, "nonfinite": 0, "zeros": 0}
         ("a count of 10^40", {**_SMALL, "exponents": {"1": 10**40}}, 'exponents["1"]', "9223372036854775807"),
         ("counts beyond elements", {**_SMALL, "exponents": {"1": 10}, "elements": 9}, "elements", "add up to 10"),
         ("outside float32", {**_SMALL, "exponents": {"1": 1, "-150": 1}}, 'exponents["-150"]', "-149 to 127"),
+        ("a 2^127 bin, no sentinel", {**_SMALL, "exponents": {"1": 10, "127": 4}, "sentinels": 0},
+         'exponents["127"]', "sentinels says 0"),
+        ("more in 2^127 than sentinels", {**_SMALL, "exponents": {"1": 10, "127": 4}, "sentinels": 3},
+         'exponents["127"]', "sentinels says 3"),
     ],
 )  # fmt: skip
 def test_fields_that_contradict_each_other_are_refused_at_one_naming_the_other(
@@ -128,10 +136,36 @@ def test_fields_that_contradict_each_other_are_refused_at_one_naming_the_other(
 def test_a_sentinel_bin_above_max_abs_is_read_as_a_masks_fill(measured: tuple[Path, Path], tmp_path: Path) -> None:
     """The documented reading: magnitudes from 2^126 up may be sentinels (float32's min as an attention mask's fill
     lands in bin 127), which max_abs leaves out; such a bin beside a small max_abs is what calibrate writes for a
-    masked value, and no range rule reads it."""
-    path = _with_value(measured, tmp_path, "sentinel", **_SMALL, exponents={"1": 10, "127": 4})
+    masked value, with as many sentinels, and no range rule reads it. (Without the sentinel count, which issue 44
+    asked for, a 2^127 bin beside max_abs 2.9 could not be told from a contradiction: the cases above refuse it.)"""
+    path = _with_value(measured, tmp_path, "sentinel", **_SMALL, exponents={"1": 10, "127": 4}, sentinels=4)
     ranges, _ = load_ranges(path)
-    assert ranges.values["power"].exponents == {"1": 10, "127": 4}
+    assert ranges.values["power"].exponents == {"1": 10, "127": 4} and ranges.values["power"].sentinels == 4
+
+
+def test_calibrate_counts_a_masks_fill_as_sentinels(tmp_path: Path) -> None:
+    """A value holding an attention mask's fill (float32's lowest, -3.4e38) is written with its sentinel count, and
+    the file reads back: its 2^127 bin is explained by it."""
+    fill = float(np.finfo(np.float32).min)
+    nodes = [oh.make_node("Where", ["keep", "x", "fill"], ["masked"], name="mask")]
+    graph = oh.make_graph(
+        nodes,
+        "masked",
+        [oh.make_tensor_value_info("keep", TensorProto.BOOL, [2, 3]), oh.make_tensor_value_info("x", FLOAT, [2, 3])],
+        [oh.make_tensor_value_info("masked", FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.array(fill, np.float32), "fill")],
+    )
+    model = tmp_path / "masked.onnx"
+    onnx.save_model(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)], ir_version=10), model)
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, keep=np.array([[True, False, True], [False, True, True]]), x=np.full((2, 3), 1.5, np.float32))
+    ranges_path = tmp_path / "masked.ranges.json"
+    result = cli("calibrate", model, "--inputs", inputs, "-o", ranges_path)
+    assert result.exit_code == 0, result.stderr
+    value = json.loads(ranges_path.read_text(encoding="utf-8"))["values"]["masked"]
+    assert (value["max_abs"], value["sentinels"], value["exponents"]) == (1.5, 2, {"0": 4, "127": 2})
+    ranges, _ = load_ranges(ranges_path)
+    assert ranges.values["masked"].sentinels == 2
 
 
 def test_a_version_2_file_reads_without_element_counts(measured: tuple[Path, Path], tmp_path: Path) -> None:
