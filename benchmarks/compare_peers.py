@@ -323,13 +323,24 @@ def model_builders() -> dict[str, Callable[[], onnx.ModelProto]]:
 # --------------------------------------------------------------------------------------------------------------
 
 
+#: A tool name's suffix that turns ampconfig's load check off (``ampconfig:force_fp16/no-load-check``): the peers
+#: load nothing, so the comparison is made both ways and the check's cost said beside it.
+NO_LOAD_CHECK = "/no-load-check"
+
+
+def _ampconfig_mode(tool: str) -> tuple[str, bool]:
+    """The precision mode an ``ampconfig:MODE[/no-load-check]`` tool runs, and whether it checks the load."""
+    mode = tool.split(":", 1)[1]
+    return mode.removesuffix(NO_LOAD_CHECK), not mode.endswith(NO_LOAD_CHECK)
+
+
 def converter(tool: str, target: str = "cpu") -> Callable[[onnx.ModelProto], onnx.ModelProto]:
     """The tool as a function; imports happen here, outside any timer."""
     if tool.startswith("ampconfig:"):
         from ampconfig import rewrite_model
 
-        mode = tool.split(":", 1)[1]
-        return lambda model: rewrite_model(model, mode, target=target)
+        mode, checked = _ampconfig_mode(tool)
+        return lambda model: rewrite_model(model, mode, target=target, load_check=checked)
     if tool == "occ":
         from onnxconverter_common import float16 as occ_float16
 
@@ -934,8 +945,9 @@ def e2e_command(tool: str, source: Path, target: Path) -> list[str]:
     from large_model import ampconfig_command
 
     if tool.startswith("ampconfig:"):
-        mode = tool.split(":", 1)[1]
-        return [*ampconfig_command(), "rewrite", str(source), "-o", str(target), "--precision-mode", mode]
+        mode, checked = _ampconfig_mode(tool)
+        unchecked = [] if checked else ["--no-load-check"]
+        return [*ampconfig_command(), "rewrite", str(source), "-o", str(target), "--precision-mode", mode, *unchecked]
     if tool == "io-floor":
         return [sys.executable, "-c", FLOOR_SCRIPT, str(source), str(target)]
     if tool in ("occ", "ort-float16"):
