@@ -38,7 +38,7 @@ def load_checked(
             f"used here ({unusable}); load it once where it will run"
         )
         return result
-    from ampconfig.engine.safety_net import Outcome, check_rewrite, repair
+    from ampconfig.engine.safety_net import NetGaveUp, Outcome, check_rewrite, repair
 
     failure = check_rewrite(result, None, device)
     if failure is None:
@@ -53,7 +53,7 @@ def load_checked(
                 file=file,
                 hint=f"{exc.hint}; --no-load-check (load_check=False) writes the model unchecked",
             ) from None
-        why = exc.message.rpartition(_GAVE_UP)[2] or exc.message
+        why = exc.why if isinstance(exc, NetGaveUp) else exc.message
         words = failure.message.rpartition(" failed:")[2]  # after the temporary file's path
         result.warnings.append(
             f"ONNX Runtime's {PROVIDERS[device]} refuses the written model ({words}), and ampconfig found no node it "
@@ -62,9 +62,6 @@ def load_checked(
         )
     return result
 
-
-#: What the net's error says before why it gave up (:func:`ampconfig.engine.safety_net.find_kept`).
-_GAVE_UP = "could not find the nodes that cause it: "
 
 #: Where an NVIDIA driver shows itself on Linux: without it no CUDA session can be built.
 _NVIDIA_DRIVER = (Path("/proc/driver/nvidia/version"), Path("/dev/nvidiactl"))

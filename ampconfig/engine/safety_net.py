@@ -112,13 +112,22 @@ def find_kept(
         failure = next_failure
 
 
-def _gave_up(failure: Failure, why: str, fp32_ran: bool) -> AmpconfigError:
+@dataclass
+class NetGaveUp(AmpconfigError):
+    """The net found no nodes whose keeping makes the model run; ``why`` says why it stopped (the load check words
+    its own warning from it)."""
+
+    why: str = ""
+
+
+def _gave_up(failure: Failure, why: str, fp32_ran: bool) -> NetGaveUp:
     ran = " (the fp32 model ran)" if fp32_ran else ""
-    return AmpconfigError(
+    return NetGaveUp(
         f"ONNX Runtime {failure.says()} the rewritten model{ran}, and ampconfig could not find the nodes that cause "
         f"it: {why}",
         hint="run with --precision-mode must_keep_origin_dtype, or pin nodes with keep_dtype; please report the "
         "model and the command",
+        why=why,
     )
 
 

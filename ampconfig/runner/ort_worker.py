@@ -526,8 +526,6 @@ class Worker:
         return timed_runs(bound, warmup=warmup, iterations=iterations, label=label, progress=progress)
 
     def answer(self, verb: str, arguments: dict[str, Any]) -> Any:
-        for number in [number for number in self._outputs if number not in self.sessions]:
-            del self._outputs[number]  # released sessions' output buffers go with them, before anything loads
         if verb == "open":
             return self.open(**arguments)
         if verb == "run":
