@@ -11,6 +11,8 @@ precision mode and both targets:
 - ``explain M -m MODE --target T --json``: the JSON;
 - ``lock M -m MODE --target T -o LOCK --json``: the lock's text and the JSON;
 
+and every command's and subcommand's ``--help`` (issue 46: options declared once must not change a word of it),
+``schema`` and ``lists --json`` for each target,
 and once per model ``calibrate M -o RANGES --json`` (generated inputs, seed 0): the ranges file, and the rewrites
 that read it (``rewrite --ranges RANGES`` in allow_mix_precision and force_fp16 for cuda). Paths are replaced by
 placeholders before hashing; an exit code other than 0 is hashed with its JSON error like any output.
@@ -117,6 +119,18 @@ def file_digest(path):  # a written file's digest (a JSON file's with its paths 
     path.unlink()
     return digest(clean(data.decode()).encode() if path.suffix == ".json" else data)
 
+def command_paths(command, path=()):  # every command and subcommand, as the words that reach it
+    yield path
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from command_paths(sub, (*path, name))
+
+import typer.main
+for words in command_paths(typer.main.get_command(app)):
+    invoke(" ".join(("help", *words)), [*words, "--help"])
+invoke("schema", ["schema"])
+for target in targets:
+    invoke(f"lists {target}", ["lists", "-m", "allow_mix_precision", "--target", target, "--json"])
+
 for model in sorted(folder.glob("*.onnx")):
     name = model.stem
     ranges = out_dir / f"{name}.ranges.json"
@@ -145,6 +159,7 @@ def hash_tree(folder: Path, tree: Path | None) -> dict[str, Any]:
     if not any(folder.glob("*.onnx")):
         raise SystemExit(f"no models in {folder}: write the corpus first (corpus --folder {folder})")
     environment = dict(os.environ)
+    environment.update(COLUMNS="120", TERM="dumb")  # --help's layout follows the terminal's width
     if tree is not None:
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree.resolve()), environment.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="ampconfig-hashes-") as out_dir:
