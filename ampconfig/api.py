@@ -38,7 +38,7 @@ def close() -> None:
     """End the worker process that runs ONNX Runtime for this process's API calls, now (it also ends by itself once
     idle for ``AMPCONFIG_WORKER_IDLE`` seconds with no session held, 60 by default, and when this process ends). The
     next call that runs a model starts a new one."""
-    from ampconfig.runner import worker  # the worker's process machinery: only once something ends it
+    from ampconfig.worker import client as worker  # the worker's process machinery: only once something ends it
 
     worker.shutdown()
 
@@ -92,7 +92,7 @@ def rewrite_model_detailed(
     another model structure raises); ``data_max`` is the range rule's margin (None: half the low type's largest
     value).
     ``float16_encoder`` converts float32 weights to float16; the default, the one every command uses too, is
-    :func:`ampconfig.runner.float_cast.float32_to_float16`: ONNX Runtime's Cast kernel for large weights (10-20x
+    :func:`ampconfig.rewrite.float_cast.float32_to_float16`: ONNX Runtime's Cast kernel for large weights (10-20x
     numpy's cast; onnxruntime is imported only once such a weight is converted), numpy's cast for small ones or
     where onnxruntime cannot be imported. The bits are the same either way. ``op_names`` says whose op type names
     the mixlist and keep_dtype use (``tensorflow``, ``ascend``, ``onnx``; None: each name by the table of

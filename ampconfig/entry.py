@@ -5,7 +5,7 @@ Two things must happen before the command line's own imports (typer, rich, onnx,
 - **Ctrl-C during start-up** is a quiet exit 130, as at every later moment, not a ``KeyboardInterrupt`` traceback
   (SIGTERM and SIGHUP keep their default action until the command line installs its handlers: nothing is written
   yet, so there is nothing to take back);
-- **the ONNX Runtime worker is forked** (:func:`ampconfig.runner.worker.prestart`) for a command that will run
+- **the ONNX Runtime worker is forked** (:func:`ampconfig.worker.client.prestart`) for a command that will run
   models, while this process still has one thread: later, ONNX Runtime's import has started threads of its own,
   and a fork could deadlock. A command that turns out to run a model the prediction missed still gets a worker,
   started as a new interpreter.
@@ -53,7 +53,7 @@ def main() -> None:
     try:
         if runs_models(sys.argv[1:]):
             _import_numpy_unthreaded()
-            from ampconfig.runner.worker import prestart
+            from ampconfig.worker.client import prestart
 
             prestart()
         from ampconfig.cli import main as command_line

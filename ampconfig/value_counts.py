@@ -2,7 +2,7 @@
 NaN and infinite elements, its zeros and the binary exponent histogram of its finite non-zero elements.
 
 Pure NumPy and at the ground of the house (docs/design.md §10), so the ONNX Runtime worker
-(:mod:`ampconfig.runner.ort_worker`) counts a run's values where the arrays are, without importing decide/; the
+(:mod:`ampconfig.worker.server`) counts a run's values where the arrays are, without importing decide/; the
 decisions read the same numbers as :class:`~ampconfig.decide.value_ranges.ValueStats`.
 """
 

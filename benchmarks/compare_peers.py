@@ -602,7 +602,7 @@ PHASES: tuple[tuple[str, str, str], ...] = (
         "skeleton_of",
     ),
     ("full_proto (the API's proto: weights converted and copied in)", "ampconfig/files/skeleton.py", "full_proto"),
-    ("… of which float32 -> float16 casts (ORT kernel)", "ampconfig/runner/float_cast.py", "float32_to_float16"),
+    ("… of which float32 -> float16 casts (ORT kernel)", "ampconfig/rewrite/float_cast.py", "float32_to_float16"),
 )
 
 

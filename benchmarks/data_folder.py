@@ -45,7 +45,7 @@ from large_model import ampconfig_command
 
 from ampconfig.files.guard import OutputGuard
 from ampconfig.gc_pause import gc_paused
-from ampconfig.runner.datasets import load_data
+from ampconfig.inputs.datasets import load_data
 
 
 def tiny_model() -> onnx.ModelProto:

@@ -1,6 +1,6 @@
 """Check ampconfig's fast float32 -> float16 conversion against numpy on every float32 bit pattern.
 
-``ampconfig.runner.float_cast.float32_to_float16`` converts large weights with ONNX Runtime's Cast kernel instead of
+``ampconfig.rewrite.float_cast.float32_to_float16`` converts large weights with ONNX Runtime's Cast kernel instead of
 ``ndarray.astype`` (10-20x faster). This script feeds it all 2**32 float32 bit patterns, in chunks, and counts the
 elements whose float16 bits differ from numpy's. NaNs are only required to stay NaN (with their sign): numpy keeps
 the top bits of a NaN's payload, ONNX Runtime writes the quiet NaN; weights never depend on a NaN's payload.
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ampconfig.runner.float_cast import float32_to_float16
+from ampconfig.rewrite.float_cast import float32_to_float16
 
 
 def main(argv: list[str]) -> int:

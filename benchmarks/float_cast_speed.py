@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from ampconfig.runner.float_cast import float32_to_float16
+from ampconfig.rewrite.float_cast import float32_to_float16
 
 
 def main(argv: list[str]) -> int:

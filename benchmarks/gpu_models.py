@@ -672,7 +672,7 @@ def convert(variant: Variant, path: Path, target: str) -> tuple[onnx.ModelProto 
         warnings.simplefilter("ignore")  # the peers warn once per clamped weight
         if variant.kind == "amp":
             import ampconfig
-            from ampconfig.runner.float_cast import float32_to_float16  # what the command line converts with
+            from ampconfig.rewrite.float_cast import float32_to_float16  # what the command line converts with
 
             result = ampconfig.rewrite_model_detailed(
                 str(path),

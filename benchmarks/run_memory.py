@@ -33,7 +33,7 @@ COLUMNS = 4096
 #: Runs ``ampconfig ARGS`` as the console script does and writes the two peaks (bytes) to the file in argv[1].
 DRIVER = """
 import atexit, json, os, sys
-from ampconfig.runner import worker  # imported first: its atexit shutdown then runs after the report below
+from ampconfig.worker import client as worker  # imported first: its atexit shutdown then runs after the report below
 
 
 def peak(pid):

@@ -1,6 +1,6 @@
 """What ONNX Runtime's worker process costs ``ampconfig run``, with the sessions it built.
 
-Every session of a user's model lives in a worker process (``ampconfig/runner/worker.py``); the console script forks
+Every session of a user's model lives in a worker process (``ampconfig/worker/client.py``); the console script forks
 it at start-up. Here the same command line runs three ways, each a fresh ``python -c`` process started outside any
 checkout, in interleaved rounds (so a loaded machine moves every column alike):
 
@@ -44,7 +44,8 @@ WITH_WORKER = "import sys; sys.argv[0] = 'ampconfig'; from ampconfig.entry impor
 IN_PROCESS = """
 import sys
 sys.argv[0] = "ampconfig"
-from ampconfig.runner import ort_worker, worker
+from ampconfig.worker import client as worker
+from ampconfig.worker import server as ort_worker
 
 class Answers:
     how, pid, alive = "in-process", 0, True

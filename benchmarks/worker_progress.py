@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ampconfig.runner import worker
 from ampconfig.runner.sessions import create_session
+from ampconfig.worker import client as worker
 from tests.graphs import one_relu
 
 

@@ -205,7 +205,7 @@ def _relu_file(folder: Path) -> Path:
 
 def test_close_ends_the_apis_worker_and_the_next_call_starts_another(tmp_path: Path) -> None:
     """On main the API's worker (about 90 MB) lived as long as the calling process."""
-    from ampconfig.runner import worker
+    from ampconfig.worker import client as worker
 
     model = _relu_file(tmp_path)
     ampconfig.calibrate_model(model, tmp_path / "first.json")

@@ -11,7 +11,8 @@ import ampconfig
 
 #: Each top-level package or module of ampconfig and its level; an import must go to a lower level, or stay in its
 #: own package. opinfo finds its data through files (data_dirs), and report reads what diagnose and lock found
-#: (data in, text out).
+#: (data in, text out). worker (the process boundary to ONNX Runtime) stands just above files: the op info probes
+#: ask it, and inputs (the users' input data) stand above the settings that name them.
 LEVELS: dict[str, float] = {
     "dtypes": 0,
     "version": 0,
@@ -19,12 +20,15 @@ LEVELS: dict[str, float] = {
     "errors": 0,
     "gc_pause": 0,
     "value_counts": 0,
+    "memory": 0.25,
     "precision_modes": 0.5,
     "examples": 1,
     "files": 1,
+    "worker": 1.25,
     "opinfo": 1.5,
     "formats": 2,
     "settings": 4,
+    "inputs": 4.5,
     "decide": 3,
     "rewrite": 5,
     "instrument": 6,
@@ -126,13 +130,11 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
-def test_the_onnx_runtime_worker_counts_values_without_decide() -> None:
-    """The worker (``runner/ort_worker.py``, where a calibration's values are counted beside ONNX Runtime) and every
-    ampconfig module it may import, however late, import nothing of decide/: it counts with the ground's
-    ``value_counts``."""
+def _reached_from(start: str) -> set[str]:
+    """Every ampconfig module that ``start`` may import, however late (itself included)."""
     package = Path(ampconfig.__file__).parent
     seen: set[str] = set()
-    waiting = ["ampconfig.runner.ort_worker"]
+    waiting = [start]
     while waiting:
         name = waiting.pop()
         parts = name.split(".")[1:]
@@ -143,5 +145,60 @@ def test_the_onnx_runtime_worker_counts_values_without_decide() -> None:
             continue  # a name imported from a module, not a module
         seen.add(name)
         waiting.extend(_imported_modules(path))
+    return seen
+
+
+def test_the_onnx_runtime_worker_counts_values_without_decide() -> None:
+    """The worker (``worker/server.py``, where a calibration's values are counted beside ONNX Runtime) and every
+    ampconfig module it may import, however late, import nothing of decide/: it counts with the ground's
+    ``value_counts``."""
+    seen = _reached_from("ampconfig.worker.server")
     assert "ampconfig.value_counts" in seen
     assert sorted(name for name in seen if _top(name) == "decide") == []
+
+
+def test_the_onnx_runtime_server_imports_nothing_above_its_package() -> None:
+    """The worker's server runs generic requests (a session from bytes, a run of feeds, timed runs, counts of
+    values): it and every ampconfig module it may import are the worker package's own or single ground modules
+    (errors, value_counts), nothing of runner/, opinfo/ or the settings. On main at 73f8c17 it imported
+    ``runner.timing``, and through it ``formats.numeric_limits``."""
+    reached = _reached_from("ampconfig.worker.server")
+    above = sorted(
+        name
+        for name in reached
+        if not name.startswith("ampconfig.worker.") and not (name.count(".") == 1 and LEVELS[_top(name)] == 0)
+    )
+    assert "ampconfig.worker.channel" in reached
+    assert above == []
+
+
+def test_only_the_worker_client_imports_the_server() -> None:
+    """This process never imports onnxruntime: the server module is started by the client in its own process, and
+    nothing else of ampconfig imports it (the op info probes ask the client; on main at 73f8c17 nothing checked
+    this)."""
+    package = Path(ampconfig.__file__).parent
+    importers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "ampconfig.worker.server" in _imported_modules(path) and path.name != "server.py"
+    )
+    assert importers == ["worker/client.py"]
+
+
+#: What reading a user's file looks like in source: opening a path, numpy's and json's loaders, the bounded readers.
+_FILE_READS = ("open(", "open_regular", "np.load", "numpy.load", "json.load", "read_bytes", "read_text", "read_bounded")
+
+
+def test_no_runner_module_reads_a_users_file() -> None:
+    """runner/ holds sessions, proof runs and timing; the users' input data (``.npy``/``.npz``, data folders,
+    Polygraphy JSON, string ``.txt`` files) is read in inputs/, bounded. On main at 73f8c17 nine runner/ modules
+    matched (array_files, datasets, inputs, strings, kernels, kernel_dump, memory, ort_worker, worker)."""
+    runner = Path(ampconfig.__file__).parent / "runner"
+    reads = [
+        f"runner/{path.name}:{number} {line.strip()}"
+        for path in sorted(runner.glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if any(read in line for read in _FILE_READS)
+    ]
+    assert len(list(runner.glob("*.py"))) > 1
+    assert reads == []

@@ -76,12 +76,12 @@ def test_schema_loads_no_model_machinery(tmp_path: Path) -> None:
 def test_lists_loads_no_onnx_runtime(tmp_path: Path, target: str) -> None:
     """The op lists come from the op info file: no ONNX Runtime, nothing of measuring or diagnosing. (It loads
     onnx-ir: the mixlist is applied by the engine's ``effective_lists``, whose module imports the rewrite's.) On
-    main at ea62462 it loaded the ONNX Runtime worker's module (runner.worker)."""
+    main at ea62462 it loaded the ONNX Runtime worker's module (runner.worker, now worker.client)."""
     outcome = command_in_fresh_process(tmp_path, "lists", "--target", target, "--json")
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert json.loads(outcome["stdout"])
     assert "onnxruntime" not in outcome["modules"]
-    assert not _under(outcome["modules"], ("ampconfig.instrument", "ampconfig.diagnose", "ampconfig.runner.worker"))
+    assert not _under(outcome["modules"], ("ampconfig.instrument", "ampconfig.diagnose", "ampconfig.worker.client"))
     commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
     assert commands == {"lists_cmd"}
 
@@ -90,14 +90,14 @@ def test_the_api_loads_no_measuring_reporting_or_file_format_module() -> None:
     """``import ampconfig.api`` loads nothing of instrument/, report/ or diagnose/, none of the file formats (their
     pydantic models: imported when a file is given) and not the ONNX Runtime worker's process machinery (imported
     when a model runs). On main at ea62462 it loaded instrument.expose and instrument.scopes, 14 modules of
-    formats/, runner.worker and runner.channel."""
+    formats/, runner.worker and runner.channel (now worker.client and worker.channel)."""
     done = script_in_fresh_process("import sys, ampconfig.api; print(' '.join(sorted(sys.modules)))")
     assert done.returncode == 0, done.stderr
     modules = set(done.stdout.split())
     assert "ampconfig.api" in modules and "onnx_ir" in modules
     assert not _under(modules, NOT_FOR_A_REWRITE)
     assert not _under(modules, ("ampconfig.formats",)) - LIGHT_FORMATS
-    assert not modules & {"ampconfig.runner.worker", "ampconfig.runner.channel", "ampconfig.formats.documents"}
+    assert not modules & {"ampconfig.worker.client", "ampconfig.worker.channel", "ampconfig.formats.documents"}
 
 
 def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from ampconfig.runner import worker
+from ampconfig.worker import client as worker
 
 FAULTS = Path(__file__).parent / "faults"
 

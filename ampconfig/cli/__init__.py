@@ -130,7 +130,7 @@ def _end_interrupted(signum: int) -> NoReturn:
 
 def _end_worker() -> None:
     """End the ONNX Runtime worker now, its folder removed: ending by a signal runs no ``atexit`` handler."""
-    worker = sys.modules.get("ampconfig.runner.worker")
+    worker = sys.modules.get("ampconfig.worker.client")
     if worker is not None:
         worker.shutdown()
 

@@ -123,7 +123,7 @@ def import_kernels_command(
       ampconfig ops-info import-kernels kernels.json --target cuda --probe cuda-probe.json
     """
     from ampconfig.opinfo.build import registry_document
-    from ampconfig.runner.kernel_dump import dump_claims, read_kernel_dump
+    from ampconfig.opinfo.kernel_dump import dump_claims, read_kernel_dump
 
     target = ops_info.check_target(target)
     provider = PROVIDERS[target]

@@ -67,7 +67,7 @@ def probe_command(
       ampconfig ops-info probe --target cpu --ops Relu,MatMul --output /tmp/cpu.json
     """
     from ampconfig.opinfo.build import probe_document, probed, selected_keys
-    from ampconfig.runner.kernels import measure_op_across_opsets, onnxruntime_version, require_provider
+    from ampconfig.opinfo.kernels import measure_op_across_opsets, onnxruntime_version, require_provider
 
     target = ops_info.check_target(target)
     provider = PROVIDERS[target]
@@ -119,7 +119,7 @@ def import_table_command(
       ampconfig ops-info import-table OperatorKernels.md --target cuda
     """
     from ampconfig.opinfo.build import table_document
-    from ampconfig.runner.kernels import kernel_table_dtypes
+    from ampconfig.opinfo.kernels import kernel_table_dtypes
 
     target = ops_info.check_target(target)
     provider = PROVIDERS[target]

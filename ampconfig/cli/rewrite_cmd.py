@@ -1,7 +1,7 @@
 """``ampconfig rewrite``: decide every node's dtype and write the rewritten model, once ONNX Runtime's worker has
 loaded it on its target's provider (the load check, :func:`ampconfig.engine.load_check.load_checked`; an input the
 ONNX checker rejects is also run: :mod:`ampconfig.runner.acceptance`; onnxruntime is loaded in this process only to
-convert large weights, :mod:`ampconfig.runner.float_cast`)."""
+convert large weights, :mod:`ampconfig.rewrite.float_cast`)."""
 
 from __future__ import annotations
 

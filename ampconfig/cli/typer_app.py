@@ -163,7 +163,7 @@ def _global_options(
 
 def _log_worker() -> None:
     """With -v, what the command asked of ONNX Runtime's worker (the sessions it built)."""
-    worker = sys.modules.get("ampconfig.runner.worker")
+    worker = sys.modules.get("ampconfig.worker.client")
     if worker is not None:
         worker.log_sessions()
 

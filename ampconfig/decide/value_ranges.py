@@ -146,7 +146,7 @@ def segment_stats(joined: np.ndarray, sizes: Sequence[int]) -> list[ValueStats]:
 def float_stats(arrays: Mapping[str, np.ndarray]) -> dict[str, ValueStats]:
     """The :class:`ValueStats` of every float array, by key, as :func:`value_stats` of each
     (:func:`~ampconfig.value_counts.float_counts`: small values together). The ONNX Runtime worker counts the
-    same way where the arrays are (:mod:`ampconfig.runner.ort_worker`)."""
+    same way where the arrays are (:mod:`ampconfig.worker.server`)."""
     return {key: ValueStats(*counted) for key, counted in float_counts(arrays).items()}
 
 

@@ -15,8 +15,8 @@ from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
 from ampconfig.precision_modes import PrecisionMode
+from ampconfig.rewrite.float_cast import float32_to_float16
 from ampconfig.rewrite.steps.run_context import RewriteSetup
-from ampconfig.runner.float_cast import float32_to_float16
 
 if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a file is given
     from ampconfig.formats.customize_dtypes_file import CustomizeFile

@@ -10,7 +10,7 @@ triggers it and keeps them in their original dtype (rule ``runtime_refuses``, a 
 The search (:func:`find_kept`): nodes ONNX Runtime names in its message are kept first; otherwise a binary search
 over the lowered nodes in graph order finds the shortest prefix whose keeping makes the model run, and its last
 node is kept; repeated until the model runs. Each probe rewrites the model with the nodes kept so far and loads
-and runs it once in the worker (:mod:`ampconfig.runner.worker`), so that a crash of a probe is an answer, not the
+and runs it once in the worker (:mod:`ampconfig.worker.client`), so that a crash of a probe is an answer, not the
 end of ``ampconfig`` (the next probe gets a new worker). ``1 + log2(lowered nodes)`` probes a node: 12 on 2,000
 lowered nodes.
 
@@ -29,10 +29,10 @@ import numpy as np
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model, save_model_atomic
+from ampconfig.inputs.feeds import adapt_feeds
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import LOAD_FAILED, RUN_FAILED, ModelFile, create_session, run_once
-from ampconfig.runner.worker import Phase, WorkerCrashed
+from ampconfig.worker.client import Phase, WorkerCrashed
 
 #: At most this many nodes are kept by the net: more means the cause is not a few nodes' dtypes.
 MAX_KEPT = 16

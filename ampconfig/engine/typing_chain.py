@@ -3,8 +3,8 @@ not define (contrib ops such as ``com.microsoft::Attention``; onnxruntime is imp
 
 from __future__ import annotations
 
+from ampconfig.opinfo.ort_schemas import OrtSchemaTyping
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
-from ampconfig.runner.ort_schemas import OrtSchemaTyping
 
 #: How the rewrite types nodes: ONNX's schemas first, then ONNX Runtime's.
 TYPING = ChainedTyping((OnnxTyping(), OrtSchemaTyping()))

@@ -293,7 +293,7 @@ def _shard_problem(data: RangesData) -> _Contradiction | None:
     return None
 
 
-#: How calibrate names a shard in the data source (:func:`ampconfig.runner.datasets.read_data_set`).
+#: How calibrate names a shard in the data source (:func:`ampconfig.inputs.datasets.read_data_set`).
 _SHARD_IN_SOURCE = re.compile(r" \(shard ([0-9]+) of ([0-9]+)\)")
 
 

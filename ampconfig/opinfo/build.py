@@ -4,7 +4,7 @@ What ``ampconfig ops-info`` writes: an entry per op of the strategy (:mod:`ampco
 from a measurement (``probe``), ONNX Runtime's published kernel table (``import-table``) or its kernel registry
 (``import-kernels``), coloured for the target (:func:`ampconfig.opinfo.numerics.target_colour`). Pure: the claims
 come in as data, or from the ``measure`` function the caller passes (ONNX Runtime's probe lives in
-:mod:`ampconfig.runner.kernels`); nothing here reads or writes a file.
+:mod:`ampconfig.opinfo.kernels`); nothing here reads or writes a file.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _FLAGS: dict[Colour, Literal["true", "false"]] = {Colour.WHITE: "true", Colour.B
 
 
 class Verdict(Protocol):
-    """One probe model's verdict (:class:`ampconfig.runner.kernels.KernelVerdict`)."""
+    """One probe model's verdict (:class:`ampconfig.opinfo.kernels.KernelVerdict`)."""
 
     @property
     def status(self) -> Enum: ...
@@ -48,7 +48,7 @@ class OpsetMeasurement(Protocol):
 
 
 class MeasuredOp(Protocol):
-    """An op measured at several opsets (:func:`ampconfig.runner.kernels.measure_op_across_opsets`)."""
+    """An op measured at several opsets (:func:`ampconfig.opinfo.kernels.measure_op_across_opsets`)."""
 
     @property
     def across(self) -> AcrossOpsets: ...

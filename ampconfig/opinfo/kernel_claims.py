@@ -1,6 +1,6 @@
 """Which kernel ONNX Runtime picks for a node at a given opset, and how per-opset measurements become one claim.
 
-Pure logic, no ONNX Runtime here: :mod:`ampconfig.runner.kernels` measures, this decides what the measurements say.
+Pure logic, no ONNX Runtime here: :mod:`ampconfig.opinfo.kernels` measures, this decides what the measurements say.
 
 **ORT's version rule.** A node's schema has a ``since_version`` (the newest schema version not after the model's
 opset). ORT serves the node with a kernel registered as ``[start, end]`` only when ``start == since_version``, or

@@ -1,6 +1,6 @@
 """One-node probe models: for an op and a float dtype, small models whose only node is that op computing in that
 dtype, with inputs to run them on where we have them. Pure model building (no ONNX Runtime here);
-:func:`ampconfig.runner.kernels.measure_op` loads and runs them.
+:func:`ampconfig.opinfo.kernels.measure_op` loads and runs them.
 
 Corpus, in order of preference:
 

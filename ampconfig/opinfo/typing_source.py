@@ -2,7 +2,7 @@
 
 ONNX's own schemas (``onnx.defs``) type the default domain. Contrib ops (``com.microsoft::Attention``,
 ``SkipLayerNormalization``, ...) and the ops ONNX Runtime adds to the default domain (``SimplifiedLayerNormalization``)
-are typed by ONNX Runtime's schema registry, which only :mod:`ampconfig.runner.ort_schemas` may read: the core never
+are typed by ONNX Runtime's schema registry, which only :mod:`ampconfig.opinfo.ort_schemas` may read: the core never
 imports onnxruntime, it is handed a :class:`TypingSource`.
 """
 

@@ -41,8 +41,8 @@ from ampconfig.version import __version__
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
     from ampconfig.files.guard import Destination, OutputGuard
     from ampconfig.formats.ranges_file import RangesFile, RangesShard, ValueRange  # (only where measuring)
+    from ampconfig.inputs.datasets import Shard
     from ampconfig.prove.request import Prepared
-    from ampconfig.runner.datasets import Shard
     from ampconfig.runner.timing import ProgressCallback
 
 
@@ -330,9 +330,9 @@ def calibrate_model(
 
 
 def parse_shard(text: str, name: str = "--shard") -> Shard:
-    """``INDEX/COUNT`` (1-based: ``2/4`` is the second of four shards) as a :class:`~ampconfig.runner.datasets.Shard`;
+    """``INDEX/COUNT`` (1-based: ``2/4`` is the second of four shards) as a :class:`~ampconfig.inputs.datasets.Shard`;
     anything else is exit 2 naming ``name``."""
-    from ampconfig.runner.datasets import Shard
+    from ampconfig.inputs.datasets import Shard
 
     index, slash, count = text.partition("/")
     # ASCII digits only: str.isdigit and int take fullwidth and other scripts' digits, which no shell script means

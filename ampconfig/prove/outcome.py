@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ampconfig.inputs.feeds import PreparedInput
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, Tolerance
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.inputs import PreparedInput
 from ampconfig.runner.timing import Latency
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ Runtime files for a model with external data, or one too large for one protobuf;
 intermediates, tune's trials) need the whole model in memory and refuse, naming the command, a model over
 :data:`~ampconfig.files.models.IN_MEMORY_LIMIT`.
 
-Samples (:mod:`ampconfig.runner.datasets`): ``--data`` (several samples) or one batch (``--inputs``/``--input``,
+Samples (:mod:`ampconfig.inputs.datasets`): ``--data`` (several samples) or one batch (``--inputs``/``--input``,
 else generated). Calibration samples (value ranges, tune's ranking): ``--calibration-data``, else the first
 :data:`CALIBRATION_SAMPLES` samples of ``--data``, else the one batch.
 """
@@ -29,16 +29,16 @@ from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
+from ampconfig.inputs.datasets import SampleSet, Shard, load_data, single_sample
+from ampconfig.inputs.feeds import InputSet, inputs_for, model_input_specs
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
-from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.runner.worker import WorkerCrashed
 from ampconfig.settings.declared_files import declare_model
 from ampconfig.settings.resolve import Settings
+from ampconfig.worker.client import WorkerCrashed
 
 #: Samples of ``--data`` that calibrate (value ranges, tune's ranking) when no ``--calibration-data`` is given:
 #: every calibration sample costs a run with every intermediate exposed (three in tune).

@@ -24,6 +24,8 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
+from ampconfig.inputs.datasets import SampleSet
+from ampconfig.inputs.feeds import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
 from ampconfig.instrument.rounding import save_low_precision_rounding_copy
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.prove.calibration import decision_values, not_checked
@@ -31,14 +33,12 @@ from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.datasets import SampleSet
-from ampconfig.runner.inputs import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
 from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, RewrittenRefused, prove
 from ampconfig.runner.sessions import ModelFile
 from ampconfig.runner.timing import ProgressCallback, speedup
-from ampconfig.runner.worker import Phase, WorkerCrashed
 from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.resolve import Settings
+from ampconfig.worker.client import Phase, WorkerCrashed
 
 _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value})
 
@@ -140,7 +140,7 @@ def _prove_with_safety_net(
     ranges: ValueRanges | None,
     progress: ProgressCallback | None,
 ) -> tuple[Proof, RewriteResult]:
-    """Both models run in the worker (:mod:`ampconfig.runner.worker`); a crash of the fp32 model is an error naming
+    """Both models run in the worker (:mod:`ampconfig.worker.client`); a crash of the fp32 model is an error naming
     it; a rewritten model ONNX Runtime crashes on or refuses while the fp32 model runs goes to the safety net
     (:func:`ampconfig.engine.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
     the proof and the rewrite it ran."""

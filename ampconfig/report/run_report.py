@@ -16,11 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ampconfig.files.guard import shown_path
+from ampconfig.inputs.feeds import PreparedInput
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread, output_failures
 from ampconfig.prove.outcome import RunReport
 from ampconfig.report.tables import number_column, print_table
 from ampconfig.report.words import counted
-from ampconfig.runner.inputs import PreparedInput
 
 if TYPE_CHECKING:
     from ampconfig.diagnose.tune.forecast import FixForecast

@@ -4,7 +4,7 @@ large tensors converted only when the output is written. The decisions convert s
 asked for clamping, or when its out-of-range values are sentinels (``ampconfig.decide.value_ranges``).
 
 float32 -> float16 goes through a :data:`Float16Encoder`. The API hands ONNX Runtime's Cast kernel
-(``ampconfig.runner.float_cast.float32_to_float16``, 10-20x faster on large weights); numpy's own cast, split across
+(``ampconfig.rewrite.float_cast.float32_to_float16``, 10-20x faster on large weights); numpy's own cast, split across
 threads, is this module's default and the fallback. Nothing here imports ONNX Runtime.
 """
 

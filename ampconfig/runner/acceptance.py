@@ -28,7 +28,7 @@ import onnx_ir as ir
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import open_model, save_model_atomic
-from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
+from ampconfig.inputs.feeds import adapt_feeds, prepare_inputs
 from ampconfig.runner.sessions import (
     LOAD_FAILED,
     KernelMissing,
@@ -38,7 +38,7 @@ from ampconfig.runner.sessions import (
     model_proto,
     run_once,
 )
-from ampconfig.runner.worker import WorkerCrashed
+from ampconfig.worker.client import WorkerCrashed
 
 Runnable = onnx.ModelProto | ModelFile
 

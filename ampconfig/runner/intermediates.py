@@ -31,9 +31,9 @@ from ampconfig.decide.value_ranges import float_stats as float_stats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.models import INFERENCE_FAILURES, light_proto
+from ampconfig.inputs.feeds import adapt_feeds
 from ampconfig.instrument.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
-from ampconfig.runner.inputs import adapt_feeds
-from ampconfig.runner.memory import available_memory
+from ampconfig.memory import available_memory
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import (
     RUN_FAILED,
@@ -45,8 +45,8 @@ from ampconfig.runner.sessions import (
     run_once,
 )
 from ampconfig.runner.timing import ProgressCallback
-from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
 from ampconfig.value_counts import Counts
+from ampconfig.worker.client import WorkerCrashed, WorkerRefused
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.inputs.feeds import adapt_feeds
 from ampconfig.runner.acceptance import locate_refusal
-from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import (
     DISABLE_QDQ_FUSION,
     LOAD_FAILED,
@@ -31,8 +31,8 @@ from ampconfig.runner.sessions import (
     model_proto,
 )
 from ampconfig.runner.timing import Latency, ProgressCallback
-from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
 from ampconfig.settings.resolve import AUTO_DEVICE
+from ampconfig.worker.client import WorkerCrashed, WorkerRefused
 
 REFERENCE_LABEL = "fp32 reference"
 #: How a crash message names each model the proof runs.
@@ -343,7 +343,7 @@ def _accuracy_copy_run(measure: Callable[[str | None], _Measured]) -> tuple[_Mea
     """``measure(None)``: the accuracy copy measured at ONNX Runtime's default graph optimisations. When ONNX Runtime
     crashes on the copy (its optimiser builds a graph the rewritten model itself never had), the copy is measured
     again, in a new worker, with the optimisations off, and the note says so, naming the signal; a second crash is
-    :class:`~ampconfig.runner.worker.WorkerCrashed` naming both."""
+    :class:`~ampconfig.worker.client.WorkerCrashed` naming both."""
     try:
         return measure(None), None
     except WorkerCrashed as crash:

@@ -1,8 +1,8 @@
 """ONNX Runtime sessions: which execution provider to use, and sessions that report the one they really got.
 
-Every session lives in the worker process (:mod:`ampconfig.runner.worker`): a :class:`Session` here is a handle
+Every session lives in the worker process (:mod:`ampconfig.worker.client`): a :class:`Session` here is a handle
 to one there, and running or timing it is a request. A native crash of ONNX Runtime while a session is built or
-run is :class:`~ampconfig.runner.worker.WorkerCrashed`, never the end of this process.
+run is :class:`~ampconfig.worker.client.WorkerCrashed`, never the end of this process.
 
 onnxruntime-gpu lists ``CUDAExecutionProvider`` as available even where the CUDA libraries cannot be loaded,
 and then silently runs on the CPU. So the CUDA path is decided by building a tiny session and reading
@@ -23,7 +23,6 @@ device) so the host copies stay out of the timed loop, and timing happens in the
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,14 +32,15 @@ import numpy as np
 import onnx
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.library import CPU_PROVIDER as CPU_PROVIDER  # re-exported: where sessions run
-from ampconfig.opinfo.library import CUDA_PROVIDER
-from ampconfig.runner import worker
-from ampconfig.runner.channel import large_bytes
 from ampconfig.runner.timing import Latency, ProgressCallback, check_counts, summarize
-from ampconfig.runner.worker import Phase, WorkerRefused
-from ampconfig.runner.worker import WorkerCrashed as WorkerCrashed  # re-exported: what a session may raise
 from ampconfig.settings.resolve import AUTO_DEVICE, DEVICES
+from ampconfig.worker import client as worker
+from ampconfig.worker.channel import large_bytes
+from ampconfig.worker.client import Phase, WorkerRefused
+from ampconfig.worker.client import WorkerCrashed as WorkerCrashed  # re-exported: what a session may raise
+from ampconfig.worker.client import cuda_unavailable_reason as cuda_unavailable_reason  # re-exported: the device
+from ampconfig.worker.providers import CPU_PROVIDER as CPU_PROVIDER  # re-exported: where sessions run
+from ampconfig.worker.providers import CUDA_PROVIDER
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +98,6 @@ def normalize_device(device: str | None) -> str:
     if key in DEVICES:
         return key
     raise AmpconfigError(f"unknown device {device!r}", hint="use auto, cpu or cuda")
-
-
-@functools.lru_cache(maxsize=1)
-def cuda_unavailable_reason() -> str | None:
-    """``None`` when a CUDA session can really be built here, else why not (in words); asked of the worker, where
-    the sessions run."""
-    return worker.current().ask("cuda_probe", {}, Phase.LOAD, "a one-node CUDA probe model")
 
 
 def choose_device(device: str | None) -> DeviceChoice:
@@ -195,17 +188,14 @@ class Session:
         """The first (preferred) provider the session actually got."""
         return self.providers[0]
 
-    def bind(self, feeds: Mapping[str, np.ndarray]) -> BoundRun:
-        return BoundRun(self, feeds)
-
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One run on ``feeds``; ONNX Runtime's refusal is :class:`~ampconfig.runner.worker.WorkerRefused`."""
+        """One run on ``feeds``; ONNX Runtime's refusal is :class:`~ampconfig.worker.client.WorkerRefused`."""
         arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
         answer = self._process.ask("run", {"id": self._number, "feeds": arrays}, Phase.RUN, self.what)
         return answer
 
     def stats(self, feeds: Mapping[str, np.ndarray], **layout: object) -> dict[str, object]:
-        """One run whose values' numbers the worker counts (``ort_worker.Worker.stats``; ``layout`` says which
+        """One run whose values' numbers the worker counts (``worker.server.Worker.stats``; ``layout`` says which
         output carries which value): the arrays stay in the worker, only the numbers come back."""
         arrays = {name: np.ascontiguousarray(array) for name, array in feeds.items()}
         return self._process.ask("stats", {"id": self._number, "feeds": arrays, **layout}, Phase.RUN, self.what)
@@ -289,26 +279,6 @@ def create_session(
             f"asked ONNX Runtime for {CUDA_PROVIDER} but the session got only {', '.join(session.providers)}"
         )
     return session
-
-
-class BoundRun:
-    """One model with its inputs: calling it runs the model once in the worker; :meth:`outputs` returns the last
-    run's outputs (running once if nothing ran yet). ONNX Runtime's refusal is
-    :class:`~ampconfig.runner.worker.WorkerRefused`, a crash :class:`~ampconfig.runner.worker.WorkerCrashed`."""
-
-    def __init__(self, session: Session, feeds: Mapping[str, np.ndarray]) -> None:
-        self._session = session
-        self._feeds = dict(feeds)
-        self._last: dict[str, np.ndarray] | None = None
-
-    def __call__(self) -> None:
-        self._last = self._session.run(self._feeds)
-
-    def outputs(self) -> dict[str, np.ndarray]:
-        if self._last is None:
-            self()
-        assert self._last is not None
-        return self._last
 
 
 def run_once(session: Session, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,21 +1,19 @@
 """Latency: warm-up runs, then timed runs; median and p90 in milliseconds.
 
-``progress`` is a hook the CLI uses for its progress bar: it is called as ``progress(label, done, total)``
-after each run (warm-up runs count), and once with ``done == 0`` before the first.
+The runs themselves are timed in the worker, next to their session (:func:`ampconfig.worker.timed.timed_runs`,
+where ``progress``, the CLI's progress bar hook, is described).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count
-
-#: ``progress(label, done, total)``
-ProgressCallback = Callable[[str, int, int], None]
+from ampconfig.worker.timed import ProgressCallback as ProgressCallback  # re-exported: what callers pass
+from ampconfig.worker.timed import timed_runs
 
 
 @dataclass(frozen=True)
@@ -62,34 +60,8 @@ def measure(
     progress: ProgressCallback | None = None,
 ) -> Latency:
     """Run ``step`` ``warmup`` times untimed, then ``iterations`` times timed (``step`` blocks until done)."""
-    return summarize(timed_runs(step, warmup=warmup, iterations=iterations, label=label, progress=progress), warmup)
-
-
-def timed_runs(
-    step: Callable[[], object],
-    *,
-    warmup: int,
-    iterations: int,
-    label: str = "timing",
-    progress: ProgressCallback | None = None,
-) -> list[float]:
-    """The milliseconds of each of ``iterations`` timed calls of ``step``, after ``warmup`` untimed ones."""
     check_counts(warmup, iterations)
-    total = warmup + iterations
-    if progress is not None:
-        progress(label, 0, total)
-    for done in range(1, warmup + 1):
-        step()
-        if progress is not None:
-            progress(label, done, total)
-    samples: list[float] = []
-    for index in range(iterations):
-        start = time.perf_counter_ns()
-        step()
-        samples.append((time.perf_counter_ns() - start) / 1e6)
-        if progress is not None:
-            progress(label, warmup + index + 1, total)
-    return samples
+    return summarize(timed_runs(step, warmup=warmup, iterations=iterations, label=label, progress=progress), warmup)
 
 
 def speedup(reference: Latency, candidate: Latency) -> float | None:

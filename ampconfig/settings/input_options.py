@@ -1,6 +1,6 @@
 """The run-input options as text: ``--shape NAME=1x128`` and ``--input NAME=FILE.npy``.
 
-Parsed by the settings resolver (pure text, nothing read); :mod:`ampconfig.runner.inputs` reads the files and
+Parsed by the settings resolver (pure text, nothing read); :mod:`ampconfig.inputs.feeds` reads the files and
 generates the arrays.
 """
 

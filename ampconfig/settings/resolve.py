@@ -59,8 +59,8 @@ DEFAULT_SOURCE = "default"
 @dataclass(frozen=True)
 class InputRequest:
     """How to get the inputs of a run, unparsed by nothing but the resolver: ``.npz``/``.npy`` files, shapes of
-    generated inputs, the seed and integer range (:func:`ampconfig.runner.inputs.inputs_for` reads them), or data
-    sets of several samples (:mod:`ampconfig.runner.datasets`)."""
+    generated inputs, the seed and integer range (:func:`ampconfig.inputs.feeds.inputs_for` reads them), or data
+    sets of several samples (:mod:`ampconfig.inputs.datasets`)."""
 
     npz: Path | None = None
     data: Path | None = None

@@ -44,7 +44,7 @@ DECISION_ONLY = {
 
 
 #: The module that starts ONNX Runtime's worker process and talks to it.
-WORKER = "ampconfig.runner.worker"
+WORKER = "ampconfig.worker.client"
 
 
 @pytest.mark.parametrize("command", sorted(DECISION_ONLY))

@@ -26,9 +26,9 @@ from ampconfig.diagnose.tune.trials import ProgressEvent
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
+from ampconfig.inputs.feeds import InputSet, first_samples, inputs_for
 from ampconfig.prove.run import execute
 from ampconfig.report.tune import ProgressState, progress_line
-from ampconfig.runner.inputs import InputSet, first_samples, inputs_for
 from ampconfig.settings.resolve import Flags, resolve
 from ampconfig.settings.validate import validate_paths
 from tests.exporter_models import EXPORTER_MODELS, PIXEL_MODELS, pixel_inputs

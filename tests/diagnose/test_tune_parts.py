@@ -24,9 +24,9 @@ from ampconfig.instrument.inject import INJECTED_SUFFIX, injection_model
 from ampconfig.opinfo.costs import ELEMENTWISE_US, MATRIX_US, NORMALIZATION_US, cast_us, kernel_us
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.runner.intermediates import run_with_intermediates
-from ampconfig.runner.ort_worker import CUDA_PROVIDER, provider_list
 from ampconfig.settings.flags import Flags
 from ampconfig.settings.resolve import resolve
+from ampconfig.worker.server import CUDA_PROVIDER, provider_list
 from tests.exporter_models import gpt2, ocr
 from tests.graphs import run, transformer_block
 from tests.package_readings import estimated_error

@@ -15,7 +15,7 @@ from ampconfig.decide.decisions import Rule
 from ampconfig.engine.safety_net import MAX_KEPT, Failure, Outcome, check_rewrite, find_kept, lowered_nodes, repair
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.worker import Phase
+from ampconfig.worker.client import Phase
 from tests.graphs import library, resize_chain
 from tests.worker_faults import fresh_worker, inject
 

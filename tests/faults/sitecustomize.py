@@ -43,7 +43,7 @@ def _in_worker_request() -> bool:
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        if code.co_filename.endswith("ort_worker.py") and code.co_name in ("open", "run", "time"):
+        if code.co_filename.endswith(os.path.join("worker", "server.py")) and code.co_name in ("open", "run", "time"):
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False

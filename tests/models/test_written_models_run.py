@@ -2,7 +2,7 @@
 passes the checker: the exporter-shaped models (tests/exporter_models.py) and the unusual ones
 (tests/unusual_models.py), among them models whose inputs and outputs share a symbolic size that differs at run
 time, rewritten in every precision mode for both targets, from files, run on the CPU provider on the inputs the
-project generates (``ampconfig.runner.inputs``). ONNX's node tests run the same way in
+project generates (``ampconfig.inputs.feeds``). ONNX's node tests run the same way in
 tests/models/test_conformance.py.
 
 The rewrite declares no shape its input did not declare for that tensor (tests/shape_claims.py): ONNX Runtime's
@@ -29,9 +29,9 @@ import pytest
 from onnx import TensorProto
 
 from ampconfig import rewrite_model_detailed
+from ampconfig.inputs.feeds import prepare_inputs
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.runner.inputs import prepare_inputs
 from tests.exporter_models import EXPORTER_MODELS
 from tests.node_cases import new_checker_complaint
 from tests.shape_claims import added_shape_claims

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 from ampconfig.cli import app
 from ampconfig.dtypes import Dtype
 from ampconfig.opinfo.colours import STRATEGY
+from ampconfig.opinfo.kernels import CUDA, kernel_table_dtypes
 from ampconfig.opinfo.library import Colour, load_ops_info, parse_ops_info
 from ampconfig.opinfo.numerics import target_colour
 from ampconfig.opinfo.probe_models import default_domain_op_types
 from ampconfig.opinfo.schema import compute_variables, node_typing
-from ampconfig.runner.kernels import CUDA, kernel_table_dtypes
 from tests.package_readings import is_emulated
 
 runner = CliRunner()

@@ -13,15 +13,7 @@ from ampconfig.cli import app
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import node_facts
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.library import parse_ops_info
-from ampconfig.opinfo.probe_models import (
-    PROBE_IR_VERSION,
-    node_test_op_types,
-    probe_models,
-    random_inputs,
-    synthesise_probe,
-)
-from ampconfig.runner.kernels import (
+from ampconfig.opinfo.kernels import (
     CPU,
     CUDA,
     KernelStatus,
@@ -30,6 +22,14 @@ from ampconfig.runner.kernels import (
     claim,
     measure_op,
     require_provider,
+)
+from ampconfig.opinfo.library import parse_ops_info
+from ampconfig.opinfo.probe_models import (
+    PROBE_IR_VERSION,
+    node_test_op_types,
+    probe_models,
+    random_inputs,
+    synthesise_probe,
 )
 
 runner = CliRunner()

@@ -9,6 +9,7 @@ import pytest
 
 from ampconfig.decide.value_ranges import bounds
 from ampconfig.dtypes import Dtype
+from ampconfig.rewrite.float_cast import float32_to_float16
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
 from ampconfig.rewrite.tensors import (
     LARGE_ARRAY_ELEMENTS,
@@ -16,7 +17,6 @@ from ampconfig.rewrite.tensors import (
     TensorConverter,
     count_out_of_range,
 )
-from ampconfig.runner.float_cast import float32_to_float16
 
 #: Zeros, signs, the float16 limits and just beyond (overflow: clamped), subnormal float16 results, float32's own
 #: subnormals (flushed to zero in float16), NaN and the infinities.

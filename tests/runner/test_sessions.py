@@ -10,14 +10,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.prove.accuracy import compare_outputs
-from ampconfig.runner.inputs import (
+from ampconfig.inputs.feeds import (
     DEFAULT_BATCH_DIM,
     DEFAULT_OTHER_DIM,
     gather_table_rows,
     model_input_specs,
     prepare_inputs,
 )
+from ampconfig.prove.accuracy import compare_outputs
 from ampconfig.runner.proof import prove
 from ampconfig.runner.sessions import (
     CPU_PROVIDER,

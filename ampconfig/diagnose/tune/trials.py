@@ -33,13 +33,13 @@ from ampconfig.diagnose.tune.search import Candidate
 from ampconfig.formats.documents import SourceMap
 from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
 from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, parse_mixlist
+from ampconfig.inputs.datasets import SampleSet
+from ampconfig.inputs.feeds import InputSet, first_samples
 from ampconfig.instrument.inject import InjectionModel, injection_model
 from ampconfig.instrument.scopes import proto_scopes
 from ampconfig.opinfo.op_names import Vocabulary
 from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model, check_reference
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.datasets import SampleSet
-from ampconfig.runner.inputs import InputSet, first_samples
 from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
 from ampconfig.runner.timing import ProgressCallback

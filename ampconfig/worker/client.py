@@ -2,7 +2,7 @@
 
 ONNX Runtime is C++: a crash inside it (a segfault in its optimiser, an abort in a kernel) kills the process that
 called it. So every session of a user's model, or of a copy made from it, lives in a worker process
-(:mod:`ampconfig.runner.ort_worker`) that owns the sessions for the command's life; this process decides, writes
+(:mod:`ampconfig.worker.server`) that owns the sessions for the command's life; this process decides, writes
 and reports, and outlives it. A worker that dies while it answers is :class:`WorkerCrashed`, an
 :class:`~ampconfig.errors.AmpconfigError` naming the model, the phase (load or run) and how it died: callers turn it
 into an outcome (exit 2 for the fp32 model, the safety net for the rewritten one, a fallback for a measuring
@@ -18,7 +18,7 @@ How a worker starts:
   ampconfig's own entry point, never the caller's ``__main__``, with an import path that leaves out the working
   folder (``-P`` where Python has it; the empty entry removed otherwise) and holds the package's own root.
 
-Its channel (:mod:`ampconfig.runner.channel`) is a pair of pipes of its own, never a standard stream: what an
+Its channel (:mod:`ampconfig.worker.channel`) is a pair of pipes of its own, never a standard stream: what an
 interpreter prints at start-up (a ``sitecustomize``, a ``.pth`` file) goes to the null device.
 ``AMPCONFIG_WORKER_START=spawn`` makes the command line spawn its worker too (what macOS and Windows do; CI runs
 the worker's tests both ways).
@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -59,19 +60,19 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ampconfig.errors import AmpconfigError, printable
 from ampconfig.files.interrupts import Terminated, received_signal
-from ampconfig.runner.channel import Channel, ChannelBroken, ChannelSilent, pipe
+from ampconfig.worker.channel import Channel, ChannelBroken, ChannelSilent, pipe
+from ampconfig.worker.timed import ProgressCallback
 
 log = logging.getLogger(__name__)
 
-#: ``progress(label, done, total)``, as :mod:`ampconfig.runner.timing` calls it.
-Progress = Callable[[str, int, int], None]
+#: ``progress(label, done, total)``, as the worker's timed runs call it.
+Progress = ProgressCallback
 
 _STDERR = "stderr.txt"
 #: The file in a worker's folder that holds the worker's pid (the folder's name holds its parent's).
@@ -297,7 +298,7 @@ class WorkerProcess:
         if code is None:
             return "its channel closed" + said
         if code == -_SIGKILL:
-            from ampconfig.runner.memory import format_bytes
+            from ampconfig.memory import format_bytes
 
             peak = f"{format_bytes(self.peak_bytes)} as it last reported" if self.peak_bytes else "not reported yet"
             return f"{KILLED}, most likely for want of memory (its peak memory: {peak}){said}"
@@ -395,6 +396,13 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_unavailable_reason() -> str | None:
+    """``None`` when a CUDA session can really be built here, else why not (in words); asked of the worker, where
+    the sessions run."""
+    return current().ask("cuda_probe", {}, Phase.LOAD, "a one-node CUDA probe model")
 
 
 def _seconds_from(variable: str, default: float) -> float:
@@ -507,7 +515,7 @@ def prestart() -> bool:
                 os.close(to_worker[1])
                 os.close(from_worker[0])
                 _settle_forked_child(folder, parent)
-                from ampconfig.runner.ort_worker import become_worker
+                from ampconfig.worker.server import become_worker
 
                 become_worker(to_worker[0], from_worker[1], str(folder), held)
             except BaseException:  # noqa: BLE001 (whatever ends the worker: the main process reads why)
@@ -569,7 +577,7 @@ while "" in sys.path:
 spec = importlib.util.find_spec("ampconfig")
 if spec is None or spec.origin != init:
     sys.path.insert(0, root)
-from ampconfig.runner.ort_worker import main
+from ampconfig.worker.server import main
 main()
 """
 

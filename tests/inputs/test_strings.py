@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
+from ampconfig.inputs.datasets import load_data
+from ampconfig.inputs.feeds import adapt_feeds, prepare_inputs
+from ampconfig.inputs.strings import read_text_lines, text_array, vocabulary
 from ampconfig.prove.calibration import calibrate_model
-from ampconfig.runner.datasets import load_data
-from ampconfig.runner.inputs import adapt_feeds, prepare_inputs
-from ampconfig.runner.strings import read_text_lines, text_array, vocabulary
 from tests.graphs import run
 from tests.input_models import (
     PHONEMES,

@@ -3,7 +3,7 @@
 numpy allocates what a file's header declares before reading the data, so a damaged or hostile header (a shape of
 10^11 x 64) becomes a MemoryError, and an empty file an EOFError. Here every header is read first: the data it
 declares must fit in the file (or the archive member) and in the input memory budget
-(:mod:`ampconfig.runner.memory`); arrays of Python objects (pickles) are refused.
+(:mod:`ampconfig.memory`); arrays of Python objects (pickles) are refused.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from numpy.lib import format as npy_format
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import open_regular
-from ampconfig.runner.memory import check_input_memory
+from ampconfig.memory import check_input_memory
 
 _SAVE_HINT = "save it with numpy.save(path, array) (numpy.savez for a .npz of several inputs)"
 #: How every .npy array starts (numpy.lib.format's magic string).

@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
+from ampconfig.inputs import datasets
+from ampconfig.inputs.datasets import load_data
 from ampconfig.prove.accuracy import Tolerance
 from ampconfig.prove.judge import judge_samples
-from ampconfig.runner import datasets
-from ampconfig.runner.datasets import load_data
 from ampconfig.runner.proof import PROGRESS_SAMPLES, sample_outputs
 from ampconfig.runner.sessions import create_session
 from tests.graphs import make_model, tensor

@@ -1,4 +1,4 @@
-"""runner.ort_worker: the worker's side of the channel, run here in the test's process over a real pipe with a real
+"""worker.server: the worker's side of the channel, run here in the test's process over a real pipe with a real
 ONNX Runtime session: progress only for a listener and at most about ten messages a second, and the heartbeat while
 a request runs."""
 
@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from ampconfig.runner.channel import Channel, ChannelSilent, pipe
-from ampconfig.runner.ort_worker import HEARTBEAT_S, PROGRESS_INTERVAL_S, Worker, _Heartbeat
+from ampconfig.worker.channel import Channel, ChannelSilent, pipe
+from ampconfig.worker.server import HEARTBEAT_S, PROGRESS_INTERVAL_S, Worker, _Heartbeat
 from tests.graphs import one_relu
 
 X = {"x": np.array([-1.0, 2.0], np.float32)}

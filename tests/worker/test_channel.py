@@ -1,4 +1,4 @@
-"""runner.channel: the worker's frames are ampconfig's alone; anything else on the pipe is a located error, never a
+"""worker.channel: the worker's frames are ampconfig's alone; anything else on the pipe is a located error, never a
 wait for bytes that will not come, and a silent other end is a timeout."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from ampconfig.runner.channel import MAGIC, VERSION, Channel, ChannelBroken, ChannelSilent, pipe
+from ampconfig.worker.channel import MAGIC, VERSION, Channel, ChannelBroken, ChannelSilent, pipe
 
 
 @pytest.fixture

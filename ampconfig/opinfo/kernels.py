@@ -1,5 +1,5 @@
 """Can an execution provider run a model's nodes, and with its own kernels? Measured with a real ORT session, built
-and run in the worker process (:mod:`ampconfig.runner.worker`): a probe that crashes ONNX Runtime fails its verdict,
+and run in the worker process (:mod:`ampconfig.worker.client`): a probe that crashes ONNX Runtime fails its verdict,
 not the command, and this process never imports onnxruntime.
 
 The CPU provider does not fail on a float16 node it has no kernel for: ORT's InsertCastTransformer wraps the node
@@ -28,7 +28,7 @@ import onnx
 from ampconfig.domains import canonical_domain
 from ampconfig.dtypes import FLOAT_DTYPES, Dtype
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.documents import read_text
+from ampconfig.files.bounded import read_text
 from ampconfig.opinfo.kernel_claims import (
     COMMON_OPSETS,
     AcrossOpsets,
@@ -37,14 +37,13 @@ from ampconfig.opinfo.kernel_claims import (
     measure_across_opsets,
     serves,
 )
-from ampconfig.opinfo.library import CPU_PROVIDER, CUDA_PROVIDER
+from ampconfig.opinfo.ort_schemas import schema_at
 from ampconfig.opinfo.probe_models import Feeds, op_since_versions, probe_models, split_key
 from ampconfig.opinfo.schema import compute_variables, get_schema, node_typing
-from ampconfig.runner import worker
-from ampconfig.runner.channel import large_bytes
-from ampconfig.runner.ort_schemas import schema_at
-from ampconfig.runner.sessions import cuda_unavailable_reason
-from ampconfig.runner.worker import Phase, WorkerCrashed, WorkerRefused
+from ampconfig.opinfo.targets import CPU_PROVIDER, CUDA_PROVIDER
+from ampconfig.worker import client as worker
+from ampconfig.worker.channel import large_bytes
+from ampconfig.worker.client import Phase, WorkerCrashed, WorkerRefused, cuda_unavailable_reason
 
 _CONTRIB = "com.microsoft"
 

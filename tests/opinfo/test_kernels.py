@@ -23,10 +23,8 @@ from ampconfig.opinfo.kernel_claims import (
     measure_across_opsets,
     serves,
 )
-from ampconfig.opinfo.library import Colour, parse_ops_info
-from ampconfig.opinfo.numerics import KERNEL_ACCUMULATION, target_colour
-from ampconfig.runner.kernel_dump import dump_claims, read_kernel_dump
-from ampconfig.runner.kernels import (
+from ampconfig.opinfo.kernel_dump import dump_claims, read_kernel_dump
+from ampconfig.opinfo.kernels import (
     CPU,
     CUDA,
     KernelStatus,
@@ -39,6 +37,8 @@ from ampconfig.runner.kernels import (
     measure_op_across_opsets,
     opset_result,
 )
+from ampconfig.opinfo.library import Colour, parse_ops_info
+from ampconfig.opinfo.numerics import KERNEL_ACCUMULATION, target_colour
 from tests.fresh_process import command_in_fresh_process
 from tests.graphs import IR_VERSION
 from tests.worker_faults import fresh_worker, inject

@@ -13,7 +13,7 @@ Three layouts, told apart by the path:
 
 Every sample must give every model input (and nothing else), with the rank and fixed dimensions the model
 declares; dtypes of the same kind are converted (float64 -> float32). The whole set must fit in the input memory
-budget (:mod:`ampconfig.runner.memory`), checked from the files' sizes before anything is read.
+budget (:mod:`ampconfig.memory`), checked from the files' sizes before anything is read.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from onnx import TensorProto
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import open_regular, path_kind, require_file
 from ampconfig.formats.documents import scan_json
-from ampconfig.runner.array_files import load_array_bytes, load_npz
-from ampconfig.runner.inputs import (
+from ampconfig.inputs.array_files import load_array_bytes, load_npz
+from ampconfig.inputs.feeds import (
     InputSet,
     InputSpec,
     PreparedInput,
@@ -44,9 +44,9 @@ from ampconfig.runner.inputs import (
     dtype_name,
     model_input_specs,
 )
-from ampconfig.runner.memory import check_input_memory
-from ampconfig.runner.strings import is_string, strings_from_lists
-from ampconfig.runner.timing import ProgressCallback
+from ampconfig.inputs.strings import is_string, strings_from_lists
+from ampconfig.memory import check_input_memory
+from ampconfig.worker.timed import ProgressCallback
 
 log = logging.getLogger(__name__)
 

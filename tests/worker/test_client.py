@@ -1,4 +1,4 @@
-"""runner.worker and runner.ort_worker: every ONNX Runtime session of a user's model lives in one worker process
+"""worker.client and worker.server: every ONNX Runtime session of a user's model lives in one worker process
 that ampconfig outlives. Real sessions, real crashes (injected from the tests: ``tests/faults/sitecustomize.py``),
 real signals, the real console script."""
 
@@ -20,10 +20,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.runner import worker
-from ampconfig.runner.channel import Channel, large_bytes
 from ampconfig.runner.sessions import LOAD_FAILED, create_session, run_once
-from ampconfig.runner.worker import Phase, WorkerCrashed
+from ampconfig.worker import client as worker
+from ampconfig.worker.channel import Channel, large_bytes
+from ampconfig.worker.client import Phase, WorkerCrashed
 from tests.fresh_process import as_a_terminal_job
 from tests.worker_faults import (
     aborting_model,

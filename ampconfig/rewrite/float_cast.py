@@ -7,13 +7,17 @@ keeps part of a NaN's payload, ONNX Runtime writes the quiet NaN of the same sig
 compares them on every one of the 2**32 float32 bit patterns, and the test suite on a sample. So ONNX Runtime is
 used for speed alone; small arrays stay with numpy, where a request costs more than the conversion.
 
-ONNX Runtime runs only in the worker process (:mod:`ampconfig.runner.worker`), so its Cast session lives there too.
+ONNX Runtime runs only in the worker process (:mod:`ampconfig.worker.client`), so its Cast session lives there too.
 The weights do not cross the pipe: both processes map one anonymous shared file (Linux's ``memfd_create``; the
 worker opens it through ``/proc``), this process copies a chunk of the weight in, the worker's Cast kernel writes
 the float16 chunk beside it, and only the request's names cross. The file has no name, so nothing is left behind
 whatever ends either process, and its size is bounded by :data:`CHUNK_ELEMENTS`. Where there is no such file
 (macOS, Windows) or the worker cannot help (it crashed, or its onnxruntime cannot build the session), numpy
 converts over threads, with the same bits.
+
+It lives in rewrite/ because it is the encoder of the rewrite's own tensors (:mod:`ampconfig.rewrite.tensors`,
+whose thresholds it reads), asked for by the engine and the API when weights are converted; ONNX Runtime is only
+its means, reached through the worker's client like any other request.
 """
 
 from __future__ import annotations
@@ -62,9 +66,9 @@ class _WorkerCast:
     process makes its own: the file would be shared with its parent)."""
 
     def __init__(self) -> None:
-        from ampconfig.runner import worker
-        from ampconfig.runner.channel import large_bytes
-        from ampconfig.runner.worker import Phase
+        from ampconfig.worker import client as worker
+        from ampconfig.worker.channel import large_bytes
+        from ampconfig.worker.client import Phase
 
         self.owner = os.getpid()
         descriptor = os.memfd_create("ampconfig-float-cast", os.MFD_CLOEXEC)
@@ -97,7 +101,7 @@ class _WorkerCast:
         return self.owner == os.getpid() and self.process.alive
 
     def convert(self, array: np.ndarray) -> np.ndarray:
-        from ampconfig.runner.worker import Phase
+        from ampconfig.worker.client import Phase
 
         flat = array.reshape(-1)  # a copy only where ``array`` is not contiguous
         converted = np.empty(flat.shape, np.float16)
@@ -144,7 +148,7 @@ _unavailable = False
 
 def _worker_cast() -> _WorkerCast | None:
     global _cast, _unavailable
-    from ampconfig.runner.worker import WorkerRefused
+    from ampconfig.worker.client import WorkerRefused
 
     if _unavailable:
         return None
@@ -164,7 +168,7 @@ def float32_to_float16(array: np.ndarray) -> np.ndarray:
     global _unavailable
     if array.dtype != np.float32 or array.size < MIN_ELEMENTS:
         return numpy_float16(array)
-    from ampconfig.runner.worker import WorkerRefused
+    from ampconfig.worker.client import WorkerRefused
 
     with _lock:
         cast = _worker_cast()

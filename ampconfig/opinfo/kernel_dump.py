@@ -40,9 +40,9 @@ from ampconfig.opinfo.kernel_claims import (
     serves,
     since_in_force,
 )
+from ampconfig.opinfo.ort_schemas import OrtSchemaTyping, ort_schemas
 from ampconfig.opinfo.schema import NodeTyping, compute_variables
 from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping
-from ampconfig.runner.ort_schemas import OrtSchemaTyping, ort_schemas
 
 #: Domains whose ops get op info entries (the others are ORT-internal layouts: nhwc, nchwc).
 IMPORTED_DOMAINS = ("", "com.microsoft")

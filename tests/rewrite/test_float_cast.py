@@ -12,8 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ampconfig.runner import float_cast
-from ampconfig.runner.float_cast import MIN_ELEMENTS, float32_to_float16
+from ampconfig.rewrite import float_cast
+from ampconfig.rewrite.float_cast import MIN_ELEMENTS, float32_to_float16
 from tests.fresh_process import command_in_fresh_process
 from tests.worker_faults import fresh_worker, inject
 
@@ -77,7 +77,7 @@ def test_non_contiguous_and_non_float32_input() -> None:
 _API_PROBE = """
 import sys
 import numpy as np
-from ampconfig.runner import worker
+from ampconfig.worker import client as worker
 from onnx import TensorProto, helper, numpy_helper
 import ampconfig
 

@@ -7,7 +7,7 @@ same bytes hash the same), which ONNX Runtime's CPU provider takes as it is. ``S
 here, as ONNX Runtime would decode them, so a byte string that is not UTF-8 is a located error instead of ONNX
 Runtime's UnicodeDecodeError. A NUL character is refused: ONNX Runtime cuts a string at its first NUL, so the
 model would read another string than the one given. Object arrays need pickle to be read from ``.npy``/``.npz``
-and stay refused (:mod:`ampconfig.runner.array_files`).
+and stay refused (:mod:`ampconfig.inputs.array_files`).
 
 Generated strings are drawn from the keys of the ``ai.onnx.ml`` LabelEncoder or CategoryMapper that reads the
 input, directly or through ops that pass strings through unchanged (Identity, Reshape, Squeeze, Unsqueeze,
@@ -27,7 +27,7 @@ from onnx import TensorProto
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, read_bounded, refuse_other_unicode
-from ampconfig.runner.memory import check_input_memory
+from ampconfig.memory import check_input_memory
 
 #: The largest text file of strings read for one input (``--input NAME=FILE.txt``): the documents' limit.
 MAX_TEXT_INPUT_BYTES = MAX_DOCUMENT_BYTES

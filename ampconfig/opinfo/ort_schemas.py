@@ -14,6 +14,11 @@ provider's kernel registrations and crashes onnxruntime-gpu without the CUDA lib
 
 :class:`OrtSchemaTyping` implements :class:`ampconfig.opinfo.typing_source.TypingSource`; the registry is read once
 per process.
+
+It lives in opinfo/ because it is typing, like :mod:`ampconfig.opinfo.schema` beside it: it reads a registry
+compiled into the library, never a model or a session (so not runner/, and not the worker's process), and its
+users are the op info probes (:mod:`ampconfig.opinfo.kernels`, :mod:`ampconfig.opinfo.kernel_dump`) and the
+engine's typing chain.
 """
 
 from __future__ import annotations

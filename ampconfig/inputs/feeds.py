@@ -10,7 +10,7 @@ giving one input from a file does not change the values generated for the others
   ones (a random mask can hide every position and turn a softmax into NaN).
 - bool inputs: random.
 - STRING inputs: strings drawn from the keys of the ``ai.onnx.ml`` LabelEncoder or CategoryMapper that reads
-  them; without one, a located error that says how to give them (:mod:`ampconfig.runner.strings`).
+  them; without one, a located error that says how to give them (:mod:`ampconfig.inputs.strings`).
 - a float value from a file converted to the input's type (float64 to float32, float32 to bfloat16 or float16)
   is a warning, once per input, with the largest change when the conversion changed any value; numpy saves
   a bfloat16 array as raw 2-byte values (``|V2``), which are read back as bfloat16 for a bfloat16 input. An
@@ -40,9 +40,8 @@ from onnx import TensorProto
 from ampconfig.domains import is_default_domain
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import open_regular
-from ampconfig.runner.array_files import NPY_MAGIC, load_npy, load_npz
-from ampconfig.runner.memory import check_input_memory, format_bytes
-from ampconfig.runner.strings import (
+from ampconfig.inputs.array_files import NPY_MAGIC, load_npy, load_npz
+from ampconfig.inputs.strings import (
     generate_strings,
     is_string,
     no_vocabulary_error,
@@ -50,6 +49,7 @@ from ampconfig.runner.strings import (
     text_array,
     vocabulary,
 )
+from ampconfig.memory import check_input_memory, format_bytes
 
 if TYPE_CHECKING:
     from ampconfig.settings.resolve import InputRequest

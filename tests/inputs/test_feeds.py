@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.runner.datasets import load_data
-from ampconfig.runner.inputs import InputSpec, coerce_input, prepare_inputs
+from ampconfig.inputs.datasets import load_data
+from ampconfig.inputs.feeds import InputSpec, coerce_input, prepare_inputs
 from tests.graphs import IR_VERSION, run
 from tests.input_models import TYPED_INPUTS, TYPED_WIDTH, typed_inputs_model, typed_values
 

@@ -2,10 +2,10 @@
 
 ONNX Runtime is C++: a segfault in its optimiser or an abort in a kernel kills the process that called it, with
 no exception to catch. So ampconfig's main process never hands a user's model to ONNX Runtime; it asks this
-process (:mod:`ampconfig.runner.worker` starts it and talks to it) to build sessions, run them and time them, and
+process (:mod:`ampconfig.worker.client` starts it and talks to it) to build sessions, run them and time them, and
 outlives it. The worker owns its sessions for the life of the command, so no session is built twice.
 
-Requests arrive on a :class:`~ampconfig.runner.channel.Channel` as ``(verb, arguments, released, listening)``:
+Requests arrive on a :class:`~ampconfig.worker.channel.Channel` as ``(verb, arguments, released, listening)``:
 ``released`` lists sessions the main process no longer holds, freed before the request runs (their weights go
 before the next model loads its own); ``listening`` says whether the main process shows progress. Each request
 gets one answer, ``("ok", value, peak)`` or ``("error", ONNX Runtime's words, the name of its exception's class,
@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from ampconfig.runner.channel import Channel
-from ampconfig.runner.timing import timed_runs
+from ampconfig.worker.channel import Channel
+from ampconfig.worker.providers import CPU_PROVIDER, CUDA_PROVIDER
+from ampconfig.worker.timed import timed_runs
 
 #: ONNX Runtime's own default severity for its process-wide logger (warning).
 _ORT_DEFAULT_LOG_SEVERITY = 2
@@ -53,8 +54,6 @@ _ORT_DEFAULT_LOG_SEVERITY = 2
 #: ampconfig's own located error carrying ORT's words, not first as ORT's raw coloured log line.
 SESSION_LOG_SEVERITY = 4
 
-CPU_PROVIDER = "CPUExecutionProvider"
-CUDA_PROVIDER = "CUDAExecutionProvider"
 #: ONNX Runtime's session option that resolves a model's external data in a folder when the model comes as bytes.
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 #: cuDNN's convolution algorithm searches ONNX Runtime's CUDA provider knows.
@@ -116,7 +115,7 @@ def session_options(
 
 
 def _probe_model() -> bytes:
-    """A one-Relu model (IR 10, opset 17): what :func:`cuda_unavailable_reason` asks the CUDA provider to load."""
+    """A one-Relu model (IR 10, opset 17): what :func:`cuda_probe` asks the CUDA provider to load."""
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -128,7 +127,7 @@ def _probe_model() -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10).SerializeToString()
 
 
-def cuda_unavailable_reason() -> str | None:
+def cuda_probe() -> str | None:
     """``None`` when a CUDA session can really be built here, else why not (in words). onnxruntime-gpu lists the
     CUDA provider even where its libraries cannot be loaded, and then runs on the CPU: only a built session's
     ``get_providers()`` tells."""
@@ -543,7 +542,7 @@ class Worker:
         if verb == "version":
             return ort.__version__
         if verb == "cuda_probe":
-            return cuda_unavailable_reason()
+            return cuda_probe()
         if verb == "count":
             return {"built": self.built, "open": len(self.sessions)}
         raise ValueError(f"unknown request {verb!r}")
@@ -648,7 +647,7 @@ def become_worker(
 
 
 def main() -> None:
-    """A worker started as a fresh interpreter (:func:`ampconfig.runner.worker.spawn`): its arguments are the
+    """A worker started as a fresh interpreter (:func:`ampconfig.worker.client.spawn`): its arguments are the
     channel's two descriptors (read, write) and its folder. ``stdio`` for the descriptors (Windows, which passes
     none): the channel is its standard input and output, which are then pointed at the null device so that nothing
     printed corrupts a message."""

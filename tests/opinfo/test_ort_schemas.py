@@ -1,4 +1,4 @@
-"""Contrib ops typed from ONNX Runtime's own schema registry (runner/ort_schemas.py), as the decision core types the
+"""Contrib ops typed from ONNX Runtime's own schema registry (opinfo/ort_schemas.py), as the decision core types the
 default domain from onnx.defs: same NodeTyping rules, checked against onnx.defs and against real ORT sessions."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import pytest
 from onnx import helper
 
 from ampconfig.dtypes import Dtype
-from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, node_typing
-from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping, TypingSource
-from ampconfig.runner.kernels import CPU, KernelStatus, check_kernel
-from ampconfig.runner.ort_schemas import (
+from ampconfig.opinfo.kernels import CPU, KernelStatus, check_kernel
+from ampconfig.opinfo.ort_schemas import (
     OrtSchemaTyping,
     contrib_op_types,
     ort_node_typing,
     ort_schemas,
     schema_at,
 )
+from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, node_typing
+from ampconfig.opinfo.typing_source import ChainedTyping, OnnxTyping, TypingSource
 from tests.graphs import IR_VERSION
 
 MS = "com.microsoft"
