@@ -39,7 +39,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ampconfig.api import rewrite_model_detailed  # noqa: E402
-from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
+from ampconfig.decide.value_limits import ValueRanges  # noqa: E402
+from ampconfig.decide.value_ranges import peak  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.engine.typing_chain import TYPING  # noqa: E402
 from ampconfig.instrument.rounding import low_precision_rounding_model  # noqa: E402

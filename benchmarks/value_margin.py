@@ -36,7 +36,8 @@ if str(ROOT) not in sys.path:
 
 from ampconfig.api import rewrite_model_detailed  # noqa: E402
 from ampconfig.decide.decisions import Rule  # noqa: E402
-from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
+from ampconfig.decide.value_limits import ValueRanges  # noqa: E402
+from ampconfig.decide.value_ranges import peak  # noqa: E402
 from ampconfig.engine.typing_chain import TYPING  # noqa: E402
 from ampconfig.instrument.rounding import low_precision_rounding_model  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402

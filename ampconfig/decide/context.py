@@ -14,7 +14,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
 from ampconfig.decide.judgements import Judges
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import AttributeReader, Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ampconfig.decide.ranges_input import read_ranges
-from ampconfig.decide.value_limits import check_margin
-from ampconfig.decide.value_ranges import ValueRanges, ValueStats
+from ampconfig.decide.value_limits import ValueRanges, check_margin
+from ampconfig.decide.value_ranges import ValueStats
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings

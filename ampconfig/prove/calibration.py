@@ -29,7 +29,8 @@ import numpy as np
 import onnx
 
 from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
-from ampconfig.decide.value_ranges import ValueRanges, ValueStats
+from ampconfig.decide.value_limits import ValueRanges
+from ampconfig.decide.value_ranges import ValueStats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import path_argument, real_location, relative_path
 from ampconfig.formats.format_tags import RANGES_FORMAT

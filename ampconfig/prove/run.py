@@ -16,7 +16,7 @@ import onnx
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.load_check import load_checked
 from ampconfig.engine.safety_net import Failure, Outcome, repair
 from ampconfig.engine.typing_chain import TYPING

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.reference_runs import Prepared, reference_judge, reference_run
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
