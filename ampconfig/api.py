@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from ampconfig.decide.judgements import Judges
 from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
+from ampconfig.decide.user_judgements import Judges
 from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.files.models import OpenedModel
@@ -108,7 +108,7 @@ def rewrite_model_detailed(
             gives them (rule ``customized``), over keep_dtype, over the mode and mixlist; an entry that does not fit
             the model (no such node, a dtype count or a dtype its schema or the target's kernels refuse) raises.
         judges: op keys mapped to the user's judgements of their nodes (colour, inputs that keep their dtype:
-            :mod:`ampconfig.decide.judgements`), for custom and contrib ops ampconfig knows little about.
+            :mod:`ampconfig.decide.user_judgements`), for custom and contrib ops ampconfig knows little about.
         value_ranges: the float32 model's value ranges on data (:class:`~ampconfig.decide.value_limits.ValueRanges`):
             a node whose values passed the margin keeps float32 (rule ``range_exceeds``).
         clamp_values: a node reading a constant beyond the low type's range keeps float32 (rule

@@ -57,7 +57,7 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
         options: :class:`~ampconfig.decide.rewrite_options.RewriteOptions`' fields, the keywords of
             :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``,
             ``keep_io_types``, ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op
-            types: :mod:`ampconfig.decide.judgements`); a name it does not take is a TypeError here, not at the
+            types: :mod:`ampconfig.decide.user_judgements`); a name it does not take is a TypeError here, not at the
             first run.
     """
 
