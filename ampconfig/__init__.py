@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ampconfig.api import close, onnx_runtime_worker, rewrite_model, rewrite_model_detailed
-    from ampconfig.decide.judgements import Judgement
+    from ampconfig.decide.user_judgements import Judgement
     from ampconfig.gc_pause import gc_paused
     from ampconfig.ir_pass import MixedPrecisionPass, MixedPrecisionResult
     from ampconfig.prove.calibration import calibrate_model, merge_ranges
@@ -42,7 +42,7 @@ _PUBLIC_MODULES = {
     "onnx_runtime_worker": "ampconfig.api",
     "MixedPrecisionPass": "ampconfig.ir_pass",
     "MixedPrecisionResult": "ampconfig.ir_pass",
-    "Judgement": "ampconfig.decide.judgements",
+    "Judgement": "ampconfig.decide.user_judgements",
     "gc_paused": "ampconfig.gc_pause",
     "calibrate_model": "ampconfig.prove.calibration",
     "merge_ranges": "ampconfig.prove.calibration",

@@ -22,10 +22,12 @@ from contextlib import contextmanager
 def gc_paused(*, freeze_after: bool = False) -> Iterator[None]:
     """Disable the cyclic collector inside the block; leave it as it was found (a caller may have disabled it).
 
-    ``freeze_after``: for a process that ends right after the block. Everything then in memory, garbage included,
-    is moved out of the collector's reach (``gc.freeze``): a collection would free only what the exit frees, and
-    the first one after the block, or the interpreter's at exit, walks every object the block allocated (a
-    25k-node graph's: 0.4-0.6 s on a 2-core machine)."""
+    Args:
+        freeze_after: for a process that ends right after the block. Everything then in memory, garbage included,
+            is moved out of the collector's reach (``gc.freeze``): a collection would free only what the exit
+            frees, and the first one after the block, or the interpreter's at exit, walks every object the block
+            allocated (a 25k-node graph's: 0.4-0.6 s on a 2-core machine).
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:

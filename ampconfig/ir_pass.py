@@ -49,13 +49,16 @@ class MixedPrecisionResult(ir.passes.PassResult):
 class MixedPrecisionPass(ir.passes.InPlacePass):
     """Decide each node's dtype for a precision mode and rewrite the model in place (see the module's docstring).
 
-    ``options`` are :class:`~ampconfig.decide.rewrite_options.RewriteOptions`' fields, the keywords of
-    :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``, ``keep_io_types``,
-    ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op types:
-    :mod:`ampconfig.decide.judgements`); a name it does not take is a TypeError here, not at the first run.
-    ``load_check`` (default on) loads the rewritten model once in ONNX Runtime before the pass returns, as
-    :func:`ampconfig.rewrite_model_detailed` does; nodes whose low dtype makes it crash keep their dtype. The
-    check keeps a copy of the input's graph (its tensors shared, not copied) to rewrite again from.
+    Args:
+        precision_mode: the precision mode (``allow_mix_precision``, ``force_fp16``, ...; v2 names too).
+        load_check: (default on) load the rewritten model once in ONNX Runtime before the pass returns, as
+            :func:`ampconfig.rewrite_model_detailed` does; nodes whose low dtype makes it crash keep their dtype.
+            The check keeps a copy of the input's graph (its tensors shared, not copied) to rewrite again from.
+        options: :class:`~ampconfig.decide.rewrite_options.RewriteOptions`' fields, the keywords of
+            :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``,
+            ``keep_io_types``, ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op
+            types: :mod:`ampconfig.decide.user_judgements`); a name it does not take is a TypeError here, not at the
+            first run.
     """
 
     def __init__(self, precision_mode: str | PrecisionMode, *, load_check: bool = True, **options: Any) -> None:

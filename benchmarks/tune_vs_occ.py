@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ampconfig.diagnose.reference_runs import prepare, reference_judge  # noqa: E402
+from ampconfig.diagnose.reference_runs import accuracy_reference, prepare  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.examples import example_path  # noqa: E402
 from ampconfig.instrument.expose import known_elem_types  # noqa: E402
@@ -109,13 +109,13 @@ def bench_model(name: str, build: Callable[[], onnx.ModelProto], folder: Path, f
         npz = folder / f"{path.stem}.npz"
         np.savez(npz, **pixel_inputs(model))
     prepared = prepare(_request(path, npz), command="tune")
-    judge = reference_judge(prepared)
-    all_low = judge.judge(prepared.rewrite().model).worst_rel_l2
+    accuracy = accuracy_reference(prepared)
+    all_low = accuracy.verdict(prepared.rewrite().model).worst_rel_l2
     tolerance = all_low * fraction
     row: dict[str, Any] = {"model": name, "nodes": len(model.graph.node), "all_low_error": all_low}
     row["tolerance"] = tolerance
     row["ampconfig"] = _bench_ampconfig(path, npz, tolerance, folder)
-    row["occ"] = _bench_occ(prepared.model, dict(prepared.inputs.feeds), tolerance, judge)
+    row["occ"] = _bench_occ(prepared.model, dict(prepared.inputs.feeds), tolerance, accuracy)
     return row
 
 
@@ -141,7 +141,7 @@ def _final_model(path: Path, npz: Path | None, tolerance: float, keep: Path) -> 
     return prepared.rewrite().model
 
 
-def _bench_occ(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tolerance: float, judge: Any) -> dict[str, Any]:
+def _bench_occ(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tolerance: float, accuracy: Any) -> dict[str, Any]:
     from onnxconverter_common import auto_mixed_precision as occ
 
     calls = {"runs": 0}
@@ -166,7 +166,7 @@ def _bench_occ(model: onnx.ModelProto, feeds: dict[str, np.ndarray], tolerance: 
     seconds = time.perf_counter() - started
     low, floats = _low_share(converted, model)
     try:
-        judged = judge.judge(converted)  # the judge's own tolerance is run's default: compare with this one
+        judged = accuracy.verdict(converted)  # its own tolerance is run's default: compare with this one
         as_run = judged.worst_rel_l2
         passes = as_run <= tolerance
     except Exception as exc:  # a model ampconfig's judge cannot run: say so

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide import value_limits
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.instrument.rounding import low_precision_rounding_model
 from ampconfig.runner.intermediates import run_value_stats

@@ -39,13 +39,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ampconfig.api import rewrite_model_detailed  # noqa: E402
-from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
+from ampconfig.decide.value_limits import ValueRanges  # noqa: E402
+from ampconfig.decide.value_ranges import peak  # noqa: E402
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune  # noqa: E402
 from ampconfig.engine.typing_chain import TYPING  # noqa: E402
 from ampconfig.instrument.rounding import low_precision_rounding_model  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
-from ampconfig.prove.judge import judge_samples  # noqa: E402
 from ampconfig.prove.request import prepare  # noqa: E402
+from ampconfig.prove.verdict import samples_verdict  # noqa: E402
 from ampconfig.rewrite.names import with_node_names  # noqa: E402
 from ampconfig.rewrite.results import RewriteResult  # noqa: E402
 from ampconfig.runner.intermediates import run_samples_with_intermediates  # noqa: E402
@@ -70,7 +71,7 @@ def _judged(
     names: list[str],
 ) -> dict[str, Any]:
     judged, _ = low_precision_rounding_model(result.model, TYPING)
-    judgement = judge_samples(reference, _outputs(judged, held_out), names, Tolerance())
+    judgement = samples_verdict(reference, _outputs(judged, held_out), names, Tolerance())
     floats = sum(1 for d in result.decisions if d.original_dtype is not None)
     return {
         "worst_rel_l2": judgement.worst_rel_l2,

@@ -36,11 +36,12 @@ if str(ROOT) not in sys.path:
 
 from ampconfig.api import rewrite_model_detailed  # noqa: E402
 from ampconfig.decide.decisions import Rule  # noqa: E402
-from ampconfig.decide.value_ranges import ValueRanges, peak  # noqa: E402
+from ampconfig.decide.value_limits import ValueRanges  # noqa: E402
+from ampconfig.decide.value_ranges import peak  # noqa: E402
 from ampconfig.engine.typing_chain import TYPING  # noqa: E402
 from ampconfig.instrument.rounding import low_precision_rounding_model  # noqa: E402
 from ampconfig.prove.accuracy import Tolerance  # noqa: E402
-from ampconfig.prove.judge import judge_samples  # noqa: E402
+from ampconfig.prove.verdict import samples_verdict  # noqa: E402
 from ampconfig.rewrite.names import with_node_names  # noqa: E402
 from ampconfig.runner.intermediates import run_samples_with_intermediates  # noqa: E402
 from ampconfig.runner.sessions import create_session, run_once  # noqa: E402
@@ -126,7 +127,7 @@ def bench_model(name: str, model: onnx.ModelProto, calibrate: Samples, hold_out:
             result = rewrite_model_detailed(named, mode, target="cuda", value_ranges=measured)
             kept = sum(1 for d in result.decisions if d.rule is Rule.RANGE_EXCEEDS)
             judged, _ = low_precision_rounding_model(result.model, TYPING)
-            judgement = judge_samples(reference, _outputs(judged, held_out), names, Tolerance())
+            judgement = samples_verdict(reference, _outputs(judged, held_out), names, Tolerance())
             low = run_samples_with_intermediates(judged, held_out, names=list(exposed.values))
             overflows = sum(_new_nonfinite(exposed.values[key], low.values[key]) for key in low.values.keys() & keys)
             errors = [spread.worst for spread in judgement.spreads] or [o.rel_l2 for o in judgement.outputs]

@@ -1,11 +1,14 @@
 """``rewrite_model_detailed``'s safety net: a changed node the ONNX checker rejects keeps its dtype, every such
 node found at once by structure, and the model is rewritten once more; what the checker says is only shown. And the
 API's arguments are checked as the command line checks its flags: a hostile call is a located error naming the
-argument, never a bare TypeError or ValueError."""
+argument, never a bare TypeError or ValueError. And the public functions' signatures: keywords after the model and
+the mode, each parameter documented in an ``Args:`` section."""
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +251,44 @@ def test_a_crash_no_node_explains_raises_a_located_error(
     assert caught.value.file == str(path) and "load_check=False" in (caught.value.hint or "")
     unchecked = rewrite_model(path, "force_fp16", target="cpu", load_check=False)  # builds no session
     assert not reads_float32(unchecked, "Transpose")
+
+
+#: What a public function may take by position (anything else is keyword-only): the model and the mode, and for the
+#: ranges functions the files in and out; every other public function takes no positional argument.
+POSITIONAL = {
+    "rewrite_model": ("model", "precision_mode"),
+    "rewrite_model_detailed": ("model", "precision_mode"),
+    "MixedPrecisionPass": ("precision_mode",),  # the model comes with the call, as onnx-ir passes take it
+    "calibrate_model": ("model", "output"),
+    "merge_ranges": ("shards", "output"),
+}
+#: The public functions, and the pass (the classes of results and judgements are data, built by ampconfig).
+PUBLIC_CALLABLES = [name for name in ampconfig.__all__ if inspect.isfunction(getattr(ampconfig, name))]
+PUBLIC_CALLABLES.append("MixedPrecisionPass")
+
+
+def _documented_parameters(function: Callable[..., object]) -> list[str]:
+    """The names of a Google-style ``Args:`` section, in order (its entries are ``name: ...`` one indent in)."""
+    lines = (inspect.getdoc(function) or "").splitlines()
+    if "Args:" not in lines:
+        return []
+    names = []
+    for line in lines[lines.index("Args:") + 1 :]:
+        if line and not line.startswith(" "):
+            break  # the next section
+        entry = line.removeprefix("    ")
+        if entry and not entry.startswith(" "):
+            names.append(entry.partition(":")[0].lstrip("*"))
+    return names
+
+
+@pytest.mark.parametrize("name", PUBLIC_CALLABLES)
+def test_every_public_function_takes_keywords_after_the_model_and_documents_each_argument(name: str) -> None:
+    """On main at 73f8c17 ``rewrite_model_detailed`` took 14 parameters by position and documented none in an
+    ``Args:`` section."""
+    public = getattr(ampconfig, name)
+    parameters = list(inspect.signature(public).parameters.values())
+    keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)
+    positional = [p.name for p in parameters if p.kind not in keywords]
+    assert positional == list(POSITIONAL.get(name, ()))
+    assert _documented_parameters(public) == [p.name for p in parameters]

@@ -1,4 +1,5 @@
-"""ampconfig as an onnx-ir pass (ampconfig/ir_pass.py) and the public judgement hook (ampconfig/decide/judgements.py).
+"""ampconfig as an onnx-ir pass (ampconfig/ir_pass.py) and the public judgement hook
+(ampconfig/decide/user_judgements.py).
 
 - MixedPrecisionPass keeps onnx-ir's PassBase contract (in place: the model handed in is rewritten), runs in a
   PassManager beside onnx-ir's own common passes, gives the model rewrite_model gives, and its decisions are

@@ -13,8 +13,8 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.facts import ONNX_TYPING, NodeFacts
-from ampconfig.decide.judgements import Judges
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.user_judgements import Judges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.opinfo.library import AttributeReader, Colour, OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
@@ -61,7 +61,7 @@ class DecisionContext:
     typing: TypingSource = ONNX_TYPING
     #: nodes a customize_dtypes entry sets, with the dtype they compute in and the entry (checked already)
     customized: Mapping[ir.Node, tuple[Dtype, str]] = field(default_factory=dict)
-    #: the user's judges by op key (:mod:`ampconfig.decide.judgements`)
+    #: the user's judges by op key (:mod:`ampconfig.decide.user_judgements`)
     judges: Judges = field(default_factory=dict)
     #: the float32 model's value ranges on data (rule range_exceeds); None: no data ran
     value_ranges: ValueRanges | None = None

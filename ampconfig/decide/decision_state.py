@@ -16,8 +16,8 @@ import onnx_ir as ir
 
 from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.facts import CONSTANT_OPS, NodeFacts, Scope
-from ampconfig.decide.judgements import Judgement, judge_nodes
 from ampconfig.decide.needs import Needs
+from ampconfig.decide.user_judgements import Judgement, judge_nodes
 from ampconfig.decide.value_ranges import Bounds
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import LOW_DTYPES, Dtype
@@ -55,7 +55,7 @@ class DecisionState:
     keep_io_types: bool = True
     #: the float32 islands the islands pass lowered, with their boundary casts before and after
     lowered_islands: list[LoweredIsland] = field(default_factory=list)
-    #: the user's judgement of each node a judge answered for (:mod:`ampconfig.decide.judgements`)
+    #: the user's judgement of each node a judge answered for (:mod:`ampconfig.decide.user_judgements`)
     judgements: dict[ir.Node, Judgement] = field(default_factory=dict)
     #: the bounds of each large constant the values pass read, by tensor: the rewrite's conversion reads them
     constant_bounds: dict[ir.TensorProtocol, Bounds] = field(default_factory=dict)

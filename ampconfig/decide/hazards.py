@@ -14,7 +14,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from ampconfig.decide.facts import NodeFacts, constant_array, is_onnx_op
-from ampconfig.decide.judgements import Judgement
+from ampconfig.decide.user_judgements import Judgement
 from ampconfig.opinfo.library import Colour
 
 #: Functions that saturate: an infinite input gives a finite, exact output (tanh(inf) = 1, sigmoid(inf) = 1).

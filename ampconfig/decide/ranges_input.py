@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 import onnx
 
-from ampconfig.decide.value_limits import ValueSpread
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges, ValueSpread
 from ampconfig.errors import AmpconfigError
 
 if TYPE_CHECKING:  # the fingerprints (hashing every weight): imported when a ranges file is read or written

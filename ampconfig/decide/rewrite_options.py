@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
-from ampconfig.decide.judges import Judges
+from ampconfig.decide.judgement_types import Judges
 from ampconfig.decide.value_limits import ValueRanges, check_margin
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import OpInfoLibrary

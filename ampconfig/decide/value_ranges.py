@@ -11,12 +11,12 @@ Rules, all hard verdicts decided before any painting:
   in an attention mask) stand for infinity, which the low type's largest value stands for just as well; they are
   saturated, with a warning, and decide nothing.
 - **range_exceeds**: a node whose float inputs or outputs reached beyond the **margin** on data the float32 model
-  ran on (:class:`ValueRanges`: run, tune, compare, explain --range-check or --data record them) keeps float32.
-  The margin leaves room for data the calibration did not see; its default is :data:`DEFAULT_MARGIN_FRACTION` of
-  the low type's largest value (``benchmarks/value_margin.py``: a detector calibrated on scenes met document
-  pages whose stem convolution reached 1.6x the calibration peak; half of float16's range holds it, three
-  quarters did not). Sentinel values flowing through activations (a mask's -3.4e38 after a Where) are not
-  ranges: they are left out of the peaks.
+  ran on (:class:`~ampconfig.decide.value_limits.ValueRanges`: run, tune, compare, explain --range-check or --data
+  record them) keeps float32. The margin leaves room for data the calibration did not see; its default is
+  :data:`~ampconfig.decide.value_limits.DEFAULT_MARGIN_FRACTION` of the low type's largest value
+  (``benchmarks/value_margin.py``: a detector calibrated on scenes met document pages whose stem convolution reached
+  1.6x the calibration peak; half of float16's range holds it, three quarters did not). Sentinel values flowing
+  through activations (a mask's -3.4e38 after a Where) are not ranges: they are left out of the peaks.
 - **range_underflows**: a node reading or writing a value whose finite non-zero magnitudes lie below the low type's
   smallest normal value (float16: 2^-14; bfloat16 has float32's exponents) in more than
   :data:`~ampconfig.decide.value_limits.UNDERFLOW_SHARE` of its elements keeps float32, so the value's producer and
@@ -43,7 +43,6 @@ from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ampconfig.decide.value_limits import ValueRanges as ValueRanges
 from ampconfig.decide.value_limits import ValueSpread
 from ampconfig.decide.value_limits import low_max as low_max
 from ampconfig.dtypes import Dtype

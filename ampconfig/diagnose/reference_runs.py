@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ampconfig.decide.ranges_input import read_ranges
-from ampconfig.decide.value_limits import check_margin
-from ampconfig.decide.value_ranges import ValueRanges, ValueStats
+from ampconfig.decide.value_limits import ValueRanges, check_margin
+from ampconfig.decide.value_ranges import ValueStats
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
@@ -20,8 +20,8 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.calibration import Calibration, calibration_of
-from ampconfig.prove.judge import Judge, accuracy_model
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
+from ampconfig.prove.verdict import AccuracyReference, accuracy_model
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import (
     REWRITTEN_EXPOSED,
@@ -57,12 +57,12 @@ class RangeReport:
         }
 
 
-def reference_judge(prepared: Prepared, progress: ProgressCallback | None = None) -> Judge:
+def accuracy_reference(prepared: Prepared, progress: ProgressCallback | None = None) -> AccuracyReference:
     """One plain run of the fp32 model per sample: the reference every rewrite of this request is judged against,
     as by ``run``."""
     request = prepared.request
     try:
-        return Judge.from_reference_run(
+        return AccuracyReference.from_reference_run(
             prepared.model,
             prepared.data.samples,
             prepared.device.device,
@@ -169,16 +169,16 @@ def compare_rewrite(
     """Rewrite (with range-analysis pins when asked), judge it as ``run`` does, and run both models exposing
     intermediates to locate the error.
 
-    The verdict comes from plain runs (:class:`~ampconfig.prove.judge.Judge`); the per-node error from runs of
-    the same models with every intermediate exposed: on the CPU the rewritten side is the same rounding copy
-    that is judged, so the node that overflows is the node that breaks the outputs.
+    The verdict comes from plain runs (:class:`~ampconfig.prove.verdict.AccuracyReference`); the per-node error
+    from runs of the same models with every intermediate exposed: on the CPU the rewritten side is the same rounding
+    copy that is judged, so the node that overflows is the node that breaks the outputs.
     """
-    judge = reference_judge(prepared, progress)
+    accuracy = accuracy_reference(prepared, progress)
     reference = reference if reference is not None else reference_run(prepared, progress)
     ranges = range_report(prepared, reference, data_max) if range_check else None
     result = prepared.rewrite(ranges.ranges if ranges is not None else None)
     judged_model, wrapped = accuracy_model(result.model, prepared.device.device)
-    judgement = judge.judge_outputs(judge.run_accuracy_model(judged_model))
+    judgement = accuracy.verdict_of(accuracy.run_accuracy_model(judged_model))
     rewritten = run_samples_with_intermediates(
         judged_model,
         prepared.calibration.samples,

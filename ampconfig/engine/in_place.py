@@ -19,7 +19,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import nothing_lowered
 from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
 from ampconfig.decide.rewrite_options import RewriteOptions
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.read_settings import ReadOptions, read_options
 from ampconfig.engine.sources import InputSource, IrSource, OpenedSource, Runnable
 from ampconfig.errors import AmpconfigError
@@ -121,21 +121,17 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
         warnings.extend(coverage_warnings(value_ranges, measured_value_keys(source.light, source.constant_names())))
     ir_version = output_ir_version(source.declared(), source.path)
     admission = InputAdmission(source.light)
-    runtime_input: list[Runnable] = []
-    input_checks: list[LoadCheck] = []
 
-    def accept(admitted: ir.Model, admission: InputAdmission) -> None:
+    def accept(admitted: ir.Model, admission: InputAdmission) -> tuple[Runnable, LoadCheck]:
         # The rare path: the checker rejects the (repaired) input, so ONNX Runtime decides (imported only here).
         from ampconfig.runner.acceptance import require_onnx_runtime_loads
 
         repaired = any(repair.changed for repair in admission.repairs)
-        runtime_input.append(source.for_onnx_runtime(admitted, repaired, ir_version.version))
-        input_checks.append(
-            require_onnx_runtime_loads(runtime_input[0], admission.checker_errors, source.path, options.target)
-        )
+        runnable = source.for_onnx_runtime(admitted, repaired, ir_version.version)
+        return runnable, require_onnx_runtime_loads(runnable, admission.checker_errors, source.path, options.target)
 
     raise_opset = _raises_opset(options.precision_mode)
-    admitted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
+    admitted, accepted = admit_input(model, admission, raise_opset=raise_opset, accept=accept)
     warnings.extend(repair.message() for repair in admission.repairs)
     warnings.extend(source.dropped())
     warnings.extend(admission.warnings)
@@ -146,20 +142,15 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
         input_pieces=lambda: NodePieces(with_node_names(light_proto(input_light))),
     )
     outcome = run_pipeline(model, read.setup(value_ranges), checked, source.restart(raise_opset), ir_version.version)
-    if admission.checker_errors:
+    if accepted is not None:  # the checker rejected the input: ONNX Runtime judged it, and judges the output
         from ampconfig.runner.acceptance import confirm_output_runs
 
+        runtime_input, input_check = accepted
         skeleton = outcome.run.skeleton
         assert skeleton is not None  # the check step made it
         written = source.output_for_check(skeleton)
         note = confirm_output_runs(
-            runtime_input[0],
-            admission.checker_errors,
-            source.path,
-            outcome.model,
-            written,
-            options.target,
-            input_checks[0],
+            runtime_input, admission.checker_errors, source.path, outcome.model, written, options.target, input_check
         )
         outcome.warnings.append(note)
     result = _result(outcome, read, value_ranges, source.external_files, ir_version.note, admission.opset_raised)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info

@@ -230,10 +230,6 @@ def document_format(path: Path) -> DocumentFormat:
     return fmt
 
 
-def load_document(path: Path, what: str = "file") -> Document:
-    return parse_document(read_text(path, what), str(path), document_format(path))
-
-
 def _parse_json(text: str, source: str | None, max_values: int = MAX_DOCUMENT_VALUES) -> Document:
     comments = scan_json(text, source, max_values).comments  # also refuses deep nesting and too many values
     if comments:

@@ -46,7 +46,6 @@ from ampconfig.formats.documents import (
     read_text,
     validation_problems,
 )
-from ampconfig.formats.keep_dtype_file import KeepDtypeEntry, keep_dtype_from_config
 from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, mixlist_from_data
 from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_SEED, MAX_WARMUP
 from ampconfig.formats.tf_env_lists import is_tf_lists_mapping
@@ -365,9 +364,6 @@ class SessionConfig(BaseModel):
         if isinstance(self.modify_mixlist, Path):
             return load_mixlist(self.modify_mixlist)
         return self.modify_mixlist
-
-    def keep_dtype_entries(self) -> list[KeepDtypeEntry]:
-        return keep_dtype_from_config(self.keep_dtype, self._source.nested(("keep_dtype",)))
 
     def resolved_against(self, folder: Path) -> SessionConfig:
         """A copy with relative paths made relative to ``folder`` (the config file's folder)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
-# The one tolerance object (ampconfig.prove.judge judges by it). Its docstring is the schema's description.
+# The one tolerance object (ampconfig.prove.verdict judges by it). Its docstring is the schema's description.
 class Tolerance(BaseModel):
     """Accuracy the rewritten model must hold against the fp32 reference (else `ampconfig run` exits 1)."""
 

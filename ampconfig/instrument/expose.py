@@ -397,12 +397,6 @@ def value_elem_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-def float_node_outputs(model: onnx.ModelProto) -> list[str]:
-    """Names of the main-graph node outputs whose element type is a float type, in node order."""
-    types = value_elem_types(model)
-    return [name for node in model.graph.node for name in node.output if name and types.get(name) in FLOAT_TYPES]
-
-
 def float_value_keys(model: onnx.ModelProto) -> list[str]:
     """Keys of every float value a debugging run can expose: the node outputs of every scope and the inputs of
     every body, scope by scope, in node order."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import onnx
 
 from ampconfig.decide.ranges_input import read_ranges
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.hashing import file_sha256
 from ampconfig.files.models import open_model

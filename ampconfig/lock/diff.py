@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.hashing import file_sha256
 from ampconfig.files.models import open_model

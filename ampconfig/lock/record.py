@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 
 import onnx
 
-from ampconfig.decide.value_limits import ValueSpread
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges, ValueSpread
 from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint

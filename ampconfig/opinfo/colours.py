@@ -457,7 +457,3 @@ MATRIX_OPS = frozenset(
         "com.microsoft::NhwcConv",
     }
 )
-
-
-def strategy_entry(key: str) -> StrategyEntry | None:
-    return STRATEGY.get(key)

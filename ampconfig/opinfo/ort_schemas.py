@@ -161,8 +161,3 @@ class OrtSchemaTyping:
         if self.domains is not None and _normal_domain(domain) not in self.domains:
             return None
         return ort_node_typing(op_type, _normal_domain(domain), opset, n_inputs, n_outputs)
-
-
-def contrib_op_types(domain: str = "com.microsoft") -> tuple[str, ...]:
-    """Op types ORT declares in ``domain``, sorted."""
-    return tuple(sorted(name for (dom, name) in ort_schemas() if dom == _normal_domain(domain)))

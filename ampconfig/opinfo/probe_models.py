@@ -258,11 +258,6 @@ def _retype_output_attrs(node: onnx.NodeProto, elem: int, opset: int) -> None:
             attr.t.CopyFrom(_converted(attr.t, elem))
 
 
-def node_test_op_types() -> tuple[str, ...]:
-    """Op types that ONNX's node test cases cover with a single-node float32 model."""
-    return tuple(sorted(_single_node_testcases()))
-
-
 def testcase_probes(op_type: str, dtype: str, opset: int | None = None) -> Iterator[ProbeModel]:
     for case in _single_node_testcases().get(op_type, ()):
         retyped = retype_model(case.model, dtype, opset)

@@ -29,7 +29,8 @@ import numpy as np
 import onnx
 
 from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
-from ampconfig.decide.value_ranges import ValueRanges, ValueStats
+from ampconfig.decide.value_limits import ValueRanges
+from ampconfig.decide.value_ranges import ValueStats
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import path_argument, real_location, relative_path
 from ampconfig.formats.format_tags import RANGES_FORMAT
@@ -296,12 +297,31 @@ def calibrate_model(
     device: str = "auto",
     shard: tuple[int, int] | None = None,
 ) -> RangesFile:
-    """The Python API of ``ampconfig calibrate``: run the float32 ``model`` on the data (``data``/``calibration_data``:
-    a data set; ``inputs``: one ``.npz``; else inputs generated from ``shapes`` and ``seed``), write the ranges
-    file to ``output`` (atomically, never over an input) and return it. ``rewrite_model(..., ranges=output)`` and
-    every command's ``--ranges output`` then decide from it as ``run`` decides on the same data.
-    ``shard=(index, count)``: only that part of the data set, every sample of it (``calibrate --shard``;
-    :func:`merge_ranges` joins the parts). Bad input raises :class:`~ampconfig.errors.AmpconfigError`."""
+    """The Python API of ``ampconfig calibrate``: run the float32 ``model`` on the data, write the ranges file to
+    ``output`` and return it. ``rewrite_model(..., ranges=output)`` and every command's ``--ranges output`` then
+    decide from it as ``run`` decides on the same data.
+
+    Args:
+        model: the float32 ONNX model's path.
+        output: where the ranges file is written (atomically, never over an input).
+        data: a data set (a folder of .npz files, one .npz with a leading sample axis, or a Polygraphy JSON list
+            of feeds) whose first 8 samples calibrate, as ``--data``.
+        calibration_data: a data set (as ``data``) whose every sample calibrates, as ``--calibration-data``.
+        inputs: one ``.npz`` of inputs; without a data set or inputs, inputs are generated from ``shapes`` and
+            ``seed``.
+        shapes: each input's shape by name, for generated inputs (``{"x": [1, 3, 224, 224]}``).
+        seed: the seed of generated inputs, a whole number.
+        device: where the model runs: ``auto`` (CUDA when a session really gets it, else the CPU), ``cpu`` or
+            ``cuda``.
+        shard: ``(index, count)``: only that part of the data set, every sample of it (``calibrate --shard``;
+            :func:`merge_ranges` joins the parts).
+
+    Returns:
+        The ranges file written.
+
+    Raises:
+        AmpconfigError: bad input (:class:`~ampconfig.errors.AmpconfigError`).
+    """
     from ampconfig.files.guard import OutputGuard
     from ampconfig.settings.declared_files import declare_inputs
     from ampconfig.settings.resolve import Flags, require_model, resolve
@@ -359,10 +379,19 @@ MAX_SHARDS = 100_000
 
 
 def merge_ranges(shards: Sequence[str | Path], output: str | Path) -> RangesFile:
-    """The Python API of ``ampconfig ranges merge``: join the shard files of one split (``calibrate --shard``,
-    :func:`calibrate_model` with ``shard=``) exactly into one ranges file written to ``output`` (atomically, never
-    over an input); the merged values equal one calibration over all the data. Bad input raises
-    :class:`~ampconfig.errors.AmpconfigError`."""
+    """The Python API of ``ampconfig ranges merge``: join the shard files of one split exactly into one ranges file;
+    the merged values equal one calibration over all the data.
+
+    Args:
+        shards: the shard files' paths (``calibrate --shard``, :func:`calibrate_model` with ``shard=``).
+        output: where the merged ranges file is written (atomically, never over an input).
+
+    Returns:
+        The merged ranges file written.
+
+    Raises:
+        AmpconfigError: bad input (:class:`~ampconfig.errors.AmpconfigError`).
+    """
     from ampconfig.files.guard import OutputGuard
 
     if isinstance(shards, (str, Path)) or not isinstance(shards, Sequence):

@@ -21,7 +21,7 @@ from typing import Any
 
 import onnx
 
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_settings
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io

@@ -16,7 +16,7 @@ import onnx
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.load_check import load_checked
 from ampconfig.engine.safety_net import Failure, Outcome, repair
 from ampconfig.engine.typing_chain import TYPING
@@ -29,9 +29,9 @@ from ampconfig.inputs.feeds import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
 from ampconfig.instrument.rounding import save_low_precision_rounding_copy
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.prove.calibration import decision_values, not_checked
-from ampconfig.prove.judge import AccuracyVerdict, accuracy_model, judge_samples
 from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
+from ampconfig.prove.verdict import AccuracyVerdict, accuracy_model, samples_verdict
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, RewrittenRefused, prove
 from ampconfig.runner.sessions import ModelFile
@@ -100,7 +100,9 @@ def execute(
         )
     # The one pass/fail decision (shared with compare and tune); an unusable reference is an exit 2 here,
     # before anything is written.
-    judgement = judge_samples(proof.reference.samples, proof.rewritten.samples, proof.output_names, settings.tolerance)
+    judgement = samples_verdict(
+        proof.reference.samples, proof.rewritten.samples, proof.output_names, settings.tolerance
+    )
     # Written only once both models ran: a run that fails (exit 2) leaves nothing behind; a tolerance miss
     # (exit 1) still writes the model, which is what the user needs to look into it.
     written = save_model_atomic(result.savable, destination, guard=guard) if destination is not None else None

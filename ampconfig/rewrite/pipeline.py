@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import onnx_ir as ir
 
@@ -34,23 +35,26 @@ from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, Rewri
 #: error: each repair keeps every node the check traced (a kept node can change what its neighbours receive).
 MAX_CHECKER_REPAIRS = 2
 
+#: What :func:`admit_input`'s ``accept`` makes of an input the checker rejects.
+Accepted = TypeVar("Accepted")
+
 
 def admit_input(
     model: ir.Model,
     admission: InputAdmission,
     *,
     raise_opset: bool,
-    accept: Callable[[ir.Model, InputAdmission], None],
-) -> bool:
+    accept: Callable[[ir.Model, InputAdmission], Accepted],
+) -> tuple[bool, Accepted | None]:
     """The steps before the rewrite, once, in place: admit (repair) the input, then raise its opset for bfloat16
     when ``raise_opset``. ``accept`` judges an input the checker still rejects (ONNX Runtime decides: this layer
-    does not import it), between the two, as admitted but not yet converted. Returns whether the model changed."""
+    does not import it), between the two, as admitted but not yet converted. Returns whether the model changed, and
+    what ``accept`` returned (None when the checker rejected nothing, so ``accept`` was not called)."""
     modified = _run_steps(ir.passes.PassManager([AdmitInputPass(admission)], steps=1), model)
-    if admission.checker_errors:
-        accept(model, admission)
+    accepted = accept(model, admission) if admission.checker_errors else None
     if raise_opset:
         modified = _run_steps(ir.passes.PassManager([RaiseOpsetForBf16Pass(admission)], steps=1), model) or modified
-    return modified
+    return modified, accepted
 
 
 def restart_from_copy(model: ir.Model) -> Callable[[], ir.Model]:

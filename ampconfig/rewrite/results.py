@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.facts import is_onnx_op
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.files.ir_bridge import model_graphs, to_proto
 from ampconfig.files.skeleton import ModelSkeleton
 

@@ -22,8 +22,7 @@ from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.decide.log_domain import log_domain_reads, sum_root
 from ampconfig.decide.passes import keep_in_range
-from ampconfig.decide.value_limits import LOG_DOMAIN_ERROR, UNDERFLOW_SHARE, ValueSpread, typical_error
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import LOG_DOMAIN_ERROR, UNDERFLOW_SHARE, ValueRanges, ValueSpread, typical_error
 from ampconfig.runner.intermediates import run_value_stats
 from tests.graphs import const, make_model, tensor, weight
 from tests.underflow_models import OCTAVES, cq_bank_model, piano_take

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.judgements import Judgement
 from ampconfig.decide.rewrite_options import RewriteOptions
+from ampconfig.decide.user_judgements import Judgement
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.precision_modes import PrecisionMode
 from tests.graphs import transformer_block

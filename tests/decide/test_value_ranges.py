@@ -19,8 +19,8 @@ from ampconfig.api import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.decide.passes import keep_in_range as value_pass
 from ampconfig.decide.ranges_input import NOT_CHECKED
-from ampconfig.decide.value_limits import ValueSpread
-from ampconfig.decide.value_ranges import ValueRanges, bounds, out_of_range, out_of_range_each
+from ampconfig.decide.value_limits import ValueRanges, ValueSpread
+from ampconfig.decide.value_ranges import bounds, out_of_range, out_of_range_each
 from ampconfig.files import mapped
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.graphs import const, make_model, tensor, weight

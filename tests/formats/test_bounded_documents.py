@@ -21,7 +21,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
 from ampconfig.formats.bounded_yaml import compose_yaml
 from ampconfig.formats.document_limits import MAX_DOCUMENT_VALUES, MAX_NESTING_DEPTH
-from ampconfig.formats.documents import load_document, parse_document, read_text, scan_json
+from ampconfig.formats.documents import document_format, parse_document, read_text, scan_json
 from ampconfig.formats.session_config import load_session_config
 
 runner = CliRunner()
@@ -98,7 +98,7 @@ def test_ordinary_aliases_and_merge_keys_still_work(tmp_path: Path) -> None:
         "run:\n  shapes: *shared\n  seed: 3\n"
         "tolerance:\n  <<: {rel_l2: 0.05}\n"
     )
-    document = load_document(config)
+    document = parse_document(read_text(config, "config"), str(config), document_format(config))
     assert document.data["run"]["shapes"] == {"x": [2, 8]}
     assert document.data["tolerance"] == {"rel_l2": 0.05}
     assert document.source.line_of(("run", "seed")) == 5

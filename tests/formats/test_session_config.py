@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.formats.documents import parse_document
-from ampconfig.formats.keep_dtype_file import KeepDtypeEntry
+from ampconfig.formats.keep_dtype_file import KeepDtypeEntry, keep_dtype_from_config
 from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.formats.session_config import (
     RunOptions,
@@ -120,7 +120,8 @@ def test_formats_load_the_same_config_with_paths_resolved(tmp_path: Path, name: 
     assert config.run.shapes == {"input_ids": [8, 128]}
     assert (config.run.int_low, config.run.int_high) == (0, 30522)
     assert config.source_file == str(folder / name)
-    assert config.keep_dtype_entries() == [KeepDtypeEntry("node_a", None), KeepDtypeEntry(None, "Softmax")]
+    entries = keep_dtype_from_config(config.keep_dtype, config.source.nested(("keep_dtype",)))
+    assert entries == [KeepDtypeEntry("node_a", None), KeepDtypeEntry(None, "Softmax")]
 
 
 def test_defaults_and_absolute_paths(tmp_path: Path) -> None:
@@ -138,7 +139,7 @@ def test_keep_dtype_path_is_resolved_and_read(tmp_path: Path) -> None:
     write(folder, "keep.cfg", "OpType::Erf\n")
     config = load_session_config(write(folder, "s.yaml", "precision_mode: force_fp16\nkeep_dtype: keep.cfg\n"))
     assert config.keep_dtype == folder / "keep.cfg"
-    assert config.keep_dtype_entries() == [KeepDtypeEntry(None, "Erf", 1)]
+    assert keep_dtype_from_config(config.keep_dtype) == [KeepDtypeEntry(None, "Erf", 1)]
 
 
 def _path_fields(model: type[BaseModel]) -> list[str]:

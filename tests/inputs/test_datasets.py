@@ -22,7 +22,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.inputs import datasets
 from ampconfig.inputs.datasets import load_data
 from ampconfig.prove.accuracy import Tolerance
-from ampconfig.prove.judge import judge_samples
+from ampconfig.prove.verdict import samples_verdict
 from ampconfig.runner.proof import PROGRESS_SAMPLES, sample_outputs
 from ampconfig.runner.sessions import create_session
 from tests.graphs import make_model, tensor
@@ -145,14 +145,14 @@ def test_the_judge_passes_only_when_every_sample_passes() -> None:
     references = [{"y": np.full(8, 1.0)} for _ in range(5)]
     errors = [0.001, 0.002, 0.05, 0.004, 0.003]
     candidates = [{"y": np.full(8, 1.0 + error)} for error in errors]
-    judgement = judge_samples(references, candidates, ["y"], Tolerance(rel_l2=0.01))
+    judgement = samples_verdict(references, candidates, ["y"], Tolerance(rel_l2=0.01))
     assert not judgement.passed and judgement.samples == 5
     spread = judgement.spreads[0]
     assert spread.worst_sample == 2 and spread.failing_samples == 1
     assert spread.worst == pytest.approx(0.05) and spread.median == pytest.approx(0.003)
     assert judgement.outputs[0].rel_l2 == pytest.approx(0.05)  # the worst sample's metrics
     assert judgement.failures == ["sample 2 (worst of the 1 failing of 5): y: rel_l2 0.05 > 0.01"]
-    assert judge_samples(references, candidates, ["y"], Tolerance(rel_l2=0.1)).passed
+    assert samples_verdict(references, candidates, ["y"], Tolerance(rel_l2=0.1)).passed
 
 
 def test_long_data_sets_report_their_progress() -> None:

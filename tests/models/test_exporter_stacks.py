@@ -26,7 +26,7 @@ import pytest
 from ampconfig import rewrite_model_detailed
 from ampconfig.domains import is_default_domain
 from ampconfig.formats.session_config import Tolerance
-from ampconfig.prove.judge import Judge, accuracy_model
+from ampconfig.prove.verdict import AccuracyReference, accuracy_model
 from ampconfig.rewrite.results import RewriteResult
 from tests.transformer_stacks import StackSize, bert_stack, gpt2_stack, token_feeds
 
@@ -82,11 +82,11 @@ def test_cpu_accuracy_with_float16_rounding_is_no_worse_than_force_fp16(
     name: str, decomposed: bool, target: str
 ) -> None:
     model = _stack(name, decomposed)
-    judge = Judge.from_reference_run(model, token_feeds(model, SIZE), "cpu", Tolerance())
+    accuracy = AccuracyReference.from_reference_run(model, token_feeds(model, SIZE), "cpu", Tolerance())
     errors = {}
     for mode, result in _rewrites(model, target).items():
         assert accuracy_model(result.model, "cpu")[1] > 0  # the rounding copy is what is judged
-        judgement = judge.judge(result.model)
+        judgement = accuracy.verdict(result.model)
         assert judgement.passed, judgement.failures
         errors[mode] = judgement.worst_rel_l2
     print(f"\n{name} ({'decomposed LN' if decomposed else 'LayerNormalization'}), {target}: {errors}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ampconfig.opinfo.colours import STRATEGY, strategy_entry
+from ampconfig.opinfo.colours import STRATEGY
 from ampconfig.opinfo.library import Colour
 from ampconfig.opinfo.probe_models import default_domain_op_types
 
@@ -38,7 +38,7 @@ def test_every_default_domain_schema_has_a_colour() -> None:
     ],
 )
 def test_brief_colours(key: str, colour: Colour) -> None:
-    entry = strategy_entry(key)
+    entry = STRATEGY.get(key)
     assert entry is not None and entry.colour is colour
 
 

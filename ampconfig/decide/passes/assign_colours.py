@@ -1,6 +1,7 @@
 """Mixed modes: each node's effective colour. The op type's colour from the lists (op info after the mixlist),
 except where a judgement says more and the user's mixlist has not moved the op: the user's own judges first
-(:mod:`ampconfig.decide.judgements`), then the built-in judgements of structure (:mod:`ampconfig.decide.hazards`)."""
+(:mod:`ampconfig.decide.user_judgements`), then the built-in judgements of structure
+(:mod:`ampconfig.decide.hazards`)."""
 
 from __future__ import annotations
 

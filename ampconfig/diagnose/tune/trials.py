@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.diagnose.graph_values import graph_nodes
-from ampconfig.diagnose.reference_runs import Prepared, reference_judge, reference_run
+from ampconfig.diagnose.reference_runs import Prepared, accuracy_reference, reference_run
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
 from ampconfig.formats.documents import SourceMap
@@ -38,7 +38,7 @@ from ampconfig.inputs.feeds import InputSet, first_samples
 from ampconfig.instrument.inject import InjectionModel, injection_model
 from ampconfig.instrument.scopes import proto_scopes
 from ampconfig.opinfo.op_names import Vocabulary
-from ampconfig.prove.judge import AccuracyVerdict, Judge, accuracy_model, check_reference
+from ampconfig.prove.verdict import AccuracyReference, AccuracyVerdict, accuracy_model, check_reference
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import REWRITTEN_EXPOSED, IntermediateRun, run_samples_with_intermediates
 from ampconfig.runner.sessions import create_session, run_once
@@ -212,7 +212,7 @@ class TuneRuns:
         #: node pins (the trial that judged the answer ran the very model the files rewrite to)
         self.verify_reserve = 1
         self.log: list[str] = []  # every counted run, by what it was for
-        self.judge: Judge
+        self.accuracy_reference: AccuracyReference
         self.reference: IntermediateRun
         #: the fp32 model's value ranges on the calibration samples: they decide every candidate (set once the
         #: reference ran; None: --no-range-check)
@@ -250,8 +250,8 @@ class TuneRuns:
         outputs), a plain run of the data first, as ``run`` makes it."""
         plain = self.sliced or computes_low(self.prepared.model)
         if plain:
-            self.judge = self._counted(
-                "fp32 reference run", lambda: reference_judge(self.prepared, self.sample_progress)
+            self.accuracy_reference = self._counted(
+                "fp32 reference run", lambda: accuracy_reference(self.prepared, self.sample_progress)
             )
         self.reference = self._counted(
             "fp32 run, intermediates exposed"
@@ -260,7 +260,7 @@ class TuneRuns:
             EXPOSED,
         )
         if not plain:
-            self.judge = exposed_judge(self.prepared, self.reference, self.sample_progress)
+            self.accuracy_reference = exposed_accuracy_reference(self.prepared, self.reference, self.sample_progress)
 
     @property
     def sliced(self) -> bool:
@@ -279,7 +279,7 @@ class TuneRuns:
     @property
     def exposed_reference(self) -> list[dict[str, np.ndarray]]:
         """The fp32 outputs an exposed run's outputs are estimated against (same samples)."""
-        return self.reference.sample_outputs if self.sliced else self.judge.references
+        return self.reference.sample_outputs if self.sliced else self.accuracy_reference.references
 
     # -- deciding (no run) ---------------------------------------------------------------------------------------
     def decide(self, candidate: Candidate) -> RewriteResult:
@@ -333,8 +333,8 @@ class TuneRuns:
             earlier = self._trials[key]
             trial = Trial(candidate, earlier.judgement, earlier.low_nodes, ran=False)
         else:
-            outputs = self._counted(step, lambda: self.judge.outputs_of(result.model, trial=True))
-            trial = Trial(candidate, self.judge.judge_outputs(outputs), result.low_precision_nodes, ran=True)
+            outputs = self._counted(step, lambda: self.accuracy_reference.outputs_of(result.model, trial=True))
+            trial = Trial(candidate, self.accuracy_reference.verdict_of(outputs), result.low_precision_nodes, ran=True)
             self._trials[key] = trial
             self._digests[id(trial)] = _model_digest(result.model)
         self.trials.append((step, trial))
@@ -404,7 +404,7 @@ class TuneRuns:
             self.verified_by = earlier[0]
             self.report(step, earlier[1].error, result.low_precision_nodes)
             return earlier[1].judgement
-        judgement: AccuracyVerdict = self._counted(step, lambda: self.judge.judge(result.model))
+        judgement: AccuracyVerdict = self._counted(step, lambda: self.accuracy_reference.verdict(result.model))
         self.report(step, judgement.worst_rel_l2, result.low_precision_nodes)
         return judgement
 
@@ -451,14 +451,16 @@ def _model_digest(model: Any) -> str:
     return hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
 
 
-def exposed_judge(prepared: Prepared, reference: IntermediateRun, progress: ProgressCallback | None = None) -> Judge:
-    """The judge of every trial from the fp32 run with every intermediate exposed, on the same samples: its
+def exposed_accuracy_reference(
+    prepared: Prepared, reference: IntermediateRun, progress: ProgressCallback | None = None
+) -> AccuracyReference:
+    """The accuracy reference of every trial from the fp32 run with every intermediate exposed, on the same samples: its
     outputs are the reference (exposing values can change which kernels ORT fuses: fp32 rounding, far below any
     tolerance)."""
     request = prepared.request
     for outputs in reference.sample_outputs:
         check_reference(outputs, reference.output_names)
-    return Judge(
+    return AccuracyReference(
         reference.sample_outputs,
         list(reference.output_names),
         prepared.data.samples,

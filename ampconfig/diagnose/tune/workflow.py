@@ -46,7 +46,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import Destination, OutputGuard
 from ampconfig.opinfo.op_names import is_ambiguous
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
-from ampconfig.prove.judge import AccuracyVerdict, judge_samples
+from ampconfig.prove.verdict import AccuracyVerdict, samples_verdict
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.intermediates import IntermediateRun
 from ampconfig.runner.timing import ProgressCallback
@@ -428,7 +428,12 @@ def _check_reachable(runs: TuneRuns, lowered: list[str]) -> None:
 def _estimate(runs: TuneRuns, low_run: IntermediateRun) -> AccuracyVerdict:
     """The judgement of an exposed run's outputs: an estimate (exposing intermediates may change ORT's fusions,
     and the calibration samples may be fewer than the trials')."""
-    return judge_samples(runs.exposed_reference, low_run.sample_outputs, runs.judge.output_names, runs.judge.tolerance)
+    return samples_verdict(
+        runs.exposed_reference,
+        low_run.sample_outputs,
+        runs.accuracy_reference.output_names,
+        runs.accuracy_reference.tolerance,
+    )
 
 
 def _sortable(value: float) -> float:

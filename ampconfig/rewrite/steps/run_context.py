@@ -14,7 +14,7 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.plan import Plan
 from ampconfig.decide.rewrite_options import Float16Encoder, RewriteOptions
-from ampconfig.decide.value_ranges import ValueRanges
+from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.files.node_checks import NodePieces, OutputCheck
 from ampconfig.files.repair import Repair
 from ampconfig.files.skeleton import ModelSkeleton

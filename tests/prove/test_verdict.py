@@ -22,8 +22,8 @@ from ampconfig.cli import app
 from ampconfig.diagnose.reference_runs import compare_rewrite, prepare
 from ampconfig.errors import AmpconfigError
 from ampconfig.prove.accuracy import Tolerance, compare_output, tolerance_failures
-from ampconfig.prove.judge import check_reference, judge_outputs
 from ampconfig.prove.run import execute
+from ampconfig.prove.verdict import check_reference, outputs_verdict
 from ampconfig.settings.resolve import Flags, resolve
 from tests.graphs import FLOAT, MODES, const, make_model, tensor
 from tests.model_zoo import ZOO
@@ -100,7 +100,7 @@ def test_new_nonfinite_fails_whatever_the_tolerance() -> None:
     masked_ref, masked_cand = reference.copy(), reference.copy()
     masked_ref[0] = masked_cand[0] = -np.inf
     assert not tolerance_failures([compare_output("y", masked_ref, masked_cand)], Tolerance(rel_l2=1e-6))
-    judged = judge_outputs({"y": reference}, {"y": candidate}, ["y"], Tolerance(rel_l2=1e30))
+    judged = outputs_verdict({"y": reference}, {"y": candidate}, ["y"], Tolerance(rel_l2=1e30))
     assert not judged.passed and judged.worst_rel_l2 == float("inf")
 
 

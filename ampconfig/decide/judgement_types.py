@@ -1,5 +1,6 @@
-"""What a user judges of the nodes of an op type (the public hook, :mod:`ampconfig.decide.judgements` asks them):
-the types only, light, since a :class:`~ampconfig.decide.rewrite_options.RewriteOptions` carries the judges."""
+"""The types of the user's judgements of an op type's nodes (the public hook, which
+:mod:`ampconfig.decide.user_judgements` asks): the types only, light, since a
+:class:`~ampconfig.decide.rewrite_options.RewriteOptions` carries the judges."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Judgements: what is known about a node of an op type beyond its list colour. The public hook for op types
-ampconfig knows little about (custom and contrib ops).
+"""The user's judgements, asked of each node (:func:`judge_nodes`): what is known about a node of an op type beyond
+its list colour. The public hook for op types ampconfig knows little about (custom and contrib ops); its types are
+in :mod:`ampconfig.decide.judgement_types`. (The proof's pass or fail on accuracy is a verdict:
+:mod:`ampconfig.prove.verdict`.)
 
 A *judge* looks at one node and returns a :class:`Judgement`, or None to leave the node to the lists:
 
@@ -25,9 +27,9 @@ from dataclasses import replace
 import onnx_ir as ir
 
 from ampconfig.decide.facts import NodeFacts, Scope
-from ampconfig.decide.judges import Judge as Judge
-from ampconfig.decide.judges import Judgement as Judgement
-from ampconfig.decide.judges import Judges as Judges
+from ampconfig.decide.judgement_types import Judge as Judge
+from ampconfig.decide.judgement_types import Judgement as Judgement
+from ampconfig.decide.judgement_types import Judges as Judges
 from ampconfig.errors import AmpconfigError
 
 

@@ -15,10 +15,10 @@ All three judge the same way:
   every sample passes**: one bad image is a bad model. Each output reports the metrics of its worst sample and
   the spread of its relative L2 error over the samples (worst, p95, median, the worst sample's index).
 
-:func:`judge_samples` is the decision (:func:`judge_outputs` for one sample); :class:`Judge` adds the runs for
-callers that judge many rewrites of one model against one reference (``compare``, ``tune``). ``run`` gets its
-outputs from :func:`ampconfig.runner.proof.prove`, which runs the same copy the same way, and decides with
-:func:`judge_samples`.
+:func:`samples_verdict` is the decision (:func:`outputs_verdict` for one sample); :class:`AccuracyReference` adds
+the runs for callers that judge many rewrites of one model against one reference (``compare``, ``tune``). ``run``
+gets its outputs from :func:`ampconfig.runner.proof.prove`, which runs the same copy the same way, and decides with
+:func:`samples_verdict`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def check_reference(reference: Mapping[str, np.ndarray], names: Sequence[str] | 
             )
 
 
-def judge_outputs(
+def outputs_verdict(
     reference: Mapping[str, np.ndarray],
     candidate: Mapping[str, np.ndarray],
     names: Sequence[str] | None,
@@ -105,7 +105,7 @@ def judge_outputs(
     return AccuracyVerdict(metrics, tolerance_failures(metrics, tolerance))
 
 
-def judge_samples(
+def samples_verdict(
     references: Sequence[Mapping[str, np.ndarray]],
     candidates: Sequence[Mapping[str, np.ndarray]],
     names: Sequence[str] | None,
@@ -115,7 +115,7 @@ def judge_samples(
     sample passes (see the module docstring)."""
     if len(references) != len(candidates):
         raise ValueError(f"{len(references)} reference samples against {len(candidates)} candidate samples")
-    judged = [judge_outputs(ref, cand, names, tolerance) for ref, cand in zip(references, candidates, strict=True)]
+    judged = [outputs_verdict(ref, cand, names, tolerance) for ref, cand in zip(references, candidates, strict=True)]
     if len(judged) == 1:
         return judged[0]
     outputs: list[OutputMetrics] = []
@@ -150,8 +150,8 @@ def _spread(name: str, per_sample: Sequence[OutputMetrics], worst: int, failing:
 
 
 @dataclass
-class Judge:
-    """One fp32 reference run per sample, and the judgement of any rewrite of the same model on the same samples.
+class AccuracyReference:
+    """One fp32 reference run per sample, and the verdict on any rewrite of the same model on the same samples.
 
     ``trial=True`` runs are for searches that build many sessions (tune): on CUDA they ask cuDNN for heuristic
     convolution algorithms instead of ORT's exhaustive default. A verdict a user relies on is a non-trial run,
@@ -182,7 +182,7 @@ class Judge:
         *,
         allow_tf32: bool = False,
         progress: ProgressCallback | None = None,
-    ) -> Judge:
+    ) -> AccuracyReference:
         """Run the fp32 ``model`` once per sample (TF32 off, as ``run``'s reference) and keep its outputs; checks
         them. ``samples``: the feeds of each sample, or the feeds of one."""
         if isinstance(samples, Mapping):
@@ -211,11 +211,11 @@ class Judge:
         )
         return sample_outputs(session, self.samples, model, progress=self.progress, label="rewritten")
 
-    def judge(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> AccuracyVerdict:
-        return self.judge_outputs(self.outputs_of(rewritten, trial=trial))
+    def verdict(self, rewritten: onnx.ModelProto, *, trial: bool = False) -> AccuracyVerdict:
+        return self.verdict_of(self.outputs_of(rewritten, trial=trial))
 
-    def judge_outputs(self, outputs: Sequence[Mapping[str, np.ndarray]]) -> AccuracyVerdict:
-        return judge_samples(self.references, outputs, self.output_names, self.tolerance)
+    def verdict_of(self, outputs: Sequence[Mapping[str, np.ndarray]]) -> AccuracyVerdict:
+        return samples_verdict(self.references, outputs, self.output_names, self.tolerance)
 
 
 def accuracy_model(rewritten: onnx.ModelProto, device: str) -> tuple[onnx.ModelProto, int]:
