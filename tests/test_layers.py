@@ -17,6 +17,7 @@ LEVELS: dict[str, float] = {
     "version": 0,
     "domains": 0,
     "errors": 0,
+    "contracts": 0,
     "gc_pause": 0,
     "value_counts": 0,
     "precision_modes": 0.5,
