@@ -9,7 +9,7 @@ from ampconfig.decide.facts import graphs_of
 from ampconfig.rewrite.apply import apply_plan
 from ampconfig.rewrite.steps.conditions import (
     RewriteStep,
-    names_missing,
+    misnamed_or_untaken,
     plan_not_of,
     plan_unapplied,
     read_before_made,
@@ -19,7 +19,7 @@ from ampconfig.rewrite.steps.run_context import RewriteRun
 
 class ApplyPlanPass(RewriteStep):
     """Requires ``run.plan`` to decide each node of the model and no other (a plan of this model, not of an earlier
-    attempt), and ``run.names`` to hold every node's name (the casts and copies get new ones). Ensures
+    attempt), and ``run.names`` to hold every node's name, each unique (the casts and copies get new ones). Ensures
     ``run.stats``; every node the plan retypes computes in its new dtype; every graph still in order (no node reads
     a value its graph makes later: each cast and copy is placed where its value is made). Modified when a node's
     dtype changed or a cast or tensor was touched."""
@@ -29,7 +29,7 @@ class ApplyPlanPass(RewriteStep):
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        problem = plan_not_of(self.run.plan, model) or names_missing(self.run.names, model)
+        problem = plan_not_of(self.run.plan, model) or misnamed_or_untaken(model, self.run.names)
         if problem is not None:
             raise self.unmet(problem)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from ampconfig.contracts import Contracted
-from ampconfig.decide.facts import graphs_of
+from ampconfig.decide.facts import CONSTANT_OPS, graphs_of, is_onnx_op
 from ampconfig.decide.plan import Plan
 from ampconfig.domains import is_default_domain
 from ampconfig.dtypes import Dtype
@@ -24,24 +24,27 @@ class RewriteStep(ir.passes.InPlacePass, Contracted):
 
 def misnamed_node(model: ir.Model) -> str | None:
     """A node (any scope) without a name, or with a name another node has."""
+    return _naming_problem(model, None)
+
+
+def misnamed_or_untaken(model: ir.Model, names: NameAllocator | None) -> str | None:
+    """As :func:`misnamed_node`, or the names taken are not the model's: none were collected, or a node's name is
+    not among them (a new name could then repeat it). One walk for both."""
+    if names is None:
+        return "no names were collected from the model"
+    return _naming_problem(model, names.node_names)
+
+
+def _naming_problem(model: ir.Model, taken: set[str] | None) -> str | None:
     seen: set[str] = set()
     for graph in graphs_of(model):
         for node in graph:
-            if not node.name or node.name in seen:
-                return f"node {node.name!r} ({node.op_type}) is not uniquely named"
-            seen.add(node.name)
-    return None
-
-
-def names_missing(names: NameAllocator | None, model: ir.Model) -> str | None:
-    """The names taken are not the model's: none were collected, or a node's name is not among them (a new name
-    could then repeat it)."""
-    if names is None:
-        return "no names were collected from the model"
-    for graph in graphs_of(model):
-        for node in graph:
-            if node.name not in names.node_names:
-                return f"node {node.name!r} ({node.op_type}) is not among the names taken"
+            name = node.name
+            if not name or name in seen:
+                return f"node {name!r} ({node.op_type}) is not uniquely named"
+            if taken is not None and name not in taken:
+                return f"node {name!r} ({node.op_type}) is not among the names taken"
+            seen.add(name)
     return None
 
 
@@ -53,11 +56,10 @@ def read_before_made(graphs: Iterable[ir.Graph]) -> str | None:
         seen: set[ir.Node] = set()
         for node in graph:
             for value in node.inputs:
-                if value is None:
-                    continue
-                producer = value.producer()
-                if producer is not None and producer.graph is graph and producer not in seen:
-                    return f"node {node.name!r} reads {value.name!r} before {producer.name!r} makes it"
+                producer = None if value is None else value.producer()
+                # Tested cheapest first: nearly every producer was seen already.
+                if producer is not None and producer not in seen and producer.graph is graph:
+                    return f"node {node.name!r} reads {value.name!r} before {producer.name!r} makes it"  # type: ignore[union-attr]
             seen.add(node)
     return None
 
@@ -83,10 +85,13 @@ def plan_unapplied(plan: Plan | None, model: ir.Model) -> str | None:
     dtype: the plan was not applied."""
     if plan is None:
         return "no plan was made"
-    for node, dtype in plan.new_dtypes().items():
-        if node.graph is None:
-            continue  # taken out by the rewrite (a Cast made a no-op)
-        for index in plan.facts_of[node].output_slots:
+    facts_of = plan.facts_of
+    for node, verdict in plan.verdicts.items():
+        # Plan.new_dtypes' test, the dtype first: most verdicts keep the node's dtype.
+        dtype, facts = verdict.dtype, facts_of[node]
+        if dtype is None or dtype == facts.dtype or node.graph is None or is_onnx_op(node, CONSTANT_OPS):
+            continue  # kept, taken out by the rewrite (a Cast made a no-op), or a constant converted on demand
+        for index in facts.output_slots:
             value = node.outputs[index]
             if Dtype.of_value(value) is not dtype:
                 return f"node {node.name!r} computes in {dtype} by the plan, but its output {value.name!r} does not"

@@ -10,7 +10,7 @@ from ampconfig.decide.customized import customized_names
 from ampconfig.decide.plan import match_keep_dtype
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.fold import fold_layer_norms
-from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_node, names_missing
+from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_or_untaken
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
@@ -24,7 +24,7 @@ class FoldLayerNormsPass(RewriteStep):
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        problem = misnamed_node(model) or names_missing(self.run.names, model)
+        problem = misnamed_or_untaken(model, self.run.names)
         if problem is not None:
             raise self.unmet(problem)
 

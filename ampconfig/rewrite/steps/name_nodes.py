@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ampconfig.rewrite.names import name_unnamed_nodes
-from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_node, names_missing
+from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_or_untaken
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
@@ -25,6 +25,6 @@ class NameNodesPass(RewriteStep):
         return ir.passes.PassResult(model, modified=names.renamed > 0)
 
     def ensures(self, model: ir.Model) -> None:
-        problem = misnamed_node(model) or names_missing(self.run.names, model)
+        problem = misnamed_or_untaken(model, self.run.names)
         if problem is not None:
             raise self.unkept(problem)
