@@ -18,6 +18,7 @@ LEVELS: dict[str, float] = {
     "version": 0,
     "domains": 0,
     "errors": 0,
+    "contracts": 0,
     "gc_pause": 0,
     "value_counts": 0,
     "memory": 0.25,

@@ -10,13 +10,13 @@ subgraph sees what the subgraph needs). A step is a :class:`~ampconfig.decide.pa
   the group changed something since it last ran, until none is left to run (each pass must be idempotent: run again
   on a state nobody changed, it changes nothing). Placed twice in one pipeline, the second time it runs only if a
   step between them changed something.
-- **Failures are located.** A pass's pre- or postcondition failure names the pass, the scope and the passes that
-  had already run there.
+- **Failures are located.** A pass's broken pre- or postcondition (:class:`~ampconfig.contracts.ContractBroken`,
+  as a rewrite step's) names the pass, the scope and the passes that had already run there.
 
-To add a pass: write it in ``decide/passes/<name>.py`` (``requires``/``call``/``ensures``; change verdicts only
-through ``state.decide``/``state.forget``; return whether anything changed) and put it in the tuple below where it
-belongs. A rule that keeps nodes in the dtype they have and needs no pass of its own is one function in
-:data:`~ampconfig.decide.passes.fixed.KEEPING_RULES`.
+To add a pass: write it in ``decide/passes/<name>.py`` (``requires``/``call``/``ensures``, its conditions about the
+state it reads; change verdicts only through ``state.decide``/``state.forget``; return whether anything changed)
+and put it in the tuple below where it belongs. A rule that keeps nodes in the dtype they have and needs no pass of
+its own is one function in :data:`~ampconfig.decide.passes.fixed.KEEPING_RULES`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ampconfig.contracts import ContractBroken
 from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.facts import Scope
 from ampconfig.decide.passes.accumulator_bounds import BoundIntegerAccumulators
 from ampconfig.decide.passes.assign_colours import AssignColours
-from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
+from ampconfig.decide.passes.base import DecisionPass, scope_name
 from ampconfig.decide.passes.customized_dtypes import CustomizedDtypes
 from ampconfig.decide.passes.deny import PropagateDeny
 from ampconfig.decide.passes.fixed import FixedVerdicts
@@ -55,8 +56,8 @@ class _ScopeRun:
     def run(self, step: DecisionPass, state: DecisionState, scope: Scope) -> bool:
         try:
             changed = step(state, scope)
-        except DecisionInvariantError as failure:
-            raise failure.located(scope, self.ran) from failure
+        except ContractBroken as failure:
+            raise failure.located(scope_name(scope), self.ran) from failure
         self.ran.append(step.name)
         self.changes += changed
         return changed

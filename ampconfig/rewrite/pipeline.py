@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import onnx_ir as ir
 
+from ampconfig.contracts import PostconditionBroken
 from ampconfig.files.ir_bridge import move_into
 from ampconfig.files.models import refuse_invalid_output
 from ampconfig.rewrite.steps.admit_input import AdmitInputPass
@@ -119,7 +120,7 @@ def run_pipeline(
         modified = _run_steps(steps(run), model) or version_changed
         check = run.check
         if check is None:  # CheckOutputPass.ensures made sure of it; this says so to the type checker
-            raise ir.passes.PostconditionError("the check left no verdict")
+            raise PostconditionBroken(CheckOutputPass.__name__, "the check left no verdict")
         if check.complaint is None:
             return PipelineOutcome(model, run, modified, warnings)
         # Safety net for op info gaps: the changed nodes the checker rejects on their own keep their dtype, all at

@@ -22,6 +22,7 @@ import pytest
 from onnx import helper as oh
 
 import ampconfig.decide
+from ampconfig.contracts import ContractBroken
 from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import Rule
@@ -36,7 +37,7 @@ from ampconfig.decide.pass_pipelines import (
     UntilStable,
     pipeline_for,
 )
-from ampconfig.decide.passes.base import DecisionInvariantError, DecisionPass
+from ampconfig.decide.passes.base import DecisionPass
 from ampconfig.decide.passes.fixed import UNRETYPABLE, FixedVerdicts
 from ampconfig.decide.passes.mode_rules import ModePolicy
 from ampconfig.decide.plan import build_plan
@@ -57,12 +58,12 @@ class Probe(DecisionPass):
         return False
 
     def ensures(self, state: DecisionState, scope: Scope) -> None:
-        raise self.fail("probed")
+        raise self.unkept("probed")
 
 
 def ran_before_probe(model: onnx.ModelProto, steps: tuple) -> list[str]:
     d = decided(model)
-    with pytest.raises(DecisionInvariantError) as failure:
+    with pytest.raises(ContractBroken) as failure:
         Pipeline("probe", (*steps, Probe())).run(d.state)
     assert failure.value.pass_name == "Probe" and failure.value.scope == "the main graph"
     return list(failure.value.ran)
@@ -164,10 +165,10 @@ def test_the_second_until_stable_runs_only_when_an_island_went_low() -> None:
 
 def test_a_failed_precondition_names_the_pass_the_scope_and_the_passes_already_run() -> None:
     d = decided(chain())
-    with pytest.raises(DecisionInvariantError) as failure:
+    with pytest.raises(ContractBroken) as failure:
         Pipeline("too short", HARD).run(d.state)  # nothing paints: SettleFlexible finds undecided nodes
     message = str(failure.value)
-    assert message.startswith("SettleFlexible: mm1 is undecided")
+    assert message.startswith("precondition of SettleFlexible broken: mm1 is undecided")
     assert message.endswith(
         "(in the main graph, after CustomizedDtypes, FixedVerdicts, KeepValuesInRange, BoundIntegerAccumulators, "
         "KeepQuantizerInputs)"

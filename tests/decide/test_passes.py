@@ -1,7 +1,7 @@
 """The decision passes (ampconfig/decide/passes/) and the rewrite's cast accounting, proven on small real graphs.
 
 - Every pass: a state where its postcondition (``ensures``) must hold does hold, and a deliberately corrupted
-  state makes ``ensures`` (or ``CheckReasons``) raise :class:`DecisionInvariantError`.
+  state makes ``ensures`` (or ``CheckReasons``) raise :class:`ContractBroken`.
 - The old bug of issue 13: the LayerNorm fusion guard flips a producer to float32 after its consumers were decided
   from the old dtype; every reason must agree with its neighbours' final dtypes.
 - "No round trips": a Cast(x -> T) whose output is wanted back in x's dtype is replaced by x, not cast again.
@@ -24,13 +24,13 @@ import pytest
 from onnx import helper as oh
 
 from ampconfig import rewrite_model_detailed
+from ampconfig.contracts import ContractBroken
 from ampconfig.decide.context import DecisionContext, Verdict
 from ampconfig.decide.decision_state import DecisionState
 from ampconfig.decide.decisions import NodeDecision, Rule
 from ampconfig.decide.facts import Scope, iter_scopes
 from ampconfig.decide.pass_pipelines import FOLLOW_UNTIL_STABLE as follow_until_stable
 from ampconfig.decide.passes.assign_colours import AssignColours
-from ampconfig.decide.passes.base import DecisionInvariantError
 from ampconfig.decide.passes.deny import PropagateDeny
 from ampconfig.decide.passes.fixed import FixedVerdicts
 from ampconfig.decide.passes.flexible import SettleFlexible
@@ -184,7 +184,7 @@ def painted() -> tuple[Callable[[DecisionState, Scope], None], ...]:
 
 
 def raises(check: Callable[[DecisionState, Scope], None], decided_state: Decided, fragment: str) -> None:
-    with pytest.raises(DecisionInvariantError, match=fragment):
+    with pytest.raises(ContractBroken, match=fragment):
         check(decided_state.state, decided_state.scope)
 
 

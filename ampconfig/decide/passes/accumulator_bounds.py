@@ -71,7 +71,7 @@ class BoundIntegerAccumulators(DecisionPass):
                 and verdict.rule is Rule.INTEGER_ACCUMULATOR_BOUND
                 and verdict.dtype is not Dtype.FLOAT32
             ):
-                raise self.fail(
+                raise self.unkept(
                     f"{facts.node.name} holds an integer accumulator's values but computes in {verdict.dtype}"
                 )
 

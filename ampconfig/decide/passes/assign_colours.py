@@ -35,4 +35,4 @@ class AssignColours(DecisionPass):
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             if not is_flexible(facts) and facts.node not in state.verdicts and facts.node not in state.colours:
-                raise self.fail(f"{facts.node.name} has no colour")
+                raise self.unkept(f"{facts.node.name} has no colour")

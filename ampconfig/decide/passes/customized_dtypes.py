@@ -30,4 +30,4 @@ class CustomizedDtypes(DecisionPass):
             custom = state.ctx.customized.get(facts.node)
             verdict = state.verdicts.get(facts.node)
             if custom is not None and (verdict is None or verdict.dtype != custom[0]):
-                raise self.fail(f"{facts.node.name} does not compute in its customised {custom[0]}")
+                raise self.unkept(f"{facts.node.name} does not compute in its customised {custom[0]}")

@@ -57,7 +57,7 @@ class PropagateDeny(DecisionPass):
                 continue
             cause = names.get(verdict.cause or "")
             if verdict.dtype is not Dtype.FLOAT32 or cause is None or state.dtype_of(cause) is not Dtype.FLOAT32:
-                raise self.fail(f"{facts.node.name} is denied by {verdict.cause}, which is not float32")
+                raise self.unkept(f"{facts.node.name} is denied by {verdict.cause}, which is not float32")
 
 
 def _clear_nodes_leading_to_deny(state: DecisionState, scope: Scope, open_nodes: set[ir.Node]) -> set[ir.Node]:

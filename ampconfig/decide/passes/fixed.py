@@ -119,4 +119,4 @@ class FixedVerdicts(DecisionPass):
                 continue
             kept = fixed_verdict(facts, state.ctx, self.rules)
             if kept is not None and verdict.rule is kept.rule:  # this pass's node, not a hard pass's before it
-                raise self.fail(f"{facts.node.name} changed dtype under rule {verdict.rule.value}")
+                raise self.unkept(f"{facts.node.name} changed dtype under rule {verdict.rule.value}")

@@ -20,7 +20,7 @@ class SettleFlexible(DecisionPass):
     def requires(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             if not is_flexible(facts) and facts.node not in state.verdicts:
-                raise self.fail(f"{facts.node.name} is undecided")
+                raise self.unmet(f"{facts.node.name} is undecided")
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
         changed = False
@@ -32,7 +32,7 @@ class SettleFlexible(DecisionPass):
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             if facts.node not in state.verdicts:
-                raise self.fail(f"{facts.node.name} has no verdict")
+                raise self.unkept(f"{facts.node.name} has no verdict")
 
 
 def _settled(state: DecisionState, facts: NodeFacts) -> Verdict:

@@ -46,7 +46,7 @@ class FollowNeighbours(DecisionPass):
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             if facts.node in state.colours and facts.node not in state.verdicts:
-                raise self.fail(f"{facts.node.name} is undecided")
+                raise self.unkept(f"{facts.node.name} is undecided")
 
     @staticmethod
     def _follow_inputs(state: DecisionState, candidates: list[NodeFacts]) -> set[ir.Node]:

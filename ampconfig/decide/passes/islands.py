@@ -44,7 +44,7 @@ class LowerCastBoundIslands(DecisionPass):
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for island, before, after in state.lowered_islands:
             if after >= before or any(not state.verdicts[node].is_low for node in island):
-                raise self.fail(f"island {sorted(n.name or '' for n in island)} was lowered without saving casts")
+                raise self.unkept(f"island {sorted(n.name or '' for n in island)} was lowered without saving casts")
 
 
 def _lower(state: DecisionState, island: frozenset[ir.Node], before: int, after: int) -> None:

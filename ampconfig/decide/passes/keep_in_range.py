@@ -92,7 +92,7 @@ class KeepValuesInRange(DecisionPass):
         for facts in scope.facts:
             verdict = state.verdicts.get(facts.node)
             if verdict is not None and verdict.rule in _VALUE_RULES and verdict.dtype is not Dtype.FLOAT32:
-                raise self.fail(f"{facts.node.name} was kept for its values but computes in {verdict.dtype}")
+                raise self.unkept(f"{facts.node.name} was kept for its values but computes in {verdict.dtype}")
 
 
 def could_go_low(facts: NodeFacts, state: DecisionState, verdict_of: ModeVerdicts) -> bool:

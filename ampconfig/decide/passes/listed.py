@@ -32,9 +32,9 @@ class PaintListed(DecisionPass):
             if verdict is None:
                 continue
             if verdict.rule is Rule.WHITE_LIST and not verdict.is_low:
-                raise self.fail(f"white {facts.node.name} is not low")
+                raise self.unkept(f"white {facts.node.name} is not low")
             if verdict.rule is Rule.BLACK_LIST and verdict.dtype is not Dtype.FLOAT32:
-                raise self.fail(f"black {facts.node.name} is not float32")
+                raise self.unkept(f"black {facts.node.name} is not float32")
 
 
 def _listed(state: DecisionState, facts: NodeFacts, colour: Colour) -> Verdict | None:

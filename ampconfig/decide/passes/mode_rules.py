@@ -71,7 +71,7 @@ class ModePolicy(DecisionPass):
 
     def requires(self, state: DecisionState, scope: Scope) -> None:
         if state.ctx.mode.is_mixed:
-            raise self.fail(f"{state.ctx.mode.value} is painted, not decided by mode policy")
+            raise self.unmet(f"{state.ctx.mode.value} is painted, not decided by mode policy")
 
     def call(self, state: DecisionState, scope: Scope) -> bool:
         changed = False
@@ -84,7 +84,7 @@ class ModePolicy(DecisionPass):
     def ensures(self, state: DecisionState, scope: Scope) -> None:
         for facts in scope.facts:
             if not is_flexible(facts) and facts.node not in state.verdicts:
-                raise self.fail(f"{facts.node.name} has no verdict")
+                raise self.unkept(f"{facts.node.name} has no verdict")
 
 
 def refuse_missing_origin_kernels(state: DecisionState) -> None:

@@ -39,7 +39,7 @@ class KeepQuantizerInputs(DecisionPass):
         for facts in scope.facts:
             verdict = state.verdicts.get(facts.node)
             if verdict is not None and verdict.rule is Rule.QUANTIZER_INPUT and verdict.dtype is not facts.dtype:
-                raise self.fail(f"{facts.node.name} feeds a quantizer but computes in {verdict.dtype}")
+                raise self.unkept(f"{facts.node.name} feeds a quantizer but computes in {verdict.dtype}")
 
 
 def _would_retype(facts: NodeFacts, state: DecisionState, verdict_of: ModeVerdicts) -> bool:

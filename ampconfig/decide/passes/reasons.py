@@ -26,11 +26,11 @@ class CheckReasons(DecisionPass):
                 continue
             problem = soft_verdict_problem(state, facts, outputs)
             if problem is not None:
-                raise self.fail(f"{facts.node.name} ({verdict.rule.value}) {problem}")
+                raise self.unkept(f"{facts.node.name} ({verdict.rule.value}) {problem}")
             if verdict.rule is Rule.DENY_PROPAGATION:
                 cause = names.get(verdict.cause or "")
                 if cause is None or state.dtype_of(cause) is not Dtype.FLOAT32:
-                    raise self.fail(f"{facts.node.name} is denied by {verdict.cause}, which is not float32")
+                    raise self.unkept(f"{facts.node.name} is denied by {verdict.cause}, which is not float32")
             low = verdict.dtype if verdict.is_low else None
             if low is not None and facts.dtype is Dtype.FLOAT32 and state.ctx.low_blocker(facts, low):
-                raise self.fail(f"{facts.node.name} went {verdict.dtype} where the target or schema forbids it")
+                raise self.unkept(f"{facts.node.name} went {verdict.dtype} where the target or schema forbids it")

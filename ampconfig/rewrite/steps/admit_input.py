@@ -14,29 +14,32 @@ import onnx_ir as ir
 from ampconfig.domains import is_default_domain
 from ampconfig.files.ir_bridge import ir_shape, sparse_initializer_stand_ins, stand_in_type
 from ampconfig.files.repair import SUBGRAPH_OPS, admit_input_model, graphs
+from ampconfig.rewrite.steps.conditions import RewriteStep, read_before_made
 from ampconfig.rewrite.steps.run_context import InputAdmission
 
 
-class AdmitInputPass(ir.passes.InPlacePass):
-    """Requires ``admission.light``: a light proto of the model as handed in (the same graphs and nodes in the same
-    order, as :func:`~ampconfig.files.models.light_proto` or
-    :func:`~ampconfig.files.models.light_proto_of_ir` make it). Ensures ``admission`` holds the inferred types, the
-    repairs and the checker's remaining complaints, and the model is repaired as ``admission.light`` is; modified
-    when a repair changed something."""
+class AdmitInputPass(RewriteStep):
+    """Requires ``admission.light`` to be a light proto of the model as handed in: the same graphs, with as many
+    nodes each (as :func:`~ampconfig.files.models.light_proto` or :func:`~ampconfig.files.models.light_proto_of_ir`
+    make it). Ensures ``admission`` holds the inferred types, the repairs and the checker's remaining complaints;
+    the model's graphs still match ``admission.light``, now repaired; and, where the checker accepts the input,
+    every graph is in topological order (the admission sorts it). Modified when a repair changed something."""
 
     def __init__(self, admission: InputAdmission) -> None:
         super().__init__()
         self.admission = admission
 
     def requires(self, model: ir.Model) -> None:
-        if self.admission.admitted:
-            raise ir.passes.PreconditionError("the input is admitted once: this admission already ran")
-        _require_aligned(model, self.admission.light, "the light proto the admission reads")
+        mismatch = misaligned(model, self.admission.light, "the light proto the admission reads")
+        if mismatch is not None:
+            raise self.unmet(mismatch)
 
     def ensures(self, model: ir.Model) -> None:
-        if not self.admission.admitted:
-            raise ir.passes.PostconditionError("the admission did not record what it found")
-        _require_aligned(model, self.admission.light, "the repaired light proto", after=True)
+        mismatch = misaligned(model, self.admission.light, "the repaired light proto")
+        if mismatch is None and not self.admission.checker_errors:
+            mismatch = unsorted(model)
+        if mismatch is not None:
+            raise self.unkept(mismatch)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         admission = self.admission
@@ -44,7 +47,6 @@ class AdmitInputPass(ir.passes.InPlacePass):
         admission.types = admitted.types
         admission.repairs = admitted.repairs
         admission.checker_errors = admitted.checker_errors
-        admission.admitted = True
         if not admitted.changed:
             return ir.passes.PassResult(model, modified=False)
         if admitted.node_orders:
@@ -56,19 +58,26 @@ class AdmitInputPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
 
-def _require_aligned(model: ir.Model, light: onnx.ModelProto, what: str, after: bool = False) -> None:
-    """The model's graphs and ``light``'s, visited alike, hold the same nodes: the repairs found on ``light`` are
-    made in the model graph by graph, node by node. The stand-in of a sparse initializer is a node of the model that
-    its proto does not have (:mod:`ampconfig.files.ir_bridge`)."""
+def misaligned(model: ir.Model, light: onnx.ModelProto, what: str) -> str | None:
+    """Whether the model's graphs and ``light``'s, visited alike, do not hold as many nodes each: the repairs found
+    on ``light`` are made in the model graph by graph, node by node. The stand-in of a sparse initializer is a node
+    of the model that its proto does not have (:mod:`ampconfig.files.ir_bridge`)."""
     extra = sparse_initializer_stand_ins(model)
     counts = [sum(1 for node in graph if node not in extra) for graph in _graphs(model.graph)]
     light_counts = [len(graph.node) for graph in graphs(light.graph)]
-    if counts != light_counts:
-        error = ir.passes.PostconditionError if after else ir.passes.PreconditionError
-        raise error(
-            f"{what} does not match the model: {len(light_counts)} graph(s) with {light_counts[:5]} nodes, the model "
-            f"{len(counts)} with {counts[:5]}"
-        )
+    if counts == light_counts:
+        return None
+    return (
+        f"{what} does not match the model: {len(light_counts)} graph(s) with {light_counts[:5]} nodes, the model "
+        f"{len(counts)} with {counts[:5]}"
+    )
+
+
+def unsorted(model: ir.Model) -> str | None:
+    """A node of the model that reads a value its graph makes later. The graphs are walked afresh: a list of them
+    kept in the model's ``meta`` (:func:`~ampconfig.decide.facts.graphs_of`) would outlive the graph a restart
+    puts back (:func:`ampconfig.rewrite.pipeline.restart_from_copy` copies the admitted model's ``meta``)."""
+    return read_before_made(_graphs(model.graph))
 
 
 def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:

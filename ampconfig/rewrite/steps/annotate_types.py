@@ -5,21 +5,20 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from ampconfig.rewrite.steps.conditions import RewriteStep
 from ampconfig.rewrite.steps.run_context import RewriteRun
 from ampconfig.rewrite.types import annotate_dtypes
 
 
-class AnnotateTypesPass(ir.passes.InPlacePass):
-    """Requires the nodes named and folded (inference types the folded nodes' outputs by name). Ensures
+class AnnotateTypesPass(RewriteStep):
+    """Requires nothing it could check cheaply: it types any value without a type, from the admission's inference
+    by value name (a folded LayerNorm keeps its output's name), then from the op schemas. Ensures
     ``run.values_typed`` counts the values that got a type, and every main-graph tensor value ONNX inference typed
-    has one."""
+    has one. Modified when a value got a type."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
-
-    def requires(self, model: ir.Model) -> None:
-        self.run.require("the nodes named", self.run.names, "typing")
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.run.values_typed = annotate_dtypes(model, self.run.admission.types, self.run.setup.typing)
@@ -37,4 +36,4 @@ class AnnotateTypesPass(ir.passes.InPlacePass):
             and inferred[value.name].HasField("tensor_type")
         ]
         if untyped:
-            raise ir.passes.PostconditionError(f"value(s) {untyped[:5]} that ONNX inference typed have no type")
+            raise self.unkept(f"value(s) {untyped[:5]} that ONNX inference typed have no type")

@@ -7,21 +7,31 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
 from ampconfig.rewrite.apply import apply_plan
+from ampconfig.rewrite.steps.conditions import (
+    RewriteStep,
+    misnamed_or_untaken,
+    plan_not_of,
+    plan_unapplied,
+    read_before_made,
+)
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
-class ApplyPlanPass(ir.passes.InPlacePass):
-    """Requires a plan and the names taken. Ensures ``run.stats``, and every graph still in order (no node reads a
-    value its graph makes later: each cast and copy is placed where its value is made); the model is modified when
-    a node's dtype changed or a cast or tensor was touched."""
+class ApplyPlanPass(RewriteStep):
+    """Requires ``run.plan`` to decide each node of the model and no other (a plan of this model, not of an earlier
+    attempt), and ``run.names`` to hold every node's name, each unique (the casts and copies get new ones). Ensures
+    ``run.stats``; every node the plan retypes computes in its new dtype; every graph still in order (no node reads
+    a value its graph makes later: each cast and copy is placed where its value is made). Modified when a node's
+    dtype changed or a cast or tensor was touched."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        self.run.require("a plan", self.run.plan, "the rewrite")
-        self.run.require("the nodes named", self.run.names, "the rewrite")
+        problem = plan_not_of(self.run.plan, model) or misnamed_or_untaken(model, self.run.names)
+        if problem is not None:
+            raise self.unmet(problem)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run = self.run
@@ -40,17 +50,7 @@ class ApplyPlanPass(ir.passes.InPlacePass):
 
     def ensures(self, model: ir.Model) -> None:
         if self.run.stats is None:
-            raise ir.passes.PostconditionError("the rewrite left no statistics")
-        for graph in graphs_of(model):
-            seen: set[int] = set()
-            for node in graph:
-                for value in node.inputs:
-                    if value is None:
-                        continue
-                    producer = value.producer()
-                    if producer is not None and producer.graph is graph and id(producer) not in seen:
-                        raise ir.passes.PostconditionError(
-                            f"node {node.name!r} reads {value.name!r} before {producer.name!r} makes it: the casts "
-                            "and copies the rewrite adds go where their values are made"
-                        )
-                seen.add(id(node))
+            raise self.unkept("the rewrite left no statistics")
+        problem = plan_unapplied(self.run.plan, model) or read_before_made(graphs_of(model))
+        if problem is not None:
+            raise self.unkept(problem)

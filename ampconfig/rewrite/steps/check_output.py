@@ -10,19 +10,23 @@ import onnx_ir as ir
 from ampconfig.files.models import light_proto
 from ampconfig.files.node_checks import check_output
 from ampconfig.files.skeleton import skeleton_of
+from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_node
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
-class CheckOutputPass(ir.passes.InPlacePass):
-    """Requires the rewrite's statistics. Ensures ``run.skeleton`` and ``run.check`` (a complaint, if any, is for
-    the pipeline to repair or refuse); never modifies the model."""
+class CheckOutputPass(RewriteStep):
+    """Requires every node uniquely named (the checker's complaints are traced to changed nodes by name). Ensures
+    ``run.skeleton`` and ``run.check`` (a complaint, if any, is for the pipeline to repair or refuse). Never
+    modifies the model."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        self.run.require("the rewrite's statistics", self.run.stats, "the check")
+        problem = misnamed_node(model)
+        if problem is not None:
+            raise self.unmet(problem)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run = self.run
@@ -38,4 +42,4 @@ class CheckOutputPass(ir.passes.InPlacePass):
 
     def ensures(self, model: ir.Model) -> None:
         if self.run.skeleton is None or self.run.check is None:
-            raise ir.passes.PostconditionError("the check left no skeleton or no verdict")
+            raise self.unkept("the check left no skeleton or no verdict")

@@ -11,19 +11,23 @@ from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.cost import decision_cost
 from ampconfig.decide.customized import match_customized
 from ampconfig.decide.plan import build_plan, match_keep_dtype
+from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_node, plan_not_of
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
-class DecideDtypesPass(ir.passes.InPlacePass):
-    """Requires the nodes named and typed. Ensures ``run.plan`` and ``run.decisions`` (and ``run.cost`` when the
-    options ask for it); never modifies the model."""
+class DecideDtypesPass(RewriteStep):
+    """Requires every node uniquely named (keep_dtype entries, the checker's rejects and the decisions name
+    nodes). Ensures ``run.plan`` decides each node of the model and no other, and ``run.decisions`` holds one
+    decision a node (and ``run.cost`` when the options ask for it). Never modifies the model."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        self.run.require("the nodes named", self.run.names, "the decision")
+        problem = misnamed_node(model)
+        if problem is not None:
+            raise self.unmet(problem)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run, setup = self.run, self.run.setup
@@ -56,8 +60,9 @@ class DecideDtypesPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=False)
 
     def ensures(self, model: ir.Model) -> None:
-        if self.run.plan is None:
-            raise ir.passes.PostconditionError("the decision left no plan")
+        problem = plan_not_of(self.run.plan, model)
+        if problem is not None:
+            raise self.unkept(problem)
         names = [decision.name for decision in self.run.decisions]
         if len(names) != len(set(names)):
-            raise ir.passes.PostconditionError("the decision decided a node twice")
+            raise self.unkept("the decision decided a node twice")

@@ -10,18 +10,23 @@ from ampconfig.decide.customized import customized_names
 from ampconfig.decide.plan import match_keep_dtype
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.fold import fold_layer_norms
+from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_or_untaken
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
-class FoldLayerNormsPass(ir.passes.InPlacePass):
-    """Requires the nodes named (``run.names``). Ensures ``run.folded`` names the LayerNormalization nodes made."""
+class FoldLayerNormsPass(RewriteStep):
+    """Requires every node uniquely named (the user's pins name nodes) and ``run.names`` holding every node's name
+    (the nodes made get new ones). Ensures ``run.folded`` names the LayerNormalization nodes made. Modified when a
+    LayerNorm was folded."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        self.run.require("the nodes named", self.run.names, "the fold")
+        problem = misnamed_or_untaken(model, self.run.names)
+        if problem is not None:
+            raise self.unmet(problem)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         setup, names = self.run.setup, self.run.names
@@ -38,4 +43,4 @@ class FoldLayerNormsPass(ir.passes.InPlacePass):
         layer_norms = {node.name for node in model.graph if node.op_type == "LayerNormalization"}
         missing = [name for name in self.run.folded if name not in layer_norms]
         if missing:
-            raise ir.passes.PostconditionError(f"folded node(s) {missing[:5]} are not LayerNormalization nodes")
+            raise self.unkept(f"folded node(s) {missing[:5]} are not LayerNormalization nodes")

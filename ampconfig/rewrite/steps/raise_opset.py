@@ -11,28 +11,36 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from ampconfig.domains import is_default_domain, onnx_opset
+from ampconfig.domains import onnx_opset
 from ampconfig.files.ir_bridge import move_into, to_ir
 from ampconfig.files.models import INFERENCE_FAILURES, inferred_types, light_proto, weightless_proto, with_weights_back
 from ampconfig.files.repair import graphs
+from ampconfig.rewrite.steps.admit_input import misaligned, unsorted
+from ampconfig.rewrite.steps.conditions import RewriteStep, onnx_opset_of
 from ampconfig.rewrite.steps.run_context import InputAdmission
 
 #: bfloat16 tensors need opset 13 (Cast-13 and most arithmetic ops gained bfloat16 there).
 BF16_MIN_OPSET = 13
 
 
-class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
-    """Requires the input admitted (``admission``). Ensures the model imports ONNX's domain at opset
-    :data:`BF16_MIN_OPSET` or more, or a warning in ``admission.warnings`` says why it could not; when it was
-    raised, ``admission.opset_raised`` says to what, and ``admission.light`` and ``admission.types`` are the
-    converted model's. Modified when the opset was raised."""
+class RaiseOpsetForBf16Pass(RewriteStep):
+    """Requires ``admission.light`` to match the model (as many nodes in each graph, the same ONNX opset) and,
+    where the checker accepted the input, every graph in topological order (the converter reads the graph in
+    order): the model as admitted. Ensures the model imports ONNX's domain at opset :data:`BF16_MIN_OPSET` or more
+    (or none), or a warning in ``admission.warnings`` says why it could not, and ``admission.light`` matches the
+    model again (when it was raised, it and ``admission.types`` are the converted model's, and
+    ``admission.opset_raised`` says to what). Modified when the opset was raised."""
 
     def __init__(self, admission: InputAdmission) -> None:
         super().__init__()
         self.admission = admission
 
     def requires(self, model: ir.Model) -> None:
-        self.admission.require_admitted("raising the opset")
+        problem = self._light_mismatch(model)
+        if problem is None and not self.admission.checker_errors:
+            problem = unsorted(model)
+        if problem is not None:
+            raise self.unmet(problem)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         admission = self.admission
@@ -67,9 +75,26 @@ class RaiseOpsetForBf16Pass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=True)
 
     def ensures(self, model: ir.Model) -> None:
-        opset = next((version for domain, version in model.opset_imports.items() if is_default_domain(domain)), None)
-        if self.admission.opset_raised is not None and opset != self.admission.opset_raised:
-            raise ir.passes.PostconditionError(f"the opset was to be raised to {self.admission.opset_raised}")
+        problem = self._light_mismatch(model)
+        opset = onnx_opset_of(model)
+        if problem is None and self.admission.opset_raised is not None and opset != self.admission.opset_raised:
+            problem = f"the opset was to be raised to {self.admission.opset_raised}, the model imports {opset}"
+        if problem is None and opset is not None and opset < BF16_MIN_OPSET and not self.admission.warnings:
+            problem = f"the model stays at opset {opset} and no warning says why"
+        if problem is not None:
+            raise self.unkept(problem)
+
+    def _light_mismatch(self, model: ir.Model) -> str | None:
+        """What does not match between the model and the admission's light proto: the nodes of each graph, the
+        ONNX opset."""
+        light = self.admission.light
+        problem = misaligned(model, light, "the admission's light proto")
+        if problem is None and onnx_opset(light.opset_import) != onnx_opset_of(model):
+            problem = (
+                f"the admission's light proto imports ONNX's domain at {onnx_opset(light.opset_import)}, the model "
+                f"at {onnx_opset_of(model)}"
+            )
+        return problem
 
 
 def _keep_declarations_of(source: onnx.ModelProto, converted: onnx.ModelProto) -> None:

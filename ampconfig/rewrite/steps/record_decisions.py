@@ -14,20 +14,23 @@ from ampconfig.rewrite.decision_metadata import (
     record_decisions,
     remove_decisions,
 )
+from ampconfig.rewrite.steps.conditions import RewriteStep, plan_unapplied
 from ampconfig.rewrite.steps.run_context import RewriteRun
 
 
-class RecordDecisionsPass(ir.passes.InPlacePass):
-    """Requires the plan applied (the rewrite's statistics). Ensures every decided node carries its decision (or,
-    with ``decision_metadata`` off, no node carries any), or ``run.metadata_note`` says why not; the model is
-    modified when an entry changed."""
+class RecordDecisionsPass(RewriteStep):
+    """Requires the plan applied: every node ``run.plan`` retypes (still in the model) computes in its new dtype.
+    Ensures every decided node carries its decision (or, with ``decision_metadata`` off, no node carries any), or
+    ``run.metadata_note`` says why not. Modified when an entry changed."""
 
     def __init__(self, run: RewriteRun) -> None:
         super().__init__()
         self.run = run
 
     def requires(self, model: ir.Model) -> None:
-        self.run.require("the plan applied", self.run.stats, "recording the decisions")
+        problem = plan_unapplied(self.run.plan, model)
+        if problem is not None:
+            raise self.unmet(problem)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run = self.run
@@ -50,11 +53,9 @@ class RecordDecisionsPass(ir.passes.InPlacePass):
         }
         if not run.setup.options.decision_metadata or model.ir_version < FIRST_IR_VERSION:
             if recorded:
-                raise ir.passes.PostconditionError(
-                    f"node(s) {sorted(recorded)[:5]} carry decisions that were asked away"
-                )
+                raise self.unkept(f"node(s) {sorted(recorded)[:5]} carry decisions that were asked away")
             return
         present = {node.name for graph in graphs_of(model) for node in graph}
         missing = [d.name for d in run.decisions if d.name in present and d.name not in recorded]
         if missing:
-            raise ir.passes.PostconditionError(f"decided node(s) {missing[:5]} carry no decision in their metadata")
+            raise self.unkept(f"decided node(s) {missing[:5]} carry no decision in their metadata")

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import onnx
-import onnx_ir as ir
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.plan import Plan
@@ -59,13 +58,8 @@ class InputAdmission:
     types: Mapping[str, onnx.TypeProto] = field(default_factory=dict)
     repairs: tuple[Repair, ...] = ()
     checker_errors: tuple[str, ...] = ()
-    admitted: bool = False
     opset_raised: int | None = None
     warnings: list[str] = field(default_factory=list)
-
-    def require_admitted(self, step: str) -> None:
-        if not self.admitted:
-            raise ir.passes.PreconditionError(f"{step} needs the input admitted: run the steps in the pipeline's order")
 
 
 @dataclass(frozen=True)
@@ -96,8 +90,3 @@ class RewriteRun:
     metadata_note: str | None = None  # why the decisions are not in the model's node metadata (its IR version)
     skeleton: ModelSkeleton | None = None
     check: OutputCheck | None = None
-
-    def require(self, what: str, value: object, step: str) -> None:
-        """A precondition: the step before ``step`` left ``what``."""
-        if value is None:
-            raise ir.passes.PreconditionError(f"{step} needs {what}: run the steps in the pipeline's order")
