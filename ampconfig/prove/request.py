@@ -21,8 +21,9 @@ from typing import Any
 
 import onnx
 
+from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.value_ranges import ValueRanges
-from ampconfig.engine.in_place import rewrite_with_settings
+from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -113,21 +114,22 @@ class Prepared:
         are written), any other from the named proto. ``runtime_refused``: nodes that keep their dtype because
         ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.engine.safety_net`)."""
         settings = self.request
+        options = settings.rewrite_options
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.
             customize = settings.customize_dtypes
             if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
                 customize = load_customize_dtypes(customize, settings.op_names)
-            lists = replace(
-                settings.rewrite_options,
+            options = replace(
+                options,
                 modify_mixlist=modify_mixlist,
                 keep_dtype=keep_dtype,
                 op_names=op_names,
                 customize_dtypes=customize,
             )
-            settings = replace(settings, rewrite_options=lists)
-        source = self.request.model_path if self.from_files else self.graph
-        return rewrite_with_settings(source, settings, value_ranges=value_ranges, runtime_refused=runtime_refused)
+        source = settings.model_path if self.from_files else self.graph
+        facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
+        return rewrite_with_options(source, options, facts)
 
     def calibration_source(self) -> str:
         """Where the calibration values come from, in words."""

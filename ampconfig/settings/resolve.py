@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeGuard, cast
+from typing import Any, TypeGuard
 
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import check_margin
@@ -115,9 +115,7 @@ class Settings:
     def mode_source(self) -> str:
         return self.sources["precision_mode"]
 
-    # What the rewrite reads, by the names the commands have always read it by. The resolver hands over only the
-    # kinds below (a file, or what a config holds inline); tune's trials (prove/request.py) hand the rewrite
-    # others, through `rewrite_options` alone.
+    # What the rewrite reads, by the names the commands have always read it by.
     @property
     def precision_mode(self) -> PrecisionMode:
         return self.rewrite_options.precision_mode
@@ -128,16 +126,16 @@ class Settings:
 
     @property
     def modify_mixlist(self) -> Path | Mixlist | None:
-        return cast("Path | Mixlist | None", self.rewrite_options.modify_mixlist)
+        return self.rewrite_options.modify_mixlist
 
     @property
     def keep_dtype(self) -> Path | tuple[str, ...] | None:
-        return cast("Path | tuple[str, ...] | None", self.rewrite_options.keep_dtype)
+        return self.rewrite_options.keep_dtype
 
     @property
     def customize_dtypes(self) -> Path | CustomizeFile | None:
         """The Ascend customize_dtypes file (or one already read)."""
-        return cast("Path | CustomizeFile | None", self.rewrite_options.customize_dtypes)
+        return self.rewrite_options.customize_dtypes
 
     @property
     def op_names(self) -> str | None:

@@ -11,6 +11,7 @@ import onnx_ir as ir
 import pytest
 from onnx import helper as oh
 
+from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.read_settings import read_options
 from ampconfig.files.ir_bridge import to_ir
@@ -41,7 +42,7 @@ def _admitted(proto: onnx.ModelProto) -> tuple[ir.Model, InputAdmission]:
 def _context(proto: onnx.ModelProto, mode: str = "force_fp16", **options: object) -> tuple[ir.Model, RewriteRun]:
     """The model admitted, and a fresh attempt's context: what the first step of an attempt requires."""
     model, admission = _admitted(proto)
-    setup = read_options(RewriteOptions.of(mode, target="cuda", **options)).setup(None)  # type: ignore[arg-type]
+    setup = read_options(RewriteOptions.of(mode, target="cuda", **options)).setup(MeasuredFacts())  # type: ignore[arg-type]
     checked = Admission(admission.types, input_passes=True, input_pieces=lambda: None)  # type: ignore[arg-type]
     return model, RewriteRun(setup, checked, {})
 
@@ -188,7 +189,7 @@ def test_recording_ensures_every_decided_node_carries_its_decision_or_none_does(
     decided.metadata_props.clear()
     with pytest.raises(Postcondition, match="carry no decision"):
         RecordDecisionsPass(run).ensures(model)
-    off = replace(run, setup=replace(run.setup, options=replace(run.setup.options, decision_metadata=False)))
+    off = replace(run, setup=replace(run.setup, decision_metadata=False))
     decided.metadata_props["ampconfig.rule"] = "white_list"
     with pytest.raises(Postcondition, match="asked away"):
         RecordDecisionsPass(off).ensures(model)
