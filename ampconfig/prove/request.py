@@ -33,13 +33,13 @@ from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customiz
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.datasets import SampleSet, Shard, load_data, single_sample
-from ampconfig.runner.inputs import InputSet, inputs_for, model_input_specs
+from ampconfig.runner.inputs import InputSet, model_input_specs, prepare_inputs
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.runner.worker import WorkerCrashed
 from ampconfig.settings.declared_files import declare_model
-from ampconfig.settings.resolve import Settings
+from ampconfig.settings.resolve import InputRequest, Settings
 
 #: Samples of ``--data`` that calibrate (value ranges, tune's ranking) when no ``--calibration-data`` is given:
 #: every calibration sample costs a run with every intermediate exposed (three in tune).
@@ -208,7 +208,7 @@ def _shard_samples(
 def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallback | None = None) -> SampleSet:
     wanted = request.inputs
     if wanted.data is None:
-        return single_sample(inputs_for(graph, wanted))
+        return single_sample(one_batch(graph, wanted))
     given = [
         flag
         for flag, value in (("--inputs", wanted.npz), ("--input", wanted.arrays), ("--shape", wanted.shapes))
@@ -220,6 +220,20 @@ def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallba
             hint="leave out " + " and ".join(given) + " (or put one batch in the data set)",
         )
     return load_data(wanted.data, graph, progress=progress)
+
+
+def one_batch(graph: onnx.ModelProto, wanted: InputRequest) -> InputSet:
+    """The one batch of inputs for ``graph`` that the request's input settings describe (``--inputs``/``--input``/
+    ``--shape``/``--seed`` or the config's ``run`` section), each field handed to the runner by itself."""
+    return prepare_inputs(
+        graph,
+        npz=wanted.npz,
+        arrays=wanted.arrays,
+        shapes={name: list(dims) for name, dims in wanted.shapes.items()},
+        seed=wanted.seed,
+        int_low=wanted.int_low,
+        int_high=wanted.int_high,
+    )
 
 
 def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str | None:

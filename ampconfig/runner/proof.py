@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.opinfo.targets import AUTO_DEVICE
 from ampconfig.runner.acceptance import locate_refusal
 from ampconfig.runner.inputs import adapt_feeds
 from ampconfig.runner.sessions import (
@@ -32,7 +33,6 @@ from ampconfig.runner.sessions import (
 )
 from ampconfig.runner.timing import Latency, ProgressCallback
 from ampconfig.runner.worker import WorkerCrashed, WorkerRefused
-from ampconfig.settings.resolve import AUTO_DEVICE
 
 REFERENCE_LABEL = "fp32 reference"
 #: How a crash message names each model the proof runs.

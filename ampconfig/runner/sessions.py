@@ -35,12 +35,12 @@ import onnx
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import CPU_PROVIDER as CPU_PROVIDER  # re-exported: where sessions run
 from ampconfig.opinfo.library import CUDA_PROVIDER
+from ampconfig.opinfo.targets import AUTO_DEVICE, DEVICES
 from ampconfig.runner import worker
 from ampconfig.runner.channel import large_bytes
 from ampconfig.runner.timing import Latency, ProgressCallback, check_counts, summarize
 from ampconfig.runner.worker import Phase, WorkerRefused
 from ampconfig.runner.worker import WorkerCrashed as WorkerCrashed  # re-exported: what a session may raise
-from ampconfig.settings.resolve import AUTO_DEVICE, DEVICES
 
 log = logging.getLogger(__name__)
 

@@ -37,6 +37,8 @@ from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_c
 from ampconfig.formats.session_config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+from ampconfig.opinfo.targets import AUTO_DEVICE as AUTO_DEVICE  # re-exported: the default device of every command
+from ampconfig.opinfo.targets import DEVICES
 from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
 from ampconfig.settings.input_options import parse_input_options
@@ -45,9 +47,6 @@ log = logging.getLogger(__name__)
 
 #: The mode every command uses when neither ``--precision-mode`` nor the config names one.
 DEFAULT_MODE = PrecisionMode.ALLOW_MIX_PRECISION
-#: Where models run when neither ``--device`` nor ``run.device`` says: CUDA when it really loads, else the CPU.
-AUTO_DEVICE = "auto"
-DEVICES: tuple[str, ...] = (AUTO_DEVICE, "cpu", "cuda")
 DEFAULT_WARMUP = 3
 DEFAULT_ITERATIONS = 20
 DEFAULT_SEED = 0
