@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
@@ -99,6 +99,17 @@ class RewriteOptions:
         """The options from a mode name and keywords (the pass's and the API's way of giving them)."""
         return cls(parse_mode(precision_mode), **options)
 
+    def with_lists(
+        self,
+        modify_mixlist: MixlistInput,
+        keep_dtype: KeepDtypeInput,
+        op_names: str | None,
+        customize_dtypes: Path | CustomizeFile | None,
+    ) -> RewriteOptions:
+        """These choices with other lists (tune's trials), given as the API takes them and normalised as its are."""
+        lists: dict[str, Any] = {"modify_mixlist": modify_mixlist, "keep_dtype": keep_dtype}
+        return replace(self, **lists, op_names=op_names, customize_dtypes=customize_dtypes)
+
 
 #: Where the findings about a mixlist handed in as a mapping point.
 INLINE_MIXLIST = "<inline mixlist>"
@@ -111,7 +122,9 @@ def _inline_mixlist(mode: PrecisionMode, data: Mapping[str, Any]) -> Mixlist:
     from ampconfig.formats.session_config import check_mode_accepts_mixlist
 
     check_mode_accepts_mixlist(mode, True, INLINE_MIXLIST)
-    mixlist, problems = mixlist_from_data(copy.deepcopy(dict(data)), SourceMap(INLINE_MIXLIST))
+    # One line, as the API's users have always read its findings: the mapping has no lines of its own.
+    origin = SourceMap(INLINE_MIXLIST, {(): 1})
+    mixlist, problems = mixlist_from_data(copy.deepcopy(dict(data)), origin)
     errors = [problem for problem in problems if problem.severity is Severity.ERROR]
     if mixlist is None or errors:
         raise AmpconfigError(errors[0].message, file=INLINE_MIXLIST, line=errors[0].line, problems=errors)

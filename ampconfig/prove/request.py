@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
 
 import onnx
 
 from ampconfig.decide.measured_facts import MeasuredFacts
+from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput
 from ampconfig.decide.value_ranges import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
@@ -101,8 +101,8 @@ class Prepared:
     def rewrite(
         self,
         value_ranges: ValueRanges | None = None,
-        modify_mixlist: Any = None,
-        keep_dtype: Any = None,
+        modify_mixlist: MixlistInput = None,
+        keep_dtype: KeepDtypeInput = None,
         *,
         use_request_lists: bool = True,
         op_names: str | None = None,
@@ -110,9 +110,10 @@ class Prepared:
     ) -> RewriteResult:
         """The rewrite for this request, decided with ``value_ranges`` (the float32 model's values on data) where
         given; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as given instead of the
-        request's. A model with external data is rewritten from its path (its tensors are converted while they
-        are written), any other from the named proto. ``runtime_refused``: nodes that keep their dtype because
-        ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.engine.safety_net`)."""
+        request's (tune's trial lists, normalised as the API's are). A model with external data is rewritten from
+        its path (its tensors are converted while they are written), any other from the named proto.
+        ``runtime_refused``: nodes that keep their dtype because ONNX Runtime refused or crashed on them lowered
+        (:mod:`ampconfig.engine.safety_net`). Both are measured facts, handed to the engine apart from the choices."""
         settings = self.request
         options = settings.rewrite_options
         if not use_request_lists:
@@ -120,13 +121,7 @@ class Prepared:
             customize = settings.customize_dtypes
             if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
                 customize = load_customize_dtypes(customize, settings.op_names)
-            options = replace(
-                options,
-                modify_mixlist=modify_mixlist,
-                keep_dtype=keep_dtype,
-                op_names=op_names,
-                customize_dtypes=customize,
-            )
+            options = options.with_lists(modify_mixlist, keep_dtype, op_names, customize)
         source = settings.model_path if self.from_files else self.graph
         facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
         return rewrite_with_options(source, options, facts)
