@@ -137,9 +137,10 @@ def from_keywords(
     """The API's and the pass's keywords split: the user's choices, what measurements found
     (``value_ranges``, ``overflow_nodes``, ``runtime_refused``), and the ranges file to read against the model
     (``ranges``). A keyword that is neither is a TypeError."""
-    facts = MeasuredFacts(**{name: keywords.pop(name) for name in _FACTS if name in keywords})
+    found = {name: keywords.pop(name) for name in _FACTS if name in keywords}
     ranges = keywords.pop("ranges", None)
     options = RewriteOptions.of(precision_mode, **keywords)
+    facts = MeasuredFacts(**found)
     check_option("ranges", ranges, lambda v: v is None or _is_path(v), "a value ranges file's path, or None")
     return options, facts, Path(ranges) if ranges is not None else None
 
