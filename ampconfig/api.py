@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import onnx
 
-from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
+from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, from_keywords
 from ampconfig.decide.user_judgements import Judges
 from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
@@ -135,7 +134,7 @@ def rewrite_model_detailed(
     Raises:
         AmpconfigError: bad input (:class:`~ampconfig.errors.AmpconfigError`).
     """
-    options = RewriteOptions.of(
+    options, facts, ranges_file = from_keywords(
         precision_mode,
         modify_mixlist=modify_mixlist,
         keep_dtype=keep_dtype,
@@ -155,13 +154,13 @@ def rewrite_model_detailed(
         runtime_refused=runtime_refused,
         decision_metadata=decision_metadata,
     )
-    result = rewrite_with_options(model, options)
+    result = rewrite_with_options(model, options, facts, ranges=ranges_file)
     if not load_check:
         return result
     from ampconfig.engine.load_check import load_checked
 
     def keeping(kept: Mapping[str, str]) -> RewriteResult:
-        return rewrite_with_options(model, replace(options, runtime_refused={**options.runtime_refused, **kept}))
+        return rewrite_with_options(model, options, facts.refusing(kept), ranges=ranges_file)
 
     return load_checked(result, keeping, file=_file_of(model))
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from ampconfig.decide.rewrite_options import RewriteOptions
+from ampconfig.decide.rewrite_options import from_keywords
 from ampconfig.engine.in_place import rewrite_ir_model
 from ampconfig.errors import AmpconfigError
 from ampconfig.precision_modes import PrecisionMode
@@ -54,16 +54,16 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
         load_check: (default on) load the rewritten model once in ONNX Runtime before the pass returns, as
             :func:`ampconfig.rewrite_model_detailed` does; nodes whose low dtype makes it crash keep their dtype.
             The check keeps a copy of the input's graph (its tensors shared, not copied) to rewrite again from.
-        options: :class:`~ampconfig.decide.rewrite_options.RewriteOptions`' fields, the keywords of
-            :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``, ``target``,
-            ``keep_io_types``, ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's judgements of op
-            types: :mod:`ampconfig.decide.user_judgements`); a name it does not take is a TypeError here, not at the
-            first run.
+        options: the keywords of :func:`ampconfig.rewrite_model_detailed` (``modify_mixlist``, ``keep_dtype``,
+            ``target``, ``keep_io_types``, ``overflow_nodes``, ``float16_encoder``, and ``judges``, the user's
+            judgements of op types: :mod:`ampconfig.decide.user_judgements`), split once into the user's choices
+            and what measurements found (:func:`~ampconfig.decide.rewrite_options.from_keywords`); a name it does
+            not take is a TypeError here, not at the first run.
     """
 
     def __init__(self, precision_mode: str | PrecisionMode, *, load_check: bool = True, **options: Any) -> None:
         super().__init__()
-        self.options = RewriteOptions.of(precision_mode, **options)
+        self.options, self.facts, self.ranges = from_keywords(precision_mode, **options)
         self.load_check = load_check
 
     @property
@@ -72,7 +72,7 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> MixedPrecisionResult:
         original = _copy_of(model) if self.load_check else None
-        result, modified = rewrite_ir_model(model, self.options)
+        result, modified = rewrite_ir_model(model, self.options, self.facts, self.ranges)
         if self.load_check:
             result = self._load_checked(model, original, result)
         model.meta[_RESULT_KEY] = result  # on the model of this call: the pass object keeps nothing of it
@@ -83,12 +83,9 @@ class MixedPrecisionPass(ir.passes.InPlacePass):
         copy of ``original``, is moved into ``model``, which the pass must return."""
         from ampconfig.engine.load_check import load_checked
 
-        options = self.options
-
         def keeping(kept: Mapping[str, str]) -> RewriteResult:
             assert original is not None
-            refused = {**options.runtime_refused, **kept}
-            return rewrite_ir_model(original.clone(), replace(options, runtime_refused=refused))[0]
+            return rewrite_ir_model(original.clone(), self.options, self.facts.refusing(kept), self.ranges)[0]
 
         checked = load_checked(result, keeping if original is not None else _no_copy)
         if checked.ir_model is model:

@@ -3,7 +3,7 @@
 On a node-heavy graph (``compare_peers.build_synthetic``, 25,000 nodes by default) and on the exporter-shaped GPT-2
 of the tests, this times, in this process with the garbage collector paused as the command line pauses it:
 
-  rewrite      ``rewrite_with_settings``: the decision and the rewrite a lock records
+  rewrite      ``rewrite_with_options``: the decision and the rewrite a lock records
   fingerprint  the model's structural fingerprint and weights hash (``files/identity.py``)
   lock         ``decide_lock``: both, plus the settings, versions and per-node records
   write        ``lock_text``: the file's text; its size in bytes and lines
@@ -39,7 +39,7 @@ sys.path.insert(0, str(BENCHMARKS.parent))
 
 from compare_peers import build_synthetic  # noqa: E402
 
-from ampconfig.engine.in_place import rewrite_with_settings  # noqa: E402
+from ampconfig.engine.in_place import rewrite_with_options  # noqa: E402
 from ampconfig.files.identity import model_fingerprint  # noqa: E402
 from ampconfig.formats.lock_file import load_lock, lock_text  # noqa: E402
 from ampconfig.gc_pause import gc_paused  # noqa: E402
@@ -65,7 +65,7 @@ def measure(model: onnx.ModelProto, folder: Path, repeat: int) -> dict[str, Any]
     proto = onnx.load(path)
     with gc_paused():
         seconds: dict[str, float] = {}
-        seconds["rewrite"], _ = _median(lambda: rewrite_with_settings(path, settings), repeat)
+        seconds["rewrite"], _ = _median(lambda: rewrite_with_options(path, settings.rewrite_options), repeat)
         seconds["fingerprint"], _ = _median(lambda: model_fingerprint(proto, path), repeat)
         seconds["lock"], decided = _median(lambda: decide_lock(settings, lock_path), repeat)
         seconds["write"], text = _median(lambda: lock_text(decided.lock), repeat)

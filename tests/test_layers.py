@@ -28,8 +28,8 @@ LEVELS: dict[str, float] = {
     "worker": 1.25,
     "opinfo": 1.5,
     "formats": 2,
-    "settings": 4,
     "inputs": 4.5,
+    "settings": 8.5,
     "decide": 3,
     "rewrite": 5,
     "instrument": 6,
@@ -77,6 +77,25 @@ def test_no_import_runs_back_up() -> None:
                     upward.append(f"{path.relative_to(package)}:{node.lineno} imports ampconfig.{target}")
     assert unplaced == [], "place these in LEVELS (and in docs/design.md §10)"
     assert upward == []
+
+
+def test_nothing_below_the_settings_imports_them() -> None:
+    """The settings are the edge of the work (issue 46): the engine, the runner, the steps and the decision receive
+    the choices and the measured facts they read, field by field, never a :class:`Settings` nor anything else of
+    ``settings/``. On main engine/in_place.py, runner/inputs.py, runner/sessions.py and runner/proof.py did."""
+    package = Path(ampconfig.__file__).parent
+    below = {name for name, level in LEVELS.items() if level < LEVELS["settings"]}
+    importers = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0].removesuffix(".py") not in below:
+            continue
+        importers.extend(
+            f"{path.relative_to(package)}: {name}"
+            for name in sorted(_imported_modules(path))  # lazy and TYPE_CHECKING imports included
+            if name == "ampconfig.settings" or name.startswith("ampconfig.settings.") or name.endswith(".Settings")
+        )
+    assert {"engine", "runner", "rewrite", "decide"} <= below
+    assert importers == []
 
 
 def test_nothing_inside_the_package_imports_the_api() -> None:

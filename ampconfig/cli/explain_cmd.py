@@ -99,7 +99,7 @@ def explain(
 
 def _explain_decisions(start: Opened) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
-    from ampconfig.engine.in_place import rewrite_with_settings
+    from ampconfig.engine.in_place import rewrite_with_options
     from ampconfig.files.models import open_model
     from ampconfig.report.explain import explain_payload
     from ampconfig.settings.declared_files import declare_model
@@ -107,7 +107,7 @@ def _explain_decisions(start: Opened) -> dict[str, Any]:
     settings = start.settings
     model = open_model(settings.model_path, map_weights=True)
     declare_model(start.guard, model)
-    rewrite = rewrite_with_settings(model, settings)
+    rewrite = rewrite_with_options(model, settings.rewrite_options)
     return explain_payload(rewrite, model=str(settings.model_path), op_names=settings.op_names)
 
 

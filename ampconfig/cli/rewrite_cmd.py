@@ -153,7 +153,10 @@ def rewrite(
 ) -> None:
     options = SharedOptions.of(locals())
 
-    from ampconfig.engine.in_place import rewrite_with_settings
+    from dataclasses import replace
+
+    from ampconfig.decide.measured_facts import MeasuredFacts
+    from ampconfig.engine.in_place import rewrite_with_options
     from ampconfig.engine.load_check import load_checked
     from ampconfig.files.models import save_model_atomic
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
@@ -168,10 +171,10 @@ def rewrite(
             progress=start.progress,
         )
 
-        def rewrite_keeping(kept: Mapping[str, str]) -> RewriteResult:  # the summary shows no cost
-            return rewrite_with_settings(
-                opened_model, settings, value_ranges=values.ranges, with_cost=False, runtime_refused=kept
-            )
+        choices = replace(settings.rewrite_options, with_cost=False)  # the summary shows no cost
+
+        def rewrite_keeping(kept: Mapping[str, str]) -> RewriteResult:
+            return rewrite_with_options(opened_model, choices, MeasuredFacts(values.ranges, runtime_refused=kept))
 
         result = rewrite_keeping({})
         if options.load_check:  # before it is written: a crash the net cannot help writes nothing

@@ -1,12 +1,15 @@
-"""The rewrite's options, one frozen object: what the API's keywords, :class:`ampconfig.MixedPrecisionPass`'s
+"""The user's choices for a rewrite, one frozen object: what the API's keywords, :class:`ampconfig.MixedPrecisionPass`'s
 ``**options`` and the resolved :class:`~ampconfig.settings.resolve.Settings` of every command all become, so the
-one pipeline (:mod:`ampconfig.rewrite.pipeline`) reads them from one place.
+one pipeline (:mod:`ampconfig.rewrite.pipeline`) reads them from one place. What measurements found (value
+ranges, overflowing nodes, ONNX Runtime's refusals) travels apart, as
+:class:`~ampconfig.decide.measured_facts.MeasuredFacts`; :func:`from_keywords` splits the API's keywords into both.
 
 Building one checks the names (a keyword it has no field for is a TypeError), reads the precision mode and checks
 every option's type and range (:func:`check_options`: one validation for the API, the pass and every command, an
 :class:`~ampconfig.errors.AmpconfigError` naming the option, never a bare TypeError or ValueError from deep
-inside); the files it names (mixlist, keep_dtype, customize_dtypes, ranges) are read when the rewrite runs, each
-error at its file and line. It holds read-only copies of the mappings and node lists it is given, so what a caller
+inside), and normalises what it is given once: a path as a :class:`~pathlib.Path`, a mixlist mapping as the
+:class:`~ampconfig.formats.mixlist_file.Mixlist` it means, node names as a tuple. The files it names (mixlist,
+keep_dtype, customize_dtypes) are read when the rewrite runs, each error at its file and line. What a caller
 changes in its own dict or list afterwards changes no options already made.
 """
 
@@ -15,7 +18,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
@@ -23,8 +26,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 import numpy as np
 
 from ampconfig.decide.judgement_types import Judges
-from ampconfig.decide.value_limits import ValueRanges, check_margin
-from ampconfig.errors import AmpconfigError
+from ampconfig.decide.measured_facts import MeasuredFacts, check_option
+from ampconfig.decide.value_limits import check_margin
+from ampconfig.errors import AmpconfigError, Severity
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
@@ -37,9 +41,10 @@ if TYPE_CHECKING:  # the file formats (pydantic's models) are imported when a fi
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
 
-#: A mixlist file, a loaded :class:`~ampconfig.formats.mixlist_file.Mixlist`, or the mixlist as a mapping.
+#: A mixlist file, a loaded :class:`~ampconfig.formats.mixlist_file.Mixlist`, or the mixlist as a mapping (what
+#: the API takes; :class:`RewriteOptions` holds a Path or a Mixlist).
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
-#: A keep_dtype file, or the node names (``OpType::name`` allowed).
+#: A keep_dtype file, or the node names (``OpType::name`` allowed; :class:`RewriteOptions` holds a Path or a tuple).
 KeepDtypeInput: TypeAlias = "str | Path | Sequence[str] | None"
 
 
@@ -47,50 +52,45 @@ KeepDtypeInput: TypeAlias = "str | Path | Sequence[str] | None"
 class RewriteOptions:
     """How to decide and rewrite a model (see :func:`ampconfig.rewrite_model_detailed` for each option).
 
-    The user's choices: ``precision_mode`` (:meth:`of` reads a mode's name),
-    ``modify_mixlist``, ``keep_dtype``, ``customize_dtypes``, ``op_names``, ``target``, ``keep_io_types``,
-    ``clamp_values``, ``ranges`` and ``data_max``. What other steps found: ``overflow_nodes``, ``value_ranges``,
-    ``runtime_refused`` (node names kept at their dtype, each with its reason) and ``judges`` (the caller's
-    judgements of op types). How to work: ``op_info`` (in place of ``target``'s built-in op info),
-    ``float16_encoder`` (None: the one every command uses) and ``with_cost`` (False: no cost report). What the
-    output carries: ``decision_metadata`` (False: no node gets its decision in its ``metadata_props``)."""
+    The user's choices: ``precision_mode`` (:meth:`of` reads a mode's name), ``modify_mixlist``, ``keep_dtype``,
+    ``customize_dtypes``, ``op_names``, ``target``, ``keep_io_types``, ``clamp_values``, ``data_max`` (the range
+    rule's margin) and ``judges`` (the caller's judgements of op types). How to work: ``op_info`` (in place of
+    ``target``'s built-in op info), ``float16_encoder`` (None: the one every command uses) and ``with_cost``
+    (False: no cost report). What the output carries: ``decision_metadata`` (False: no node gets its decision in
+    its ``metadata_props``)."""
 
     precision_mode: PrecisionMode
-    modify_mixlist: MixlistInput = None
-    keep_dtype: KeepDtypeInput = None
+    modify_mixlist: Path | Mixlist | None = None
+    keep_dtype: Path | tuple[str, ...] | None = None
     target: str = DEFAULT_TARGET
     keep_io_types: bool = True
-    overflow_nodes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     float16_encoder: Float16Encoder | None = None
     op_names: str | None = None
     op_info: OpInfoLibrary | None = None
-    customize_dtypes: str | Path | CustomizeFile | None = None
+    customize_dtypes: Path | CustomizeFile | None = None
     judges: Judges = field(default_factory=lambda: MappingProxyType({}))
-    value_ranges: ValueRanges | None = None
     clamp_values: bool = False
-    ranges: str | Path | None = None
     data_max: float | None = None
     with_cost: bool = True
-    runtime_refused: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     decision_metadata: bool = True
 
     def __post_init__(self) -> None:
-        # None is accepted for the mappings, as the API's keywords have always accepted it.
-        for name in _MAPPINGS:
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, MappingProxyType({}))
+        if self.judges is None:  # accepted, as the API's keywords have always accepted it
+            object.__setattr__(self, "judges", MappingProxyType({}))
         check_options(self)  # on the values as given: an error names the type the caller handed in
         if self.data_max is not None:
             object.__setattr__(self, "data_max", check_margin(self.data_max, self.precision_mode.low_dtype, "data_max"))
-        self._keep_copies()
+        self._normalise()
 
-    def _keep_copies(self) -> None:
-        """Hold copies of what the caller handed in, read-only: a caller changing its dict or list afterwards
-        changes nothing here (nor in a rewrite these options run later)."""
-        for name in _MAPPINGS:
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-        if isinstance(self.modify_mixlist, Mapping):  # nested lists and dicts: a deep copy
-            object.__setattr__(self, "modify_mixlist", MappingProxyType(copy.deepcopy(dict(self.modify_mixlist))))
+    def _normalise(self) -> None:
+        """Hold each choice in one form, copied: a path as a Path, a mixlist mapping as its Mixlist, node names as a
+        tuple, the judges read-only (a caller changing its dict or list afterwards changes nothing here)."""
+        object.__setattr__(self, "judges", MappingProxyType(dict(self.judges)))
+        for name in ("modify_mixlist", "keep_dtype", "customize_dtypes"):
+            if _is_path(getattr(self, name)):
+                object.__setattr__(self, name, Path(getattr(self, name)))
+        if isinstance(self.modify_mixlist, Mapping):
+            object.__setattr__(self, "modify_mixlist", _inline_mixlist(self.precision_mode, self.modify_mixlist))
         if _is_names(self.keep_dtype):
             object.__setattr__(self, "keep_dtype", tuple(cast("Sequence[str]", self.keep_dtype)))
 
@@ -99,9 +99,54 @@ class RewriteOptions:
         """The options from a mode name and keywords (the pass's and the API's way of giving them)."""
         return cls(parse_mode(precision_mode), **options)
 
+    def with_lists(
+        self,
+        modify_mixlist: MixlistInput,
+        keep_dtype: KeepDtypeInput,
+        op_names: str | None,
+        customize_dtypes: Path | CustomizeFile | None,
+    ) -> RewriteOptions:
+        """These choices with other lists (tune's trials), given as the API takes them and normalised as its are."""
+        lists: dict[str, Any] = {"modify_mixlist": modify_mixlist, "keep_dtype": keep_dtype}
+        return replace(self, **lists, op_names=op_names, customize_dtypes=customize_dtypes)
 
-#: The options that are mappings: each held as a read-only copy.
-_MAPPINGS = ("overflow_nodes", "judges", "runtime_refused")
+
+#: Where the findings about a mixlist handed in as a mapping point.
+INLINE_MIXLIST = "<inline mixlist>"
+
+
+def _inline_mixlist(mode: PrecisionMode, data: Mapping[str, Any]) -> Mixlist:
+    """The mixlist a mapping means, validated as a mixlist file is (a mode that takes none refused first)."""
+    from ampconfig.formats.documents import SourceMap
+    from ampconfig.formats.mixlist_file import mixlist_from_data
+    from ampconfig.formats.session_config import check_mode_accepts_mixlist
+
+    check_mode_accepts_mixlist(mode, True, INLINE_MIXLIST)
+    # One line, as the API's users have always read its findings: the mapping has no lines of its own.
+    origin = SourceMap(INLINE_MIXLIST, {(): 1})
+    mixlist, problems = mixlist_from_data(copy.deepcopy(dict(data)), origin)
+    errors = [problem for problem in problems if problem.severity is Severity.ERROR]
+    if mixlist is None or errors:
+        raise AmpconfigError(errors[0].message, file=INLINE_MIXLIST, line=errors[0].line, problems=errors)
+    return mixlist
+
+
+def from_keywords(
+    precision_mode: str | PrecisionMode, **keywords: Any
+) -> tuple[RewriteOptions, MeasuredFacts, Path | None]:
+    """The API's and the pass's keywords split: the user's choices, what measurements found
+    (``value_ranges``, ``overflow_nodes``, ``runtime_refused``), and the ranges file to read against the model
+    (``ranges``). A keyword that is neither is a TypeError."""
+    found = {name: keywords.pop(name) for name in _FACTS if name in keywords}
+    ranges = keywords.pop("ranges", None)
+    options = RewriteOptions.of(precision_mode, **keywords)
+    facts = MeasuredFacts(**found)
+    check_option("ranges", ranges, lambda v: v is None or _is_path(v), "a value ranges file's path, or None")
+    return options, facts, Path(ranges) if ranges is not None else None
+
+
+#: The API's keywords that are measured facts, not choices.
+_FACTS = ("value_ranges", "overflow_nodes", "runtime_refused")
 
 
 def _is_path(value: object) -> bool:
@@ -126,10 +171,6 @@ def _is_customize_file(value: object) -> bool:
     return isinstance(value, CustomizeFile)
 
 
-def _is_text_mapping(value: object) -> bool:
-    return isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-
-
 #: Each option's check and what it must be, in words (the API's keywords and the pass's options).
 _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "precision_mode": (lambda v: isinstance(v, PrecisionMode), "a precision mode"),
@@ -140,7 +181,6 @@ _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "keep_dtype": (lambda v: v is None or _is_path(v) or _is_names(v), "a keep_dtype file's path, node names, or None"),
     "target": (lambda v: isinstance(v, str), "a target's name (" + ", ".join(TARGETS) + ")"),
     "keep_io_types": (lambda v: isinstance(v, bool), "true or false"),
-    "overflow_nodes": (_is_text_mapping, "a mapping of node names to reasons"),
     "float16_encoder": (lambda v: v is None or callable(v), "a function of a float32 array, or None"),
     "op_names": (lambda v: v is None or v in OP_NAME_CHOICES, "one of " + ", ".join(OP_NAME_CHOICES) + ", or None"),
     "op_info": (lambda v: v is None or isinstance(v, OpInfoLibrary), "an OpInfoLibrary, or None"),
@@ -149,26 +189,16 @@ _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         "a customize_dtypes file's path, or None",
     ),
     "judges": (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v), "a mapping of op keys"),
-    "value_ranges": (lambda v: v is None or isinstance(v, ValueRanges), "a ValueRanges, or None"),
     "clamp_values": (lambda v: isinstance(v, bool), "true or false"),
-    "ranges": (lambda v: v is None or _is_path(v), "a value ranges file's path, or None"),
     "data_max": (
         lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
         "a positive number up to the low type's largest value, or None",
     ),
     "with_cost": (lambda v: isinstance(v, bool), "true or false"),
-    "runtime_refused": (_is_text_mapping, "a mapping of node names to reasons"),
 }
 
 
 def check_options(options: RewriteOptions) -> None:
     """Refuse an option of the wrong type, naming it, what it must be and what it got (exit 2 in the CLI)."""
     for name, (accepts, expected) in _EXPECTED.items():
-        value = getattr(options, name)
-        if not accepts(value):
-            from ampconfig.formats.documents import describe_value
-
-            raise AmpconfigError(
-                f"{name} must be {expected}, got {describe_value(value)}",
-                hint=f"see ampconfig.rewrite_model_detailed's {name}",
-            )
+        check_option(name, getattr(options, name), accepts, expected)

@@ -151,7 +151,7 @@ class ValueRanges:
     """The largest finite |value| (sentinels left out) of each float value, by key
     (:func:`ampconfig.decide.value_ranges.value_key`), seen by float32 runs on ``source`` (the data, named), and the
     margin the range rule keeps values within (None: the default, :func:`default_margin` of the low dtype). Kept
-    with the settings, since a :class:`~ampconfig.decide.rewrite_options.RewriteOptions` carries them."""
+    with the limits, since a :class:`~ampconfig.decide.measured_facts.MeasuredFacts` carries them."""
 
     peaks: Mapping[str, float]
     source: str

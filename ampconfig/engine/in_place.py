@@ -1,8 +1,10 @@
 """The one rewrite path: an input source admitted (repaired, its opset raised for bfloat16), then the pipeline's steps
 (:mod:`ampconfig.rewrite.pipeline`), in place, and the result with everything it said.
 
-Every caller ends here: the API (:func:`rewrite_with_options`: a path or proto opened once), the onnx-ir pass
-(:func:`rewrite_ir_model`: the ``ir.Model`` it is handed), and the commands (:func:`rewrite_with_settings`).
+Every caller ends here: the API and the commands (:func:`rewrite_with_options`: a path or proto opened once), and
+the onnx-ir pass (:func:`rewrite_ir_model`: the ``ir.Model`` it is handed). Each hands the user's choices
+(:class:`~ampconfig.decide.rewrite_options.RewriteOptions`) and what measurements found
+(:class:`~ampconfig.decide.measured_facts.MeasuredFacts`) apart.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.decisions import nothing_lowered
+from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import ValueRanges
@@ -26,26 +29,28 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.files.ir_version import output_ir_version
 from ampconfig.files.models import OpenedModel, light_proto, open_model
 from ampconfig.files.node_checks import NodePieces
-from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, run_pipeline
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.steps.run_context import Admission, InputAdmission
-from ampconfig.rewrite.tensors import Float16Encoder
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from ampconfig.runner.acceptance import LoadCheck
-    from ampconfig.settings.resolve import Settings
 
 log = logging.getLogger(__name__)
 
 
-def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, options: RewriteOptions) -> RewriteResult:
-    """:func:`ampconfig.api.rewrite_model_detailed` with its options as one object: ``model`` opened (a path or
-    proto read into an ``ir.Model`` once), then rewritten in place (:func:`rewrite_in_place`)."""
+def rewrite_with_options(
+    model: str | Path | onnx.ModelProto | OpenedModel,
+    options: RewriteOptions,
+    facts: MeasuredFacts | None = None,
+    *,
+    ranges: Path | None = None,
+) -> RewriteResult:
+    """The rewrite of ``model`` with the user's ``options`` and what measurements found (``facts``): ``model``
+    opened (a path or proto read into an ``ir.Model`` once), ``ranges`` (a value ranges file, the API's) read
+    against it, then rewritten in place (:func:`rewrite_in_place`)."""
     if not isinstance(model, (str, os.PathLike, onnx.ModelProto, OpenedModel)):
         from ampconfig.formats.documents import describe_value  # the file formats: only for the message
 
@@ -54,54 +59,36 @@ def rewrite_with_options(model: str | Path | onnx.ModelProto | OpenedModel, opti
             hint="see ampconfig.rewrite_model_detailed's model",
         )
     read = read_options(options)
-    result, _ = rewrite_in_place(OpenedSource(open_model(model, map_weights=True)), read)
+    source = OpenedSource(open_model(model, map_weights=True))
+    result, _ = rewrite_in_place(source, read, _with_ranges(facts or MeasuredFacts(), ranges, options, source))
     return result
 
 
-def rewrite_ir_model(model: ir.Model, options: RewriteOptions) -> tuple[RewriteResult, bool]:
+def rewrite_ir_model(
+    model: ir.Model, options: RewriteOptions, facts: MeasuredFacts | None = None, ranges: Path | None = None
+) -> tuple[RewriteResult, bool]:
     """Rewrite ``model`` in place (what :class:`ampconfig.MixedPrecisionPass` runs), and whether it changed: the one
     path, on ``model`` itself. Its admission reads a light proto of it (graph, types and shapes; its large weights
     stay where they are), and no proto of its weights is made, except for an input the ONNX checker rejects: ONNX
     Runtime then judges it, from its bytes."""
     read = read_options(options)
-    return rewrite_in_place(IrSource(model), read)
+    source = IrSource(model)
+    return rewrite_in_place(source, read, _with_ranges(facts or MeasuredFacts(), ranges, options, source))
 
 
-def rewrite_with_settings(
-    model: str | Path | onnx.ModelProto | OpenedModel,
-    settings: Settings,
-    *,
-    overflow_nodes: Mapping[str, str] | None = None,
-    float16_encoder: Float16Encoder | None = None,
-    op_info: OpInfoLibrary | None = None,
-    value_ranges: ValueRanges | None = None,
-    with_cost: bool = True,
-    runtime_refused: Mapping[str, str] | None = None,
-) -> RewriteResult:
-    """The rewrite with resolved settings (:func:`ampconfig.settings.resolve.resolve`): their precision mode,
-    decision target, mixlist, keep_dtype and keep_io_types. ``model`` is what to read (the settings' model, opened
-    or in memory)."""
-    options = replace(
-        settings.rewrite_options,
-        overflow_nodes=overflow_nodes or {},
-        float16_encoder=float16_encoder,
-        op_info=op_info,
-        value_ranges=value_ranges,
-        with_cost=with_cost,
-        runtime_refused=runtime_refused or {},
-    )
-    return rewrite_with_options(model, options)
-
-
-def _value_ranges(options: RewriteOptions, source: InputSource) -> ValueRanges | None:
-    """The ranges file read for the input as handed in (checked against the source's identity, made only when there
-    is a ranges file), else the ranges given, with ``data_max``."""
-    if options.ranges is not None:
+def _with_ranges(
+    facts: MeasuredFacts, ranges: Path | None, options: RewriteOptions, source: InputSource
+) -> MeasuredFacts:
+    """``facts`` with the ranges file read for the input as handed in (checked against the source's identity, made
+    only when there is a ranges file), else the ranges given, with the margin ``data_max``."""
+    if ranges is not None:
         proto, path, left_out = source.identity()
-        return read_ranges(Path(options.ranges), proto, options.data_max, model_path=path, left_out=left_out)
-    if options.value_ranges is not None and options.data_max is not None:
-        return replace(options.value_ranges, margin=options.data_max)
-    return options.value_ranges
+        value_ranges = read_ranges(ranges, proto, options.data_max, model_path=path, left_out=left_out)
+    elif facts.value_ranges is not None and options.data_max is not None:
+        value_ranges = replace(facts.value_ranges, margin=options.data_max)
+    else:
+        return facts
+    return replace(facts, value_ranges=value_ranges)
 
 
 def _raises_opset(mode: PrecisionMode) -> bool:
@@ -110,11 +97,11 @@ def _raises_opset(mode: PrecisionMode) -> bool:
     return mode.low_dtype == "bfloat16" and mode is not PrecisionMode.ALLOW_FP32_TO_BF16
 
 
-def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteResult, bool]:
+def rewrite_in_place(source: InputSource, read: ReadOptions, facts: MeasuredFacts) -> tuple[RewriteResult, bool]:
     """The one rewrite path, in place on ``source.model``: admitted (repaired, its opset raised for bfloat16), then
     the pipeline's steps. Returns the result and whether the model changed."""
     model, options, warnings = source.model, read.options, read.warnings
-    value_ranges = _value_ranges(options, source)
+    value_ranges = facts.value_ranges
     if value_ranges is not None and value_ranges.file is not None:  # said by every command, the API and the pass
         from ampconfig.instrument.expose import measured_value_keys  # instrument/: only with a ranges file
 
@@ -141,7 +128,7 @@ def rewrite_in_place(source: InputSource, read: ReadOptions) -> tuple[RewriteRes
         input_passes=not admission.checker_errors,
         input_pieces=lambda: NodePieces(with_node_names(light_proto(input_light))),
     )
-    outcome = run_pipeline(model, read.setup(value_ranges), checked, source.restart(raise_opset), ir_version.version)
+    outcome = run_pipeline(model, read.setup(facts), checked, source.restart(raise_opset), ir_version.version)
     if accepted is not None:  # the checker rejected the input: ONNX Runtime judged it, and judges the output
         from ampconfig.runner.acceptance import confirm_output_runs
 

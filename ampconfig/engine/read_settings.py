@@ -3,14 +3,12 @@ the customize_dtypes file read, and what reading them said."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, RewriteOptions
-from ampconfig.decide.value_limits import ValueRanges
+from ampconfig.decide.measured_facts import MeasuredFacts
+from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
@@ -20,26 +18,25 @@ from ampconfig.rewrite.steps.run_context import RewriteSetup
 
 if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a file is given
     from ampconfig.formats.customize_dtypes_file import CustomizeFile
+    from ampconfig.formats.mixlist_file import Mixlist
 
 
 def effective_lists(
-    mode: PrecisionMode, library: OpInfoLibrary, modify_mixlist: MixlistInput = None, op_names: str | None = None
+    mode: PrecisionMode,
+    library: OpInfoLibrary,
+    modify_mixlist: Path | Mixlist | None = None,
+    op_names: str | None = None,
 ) -> tuple[OpLists, list[str], list[str]]:
-    """The op lists after the mixlist (if any), the mixlist's warnings, and its notes (each TensorFlow/Ascend op
-    name read as its ONNX op, with file and line) as text. ``op_names``: whose names the mixlist uses."""
+    """The op lists after the mixlist (if any: its file, or one read already), the mixlist's warnings, and its
+    notes (each TensorFlow/Ascend op name read as its ONNX op, with file and line) as text. ``op_names``: whose
+    names the mixlist uses."""
     if modify_mixlist is None:  # the file formats (pydantic's models) are imported only with a mixlist
         return library.lists(), [], []
-    from ampconfig.formats.mixlist_file import Mixlist, apply_mixlist, load_mixlist, parse_mixlist
+    from ampconfig.formats.mixlist_file import apply_mixlist, load_mixlist
     from ampconfig.formats.session_config import check_mode_accepts_mixlist
 
-    source = "<inline mixlist>" if isinstance(modify_mixlist, Mapping) else str(modify_mixlist)
-    check_mode_accepts_mixlist(mode, True, source)
-    if isinstance(modify_mixlist, Mixlist):
-        mixlist = modify_mixlist
-    elif isinstance(modify_mixlist, Mapping):
-        mixlist = parse_mixlist(json.dumps(dict(modify_mixlist)), source)
-    else:
-        mixlist = load_mixlist(modify_mixlist)
+    check_mode_accepts_mixlist(mode, True, str(modify_mixlist))
+    mixlist = load_mixlist(modify_mixlist) if isinstance(modify_mixlist, Path) else modify_mixlist
     lists, problems = apply_mixlist(library.lists(), mixlist, op_names)
     return (
         lists,
@@ -49,7 +46,7 @@ def effective_lists(
 
 
 def _keep_dtype_entries(
-    keep_dtype: KeepDtypeInput, op_names: str | None = None
+    keep_dtype: Path | tuple[str, ...] | None, op_names: str | None = None
 ) -> tuple[list[Any], str | None, list[Problem]]:
     """The entries, the file they came from, and what reading their op names found (notes, warnings); an
     ambiguous op name raises."""
@@ -58,16 +55,15 @@ def _keep_dtype_entries(
     from ampconfig.formats.documents import SourceMap
     from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
 
-    source = None if isinstance(keep_dtype, Sequence) and not isinstance(keep_dtype, str) else str(keep_dtype)
-    value = Path(keep_dtype) if isinstance(keep_dtype, str) else keep_dtype
-    entries, problems = read_keep_dtype_names(list(keep_dtype_from_config(value)), op_names, SourceMap(source))
+    source = str(keep_dtype) if isinstance(keep_dtype, Path) else None
+    entries, problems = read_keep_dtype_names(list(keep_dtype_from_config(keep_dtype)), op_names, SourceMap(source))
     errors = [problem for problem in problems if problem.severity is Severity.ERROR]
     if errors:
         raise AmpconfigError(errors[0].message, file=source, line=errors[0].line, hint=errors[0].hint, problems=errors)
     return entries, source, problems
 
 
-def _customize_file(customize_dtypes: str | Path | CustomizeFile | None, op_names: str | None) -> CustomizeFile | None:
+def _customize_file(customize_dtypes: Path | CustomizeFile | None, op_names: str | None) -> CustomizeFile | None:
     """The customize_dtypes file read and its format checked (errors raise, each at its line); None without one.
     A file already read (with the op names it was written in) is taken as it is."""
     if customize_dtypes is None:
@@ -93,19 +89,24 @@ class ReadOptions:
     warnings: list[str]
     notes: list[str]
 
-    def setup(self, value_ranges: ValueRanges | None) -> RewriteSetup:
+    def setup(self, facts: MeasuredFacts) -> RewriteSetup:
+        """What the rewrite's steps read: these choices, read, and ``facts`` (its value ranges read already)."""
         options = self.options
         return RewriteSetup(
-            options,
             options.precision_mode,
             self.library,
             self.lists,
             self.keep_entries,
             self.keep_source,
             self.customize,
-            value_ranges,
+            facts,
             TYPING,
             options.float16_encoder or float32_to_float16,
+            judges=options.judges,
+            clamp_values=options.clamp_values,
+            keep_io_types=options.keep_io_types,
+            with_cost=options.with_cost,
+            decision_metadata=options.decision_metadata,
         )
 
 

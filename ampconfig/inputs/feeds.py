@@ -30,7 +30,6 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
@@ -50,9 +49,6 @@ from ampconfig.inputs.strings import (
     vocabulary,
 )
 from ampconfig.memory import check_input_memory, format_bytes
-
-if TYPE_CHECKING:
-    from ampconfig.settings.resolve import InputRequest
 
 DEFAULT_BATCH_DIM = 1
 DEFAULT_OTHER_DIM = 16
@@ -430,20 +426,6 @@ def _looks_like_ids(model: onnx.ModelProto, name: str) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ entry point
-
-
-def inputs_for(model: onnx.ModelProto, request: InputRequest) -> InputSet:
-    """The inputs for ``model`` that a resolved input request (--inputs/--input/--shape/--seed or the config's
-    ``run`` section) describes."""
-    return prepare_inputs(
-        model,
-        npz=request.npz,
-        arrays=request.arrays,
-        shapes={name: list(dims) for name, dims in request.shapes.items()},
-        seed=request.seed,
-        int_low=request.int_low,
-        int_high=request.int_high,
-    )
 
 
 def prepare_inputs(

@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 import onnx
 
+from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.value_limits import ValueRanges, ValueSpread
-from ampconfig.engine.in_place import rewrite_with_settings
+from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.files.hashing import file_sha256, text_sha256
 from ampconfig.files.identity import model_fingerprint
 from ampconfig.files.ir_version import installed_onnxruntime
@@ -283,9 +284,8 @@ def decide_lock(
     make its lock. ``op_info`` replaces the target's built-in op info."""
     opened = opened if opened is not None else open_model(settings.model_path)
     library = op_info if op_info is not None else load_ops_info(settings.target)
-    result = rewrite_with_settings(
-        opened, settings, float16_encoder=float16_encoder, op_info=library, value_ranges=value_ranges
-    )
+    options = replace(settings.rewrite_options, float16_encoder=float16_encoder, op_info=library)
+    result = rewrite_with_options(opened, options, MeasuredFacts(value_ranges))
     return Decided(build_lock(settings, opened, result, lock_path, library), result, library)
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
 
 import onnx
 
+from ampconfig.decide.measured_facts import MeasuredFacts
+from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput
 from ampconfig.decide.value_limits import ValueRanges
-from ampconfig.engine.in_place import rewrite_with_settings
+from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -30,14 +31,14 @@ from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.inputs.datasets import SampleSet, Shard, load_data, single_sample
-from ampconfig.inputs.feeds import InputSet, inputs_for, model_input_specs
+from ampconfig.inputs.feeds import InputSet, model_input_specs, prepare_inputs
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.proof import REFERENCE_FAILED
 from ampconfig.runner.sessions import DeviceChoice, choose_device
 from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.declared_files import declare_model
-from ampconfig.settings.resolve import Settings
+from ampconfig.settings.resolve import InputRequest, Settings
 from ampconfig.worker.client import WorkerCrashed
 
 #: Samples of ``--data`` that calibrate (value ranges, tune's ranking) when no ``--calibration-data`` is given:
@@ -100,8 +101,8 @@ class Prepared:
     def rewrite(
         self,
         value_ranges: ValueRanges | None = None,
-        modify_mixlist: Any = None,
-        keep_dtype: Any = None,
+        modify_mixlist: MixlistInput = None,
+        keep_dtype: KeepDtypeInput = None,
         *,
         use_request_lists: bool = True,
         op_names: str | None = None,
@@ -109,25 +110,21 @@ class Prepared:
     ) -> RewriteResult:
         """The rewrite for this request, decided with ``value_ranges`` (the float32 model's values on data) where
         given; ``use_request_lists=False`` takes ``modify_mixlist``/``keep_dtype`` as given instead of the
-        request's. A model with external data is rewritten from its path (its tensors are converted while they
-        are written), any other from the named proto. ``runtime_refused``: nodes that keep their dtype because
-        ONNX Runtime refused or crashed on them lowered (:mod:`ampconfig.engine.safety_net`)."""
+        request's (tune's trial lists, normalised as the API's are). A model with external data is rewritten from
+        its path (its tensors are converted while they are written), any other from the named proto.
+        ``runtime_refused``: nodes that keep their dtype because ONNX Runtime refused or crashed on them lowered
+        (:mod:`ampconfig.engine.safety_net`). Both are measured facts, handed to the engine apart from the choices."""
         settings = self.request
+        options = settings.rewrite_options
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.
             customize = settings.customize_dtypes
             if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
                 customize = load_customize_dtypes(customize, settings.op_names)
-            lists = replace(
-                settings.rewrite_options,
-                modify_mixlist=modify_mixlist,
-                keep_dtype=keep_dtype,
-                op_names=op_names,
-                customize_dtypes=customize,
-            )
-            settings = replace(settings, rewrite_options=lists)
-        source = self.request.model_path if self.from_files else self.graph
-        return rewrite_with_settings(source, settings, value_ranges=value_ranges, runtime_refused=runtime_refused)
+            options = options.with_lists(modify_mixlist, keep_dtype, op_names, customize)
+        source = settings.model_path if self.from_files else self.graph
+        facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
+        return rewrite_with_options(source, options, facts)
 
     def calibration_source(self) -> str:
         """Where the calibration values come from, in words."""
@@ -206,7 +203,7 @@ def _shard_samples(
 def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallback | None = None) -> SampleSet:
     wanted = request.inputs
     if wanted.data is None:
-        return single_sample(inputs_for(graph, wanted))
+        return single_sample(one_batch(graph, wanted))
     given = [
         flag
         for flag, value in (("--inputs", wanted.npz), ("--input", wanted.arrays), ("--shape", wanted.shapes))
@@ -218,6 +215,20 @@ def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallba
             hint="leave out " + " and ".join(given) + " (or put one batch in the data set)",
         )
     return load_data(wanted.data, graph, progress=progress)
+
+
+def one_batch(graph: onnx.ModelProto, wanted: InputRequest) -> InputSet:
+    """The one batch of inputs for ``graph`` that the request's input settings describe (``--inputs``/``--input``/
+    ``--shape``/``--seed`` or the config's ``run`` section), each field handed to the runner by itself."""
+    return prepare_inputs(
+        graph,
+        npz=wanted.npz,
+        arrays=wanted.arrays,
+        shapes={name: list(dims) for name, dims in wanted.shapes.items()},
+        seed=wanted.seed,
+        int_low=wanted.int_low,
+        int_high=wanted.int_high,
+    )
 
 
 def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str | None:

@@ -17,6 +17,7 @@ import onnx
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.inputs.feeds import adapt_feeds
+from ampconfig.opinfo.targets import AUTO_DEVICE
 from ampconfig.runner.acceptance import locate_refusal
 from ampconfig.runner.sessions import (
     DISABLE_QDQ_FUSION,
@@ -31,7 +32,6 @@ from ampconfig.runner.sessions import (
     model_proto,
 )
 from ampconfig.runner.timing import Latency, ProgressCallback
-from ampconfig.settings.resolve import AUTO_DEVICE
 from ampconfig.worker.client import WorkerCrashed, WorkerRefused
 
 REFERENCE_LABEL = "fp32 reference"

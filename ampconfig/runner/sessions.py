@@ -32,8 +32,8 @@ import numpy as np
 import onnx
 
 from ampconfig.errors import AmpconfigError
+from ampconfig.opinfo.targets import AUTO_DEVICE, DEVICES
 from ampconfig.runner.timing import Latency, ProgressCallback, check_counts, summarize
-from ampconfig.settings.resolve import AUTO_DEVICE, DEVICES
 from ampconfig.worker import client as worker
 from ampconfig.worker.channel import large_bytes
 from ampconfig.worker.client import Phase, WorkerRefused

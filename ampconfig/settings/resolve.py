@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeGuard, cast
+from typing import Any, TypeGuard
 
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import check_margin
@@ -37,6 +37,8 @@ from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_c
 from ampconfig.formats.session_config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+from ampconfig.opinfo.targets import AUTO_DEVICE as AUTO_DEVICE  # re-exported: the default device of every command
+from ampconfig.opinfo.targets import DEVICES
 from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
 from ampconfig.settings.input_options import parse_input_options
@@ -45,9 +47,6 @@ log = logging.getLogger(__name__)
 
 #: The mode every command uses when neither ``--precision-mode`` nor the config names one.
 DEFAULT_MODE = PrecisionMode.ALLOW_MIX_PRECISION
-#: Where models run when neither ``--device`` nor ``run.device`` says: CUDA when it really loads, else the CPU.
-AUTO_DEVICE = "auto"
-DEVICES: tuple[str, ...] = (AUTO_DEVICE, "cpu", "cuda")
 DEFAULT_WARMUP = 3
 DEFAULT_ITERATIONS = 20
 DEFAULT_SEED = 0
@@ -59,7 +58,7 @@ DEFAULT_SOURCE = "default"
 @dataclass(frozen=True)
 class InputRequest:
     """How to get the inputs of a run, unparsed by nothing but the resolver: ``.npz``/``.npy`` files, shapes of
-    generated inputs, the seed and integer range (:func:`ampconfig.inputs.feeds.inputs_for` reads them), or data
+    generated inputs, the seed and integer range (:func:`ampconfig.prove.request.one_batch` reads them), or data
     sets of several samples (:mod:`ampconfig.inputs.datasets`)."""
 
     npz: Path | None = None
@@ -115,9 +114,7 @@ class Settings:
     def mode_source(self) -> str:
         return self.sources["precision_mode"]
 
-    # What the rewrite reads, by the names the commands have always read it by. The resolver hands over only the
-    # kinds below (a file, or what a config holds inline); tune's trials (prove/request.py) hand the rewrite
-    # others, through `rewrite_options` alone.
+    # What the rewrite reads, by the names the commands have always read it by.
     @property
     def precision_mode(self) -> PrecisionMode:
         return self.rewrite_options.precision_mode
@@ -128,16 +125,16 @@ class Settings:
 
     @property
     def modify_mixlist(self) -> Path | Mixlist | None:
-        return cast("Path | Mixlist | None", self.rewrite_options.modify_mixlist)
+        return self.rewrite_options.modify_mixlist
 
     @property
     def keep_dtype(self) -> Path | tuple[str, ...] | None:
-        return cast("Path | tuple[str, ...] | None", self.rewrite_options.keep_dtype)
+        return self.rewrite_options.keep_dtype
 
     @property
     def customize_dtypes(self) -> Path | CustomizeFile | None:
         """The Ascend customize_dtypes file (or one already read)."""
-        return cast("Path | CustomizeFile | None", self.rewrite_options.customize_dtypes)
+        return self.rewrite_options.customize_dtypes
 
     @property
     def op_names(self) -> str | None:

@@ -4,13 +4,17 @@ mappings and lists a caller hands in, so what the caller changes afterwards chan
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from ampconfig.decide.decisions import Rule
-from ampconfig.decide.rewrite_options import RewriteOptions
+from ampconfig.decide.measured_facts import MeasuredFacts
+from ampconfig.decide.rewrite_options import RewriteOptions, from_keywords
 from ampconfig.decide.user_judgements import Judgement
 from ampconfig.engine.in_place import rewrite_with_options
+from ampconfig.errors import AmpconfigError
+from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.precision_modes import PrecisionMode
 from tests.graphs import transformer_block
 
@@ -21,33 +25,66 @@ def test_a_callers_dicts_and_lists_changed_afterwards_change_nothing() -> None:
     judges = {"Erf": Judgement("black", "ours")}
     mixlist = {"black-list": {"to-add": ["Erf"]}}
     keep = ["n3"]
-    options = RewriteOptions(
-        PrecisionMode.ALLOW_MIX_PRECISION,
-        overflow_nodes=overflow,
-        runtime_refused=refused,
-        judges=judges,
-        modify_mixlist=mixlist,
-        keep_dtype=keep,
-    )
+    options = RewriteOptions(PrecisionMode.ALLOW_MIX_PRECISION, judges=judges, modify_mixlist=mixlist, keep_dtype=keep)
+    facts = MeasuredFacts(overflow_nodes=overflow, runtime_refused=refused)
     overflow["n4"] = "added"
     refused.clear()
     judges["Gelu"] = Judgement("white", "added")
     mixlist["black-list"]["to-add"].append("Gelu")
     keep.append("n5")
-    assert dict(options.overflow_nodes) == {"n1": "calibration saw 1e6"}
-    assert dict(options.runtime_refused) == {"n2": "ORT refused it"}
+    assert dict(facts.overflow_nodes) == {"n1": "calibration saw 1e6"}
+    assert dict(facts.runtime_refused) == {"n2": "ORT refused it"}
     assert list(options.judges) == ["Erf"]
-    assert options.modify_mixlist == {"black-list": {"to-add": ["Erf"]}}
+    assert isinstance(options.modify_mixlist, Mixlist)
+    assert options.modify_mixlist.black_list.to_add == ["Erf"]
     assert options.keep_dtype == ("n3",)
 
 
-@pytest.mark.parametrize("name", ["overflow_nodes", "runtime_refused", "judges", "modify_mixlist"])
-def test_the_mappings_held_are_read_only(name: str) -> None:
-    options = RewriteOptions.of("allow_mix_precision", modify_mixlist={"black-list": {"to-add": ["Erf"]}})
+@pytest.mark.parametrize(
+    ("held", "name"), [("facts", "overflow_nodes"), ("facts", "runtime_refused"), ("options", "judges")]
+)
+def test_the_mappings_held_are_read_only(held: str, name: str) -> None:
+    options, facts, _ = from_keywords("allow_mix_precision", judges={}, overflow_nodes={}, runtime_refused={})
+    holder = options if held == "options" else facts
     with pytest.raises(TypeError):
-        getattr(options, name)["x"] = "y"
+        getattr(holder, name)["x"] = "y"
     with pytest.raises(dataclasses.FrozenInstanceError):
-        setattr(options, name, {})
+        setattr(holder, name, {})
+
+
+def test_the_api_keywords_split_into_choices_facts_and_the_ranges_file(tmp_path: Path) -> None:
+    """The user's choices hold no measured fact and no ranges file: those travel apart (issue 46, item 4)."""
+    ranges = tmp_path / "ranges.json"
+    options, facts, ranges_file = from_keywords(
+        "allow_mix_precision",
+        modify_mixlist=str(tmp_path / "mixlist.json"),
+        keep_dtype=["a", "b"],
+        overflow_nodes={"n1": "big"},
+        runtime_refused={"n2": "crashed"},
+        ranges=str(ranges),
+        data_max=1000.0,
+    )
+    choices = {field.name for field in dataclasses.fields(RewriteOptions)}
+    assert not choices & {"value_ranges", "overflow_nodes", "runtime_refused", "ranges"}
+    assert options.modify_mixlist == tmp_path / "mixlist.json" and options.keep_dtype == ("a", "b")
+    assert options.data_max == 1000.0
+    assert dict(facts.overflow_nodes) == {"n1": "big"} and dict(facts.runtime_refused) == {"n2": "crashed"}
+    assert ranges_file == ranges
+    assert dict(facts.refusing({"n3": "refused"}).runtime_refused) == {"n2": "crashed", "n3": "refused"}
+
+
+def test_an_inline_mixlist_is_read_as_a_mixlist_without_a_round_trip_through_text() -> None:
+    """A mapping that json.dumps cannot write (a set of op types) was a TypeError traceback from the JSON round
+    trip on main; it is read as data now. A wrong key is said as a mixlist file's would be."""
+    options = RewriteOptions.of("allow_mix_precision", modify_mixlist={"black-list": {"to-add": {"Erf"}}})
+    assert isinstance(options.modify_mixlist, Mixlist) and options.modify_mixlist.black_list.to_add == ["Erf"]
+    with pytest.raises(AmpconfigError, match="black-lsit"):
+        RewriteOptions.of("allow_mix_precision", modify_mixlist={"black-lsit": {"to-add": ["Erf"]}})
+
+
+def test_a_fact_of_the_wrong_type_is_named() -> None:
+    with pytest.raises(AmpconfigError, match="runtime_refused must be a mapping of node names to reasons"):
+        from_keywords("allow_mix_precision", runtime_refused={"n": 1})
 
 
 def test_a_rewrite_decides_with_the_lists_as_they_were_when_the_options_were_made() -> None:

@@ -26,7 +26,8 @@ from ampconfig.diagnose.tune.trials import ProgressEvent
 from ampconfig.diagnose.tune.workflow import TuneSettings, tune
 from ampconfig.errors import AmpconfigError
 from ampconfig.examples import example_path
-from ampconfig.inputs.feeds import InputSet, first_samples, inputs_for
+from ampconfig.inputs.feeds import InputSet, first_samples
+from ampconfig.prove.request import one_batch
 from ampconfig.prove.run import execute
 from ampconfig.report.tune import ProgressState, progress_line
 from ampconfig.settings.resolve import Flags, resolve
@@ -467,7 +468,7 @@ def test_calibration_batch_without_a_shared_batch_dimension_exits_2(
 def test_first_samples_slices_a_shared_batch_or_says_why_not(tmp_path: Path) -> None:
     model_path, npz = _bert_batch(tmp_path, batch=8)
     model = onnx.load(model_path)
-    inputs = inputs_for(model, resolve(Flags(model=model_path, inputs_npz=npz)).inputs)
+    inputs = one_batch(model, resolve(Flags(model=model_path, inputs_npz=npz)).inputs)
     sliced = first_samples(model, inputs, 3)
     assert {name: array.shape for name, array in sliced.feeds.items()} == {n: (3, 32) for n in inputs.feeds}
     assert all(np.array_equal(sliced.feeds[n], inputs.feeds[n][:3]) for n in inputs.feeds)

@@ -31,7 +31,6 @@ class DecideDtypesPass(RewriteStep):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run, setup = self.run, self.run.setup
-        options = setup.options
         pinned, keep_warnings = match_keep_dtype(setup.keep_entries, model, setup.keep_source)
         customized: dict[Any, Any] = {}
         if setup.customize is not None:
@@ -45,18 +44,18 @@ class DecideDtypesPass(RewriteStep):
             setup.library,
             pinned,
             dict(run.rejected),
-            dict(options.overflow_nodes),
+            dict(setup.facts.overflow_nodes),
             setup.typing,
             customized=customized,
-            judges=dict(options.judges),
-            value_ranges=setup.value_ranges,
-            clamp_values=options.clamp_values,
-            runtime_refused=dict(options.runtime_refused),
+            judges=dict(setup.judges),
+            value_ranges=setup.facts.value_ranges,
+            clamp_values=setup.clamp_values,
+            runtime_refused=dict(setup.facts.runtime_refused),
         )
         run.keep_warnings = keep_warnings
-        run.plan = build_plan(model, context, options.keep_io_types)
+        run.plan = build_plan(model, context, setup.keep_io_types)
         run.decisions = run.plan.decisions()
-        run.cost = decision_cost(run.plan) if options.with_cost else None
+        run.cost = decision_cost(run.plan) if setup.with_cost else None
         return ir.passes.PassResult(model, modified=False)
 
     def ensures(self, model: ir.Model) -> None:

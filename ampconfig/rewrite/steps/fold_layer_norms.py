@@ -35,7 +35,7 @@ class FoldLayerNormsPass(RewriteStep):
         if setup.mode.is_mixed or setup.mode is PrecisionMode.FORCE_FP16:
             pinned, _ = match_keep_dtype(setup.keep_entries, model, setup.keep_source)
             keep = {node.name for node in pinned if node.name is not None}
-            keep |= set(setup.options.overflow_nodes) | customized_names(setup.customize, model)
+            keep |= set(setup.facts.overflow_nodes) | customized_names(setup.customize, model)
             self.run.folded = fold_layer_norms(model, names, keep)
         return ir.passes.PassResult(model, modified=bool(self.run.folded))
 

@@ -35,7 +35,7 @@ class RecordDecisionsPass(RewriteStep):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run = self.run
         assert run.plan is not None  # the plan was applied
-        if not run.setup.options.decision_metadata:
+        if not run.setup.decision_metadata:
             return ir.passes.PassResult(model, modified=remove_decisions(model))
         if model.ir_version < FIRST_IR_VERSION:
             run.metadata_note = no_metadata_note(model.ir_version)
@@ -51,7 +51,7 @@ class RecordDecisionsPass(RewriteStep):
             for node in graph
             if any(key.startswith(PREFIX) for key in node.metadata_props)
         }
-        if not run.setup.options.decision_metadata or model.ir_version < FIRST_IR_VERSION:
+        if not run.setup.decision_metadata or model.ir_version < FIRST_IR_VERSION:
             if recorded:
                 raise self.unkept(f"node(s) {sorted(recorded)[:5]} carry decisions that were asked away")
             return

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
+from ampconfig.decide.judgement_types import Judges
+from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.plan import Plan
-from ampconfig.decide.rewrite_options import Float16Encoder, RewriteOptions
-from ampconfig.decide.value_limits import ValueRanges
+from ampconfig.decide.rewrite_options import Float16Encoder
 from ampconfig.files.node_checks import NodePieces, OutputCheck
 from ampconfig.files.repair import Repair
 from ampconfig.files.skeleton import ModelSkeleton
@@ -29,19 +30,26 @@ if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtype
 
 @dataclass(frozen=True)
 class RewriteSetup:
-    """The options with their files read: the op lists after the mixlist, the keep_dtype entries (and their file),
-    the customize_dtypes file, the value ranges; how nodes are typed and float16 weights encoded."""
+    """What the steps read, each field by itself: the choices with their files read (the op lists after the
+    mixlist, the keep_dtype entries and their file, the customize_dtypes file), what measurements found
+    (``facts``: value ranges, overflowing nodes, ONNX Runtime's refusals), how nodes are typed and float16
+    weights encoded, and the switches (the judges, clamping, keep_io_types, the cost report, the decisions
+    written into the model)."""
 
-    options: RewriteOptions
     mode: PrecisionMode
     library: OpInfoLibrary
     lists: OpLists
     keep_entries: Sequence[Any]
     keep_source: str | None
     customize: CustomizeFile | None
-    value_ranges: ValueRanges | None
+    facts: MeasuredFacts
     typing: TypingSource
     encode_float16: Float16Encoder
+    judges: Judges = field(default_factory=dict)
+    clamp_values: bool = False
+    keep_io_types: bool = True
+    with_cost: bool = True
+    decision_metadata: bool = True
 
 
 @dataclass

@@ -16,6 +16,7 @@ from onnx import helper as oh
 
 from ampconfig.contracts import PostconditionBroken, PreconditionBroken
 from ampconfig.decide.facts import ONNX_TYPING
+from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.dtypes import Dtype
 from ampconfig.files.ir_bridge import to_ir
@@ -57,8 +58,22 @@ def _setup(options: RewriteOptions) -> RewriteSetup:
     """The options as the steps read them, with no file to read: the target's op lists as they are, ONNX's own
     typing, NumPy's float16 conversion."""
     library = load_ops_info(options.target)
-    mode = options.precision_mode
-    return RewriteSetup(options, mode, library, library.lists(), [], None, None, None, ONNX_TYPING, numpy_float16)
+    return RewriteSetup(
+        options.precision_mode,
+        library,
+        library.lists(),
+        [],
+        None,
+        None,
+        MeasuredFacts(),
+        ONNX_TYPING,
+        numpy_float16,
+        judges=options.judges,
+        clamp_values=options.clamp_values,
+        keep_io_types=options.keep_io_types,
+        with_cost=options.with_cost,
+        decision_metadata=options.decision_metadata,
+    )
 
 
 def _through(step: type[ir.passes.InPlacePass], model: ir.Model, run: RewriteRun) -> RewriteRun:
@@ -260,7 +275,7 @@ def test_recording_ensures_every_decided_node_carries_its_decision_or_none_does(
     decided.metadata_props.clear()
     with pytest.raises(Postcondition, match="carry no decision"):
         RecordDecisionsPass(run).ensures(model)
-    off = replace(run, setup=replace(run.setup, options=replace(run.setup.options, decision_metadata=False)))
+    off = replace(run, setup=replace(run.setup, decision_metadata=False))
     decided.metadata_props["ampconfig.rule"] = "white_list"
     with pytest.raises(Postcondition, match="asked away"):
         RecordDecisionsPass(off).ensures(model)
