@@ -20,24 +20,18 @@ except KeyboardInterrupt:
     sys.stderr.write("error: interrupted\n")
     raise SystemExit(130) from None
 
-#: Commands that always run models.
-_ALWAYS_RUN = frozenset({"run", "calibrate", "compare", "tune"})
-#: Commands that run models when one of these options is given (data to measure, or a run asked for).
-_RUN_WHEN = frozenset({"explain", "rewrite", "lock", "diff"})
-_RUNNING_OPTIONS = frozenset(
-    {"--range-check", "--compare", "--run", "--data", "--calibration-data", "--inputs", "--input", "--shape"}
-)
 #: Whatever the command, these only print.
 _PRINT_ONLY = frozenset({"--help", "-h", "--version"})
 
 
 def runs_models(args: Sequence[str]) -> bool:
-    """Whether the command line ``args`` will run a model in ONNX Runtime (a prediction from its words alone)."""
-    words = [word.split("=", 1)[0] for word in args]
-    if _PRINT_ONLY.intersection(words):
+    """Whether the command line ``args`` will run a model in ONNX Runtime (a prediction from its words and the
+    session config it names: :func:`ampconfig.cli.model_runs.command_runs_models`)."""
+    if _PRINT_ONLY.intersection(word.split("=", 1)[0] for word in args) or all(word.startswith("-") for word in args):
         return False
-    command = next((word for word in args if not word.startswith("-")), None)
-    return command in _ALWAYS_RUN or (command in _RUN_WHEN and bool(_RUNNING_OPTIONS.intersection(words)))
+    from ampconfig.cli.model_runs import command_runs_models
+
+    return command_runs_models(args)
 
 
 def _import_numpy_unthreaded() -> None:
