@@ -12,8 +12,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ampconfig.cli.options import ALWAYS_RUN, COMMANDS, RUN_WHEN_ASKED, SHARED_OPTIONS, uses
-from ampconfig.entry import runs_models
+from ampconfig.cli.options import COMMANDS, SHARED_OPTIONS, uses
+from ampconfig.entry import ALWAYS_RUN, RUN_WHEN_ASKED, runs_models
 from tests.graphs import transformer_block
 from tests.worker_faults import run_console
 
@@ -82,3 +82,7 @@ def test_the_worker_is_forked_at_start_up_for_a_config_that_measures(tmp_path: P
 def test_every_shared_option_that_runs_a_model_names_its_flags() -> None:
     """The prediction reads each running option's flags from its declaration: none may be empty."""
     assert all(option.flags() for option in SHARED_OPTIONS if option.runs_model)
+
+
+def test_the_commands_that_run_models_are_commands_of_the_table() -> None:
+    assert ALWAYS_RUN | set(RUN_WHEN_ASKED) <= set(COMMANDS) and not ALWAYS_RUN & set(RUN_WHEN_ASKED)

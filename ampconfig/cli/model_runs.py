@@ -1,12 +1,8 @@
-"""Whether a command line will run a model in ONNX Runtime, predicted from its words and the table of shared options
-(:data:`~ampconfig.cli.options.SHARED_OPTIONS`): the console script forks ONNX Runtime's worker before anything
-starts a thread when it will (:mod:`ampconfig.entry`).
-
-A command of :data:`~ampconfig.cli.options.ALWAYS_RUN` always runs one; one of
-:data:`~ampconfig.cli.options.RUN_WHEN_ASKED` when it is given an option that runs a model, on the command line or
-through the session config it names (``run.data`` in ``--config session.yaml`` runs the fp32 model as ``--data``
-does). The config is only glanced at here, never checked: the command reads it properly, and reports what is
-wrong with it."""
+"""Whether a command that runs a model only when asked (:data:`ampconfig.entry.RUN_WHEN_ASKED`) is asked, by a
+shared option that runs a model (:attr:`~ampconfig.cli.options.SharedOption.runs_model` in the table) or one of its
+own: on the command line, or through the session config it names (``run.data`` in ``--config session.yaml``
+runs the fp32 model as ``--data`` does). The config is only glanced at here, never checked: the command reads it
+properly, and reports what is wrong with it."""
 
 from __future__ import annotations
 
@@ -15,23 +11,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ampconfig.cli.options import ALWAYS_RUN, RUN_WHEN_ASKED, SharedOption, uses
+from ampconfig.cli.options import SharedOption, uses
 
 #: A config larger than this is not glanced at (the command then starts the worker when it needs it).
 _GLANCED_BYTES = 1 << 20
 
 
-def command_runs_models(args: Sequence[str]) -> bool:
-    """Whether the command line ``args`` (the script's arguments: no --help, no --version) will run a model."""
-    command = next((word for word in args if not word.startswith("-")), None)
-    if command in ALWAYS_RUN:
-        return True
-    if command not in RUN_WHEN_ASKED:
-        return False
+def asked_to_run(command: str, args: Sequence[str], own: Sequence[str]) -> bool:
+    """Whether the command line ``args`` of ``command`` gives an option that runs a model: a shared one, one of the
+    command's ``own`` flags, or the config's key of a shared one."""
     taken = uses(command).options
     running = {flag for option in taken if option.runs_model for flag in option.flags()}
     words = {word.split("=", 1)[0] for word in args}
-    if words & (running | set(RUN_WHEN_ASKED[command])):
+    if words & (running | set(own)):
         return True
     config = _config_path(args, next((option for option in taken if option.name == "config"), None))
     keys = [option.config_key for option in taken if option.runs_model and option.config_key is not None]

@@ -336,11 +336,6 @@ MODEL_COMMANDS = (*DECIDING_COMMANDS, "calibrate")
 #: Every command registered with :func:`~ampconfig.cli.typer_app.command` (the ops-info and ranges groups take
 #: no shared option).
 COMMANDS = (*MODEL_COMMANDS, "lists", "validate", "schema")
-#: The commands that run a model in ONNX Runtime whatever they are given.
-ALWAYS_RUN = ("run", "calibrate", "compare", "tune")
-#: The other commands that can run one, and their own options that ask for it (a shared option says so in its
-#: entry: :attr:`SharedOption.runs_model`).
-RUN_WHEN_ASKED: dict[str, tuple[str, ...]] = {"explain": ("--compare",), "rewrite": (), "lock": (), "diff": ("--run",)}
 
 
 @dataclass(frozen=True)
@@ -348,8 +343,8 @@ class SharedOption:
     """One shared option, declared once: its field name (of :class:`~ampconfig.settings.flags.Flags`, else of
     :class:`SharedOptions`), its ``Annotated`` declaration (type, flags, help), its parameter's default, the
     commands that take it (where one words it its own way or defaults it otherwise, ``worded`` and ``defaults``
-    by command), and whether giving it makes a command of :data:`RUN_WHEN_ASKED` run a model: on the command line,
-    or through ``config_key``, the session config's key that gives it."""
+    by command), and whether giving it makes a command of :data:`~ampconfig.entry.RUN_WHEN_ASKED` run a
+    model: on the command line, or through ``config_key``, the session config's key that gives it."""
 
     name: str
     declaration: Any
