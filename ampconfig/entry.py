@@ -1,13 +1,15 @@
 """The ``ampconfig`` console script's first module: it imports nothing heavy before it can answer a signal.
 
-Two things must happen before the command line's own imports (typer, rich, onnx, the decision engine):
+Two things must happen before the model libraries' imports (onnx, the decision engine):
 
 - **Ctrl-C during start-up** is a quiet exit 130, as at every later moment, not a ``KeyboardInterrupt`` traceback
   (SIGTERM and SIGHUP keep their default action until the command line installs its handlers: nothing is written
   yet, so there is nothing to take back);
 - **the ONNX Runtime worker is forked** (:func:`ampconfig.worker.client.prestart`) for a command that will run
   models, while this process still has one thread: later, ONNX Runtime's import has started threads of its own,
-  and a fork could deadlock. A command that turns out to run a model the prediction missed still gets a worker,
+  and a fork could deadlock. For a command that runs a model only when asked, the prediction reads the table of
+  shared options (:mod:`ampconfig.cli.model_runs`: typer and the table, which the command line imports next anyway,
+  and which start no thread). A command that turns out to run a model the prediction missed still gets a worker,
   started as a new interpreter.
 """
 
@@ -20,24 +22,27 @@ except KeyboardInterrupt:
     sys.stderr.write("error: interrupted\n")
     raise SystemExit(130) from None
 
-#: Commands that always run models.
-_ALWAYS_RUN = frozenset({"run", "calibrate", "compare", "tune"})
-#: Commands that run models when one of these options is given (data to measure, or a run asked for).
-_RUN_WHEN = frozenset({"explain", "rewrite", "lock", "diff"})
-_RUNNING_OPTIONS = frozenset(
-    {"--range-check", "--compare", "--run", "--data", "--calibration-data", "--inputs", "--input", "--shape"}
-)
 #: Whatever the command, these only print.
 _PRINT_ONLY = frozenset({"--help", "-h", "--version"})
+#: The commands that run a model in ONNX Runtime whatever they are given.
+ALWAYS_RUN = frozenset({"run", "calibrate", "compare", "tune"})
+#: The commands that run one when asked, and their own options that ask (the shared options that do are marked in
+#: their table, :data:`ampconfig.cli.options.SHARED_OPTIONS`).
+RUN_WHEN_ASKED: dict[str, tuple[str, ...]] = {"explain": ("--compare",), "rewrite": (), "lock": (), "diff": ("--run",)}
 
 
 def runs_models(args: Sequence[str]) -> bool:
-    """Whether the command line ``args`` will run a model in ONNX Runtime (a prediction from its words alone)."""
-    words = [word.split("=", 1)[0] for word in args]
-    if _PRINT_ONLY.intersection(words):
+    """Whether the command line ``args`` will run a model in ONNX Runtime (a prediction from its words and the
+    session config it names). Only a command of :data:`RUN_WHEN_ASKED` reads the table of shared options (and so
+    imports typer) before the worker is forked."""
+    if _PRINT_ONLY.intersection(word.split("=", 1)[0] for word in args):
         return False
     command = next((word for word in args if not word.startswith("-")), None)
-    return command in _ALWAYS_RUN or (command in _RUN_WHEN and bool(_RUNNING_OPTIONS.intersection(words)))
+    if command is None or command not in RUN_WHEN_ASKED:
+        return command in ALWAYS_RUN
+    from ampconfig.cli.model_runs import asked_to_run
+
+    return asked_to_run(command, args, RUN_WHEN_ASKED[command])
 
 
 def _import_numpy_unthreaded() -> None:

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions, output_path
+from ampconfig.cli.options import SharedOptions, output_option
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 
@@ -45,27 +44,11 @@ files into one that equals a calibration over all the data (a CI matrix job or a
 
 @command("calibrate", help=_HELP)
 def calibrate(
+    options: SharedOptions,
     *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
     ranges_path: Annotated[
         Path,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="RANGES.json",
-            help="Where to write the ranges: atomically.",
-            parser=output_path("--output"),
-        ),
+        output_option("--output", "-o", metavar="RANGES.json", help="Where to write the ranges: atomically."),
     ],
     shard: Annotated[
         str | None,
@@ -76,10 +59,7 @@ def calibrate(
             "shard i mod N + 1), every sample of it; join the N files with ampconfig ranges merge.",
         ),
     ] = None,
-    json_output: shared.JsonOutput = False,
 ) -> None:
-    options = SharedOptions.of(locals())
-
     from ampconfig.prove.calibration import measured, parse_shard, write_ranges_file
     from ampconfig.prove.request import prepare
 

@@ -6,13 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
     from ampconfig.diagnose.reference_runs import CompareResult, Prepared
@@ -37,35 +35,7 @@ Settings and inputs resolve as for [bold]ampconfig run[/bold]: --target (default
 
 
 @command("compare", help=_HELP)
-def compare(
-    *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    tolerance: shared.Tolerance = None,
-    threshold: shared.Threshold = DEFAULT_THRESHOLD,
-    range_check: shared.RangeCheck = True,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
-    json_output: shared.JsonOutput = False,
-    html: shared.Html = None,
-) -> None:
-    options = SharedOptions.of(locals())
-
+def compare(options: SharedOptions) -> None:
     from ampconfig.diagnose.reference_runs import compare_rewrite, prepare
     from ampconfig.report.compare import compare_payload, render_compare
     from ampconfig.report.html import render_html

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.lock_cmd import print_comparison
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.typer_app import command
@@ -49,26 +48,8 @@ comparison for a pull request, a script or a browser. Exit 0 (with --exit-code: 
 
 @command("diff", help=_HELP)
 def diff(
+    options: SharedOptions,
     *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
     base_config: Annotated[Path | None, typer.Option("--base-config", help="The base side's session config.")] = None,
     base_mixlist: Annotated[Path | None, typer.Option("--base-mixlist", help="The base side's mixlist.")] = None,
     base_keep_dtype: Annotated[
@@ -85,9 +66,7 @@ def diff(
     run: Annotated[bool, typer.Option("--run", help="Also run both sides and add each output's error.")] = False,
     output_format: Annotated[str, typer.Option("--format", help=", ".join(DIFF_FORMATS) + ".")] = "text",
     exit_code: Annotated[bool, typer.Option("--exit-code", help="Exit 1 when a decision differs.")] = False,
-    json_output: shared.JsonOutput = False,
 ) -> None:
-    options = SharedOptions.of(locals())
     output_format = "json" if options.json_output else output_format
     if output_format not in DIFF_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(DIFF_FORMATS))

@@ -6,12 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
-from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -48,34 +46,10 @@ Runtime. --device (default auto: CUDA when a session really gets it, else the CP
 
 @command("explain", help=_HELP)
 def explain(
+    options: SharedOptions,
     *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    threshold: shared.Threshold = DEFAULT_THRESHOLD,
-    range_check: shared.RangeCheck = False,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
     compare: Annotated[bool, typer.Option("--compare", help="Also run both models and report per-node error.")] = False,
-    json_output: shared.JsonOutput = False,
-    html: shared.Html = None,
 ) -> None:
-    options = SharedOptions.of(locals())
-
     from ampconfig.prove.calibration import has_value_inputs
     from ampconfig.report.explain import render_explain
     from ampconfig.report.html import render_html

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, print_warning, say, stderr
 from ampconfig.cli.typer_app import command
 
 
 @command("lists")
-def lists(
-    *,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    json_output: shared.JsonOutput = False,
-) -> None:
+def lists(options: SharedOptions) -> None:
     """Print the effective op lists: the target's op info merged with the mixlist.
 
     White ops always run in low precision, black ops stay fp32, gray ops follow their inputs and clear ops
@@ -30,7 +21,6 @@ def lists(
     Settings resolve as for every command (flags over --config over defaults): the target defaults to cuda, and
     needs no GPU; nothing is run and no ONNX Runtime is loaded.
     """
-    options = SharedOptions.of(locals())
 
     from ampconfig.engine.read_settings import effective_lists
     from ampconfig.opinfo.library import Colour, load_ops_info

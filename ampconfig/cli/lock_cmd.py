@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions, output_path
+from ampconfig.cli.options import SharedOptions, output_option
 from ampconfig.cli.output import output_guard, print_json, print_warning, say, stderr
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
@@ -60,35 +59,11 @@ each other, an op that is not the model's), at its JSON path.
 
 @command("lock", help=_HELP)
 def lock(
+    options: SharedOptions,
     *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
     lock_out: Annotated[
         Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            metavar="FILE",
-            help="Where to write the lock (never over an input).",
-            parser=output_path("--output"),
-        ),
+        output_option("--output", "-o", metavar="FILE", help="Where to write the lock (never over an input)."),
     ] = None,
     check: Annotated[
         Path | None,
@@ -102,9 +77,7 @@ def lock(
     output_format: Annotated[
         str, typer.Option("--format", help="With --check: " + ", ".join(CHECK_FORMATS) + ".")
     ] = "text",
-    json_output: shared.JsonOutput = False,
 ) -> None:
-    options = SharedOptions.of(locals())
     output_format = "json" if options.json_output else output_format
     if output_format not in CHECK_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(CHECK_FORMATS))

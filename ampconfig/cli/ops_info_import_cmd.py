@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ampconfig.cli import ops_info_cmd as ops_info
-from ampconfig.cli.options import output_path
+from ampconfig.cli.options import output_option
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS
@@ -25,9 +25,7 @@ def import_ascend_command(
     ],
     output: Annotated[
         Path,
-        typer.Option(
-            "--output", "-o", help="The op info file to write.", show_default=False, parser=output_path("--output")
-        ),
+        output_option("--output", "-o", help="The op info file to write.", show_default=False),
     ],
     target: Annotated[
         str, typer.Option("--target", "-t", metavar="cpu|cuda", help="Whose op info it starts from: cpu or cuda.")

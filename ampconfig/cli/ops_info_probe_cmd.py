@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ampconfig.cli import ops_info_cmd as ops_info
-from ampconfig.cli.options import count_between, output_path
+from ampconfig.cli.options import count_between, output_option
 from ampconfig.cli.output import output_guard, stderr
 from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS
 
@@ -35,11 +35,7 @@ def probe_command(
     ] = None,
     details: Annotated[
         Path | None,
-        typer.Option(
-            "--details",
-            help="Also write every probe verdict (op, opset, dtype, model, status, message).",
-            parser=output_path("--details"),
-        ),
+        output_option("--details", help="Also write every probe verdict (op, opset, dtype, model, status, message)."),
     ] = None,
 ) -> None:
     """Measure which float dtypes the target runs each op in, and which natively; write its op info file.

@@ -1,16 +1,23 @@
-"""The options the commands share, declared once: each is a type alias here (``Annotated`` with its
-``typer.Option`` or ``typer.Argument``) that every command taking it uses in its own signature, and
-:class:`SharedOptions` is the one typed object a command builds from them (``SharedOptions.of(locals())``, its
-first line): the settings flags as one :class:`~ampconfig.settings.flags.Flags`, the type the resolver reads, and
-beside it the few options only the command line reads. :data:`COMMAND_OPTIONS` says which of them each command
-takes (tests/cli/test_options.py holds every command's signature to it). A command's own options stay in its own
-signature, after the shared ones and before ``--json``/``--html``.
+"""The options the commands share, declared once: :data:`SHARED_OPTIONS` is the one table, each entry an option's
+name, its declaration (a type alias here: ``Annotated`` with its ``typer.Option`` or ``typer.Argument``, so its type,
+flags, help), its default, the commands that take it, and whether giving it runs a model (as Polygraphy's argument
+groups declare their options, and commands list what they take). From it come:
+
+- each command's signature and so its ``--help`` (:func:`receiving_shared_options`: the command's function takes
+  ``options: SharedOptions`` and declares only its own options, which come after the shared ones and before
+  ``--json``/``--html``);
+- :class:`SharedOptions`, the one typed object the command receives: the settings flags as one
+  :class:`~ampconfig.settings.flags.Flags`, the type the resolver reads, and beside it the few options only the
+  command line reads (``json_output`` among them, which decides the JSON envelope);
+- the console script's prediction of whether a command line runs a model (:mod:`ampconfig.cli.model_runs`).
 
 :meth:`SharedOptions.settings` is the one way a command turns the options it was given into
 :class:`~ampconfig.settings.resolve.Settings` (flags over the session config over defaults)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -71,15 +78,19 @@ def output_path(flag: str) -> Callable[[str], Path]:
     return parse
 
 
+def output_option(*flags: str, help: str, **more: Any) -> Any:
+    """The ``typer.Option`` of a file the command writes: ``flags``, ``help`` and typer's ``more``, the path parsed
+    by :func:`output_path` under the first flag."""
+    return typer.Option(*flags, help=help, parser=output_path(flags[0]), **more)
+
+
 _MODES = ", ".join(V1_NAMES) + "; or a v2 name: " + ", ".join(f"{n} ({m.value})" for n, m in V2_ALIASES.items())
 _STREAMS = "- is standard output (the other results then go to stderr); a FIFO or /dev/null gets a stream."
 #: How refusals name the HTML report.
 HTML_ROLE = "HTML report (--html)"
 
 
-# ------------------------------------------------------------------------- each shared option, declared once
-# The order here is the order --help lists them in (each command's signature keeps it); JsonOutput and Html (how
-# the results are shown) come after the command's own options.
+# ---------------------------------------------------------------------- each shared option's declaration
 Model = Annotated[
     Path | None, typer.Argument(help="ONNX model (default: the config's model, else the bundled example).")
 ]
@@ -314,39 +325,82 @@ ValidateOpNames = Annotated[
     ),
 ]
 
-#: Each shared option's declaration, by its field name (of :class:`~ampconfig.settings.flags.Flags` or of
-#: :class:`SharedOptions`).
-DECLARATIONS: dict[str, Any] = {
-    "model": Model,
-    "config": Config,
-    "precision_mode": PrecisionMode,
-    "modify_mixlist": ModifyMixlist,
-    "keep_dtype": KeepDtype,
-    "customize_dtypes": CustomizeDtypes,
-    "op_names": OpNames,
-    "target": Target,
-    "device": Device,
-    "keep_io_types": KeepIoTypes,
-    "input_files": InputFiles,
-    "inputs_npz": InputsNpz,
-    "data": Data,
-    "calibration_data": CalibrationData,
-    "shapes": Shapes,
-    "seed": Seed,
-    "output": Output,
-    "decision_metadata": DecisionMetadata,
-    "load_check": LoadCheck,
-    "warmup": Warmup,
-    "iterations": Iterations,
-    "tolerance": Tolerance,
-    "threshold": Threshold,
-    "range_check": RangeCheck,
-    "data_max": DataMax,
-    "ranges": Ranges,
-    "clamp_values": ClampValues,
-    "json_output": JsonOutput,
-    "html": Html,
-}
+
+# ------------------------------------------------------------------------------------- the one table of options
+#: The commands that decide each node's dtype for a model.
+DECIDING_COMMANDS = ("run", "explain", "compare", "tune", "rewrite", "lock", "diff")
+#: The deciding commands that run the fp32 model for its values (unless --no-range-check).
+PROVING_COMMANDS = ("run", "explain", "compare", "tune")
+#: The commands that read a model and feed it (calibrate measures, and decides nothing).
+MODEL_COMMANDS = (*DECIDING_COMMANDS, "calibrate")
+#: Every command registered with :func:`~ampconfig.cli.typer_app.command` (the ops-info and ranges groups take
+#: no shared option).
+COMMANDS = (*MODEL_COMMANDS, "lists", "validate", "schema")
+
+
+@dataclass(frozen=True)
+class SharedOption:
+    """One shared option, declared once: its field name (of :class:`~ampconfig.settings.flags.Flags`, else of
+    :class:`SharedOptions`), its ``Annotated`` declaration (type, flags, help), its parameter's default, the
+    commands that take it (where one words it its own way or defaults it otherwise, ``worded`` and ``defaults``
+    by command), and whether giving it makes a command of :data:`~ampconfig.entry.RUN_WHEN_ASKED` run a
+    model: on the command line, or through ``config_key``, the session config's key that gives it."""
+
+    name: str
+    declaration: Any
+    commands: tuple[str, ...]
+    default: object = None
+    runs_model: bool = False
+    config_key: str | None = None
+    defaults: Mapping[str, object] = field(default_factory=dict)
+    worded: Mapping[str, Any] = field(default_factory=dict)
+
+    def flags(self) -> tuple[str, ...]:
+        """The flags that give it (an ``--x/--no-x`` switch: ``--x``; the model argument: none)."""
+        info = self.declaration.__metadata__[0]
+        if not isinstance(info, typer.models.OptionInfo):
+            return ()
+        spellings = (info.default, *(info.param_decls or ()))  # an Annotated option's first flag is its "default"
+        return tuple(spelled.split("/")[0] for spelled in spellings if isinstance(spelled, str))
+
+
+#: Every shared option, in the order --help lists them (each command's signature keeps it); json_output and html
+#: (:data:`RESULTS_OPTIONS`, how the results are shown) come after the command's own options.
+SHARED_OPTIONS: tuple[SharedOption, ...] = (
+    SharedOption("model", Model, MODEL_COMMANDS, worded={"rewrite": RewriteModel}),
+    SharedOption("config", Config, (*MODEL_COMMANDS, "lists")),
+    SharedOption("precision_mode", PrecisionMode, (*MODEL_COMMANDS, "lists")),
+    SharedOption("modify_mixlist", ModifyMixlist, (*DECIDING_COMMANDS, "lists")),
+    SharedOption("keep_dtype", KeepDtype, DECIDING_COMMANDS),
+    SharedOption("customize_dtypes", CustomizeDtypes, DECIDING_COMMANDS),
+    SharedOption("op_names", OpNames, (*DECIDING_COMMANDS, "lists", "validate"), worded={"validate": ValidateOpNames}),
+    SharedOption("target", Target, (*MODEL_COMMANDS, "lists", "validate"), worded={"validate": ValidateTarget}),
+    SharedOption("device", Device, MODEL_COMMANDS),
+    SharedOption("keep_io_types", KeepIoTypes, DECIDING_COMMANDS),
+    SharedOption("input_files", InputFiles, MODEL_COMMANDS, runs_model=True),
+    SharedOption("inputs_npz", InputsNpz, MODEL_COMMANDS, runs_model=True, config_key="run.inputs"),
+    SharedOption("data", Data, MODEL_COMMANDS, runs_model=True, config_key="run.data"),
+    SharedOption(
+        "calibration_data", CalibrationData, MODEL_COMMANDS, runs_model=True, config_key="run.calibration_data"
+    ),
+    SharedOption("shapes", Shapes, MODEL_COMMANDS, runs_model=True, config_key="run.shapes"),
+    SharedOption("seed", Seed, MODEL_COMMANDS),
+    SharedOption("output", Output, ("run", "rewrite")),
+    SharedOption("decision_metadata", DecisionMetadata, ("run", "rewrite")),
+    SharedOption("load_check", LoadCheck, ("run", "rewrite"), default=True),
+    SharedOption("warmup", Warmup, ("run",)),
+    SharedOption("iterations", Iterations, ("run",)),
+    SharedOption("tolerance", Tolerance, ("run", "compare", "tune")),
+    SharedOption("threshold", Threshold, ("explain", "compare"), default=DEFAULT_THRESHOLD),
+    SharedOption(
+        "range_check", RangeCheck, PROVING_COMMANDS, default=True, runs_model=True, defaults={"explain": False}
+    ),
+    SharedOption("data_max", DataMax, DECIDING_COMMANDS),
+    SharedOption("ranges", Ranges, DECIDING_COMMANDS),
+    SharedOption("clamp_values", ClampValues, DECIDING_COMMANDS),
+    SharedOption("json_output", JsonOutput, (*MODEL_COMMANDS, "lists", "validate"), default=False),
+    SharedOption("html", Html, ("explain", "compare")),
+)
 #: How the results are shown: after a command's own options.
 RESULTS_OPTIONS = ("json_output", "html")
 
@@ -356,7 +410,7 @@ class SharedOptions:
     """The shared options as one command gave them: ``flags``, what the command line says about the settings
     (:class:`~ampconfig.settings.flags.Flags`, the one type the resolver reads), and the options only the command
     line reads: when a node counts as bad, whether the fp32 values are measured, how the results are shown. A field
-    the command does not take (:data:`COMMAND_OPTIONS`) keeps its default."""
+    the command does not take (:data:`SHARED_OPTIONS`) keeps its default."""
 
     flags: Flags = field(default_factory=Flags)
     threshold: float = DEFAULT_THRESHOLD
@@ -366,11 +420,11 @@ class SharedOptions:
     html: Path | None = None
 
     @classmethod
-    def of(cls, parameters: Mapping[str, Any]) -> SharedOptions:
-        """The shared options among a command's parameters: ``SharedOptions.of(locals())`` as its first line."""
-        flags = Flags(**{name: parameters[name] for name in FLAG_NAMES if name in parameters})
-        own = {name: parameters[name] for name in COMMAND_LINE_NAMES if name in parameters}
-        return cls(flags, **own)
+    def of(cls, given: Mapping[str, Any]) -> SharedOptions:
+        """The shared options ``given`` by name: each a field of the flags, else of this object."""
+        flag_names = {item.name for item in fields(Flags)}
+        flags = Flags(**{name: value for name, value in given.items() if name in flag_names})
+        return cls(flags, **{name: value for name, value in given.items() if name not in flag_names})
 
     def settings(self, *, opens_model: bool = True, replaced: Mapping[str, object] | None = None) -> Settings:
         """The settings of this invocation: these flags over the session config over the defaults. ``replaced``
@@ -393,100 +447,73 @@ COMMAND_LINE_NAMES = tuple(item.name for item in fields(SharedOptions) if item.n
 # ------------------------------------------------------------------------------------- who takes which options
 @dataclass(frozen=True)
 class Uses:
-    """The shared options a command takes; ``defaults`` where its default differs (its signature's default),
-    ``worded`` where it words an option its own way (the declaration its signature uses instead, same flags)."""
+    """The shared options one command takes, in the table's order: each one's declaration (the command's own
+    wording where it has one, same flags) and default."""
 
-    names: frozenset[str]
-    defaults: Mapping[str, object] = field(default_factory=dict)
-    worded: Mapping[str, Any] = field(default_factory=dict)
+    options: tuple[SharedOption, ...]
+    command: str
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(option.name for option in self.options)
 
     def declaration(self, name: str) -> Any:
         """The ``Annotated`` declaration the command's parameter ``name`` uses."""
-        return self.worded.get(name, DECLARATIONS[name])
+        option = self._option(name)
+        return option.worded.get(self.command, option.declaration)
+
+    def default(self, name: str) -> object:
+        """The default of the command's parameter ``name``."""
+        option = self._option(name)
+        return option.defaults.get(self.command, option.default)
+
+    def parameters(self) -> tuple[list[inspect.Parameter], list[inspect.Parameter]]:
+        """The command's shared parameters: those before its own, and those after (:data:`RESULTS_OPTIONS`)."""
+        parameters = [
+            inspect.Parameter(
+                option.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=self.default(option.name),
+                annotation=self.declaration(option.name),
+            )
+            for option in self.options
+        ]
+        last = [parameter for parameter in parameters if parameter.name in RESULTS_OPTIONS]
+        return [parameter for parameter in parameters if parameter.name not in RESULTS_OPTIONS], last
+
+    def _option(self, name: str) -> SharedOption:
+        return next(option for option in self.options if option.name == name)
 
 
-def uses(*names: str, defaults: Mapping[str, object] | None = None, **worded: Any) -> Uses:
-    return Uses(frozenset(names), defaults or {}, worded)
+def uses(command: str) -> Uses:
+    """The shared options ``command`` takes (none for a command the table does not name)."""
+    return Uses(tuple(option for option in SHARED_OPTIONS if command in option.commands), command)
 
 
-#: The settings that decide the dtypes.
-DECIDING = (
-    "config",
-    "precision_mode",
-    "modify_mixlist",
-    "keep_dtype",
-    "customize_dtypes",
-    "op_names",
-    "target",
-    "keep_io_types",
-)
-#: Where the models run and on what.
-RUNNING = ("device", "input_files", "inputs_npz", "shapes", "seed")
-#: What the fp32 values decide: ranges from a file, or from data the fp32 model runs on.
-VALUES = ("data", "calibration_data", "ranges", "range_check", "data_max", "clamp_values")
-#: The same for the commands that run nothing unless given data (no --range-check: data given is a range check).
-DECIDING_VALUES = (
-    "device",
-    "input_files",
-    "inputs_npz",
-    "shapes",
-    "seed",
-    "data",
-    "calibration_data",
-    "ranges",
-    "data_max",
-    "clamp_values",
-)
+#: Which shared options each command takes, as the table says (tests/cli/test_options.py holds every command to it).
+COMMAND_OPTIONS: dict[str, Uses] = {command: uses(command) for command in COMMANDS}
 
-#: Which shared options each command takes: the one table (tests/cli/test_options.py holds every command to it).
-COMMAND_OPTIONS: dict[str, Uses] = {
-    "run": uses(
-        "model",
-        *DECIDING,
-        *RUNNING,
-        *VALUES,
-        "output",
-        "decision_metadata",
-        "load_check",
-        "warmup",
-        "iterations",
-        "tolerance",
-        "json_output",
-    ),
-    "explain": uses(
-        "model",
-        *DECIDING,
-        *RUNNING,
-        *VALUES,
-        "threshold",
-        "json_output",
-        "html",
-        defaults={"range_check": False},
-    ),
-    "compare": uses("model", *DECIDING, *RUNNING, *VALUES, "tolerance", "threshold", "json_output", "html"),
-    "tune": uses("model", *DECIDING, *RUNNING, *VALUES, "tolerance", "json_output"),
-    "rewrite": uses(
-        "model",
-        *DECIDING,
-        *DECIDING_VALUES,
-        "output",
-        "decision_metadata",
-        "load_check",
-        "json_output",
-        model=RewriteModel,
-    ),
-    "lock": uses("model", *DECIDING, *DECIDING_VALUES, "json_output"),
-    "diff": uses("model", *DECIDING, *DECIDING_VALUES, "json_output"),
-    "calibrate": uses(
-        "model", "config", "target", "precision_mode", *RUNNING, "data", "calibration_data", "json_output"
-    ),
-    "lists": uses("config", "precision_mode", "modify_mixlist", "op_names", "target", "json_output"),
-    "validate": uses(
-        "target",
-        "op_names",
-        "json_output",
-        target=ValidateTarget,
-        op_names=ValidateOpNames,
-    ),
-    "schema": uses(),
-}
+
+def receiving_shared_options(command: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function(options, *, own...)`` as the command ``command`` typer registers: its signature is the shared
+    options the table gives the command (their declarations and defaults, in the table's order), then the
+    function's own parameters, then how the results are shown; called, it hands ``function`` those options as
+    one :class:`SharedOptions`, and its own parameters by name."""
+    used = uses(command)
+    own = list(inspect.signature(function, eval_str=True).parameters.values())[1:]
+    before, after = used.parameters()
+    signature = inspect.Signature([*before, *own, *after], return_annotation=None)
+    names = used.names
+
+    @functools.wraps(function)
+    def with_shared_options(**given: Any) -> Any:
+        shared = {name: given.pop(name) for name in names}
+        return function(SharedOptions.of(shared), **given)
+
+    # typer reads the parameters from the signature, and the types of those without a declaration from the
+    # annotations: both say what the table gives the command, not what the function's own signature says.
+    with_shared_options.__signature__ = signature  # type: ignore[attr-defined]
+    with_shared_options.__annotations__ = {
+        parameter.name: parameter.annotation for parameter in signature.parameters.values()
+    }
+    return with_shared_options

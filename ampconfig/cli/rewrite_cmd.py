@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, print_warning, stderr, stdout
@@ -125,34 +124,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 @command("rewrite", help=_HELP)
-def rewrite(
-    *,
-    model: shared.RewriteModel = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    output: shared.Output = None,
-    decision_metadata: shared.DecisionMetadata = None,
-    load_check: shared.LoadCheck = True,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
-    json_output: shared.JsonOutput = False,
-) -> None:
-    options = SharedOptions.of(locals())
-
+def rewrite(options: SharedOptions) -> None:
     from dataclasses import replace
 
     from ampconfig.decide.measured_facts import MeasuredFacts

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions, output_path
+from ampconfig.cli.options import SharedOptions, output_option
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
@@ -93,57 +92,27 @@ def write_ranges(guard: OutputGuard, destination: Destination, report: RunReport
 
 @command("run", help=_HELP)
 def run(
+    options: SharedOptions,
     *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    output: shared.Output = None,
-    decision_metadata: shared.DecisionMetadata = None,
-    load_check: shared.LoadCheck = True,
-    warmup: shared.Warmup = None,
-    iterations: shared.Iterations = None,
-    tolerance: shared.Tolerance = None,
-    range_check: shared.RangeCheck = True,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
     lock_out: Annotated[
         Path | None,
-        typer.Option(
+        output_option(
             "--lock-out",
             metavar="FILE",
-            parser=output_path("--lock-out"),
             help="Also write a precision lock with the proof (tolerance, device, data, each output's error): "
             "see ampconfig lock.",
         ),
     ] = None,
     ranges_out: Annotated[
         Path | None,
-        typer.Option(
+        output_option(
             "--ranges-out",
             metavar="RANGES.json",
-            parser=output_path("--ranges-out"),
             help="Also write the value ranges the float32 model's calibration run measured (as ampconfig calibrate "
             "does): --ranges FILE then gives every other command the same decisions without running the model.",
         ),
     ] = None,
-    json_output: shared.JsonOutput = False,
 ) -> None:
-    options = SharedOptions.of(locals())
-
     from ampconfig.diagnose.tune.forecast import FailedRunForecast
     from ampconfig.formats.lock_file import lock_text
     from ampconfig.lock.record import lock_of_run

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.opening import opened
-from ampconfig.cli.options import SharedOptions, count_between, output_path, positive_finite
+from ampconfig.cli.options import SharedOptions, count_between, output_option, positive_finite
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.cli.typer_app import command
@@ -66,41 +65,15 @@ one of them (exit 2), the file written is removed again (or gets its previous co
 # instead of 935 MB, and no time gain that stood out of the noise (13-20 s either way).
 @command("tune", help=_HELP, pause_gc=False)
 def tune(
+    options: SharedOptions,
     *,
-    model: shared.Model = None,
-    config: shared.Config = None,
-    precision_mode: shared.PrecisionMode = None,
-    modify_mixlist: shared.ModifyMixlist = None,
-    keep_dtype: shared.KeepDtype = None,
-    customize_dtypes: shared.CustomizeDtypes = None,
-    op_names: shared.OpNames = None,
-    target: shared.Target = None,
-    device: shared.Device = None,
-    keep_io_types: shared.KeepIoTypes = None,
-    input_files: shared.InputFiles = None,
-    inputs_npz: shared.InputsNpz = None,
-    data: shared.Data = None,
-    calibration_data: shared.CalibrationData = None,
-    shapes: shared.Shapes = None,
-    seed: shared.Seed = None,
-    tolerance: shared.Tolerance = None,
-    range_check: shared.RangeCheck = True,
-    data_max: shared.DataMax = None,
-    ranges: shared.Ranges = None,
-    clamp_values: shared.ClampValues = None,
     keep_dtype_out: Annotated[
         Path | None,
-        typer.Option(
-            "--keep-dtype-out",
-            help="Write the node pins (keep_dtype file) here.",
-            parser=output_path("--keep-dtype-out"),
-        ),
+        output_option("--keep-dtype-out", help="Write the node pins (keep_dtype file) here."),
     ] = None,
     mixlist_out: Annotated[
         Path | None,
-        typer.Option(
-            "--output", "-o", help="Write a mixlist (op types; mixed modes only) here.", parser=output_path("--output")
-        ),
+        output_option("--output", "-o", help="Write a mixlist (op types; mixed modes only) here."),
     ] = None,
     objective: Annotated[
         str, typer.Option("--objective", metavar="nodes|latency", help="Fewest float32 nodes, or least latency.")
@@ -135,9 +108,7 @@ def tune(
             callback=count_between(1, 1 << 20),
         ),
     ] = None,
-    json_output: shared.JsonOutput = False,
 ) -> None:
-    options = SharedOptions.of(locals())
     with tune_progress(shown(options.json_output)) as (progress, sample_progress):
         from ampconfig.diagnose.reference_runs import prepare
         from ampconfig.diagnose.tune.workflow import TuneSettings, check_settings, declare_outputs

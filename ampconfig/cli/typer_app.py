@@ -276,20 +276,32 @@ def reflow_help(text: str) -> str:
 def register_command(
     group: typer.Typer, name: str | None, func: Callable[..., Any], *, pause_gc: bool = True, **kwargs: Any
 ) -> None:
-    """Register ``func`` on ``group`` with error reporting, its help reflowed and flags without value types."""
+    """Register ``func`` on ``group`` with error reporting, its help reflowed and flags without value types. A
+    ``func`` whose first parameter is ``options`` takes the shared options the table gives the command ``name``
+    (:func:`~ampconfig.cli.options.receiving_shared_options`)."""
     help_text = kwargs.pop("help", None) or func.__doc__
     if help_text:
         kwargs["help"] = reflow_help(help_text)
+    if name is not None and next(iter(inspect.signature(func).parameters), None) == "options":
+        from ampconfig.cli.options import receiving_shared_options  # not for a command without shared options
+
+        func = receiving_shared_options(name, func)
     group.command(name, cls=AmpconfigCommand, **kwargs)(reporting_errors(func, pause_gc=pause_gc))
+
+
+#: Each command registered on the app: its function and how it was registered (a test registers them again on an
+#: app of its own, with a table of shared options of its own).
+REGISTERED: dict[str, tuple[Callable[..., Any], bool, dict[str, Any]]] = {}
 
 
 def command(name: str, *, pause_gc: bool = True, **kwargs: Any) -> Callable[[F], F]:
     """Register a command on the app with error reporting and (unless ``pause_gc`` is false) the garbage collector
-    paused while it runs. Its signature declares the shared options :data:`~ampconfig.cli.options.COMMAND_OPTIONS`
-    says it takes (their ``ampconfig.cli.options`` declarations), from which it builds its
-    :class:`~ampconfig.cli.options.SharedOptions`."""
+    paused while it runs. A command taking shared options declares ``options: SharedOptions`` as its first parameter,
+    then its own options (keyword-only): its signature as registered is the shared options
+    :data:`~ampconfig.cli.options.SHARED_OPTIONS` gives it, its own, then how the results are shown."""
 
     def register(func: F) -> F:
+        REGISTERED[name] = (func, pause_gc, dict(kwargs))
         register_command(app, name, func, pause_gc=pause_gc, **kwargs)
         return func
 

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ampconfig.cli import options as shared
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.cli.typer_app import command
@@ -74,9 +73,8 @@ def _json_report(report: ValidationReport) -> dict[str, Any]:
 
 @command("validate")
 def validate(
+    options: SharedOptions,
     *,
-    op_names: shared.ValidateOpNames = None,
-    target: shared.ValidateTarget = None,
     paths: Annotated[
         list[Path],
         typer.Argument(
@@ -110,7 +108,6 @@ def validate(
             "folder) that record one of them as model, config, mixlist or keep_dtype, or are one of them.",
         ),
     ] = False,
-    json_output: shared.JsonOutput = False,
 ) -> None:
     """Validate files and report every problem in one pass, with file, line and JSON path.
 
@@ -130,7 +127,6 @@ def validate(
 
     Exit codes: 0 clean (warnings allowed), 1 problems found, 2 a file could not be read or parsed.
     """
-    options = SharedOptions.of(locals())
     output_format = "json" if options.json_output else output_format
     if output_format not in OUTPUT_FORMATS:
         raise AmpconfigError(f"unknown --format {output_format!r}", hint="formats: " + ", ".join(OUTPUT_FORMATS))

@@ -1,18 +1,20 @@
-"""One option group (issue 20): every command takes exactly the shared options it documents, each declared once
-(an ``Annotated`` alias of :mod:`ampconfig.cli.options`, in the command's own signature) and handed to the command
-as one typed :class:`~ampconfig.cli.options.SharedOptions`: the settings flags as one
-:class:`~ampconfig.settings.flags.Flags` (the type the resolver reads) and the few options only the command line reads,
-each option a field of one of them, never of both.
+"""One option table (issues 20 and 46): every command takes exactly the shared options it documents, each declared
+once (an entry of :data:`ampconfig.cli.options.SHARED_OPTIONS`, which the command's registered signature is built
+from) and handed to the command as one typed :class:`~ampconfig.cli.options.SharedOptions`: the settings flags as
+one :class:`~ampconfig.settings.flags.Flags` (the type the resolver reads) and the few options only the command line
+reads, each option a field of one of them, never of both.
 
-A dropped flag (a name gone from a command's row of ``COMMAND_OPTIONS`` or from its signature) or an extra one (a
-command declaring a shared flag again, or a shared option declared a second way) fails here."""
+A dropped flag (a command gone from an option's entry) or an extra one (a command declaring a shared flag again, or
+a shared option declared a second way) fails here, and an option added to the table reaches every command it
+names."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 import pytest
 import typer
@@ -24,18 +26,22 @@ from ampconfig.cli import options as shared
 from ampconfig.cli.options import (
     COMMAND_LINE_NAMES,
     COMMAND_OPTIONS,
-    DECLARATIONS,
     FLAG_NAMES,
     RESULTS_OPTIONS,
+    SHARED_OPTIONS,
+    SharedOption,
     SharedOptions,
+    receiving_shared_options,
 )
+from ampconfig.cli.typer_app import REGISTERED, register_command
 from ampconfig.settings.flags import Flags
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
 SHARED = {*FLAG_NAMES, *COMMAND_LINE_NAMES}
-#: The order --help lists the shared options in: their declarations'.
-ORDER = list(DECLARATIONS)
+#: The order --help lists the shared options in: the table's.
+ORDER = [option.name for option in SHARED_OPTIONS]
+DECLARATIONS = {option.name: option.declaration for option in SHARED_OPTIONS}
 
 
 def _typed(name: str, value: Any) -> Any:
@@ -153,17 +159,19 @@ def test_no_command_declares_a_shared_flag_again(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
 def test_each_shared_parameter_is_its_one_declaration_in_help_order(name: str) -> None:
-    """The command's signature uses the declaration of :mod:`ampconfig.cli.options` for each shared option (its
-    row's own wording where it has one), with the row's default; --help lists the shared options in the order of
-    their declarations, then the command's own, then --json/--html."""
+    """The command's registered signature uses the table's declaration for each shared option (the command's own
+    wording where its entry gives one), with the entry's default; --help lists the shared options in the table's
+    order, then the command's own, then --json/--html. The command's function declares none of them itself."""
     used = COMMAND_OPTIONS[name]
-    function = inspect.unwrap(_commands()[name].callback)
-    hints = get_type_hints(function, include_extras=True)
-    parameters = inspect.signature(function).parameters
+    callback = _commands()[name].callback
+    parameters = inspect.signature(callback).parameters
     for option in used.names:
-        assert hints[option] is used.declaration(option), f"{name}: {option} is declared apart"
-        expected = used.defaults[option] if option in used.defaults else _default(option)
+        assert parameters[option].annotation is used.declaration(option), f"{name}: {option} is declared apart"
+        entry = next(each for each in SHARED_OPTIONS if each.name == option)
+        expected = used.default(option) if name in entry.defaults else _default(option)
         assert _typed(option, parameters[option].default) == expected, option
+    own = list(inspect.signature(inspect.unwrap(callback)).parameters)
+    assert not set(own) & SHARED and own[:1] == (["options"] if used.names else own[:1])
     order = [parameter.name for parameter in _commands()[name].params]
     fields_order = [field for field in ORDER if field in used.names]
     assert [each for each in order if each in used.names] == fields_order
@@ -178,28 +186,11 @@ def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) 
     repeatable flags arrive as tuples, the paths as paths."""
     seen: list[SharedOptions] = []
 
-    def record(
-        *,
-        model: shared.Model = None,
-        config: shared.Config = None,
-        precision_mode: shared.PrecisionMode = None,
-        target: shared.Target = None,
-        device: shared.Device = None,
-        keep_io_types: shared.KeepIoTypes = None,
-        input_files: shared.InputFiles = None,
-        shapes: shared.Shapes = None,
-        seed: shared.Seed = None,
-        warmup: shared.Warmup = None,
-        iterations: shared.Iterations = None,
-        tolerance: shared.Tolerance = None,
-        data_max: shared.DataMax = None,
-        clamp_values: shared.ClampValues = None,
-        json_output: shared.JsonOutput = False,
-    ) -> None:
-        seen.append(SharedOptions.of(locals()))
+    def record(options: SharedOptions) -> None:
+        seen.append(options)
 
     probe = typer.Typer()
-    probe.command()(record)
+    probe.command()(receiving_shared_options("run", record))
     model, config = tmp_path / "m.onnx", tmp_path / "c.yaml"
     args = [str(model), "-c", str(config), "-m", "force_fp16", "--target", "cpu", "--device", "cpu"]
     args += ["--no-keep-io-types", "--input", "x=a.npy", "--shape", "x=1x2", "--seed", "7", "--warmup", "1"]
@@ -214,7 +205,7 @@ def test_what_the_command_line_says_arrives_in_the_typed_object(tmp_path: Path) 
     }  # fmt: skip
     assert {name: getattr(options.flags, name) for name in expected} == expected
     assert options.json_output is True
-    assert options.flags.ranges is None and options.range_check is True  # not taken: the field's default
+    assert options.flags.ranges is None and options.range_check is True  # not given: the default
     assert options.flags.given() == [
         "model", "config", "precision_mode", "target", "device", "keep_io_types", "input_files", "shapes", "warmup",
         "iterations", "seed", "tolerance", "clamp_values", "data_max",
@@ -233,3 +224,60 @@ def test_a_command_that_declares_a_shared_option_again_is_caught() -> None:
     probe.command("run")(twice)
     command = typer.main.get_command(probe)
     assert _declared_again("run", command) == ["own_seed"]
+
+
+#: A shared option only this test declares: a settings flag of three commands.
+STRICT_NAMES = SharedOption(
+    "strict_names",
+    Annotated[bool | None, typer.Option("--strict-names/--loose-names", help="Refuse op names of another framework.")],
+    ("run", "lists", "validate"),
+)
+#: What each command needs on its command line besides the shared options (calibrate: -o, validate: a path).
+REQUIRED = {"calibrate": ["-o", "ranges.json"], "validate": ["session.yaml"]}
+
+
+def _recording(name: str, function: Callable[..., Any], received: dict[str, SharedOptions]) -> Callable[..., Any]:
+    """A stand-in for the command ``function`` (its signature: ``options``, then its own parameters) that keeps
+    the SharedOptions it receives."""
+
+    def record(options: SharedOptions, **own: Any) -> None:
+        received[name] = options
+
+    record.__signature__ = inspect.signature(function, eval_str=True)  # type: ignore[attr-defined]
+    return record
+
+
+@pytest.fixture
+def app_with_strict_names(monkeypatch: pytest.MonkeyPatch) -> tuple[typer.Typer, dict[str, SharedOptions]]:
+    """Every command registered again on a fresh app, with one entry added to the table (and the field of Flags
+    that holds its value, as a real settings flag has); each command's stand-in records what it receives."""
+    monkeypatch.setattr(shared, "SHARED_OPTIONS", (*SHARED_OPTIONS, STRICT_NAMES))
+    with_field = dataclasses.make_dataclass(
+        "FlagsWithStrictNames", [("strict_names", "bool | None", None)], bases=(Flags,), frozen=True
+    )
+    monkeypatch.setattr(shared, "Flags", with_field)
+    received: dict[str, SharedOptions] = {}
+    fresh = typer.Typer()
+    for name, (function, pause_gc, kwargs) in REGISTERED.items():
+        register_command(fresh, name, _recording(name, function, received), pause_gc=pause_gc, **kwargs)
+    return fresh, received
+
+
+def test_a_shared_option_added_to_the_table_reaches_every_command_that_takes_it(
+    app_with_strict_names: tuple[typer.Typer, dict[str, SharedOptions]],
+) -> None:
+    """One entry added to the table: each command it names lists it in --help and receives it in its
+    SharedOptions, given or not; every other command refuses it as an unknown option (exit 2)."""
+    fresh, received = app_with_strict_names
+    assert set(REGISTERED) == set(COMMAND_OPTIONS)
+    for name in REGISTERED:
+        help_text = runner.invoke(fresh, [name, "--help"], env=WIDE).output
+        takes = name in STRICT_NAMES.commands
+        assert ("--strict-names" in help_text) == takes, name
+        result = runner.invoke(fresh, [name, *REQUIRED.get(name, []), "--loose-names"])
+        assert result.exit_code == (0 if takes else 2), (name, result.output)
+        if takes:
+            assert vars(received.pop(name).flags)["strict_names"] is False, name
+            assert runner.invoke(fresh, [name, *REQUIRED.get(name, [])]).exit_code == 0
+            assert vars(received.pop(name).flags)["strict_names"] is None, name
+    assert received == {}
