@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
+from onnx import numpy_helper
 
 from ampconfig.decide.value_ranges import bounds
 from ampconfig.dtypes import Dtype
@@ -15,6 +16,7 @@ from ampconfig.rewrite.tensors import (
     LAZY_CONVERSION_BYTES,
     TensorConverter,
     count_out_of_range,
+    read_weights,
 )
 from ampconfig.runner.float_cast import float32_to_float16
 
@@ -156,3 +158,48 @@ def test_a_large_tensor_with_known_bounds_is_converted_with_one_read(dtype: Dtyp
     want_records = [ClampedTensor("w", dtype.value, want.count, want.largest, want.sentinel)] if want.count else []
     assert got.tobytes() == want_array.tobytes()  # bit for bit, clamped where beyond the range
     assert (stats.values_clamped, stats.clamped) == (want.count, want_records)
+
+
+class _CountedProtoReads(ir.TensorProtoTensor):
+    """A weight held in a protobuf message (each read a copy of its bytes) that counts how often it is read."""
+
+    def __init__(self, array: np.ndarray, name: str) -> None:
+        super().__init__(numpy_helper.from_array(array, name))
+        self.reads = 0
+
+    def numpy(self) -> np.ndarray:
+        self.reads += 1
+        return super().numpy()
+
+
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, 65519.99, 7e4, -3.4e38])
+def test_a_weight_read_before_the_decision_is_converted_with_its_bits_and_no_second_read(special: float | None) -> None:
+    """``read_weights`` reads each large float32 weight held in a protobuf message once: its bounds, and its
+    float16 where it lies within float16's range, which the conversion then writes without reading the weight
+    again. The bytes and clamping records are those of a conversion without it; a second write converts again.
+    Smaller weights, other dtypes and weights already in memory are left to be read where used."""
+    array = _large(special)
+    weight = _CountedProtoReads(array, "w")
+    others = [
+        _CountedProtoReads(array[: LAZY_CONVERSION_BYTES // 8], "small"),
+        _CountedProtoReads(np.ones(LAZY_CONVERSION_BYTES, np.float16), "half"),
+        ir.Tensor(array, name="in_memory"),
+    ]
+    reads = read_weights([weight, *others, weight], float32_to_float16)
+    within = special is None
+    assert list(reads.bounds) == [weight] and repr(reads.bounds[weight]) == repr(bounds(array))  # NaN != NaN
+    assert list(reads.float16) == ([weight] if within else [])
+    assert [other.reads for other in others[:2]] == [0, 0]
+    stats = RewriteStats()
+    converter = TensorConverter(stats, float32_to_float16, reads.bounds, reads.float16)
+    converted = converter.convert(weight, Dtype.FLOAT16, "w")
+    converter.finish()
+    got = converted.tobytes()
+    if within:
+        assert (weight.reads, reads.float16) == (1, {})  # read once, before the decision; the cast handed over
+    want = count_out_of_range(array, Dtype.FLOAT16)
+    want_bytes = TensorConverter(RewriteStats(), float32_to_float16).convert_array(array, Dtype.FLOAT16)[0].tobytes()
+    want_records = [ClampedTensor("w", "float16", want.count, want.largest, want.sentinel)] if want.count else []
+    assert got == want_bytes
+    assert (stats.values_clamped, stats.clamped) == (want.count, want_records)
+    assert converted.tobytes() == want_bytes  # written again: converted again, from the weight

@@ -1,7 +1,7 @@
 """The rewrite's steps, each an onnx-ir in-place pass over the ``ir.Model`` that states what it requires and what it
 ensures (onnx-ir's ``PreconditionError``/``PostconditionError``, naming what failed): admit and raise the opset for
 bfloat16 (once, sharing an :class:`~ampconfig.rewrite.steps.run_context.InputAdmission`), then name, fold, type,
-decide, apply, record, check (per attempt). A step talks through the model and one small typed context,
-:class:`~ampconfig.rewrite.steps.run_context.RewriteRun` (the options read, what the admission found, what each
+read the weights, decide, apply, record, check (per attempt). A step talks through the model and one small typed
+context, :class:`~ampconfig.rewrite.steps.run_context.RewriteRun` (the options read, what the admission found, what each
 step left for the next), so a step runs alone on a model and a context that holds what it requires
 (tests/rewrite/steps/test_contracts.py). :mod:`ampconfig.rewrite.pipeline` runs them in PassManagers."""
