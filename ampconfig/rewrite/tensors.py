@@ -274,7 +274,7 @@ def read_weights(tensors: Iterable[ir.TensorProtocol], encode_float16: Float16En
         if tensor.nbytes < LAZY_CONVERSION_BYTES:
             continue
         array = tensor.numpy()
-        known = bounds(array)
+        known = _bounds_over_threads(array)
         if known is None:
             continue
         reads.bounds[tensor] = known
@@ -282,6 +282,18 @@ def read_weights(tensors: Iterable[ir.TensorProtocol], encode_float16: Float16En
             reads.float16[tensor] = encode_float16(array)
         del array
     return reads
+
+
+def _bounds_over_threads(array: np.ndarray) -> Bounds | None:
+    """:func:`~ampconfig.decide.value_ranges.bounds` of a large array, a chunk per thread: numpy's reductions
+    release the GIL, and the chunks' bounds give the array's (a NaN in one chunk is the NaN of both)."""
+    flat = array.reshape(-1)
+    if flat.size <= _CHUNK:
+        return bounds(flat)
+    chunks = list(_pool().map(bounds, (flat[start : start + _CHUNK] for start in range(0, flat.size, _CHUNK))))
+    lows = np.array([chunk.low for chunk in chunks if chunk is not None])
+    highs = np.array([chunk.high for chunk in chunks if chunk is not None])
+    return Bounds(float(lows.min()), float(highs.max())) if lows.size else None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from ampconfig.rewrite.tensors import (
     LARGE_ARRAY_ELEMENTS,
     LAZY_CONVERSION_BYTES,
     TensorConverter,
+    _bounds_over_threads,
     count_out_of_range,
     read_weights,
 )
@@ -203,3 +204,15 @@ def test_a_weight_read_before_the_decision_is_converted_with_its_bits_and_no_sec
     assert got == want_bytes
     assert (stats.values_clamped, stats.clamped) == (want.count, want_records)
     assert converted.tobytes() == want_bytes  # written again: converted again, from the weight
+
+
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, -np.inf, 7e4, -3.4e38])
+@pytest.mark.parametrize("where", [0, (1 << 20) - 1, 1 << 20, 3_500_000 - 1])
+def test_bounds_over_threads_are_the_arrays_bounds(special: float | None, where: int) -> None:
+    """The bounds of a weight read ahead, found a chunk per thread, are those of the whole array, wherever in
+    which chunk its extreme or NaN lies."""
+    array = np.random.default_rng(3).standard_normal(3_500_000).astype(np.float32)
+    if special is not None:
+        array[where] = special
+    assert repr(_bounds_over_threads(array)) == repr(bounds(array))
+    assert repr(_bounds_over_threads(array[:1000])) == repr(bounds(array[:1000]))
