@@ -85,7 +85,6 @@ for folder in (REPO, BENCHMARKS):
 IR_VERSION = 10  # ORT 1.31 reads IR <= 13; onnx 1.23's make_model would stamp 14
 OPSET = 17
 TOOLS = ("ampconfig:allow_mix_precision", "ampconfig:force_fp16", "occ", "ort-float16")
-BASELINE_TOOL = "ampconfig:allow_mix_precision"
 ALL_PARTS = ("time", "memory", "validity", "profile", "gpu", "large", "e2e")
 DEFAULT_PARTS = ("time", "memory", "validity", "profile", "gpu", "large", "e2e")
 SYNTHETIC_SIZES = (25_000, 50_000, 100_000)
@@ -411,10 +410,22 @@ def worker(model_path: str, tool: str, repeat: int) -> dict[str, Any]:
     }
 
 
-def run_worker(model_path: Path, tool: str, repeat: int, timeout_s: float) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--worker", str(model_path), tool, str(repeat)]
+#: A tool name's prefix that runs the tool from another checkout (``--checkout-before``), so a change is timed
+#: against its base in the same run: ``before:ampconfig:allow_mix_precision/no-load-check``.
+BEFORE = "before:"
+
+
+def run_worker(
+    model_path: Path, tool: str, repeat: int, timeout_s: float, before: Path | None = None
+) -> dict[str, Any]:
+    env = dict(os.environ)
+    if tool.startswith(BEFORE):
+        if before is None:
+            raise SystemExit(f"tool {tool!r} needs --checkout-before")
+        env["PYTHONPATH"] = os.pathsep.join([str(before), *filter(None, [env.get("PYTHONPATH")])])
+    command = [sys.executable, __file__, "--worker", str(model_path), tool.removeprefix(BEFORE), str(repeat)]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout_s:.0f} s"}
     if done.returncode != 0:
@@ -423,7 +434,16 @@ def run_worker(model_path: Path, tool: str, repeat: int, timeout_s: float) -> di
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def time_and_memory(models: Sequence[str], tools: Sequence[str], repeat: int, timeout_s: float) -> dict[str, Any]:
+def time_and_memory(
+    models: Sequence[str],
+    tools: Sequence[str],
+    repeat: int,
+    timeout_s: float,
+    rounds: int = 1,
+    before: Path | None = None,
+) -> dict[str, Any]:
+    """Each tool in a fresh process per model and round, the tools in turn within a round (``rounds`` > 1: the
+    order rotated each round, a tool's time the best of its rounds' medians, the other rounds kept in ``rounds``)."""
     results: dict[str, Any] = {}
     builders = model_builders()
     with tempfile.TemporaryDirectory(prefix="ampconfig-bench-") as folder:
@@ -431,15 +451,22 @@ def time_and_memory(models: Sequence[str], tools: Sequence[str], repeat: int, ti
             model = builders[name]()
             path = Path(folder) / f"{name}.onnx"
             onnx.save(model, str(path))
-            info = {"nodes": len(model.graph.node), "bytes": model.ByteSize(), "tools": {}}
+            info: dict[str, Any] = {"nodes": len(model.graph.node), "bytes": model.ByteSize(), "tools": {}}
             del model
-            for tool in tools:
-                print(f"  {name:15s} {tool:30s} ...", end="", flush=True, file=sys.stderr)
-                row = run_worker(path, tool, repeat, timeout_s)
-                if "times_s" in row:
-                    row["median_s"] = statistics.median(row["times_s"])
-                print(f" {row.get('median_s', row.get('error'))}", file=sys.stderr)
-                info["tools"][tool] = row
+            for round_index in range(rounds):
+                shift = round_index % len(tools)
+                for tool in [*tools[shift:], *tools[:shift]]:
+                    print(f"  {name:15s} {tool:30s} ...", end="", flush=True, file=sys.stderr)
+                    row = run_worker(path, tool, repeat, timeout_s, before)
+                    if "times_s" in row:
+                        row["median_s"] = statistics.median(row["times_s"])
+                        row["load_average"] = os.getloadavg()[0]
+                    print(f" {row.get('median_s', row.get('error'))}", file=sys.stderr)
+                    info["tools"].setdefault(tool, {"rounds": []})["rounds"].append(row)
+            for tool, entry in info["tools"].items():
+                timed = [row for row in entry["rounds"] if "median_s" in row]
+                best = min(timed, key=lambda row: row["median_s"]) if timed else entry["rounds"][0]
+                info["tools"][tool] = {**best, "rounds": entry["rounds"]}
             results[name] = info
     return results
 
@@ -450,22 +477,27 @@ def _fmt_s(seconds: float | None) -> str:
     return f"{seconds:.3f}" if seconds < 10 else f"{seconds:.1f}"
 
 
+def _is_ampconfig(tool: str) -> bool:
+    return tool.removeprefix(BEFORE).startswith("ampconfig:")
+
+
 def time_table(results: dict[str, Any], tools: Sequence[str]) -> str:
+    """Each tool's time, then each peer's time over each ampconfig tool's."""
     # Built as a list: with only ampconfig tools there are no ratio columns (joining an empty list left a blank one).
+    peers = [t for t in tools if not _is_ampconfig(t)]
+    bases = [t for t in tools if _is_ampconfig(t)]
     columns = ["model", "nodes", "MB", *(f"{t} s" for t in tools)]
-    columns += [f"{t} / ampconfig" for t in tools if not t.startswith("ampconfig:")]
+    columns += [f"{peer} / {base}" for peer in peers for base in bases]
     header = "| " + " | ".join(columns) + " |"
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for name, info in results.items():
         rows = info["tools"]
-        base = rows.get(BASELINE_TOOL, {}).get("median_s")
         cells = [name, f"{info['nodes']:,}", f"{info['bytes'] / 1e6:.0f}"]
         cells += [_fmt_s(rows[t].get("median_s")) if "median_s" in rows[t] else rows[t]["error"] for t in tools]
-        for tool in tools:
-            if tool.startswith("ampconfig:"):
-                continue
-            peer = rows[tool].get("median_s")
-            cells.append(f"{peer / base:.1f}×" if peer and base else "—")
+        for peer_tool in peers:
+            for base_tool in bases:
+                peer, base = rows[peer_tool].get("median_s"), rows.get(base_tool, {}).get("median_s")
+                cells.append(f"{peer / base:.1f}×" if peer and base else "—")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -1159,6 +1191,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--models", default=",".join(model_builders()), help="models for time/memory")
     parser.add_argument("--tools", default=",".join(TOOLS), help="tools to compare")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per (model, tool) subprocess")
+    parser.add_argument(
+        "--time-rounds", type=int, default=1, help="interleaved rounds of the time part (best of the rounds' medians)"
+    )
+    parser.add_argument(
+        "--checkout-before",
+        type=Path,
+        help=f"a checkout whose ampconfig the tools named {BEFORE}TOOL run (time part), e.g. a git worktree of main",
+    )
     parser.add_argument("--json", dest="json_out", type=Path, help="write every number to this JSON file")
     parser.add_argument("--profile-models", default="bert-base,gpt2-small", help="models the profile part runs")
     parser.add_argument("--gpu-smoke-on-cpu", action="store_true", help="run the GPU part on the CPU EP, batch 1")
@@ -1194,7 +1234,8 @@ def main(argv: Sequence[str]) -> int:
     report: dict[str, Any] = {"machine": machine(), "command": " ".join([Path(sys.argv[0]).name, *argv])}
     print(json.dumps(report["machine"], indent=2))
     if "time" in parts or "memory" in parts:
-        results = time_and_memory([m.strip() for m in args.models.split(",")], tools, args.repeat, args.timeout)
+        models = [m.strip() for m in args.models.split(",")]
+        results = time_and_memory(models, tools, args.repeat, args.timeout, args.time_rounds, args.checkout_before)
         report["time_memory"] = results
         if "time" in parts:
             ratio = "ratio = peer time / ampconfig allow_mix_precision time"

@@ -133,11 +133,17 @@ def match_keep_dtype(
 
 
 def build_plan(
-    model: ir.Model, ctx: DecisionContext, keep_io_types: bool = True, pipeline: Pipeline | None = None
+    model: ir.Model,
+    ctx: DecisionContext,
+    keep_io_types: bool = True,
+    pipeline: Pipeline | None = None,
+    constant_bounds: Mapping[ir.TensorProtocol, Bounds] | None = None,
 ) -> Plan:
     """Decide every node of ``model`` with ``pipeline``, by default the one of ``ctx``'s mode
-    (:mod:`ampconfig.decide.pass_pipelines`)."""
+    (:mod:`ampconfig.decide.pass_pipelines`). ``constant_bounds``: the bounds of large constants read before (the
+    values pass reads those within the low type's range no more)."""
     state = DecisionState.of(list(iter_scopes(model, ctx.low, ctx.typing)), ctx, keep_io_types)
+    state.constant_bounds.update(constant_bounds or {})
     (pipeline or pipeline_for(ctx.mode)).run(state)
     colours = {node: colour.value for node, colour in state.colours.items()}
     return Plan(

@@ -30,13 +30,14 @@ class Rewriter:
         plan: Plan,
         names: NameAllocator | None = None,
         encode_float16: Float16Encoder = numpy_float16,
+        cast_before: dict[ir.TensorProtocol, np.ndarray] | None = None,
     ) -> None:
         self.model = model
         self.plan = plan
         self.needs = plan.needs
         self.names = names if names is not None else NameAllocator(model)
         self.stats = RewriteStats()
-        self.tensors = TensorConverter(self.stats, encode_float16, plan.constant_bounds)
+        self.tensors = TensorConverter(self.stats, encode_float16, plan.constant_bounds, cast_before or {})
         self._converted: dict[tuple[ir.Value, Dtype], ir.Value] = {}
 
     # -- producers ---------------------------------------------------------------------------------------------
@@ -227,11 +228,13 @@ def apply_plan(
     plan: Plan,
     names: NameAllocator | None = None,
     encode_float16: Float16Encoder = numpy_float16,
+    cast_before: dict[ir.TensorProtocol, np.ndarray] | None = None,
 ) -> RewriteStats:
     """Mutate ``model`` to realise ``plan``; returns what was done. ``names``: the model's taken names, as
     :func:`~ampconfig.rewrite.names.name_unnamed_nodes` returned them (else collected here); ``encode_float16``
-    converts large float32 weights (see :mod:`ampconfig.rewrite.tensors`)."""
-    rewriter = Rewriter(model, plan, names, encode_float16)
+    converts large float32 weights (see :mod:`ampconfig.rewrite.tensors`); ``cast_before``: the float16 arrays of
+    weights read before the decision (:class:`~ampconfig.rewrite.tensors.WeightReads`), taken out as converted."""
+    rewriter = Rewriter(model, plan, names, encode_float16, cast_before)
     rewriter.retype_nodes()
     rewriter.retype_io()
     rewriter.fix_graph_outputs()

@@ -1,9 +1,9 @@
 """The rewrite as one pipeline of onnx-ir passes over an ``ir.Model``, changed in place
 (:mod:`ampconfig.rewrite.steps`): admit (and repair) the input and raise its opset for bfloat16, once; then name,
-fold, type, decide, apply, record (each decision in its node's metadata), check. The API, every command and
-:class:`ampconfig.MixedPrecisionPass` run it; what differs between them is only how the model was opened (a proto
-read into an ``ir.Model``, or the ``ir.Model`` handed in) and so where the light proto the admission reads comes
-from.
+fold, type, read the weights, decide, apply, record (each decision in its node's metadata), check. The API, every
+command and :class:`ampconfig.MixedPrecisionPass` run it; what differs between them is only how the model was opened
+(a proto read into an ``ir.Model``, or the ``ir.Model`` handed in) and so where the light proto the admission reads
+comes from.
 
 When the checker rejects changed nodes on their own (an op info gap), the rewrite's steps run again from a copy of
 the admitted input (the IR cloned, every tensor shared), those nodes keeping their dtype, at most
@@ -29,6 +29,7 @@ from ampconfig.rewrite.steps.decide_dtypes import DecideDtypesPass
 from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
 from ampconfig.rewrite.steps.name_nodes import NameNodesPass
 from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
+from ampconfig.rewrite.steps.read_weights import ReadWeightsPass
 from ampconfig.rewrite.steps.record_decisions import RecordDecisionsPass
 from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, RewriteRun, RewriteSetup
 
@@ -80,6 +81,7 @@ def steps(run: RewriteRun) -> ir.passes.PassManager:
             NameNodesPass(run),
             FoldLayerNormsPass(run),
             AnnotateTypesPass(run),
+            ReadWeightsPass(run),
             DecideDtypesPass(run),
             ApplyPlanPass(run),
             RecordDecisionsPass(run),

@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.rewrite_options import Float16Encoder as Float16Encoder
-from ampconfig.decide.value_ranges import SENTINEL, Bounds
+from ampconfig.decide.value_ranges import SENTINEL, Bounds, bounds
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.files.ir_bridge import ir_shape, release_mapped
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
@@ -127,6 +127,9 @@ class TensorConverter:
     #: such a tensor within the low type's range is converted with one read of its values, not three (the range
     #: count here and the look for inf and NaN after the cast are answered by its bounds)
     bounds: Mapping[ir.TensorProtocol, Bounds] = field(default_factory=dict)
+    #: the float16 array of large weights read before the decision (:class:`WeightReads`), by tensor: taken (and
+    #: removed) by the conversion of each instead of reading and casting it again
+    float16: dict[ir.TensorProtocol, np.ndarray] = field(default_factory=dict)
     #: conversions awaiting :meth:`finish`, with the clamping records of the others in between (their order)
     _pending: list[_Deferred | tuple[str, Dtype, Clamped]] = field(default_factory=list)
 
@@ -229,8 +232,13 @@ class TensorConverter:
             self._record(name, dtype, count_out_of_range(tensor.numpy() if source is None else source, dtype))
         del source  # not kept for the conversion: the converted copy is made when written
         release_mapped(tensor)
+        # Cast already where the weights were read before the decision: taken by the first write only, so the
+        # model does not keep it once the output holds its bytes (a second write converts again).
+        cast_before = [self.float16.pop(tensor)] if fits and dtype is Dtype.FLOAT16 and tensor in self.float16 else []
 
         def convert() -> ir.TensorProtocol:
+            if cast_before:
+                return ir.Tensor(cast_before.pop(), dtype=dtype.data_type)
             source = tensor.numpy()
             converted = self.cast(source, dtype) if fits else self.convert_array(source, dtype)[0]
             del source  # a view of the mapped file: gone before the file is unmapped
@@ -238,6 +246,54 @@ class TensorConverter:
             return ir.Tensor(converted, dtype=dtype.data_type)
 
         return ir.LazyTensor(convert, dtype.data_type, ir_shape(tensor.shape), name=name)
+
+
+@dataclass
+class WeightReads:
+    """Large float32 weights held in a protobuf message, read once before the decision. Each read of such a weight
+    copies its bytes out of the message (onnx-ir's ``TensorProtoTensor.numpy``: 440 MB of BERT-base cost about
+    0.13 s a read here), and the decision's values check and the float16 conversion each read it: ``bounds``
+    answers the first (:attr:`~ampconfig.decide.decision_state.DecisionState.constant_bounds`), and ``float16``,
+    the float16 array of each weight within float16's range, cast by the rewrite's encoder, answers the second
+    (:attr:`TensorConverter.float16`)."""
+
+    bounds: dict[ir.TensorProtocol, Bounds] = field(default_factory=dict)
+    float16: dict[ir.TensorProtocol, np.ndarray] = field(default_factory=dict)
+
+
+def read_weights(tensors: Iterable[ir.TensorProtocol], encode_float16: Float16Encoder) -> WeightReads:
+    """:class:`WeightReads` of ``tensors``: those of :data:`LAZY_CONVERSION_BYTES` or more (the ones converted when
+    written) whose read is a copy out of a protobuf message; other tensors are left to be read where used (an
+    array in memory costs nothing to read, a weight on disk is mapped). The float16 arrays are the bits the
+    conversion would write: the same encoder, on the same values (within float16's range: nothing clamped)."""
+    reads = WeightReads()
+    limit = float(_low_limit(Dtype.FLOAT16))
+    for tensor in tensors:
+        if not isinstance(tensor, ir.TensorProtoTensor) or tensor.dtype != ir.DataType.FLOAT or tensor in reads.bounds:
+            continue
+        if tensor.nbytes < LAZY_CONVERSION_BYTES:
+            continue
+        array = tensor.numpy()
+        known = _bounds_over_threads(array)
+        if known is None:
+            continue
+        reads.bounds[tensor] = known
+        if known.within(limit):
+            reads.float16[tensor] = encode_float16(array)
+        del array
+    return reads
+
+
+def _bounds_over_threads(array: np.ndarray) -> Bounds | None:
+    """:func:`~ampconfig.decide.value_ranges.bounds` of a large array, a chunk per thread: numpy's reductions
+    release the GIL, and the chunks' bounds give the array's (a NaN in one chunk is the NaN of both)."""
+    flat = array.reshape(-1)
+    if flat.size <= _CHUNK:
+        return bounds(flat)
+    chunks = list(_pool().map(bounds, (flat[start : start + _CHUNK] for start in range(0, flat.size, _CHUNK))))
+    lows = np.array([chunk.low for chunk in chunks if chunk is not None])
+    highs = np.array([chunk.high for chunk in chunks if chunk is not None])
+    return Bounds(float(lows.min()), float(highs.max())) if lows.size else None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
+from onnx import numpy_helper
 
 from ampconfig.decide.value_ranges import bounds
 from ampconfig.dtypes import Dtype
@@ -15,7 +16,9 @@ from ampconfig.rewrite.tensors import (
     LARGE_ARRAY_ELEMENTS,
     LAZY_CONVERSION_BYTES,
     TensorConverter,
+    _bounds_over_threads,
     count_out_of_range,
+    read_weights,
 )
 
 #: Zeros, signs, the float16 limits and just beyond (overflow: clamped), subnormal float16 results, float32's own
@@ -156,3 +159,60 @@ def test_a_large_tensor_with_known_bounds_is_converted_with_one_read(dtype: Dtyp
     want_records = [ClampedTensor("w", dtype.value, want.count, want.largest, want.sentinel)] if want.count else []
     assert got.tobytes() == want_array.tobytes()  # bit for bit, clamped where beyond the range
     assert (stats.values_clamped, stats.clamped) == (want.count, want_records)
+
+
+class _CountedProtoReads(ir.TensorProtoTensor):
+    """A weight held in a protobuf message (each read a copy of its bytes) that counts how often it is read."""
+
+    def __init__(self, array: np.ndarray, name: str) -> None:
+        super().__init__(numpy_helper.from_array(array, name))
+        self.reads = 0
+
+    def numpy(self) -> np.ndarray:
+        self.reads += 1
+        return super().numpy()
+
+
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, 65519.99, 7e4, -3.4e38])
+def test_a_weight_read_before_the_decision_is_converted_with_its_bits_and_no_second_read(special: float | None) -> None:
+    """``read_weights`` reads each large float32 weight held in a protobuf message once: its bounds, and its
+    float16 where it lies within float16's range, which the conversion then writes without reading the weight
+    again. The bytes and clamping records are those of a conversion without it; a second write converts again.
+    Smaller weights, other dtypes and weights already in memory are left to be read where used."""
+    array = _large(special)
+    weight = _CountedProtoReads(array, "w")
+    others = [
+        _CountedProtoReads(array[: LAZY_CONVERSION_BYTES // 8], "small"),
+        _CountedProtoReads(np.ones(LAZY_CONVERSION_BYTES, np.float16), "half"),
+        ir.Tensor(array, name="in_memory"),
+    ]
+    reads = read_weights([weight, *others, weight], float32_to_float16)
+    within = special is None
+    assert list(reads.bounds) == [weight] and repr(reads.bounds[weight]) == repr(bounds(array))  # NaN != NaN
+    assert list(reads.float16) == ([weight] if within else [])
+    assert [other.reads for other in others[:2]] == [0, 0]
+    stats = RewriteStats()
+    converter = TensorConverter(stats, float32_to_float16, reads.bounds, reads.float16)
+    converted = converter.convert(weight, Dtype.FLOAT16, "w")
+    converter.finish()
+    got = converted.tobytes()
+    if within:
+        assert (weight.reads, reads.float16) == (1, {})  # read once, before the decision; the cast handed over
+    want = count_out_of_range(array, Dtype.FLOAT16)
+    want_bytes = TensorConverter(RewriteStats(), float32_to_float16).convert_array(array, Dtype.FLOAT16)[0].tobytes()
+    want_records = [ClampedTensor("w", "float16", want.count, want.largest, want.sentinel)] if want.count else []
+    assert got == want_bytes
+    assert (stats.values_clamped, stats.clamped) == (want.count, want_records)
+    assert converted.tobytes() == want_bytes  # written again: converted again, from the weight
+
+
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, -np.inf, 7e4, -3.4e38])
+@pytest.mark.parametrize("where", [0, (1 << 20) - 1, 1 << 20, 3_500_000 - 1])
+def test_bounds_over_threads_are_the_arrays_bounds(special: float | None, where: int) -> None:
+    """The bounds of a weight read ahead, found a chunk per thread, are those of the whole array, wherever in
+    which chunk its extreme or NaN lies."""
+    array = np.random.default_rng(3).standard_normal(3_500_000).astype(np.float32)
+    if special is not None:
+        array[where] = special
+    assert repr(_bounds_over_threads(array)) == repr(bounds(array))
+    assert repr(_bounds_over_threads(array[:1000])) == repr(bounds(array[:1000]))

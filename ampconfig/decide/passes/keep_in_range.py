@@ -118,12 +118,15 @@ def _beyond(
 ) -> dict[ir.Value, OutOfRange | None]:
     """What of each constant lies beyond the low type's range: one look per constant, however many read it, and
     one look at all those in memory where all fit (a graph's thousands of small weights). The bounds of each
-    constant looked at alone (a large one) go into ``kept``: its conversion reads them instead of its values."""
+    constant looked at alone (a large one) go into ``kept``: its conversion reads them instead of its values. A
+    constant whose bounds ``kept`` holds already (the rewrite read it before the decision) and that lies within the
+    low type's range is not read."""
     found: dict[ir.Value, OutOfRange | None] = {}
     in_memory: list[tuple[ir.Value, np.ndarray]] = []
+    limit = low_max(low)
     for value in constants:
         tensor = constant_source(value)
-        if tensor is None:
+        if tensor is None or ((read := kept.get(tensor)) is not None and read.within(limit)):
             found[value] = None
             continue
         array = np.asarray(tensor.numpy())

@@ -36,7 +36,9 @@ class ApplyPlanPass(RewriteStep):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         run = self.run
         assert run.plan is not None  # requires
-        stats = apply_plan(model, run.plan, run.names, run.setup.encode_float16)
+        cast_before = run.weights.float16 if run.weights is not None else {}
+        stats = apply_plan(model, run.plan, run.names, run.setup.encode_float16, cast_before)
+        cast_before.clear()  # what the plan did not convert (the rest went into the model's lazy tensors)
         run.stats = stats
         touched = (
             stats.casts_inserted

@@ -53,7 +53,8 @@ class DecideDtypesPass(RewriteStep):
             runtime_refused=dict(setup.facts.runtime_refused),
         )
         run.keep_warnings = keep_warnings
-        run.plan = build_plan(model, context, setup.keep_io_types)
+        known = run.weights.bounds if run.weights is not None else None  # the weights read before it
+        run.plan = build_plan(model, context, setup.keep_io_types, constant_bounds=known)
         run.decisions = run.plan.decisions()
         run.cost = decision_cost(run.plan) if setup.with_cost else None
         return ir.passes.PassResult(model, modified=False)

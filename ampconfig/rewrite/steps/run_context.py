@@ -23,6 +23,7 @@ from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats
+from ampconfig.rewrite.tensors import WeightReads
 
 if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtypes file is read
     from ampconfig.formats.customize_dtypes_file import CustomizeFile
@@ -91,6 +92,7 @@ class RewriteRun:
     folded: list[str] = field(default_factory=list)
     values_typed: int = 0
     keep_warnings: list[str] = field(default_factory=list)
+    weights: WeightReads | None = None  # the large weights read before the decision, for it and the conversion
     plan: Plan | None = None
     decisions: list[NodeDecision] = field(default_factory=list)
     cost: DecisionCost | None = None

@@ -30,6 +30,7 @@ from ampconfig.rewrite.steps.decide_dtypes import DecideDtypesPass
 from ampconfig.rewrite.steps.fold_layer_norms import FoldLayerNormsPass
 from ampconfig.rewrite.steps.name_nodes import NameNodesPass
 from ampconfig.rewrite.steps.raise_opset import RaiseOpsetForBf16Pass
+from ampconfig.rewrite.steps.read_weights import ReadWeightsPass
 from ampconfig.rewrite.steps.record_decisions import RecordDecisionsPass
 from ampconfig.rewrite.steps.run_context import Admission, InputAdmission, RewriteRun, RewriteSetup
 from ampconfig.rewrite.tensors import numpy_float16, set_dtype
@@ -82,6 +83,7 @@ def _through(step: type[ir.passes.InPlacePass], model: ir.Model, run: RewriteRun
         NameNodesPass,
         FoldLayerNormsPass,
         AnnotateTypesPass,
+        ReadWeightsPass,
         DecideDtypesPass,
         ApplyPlanPass,
         RecordDecisionsPass,
@@ -97,7 +99,7 @@ def _through(step: type[ir.passes.InPlacePass], model: ir.Model, run: RewriteRun
 
 def test_each_step_runs_alone_on_the_model_and_its_context() -> None:
     model, run = _context(transformer_block())
-    for step in (NameNodesPass, FoldLayerNormsPass, AnnotateTypesPass, DecideDtypesPass):
+    for step in (NameNodesPass, FoldLayerNormsPass, AnnotateTypesPass, ReadWeightsPass, DecideDtypesPass):
         step(run)(model)  # type: ignore[call-arg]
     assert run.plan is not None and run.decisions
     ApplyPlanPass(run)(model)
