@@ -54,8 +54,9 @@ from ampconfig.formats.mixlist_file import (
 )
 from ampconfig.formats.numeric_limits import FILE_KINDS
 from ampconfig.formats.tf_env_lists import is_tf_lists_text
-from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
+from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
+from ampconfig.opinfo.ops_info_file import OpsInfoFile
 from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
 
 FileKind = Literal["config", "mixlist", "keep-dtype", "ops-info", "lock", "ranges"]
