@@ -169,6 +169,21 @@ def test_a_rewrite_loads_the_session_config_formats_only_with_a_config(tmp_path:
     assert "(force_fp16, target cpu)" in configured["stdout"] + configured["stderr"]
 
 
+def test_a_run_that_passes_loads_no_diagnosing_module_nor_the_locks_format(tmp_path: Path) -> None:
+    """``run`` imports tune's forecast (diagnose/) only after a FAIL, and the lock's format only with --lock-out.
+    On main at 73f8c17 every run loaded diagnose.tune.forecast with 20 more modules of diagnose/ and instrument/,
+    formats.lock_file and lock.record before it opened the model."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    outcome = command_in_fresh_process(
+        tmp_path, "run", model, "-m", "allow_mix_precision", "--target", "cpu", "--warmup", "0", "--iterations", "1"
+    )
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert "PASS" in outcome["stdout"]
+    assert not _under(outcome["modules"], ("ampconfig.diagnose",))
+    assert not outcome["modules"] & {"ampconfig.formats.lock_file", "ampconfig.lock.record"}
+
+
 def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
     mixlist = tmp_path / "mixlist.json"
     mixlist.write_text(json.dumps({"black-list": {"to-add": ["Erf"]}, "white-list": {"to-remove": ["Conv"]}}))

@@ -4,6 +4,10 @@ The file follows Ascend's ops-info convention: ``"precision_reduce": {"flag": "t
 precision), ``"false"`` is black (keep fp32), absent is gray (follow the neighbours). ampconfig adds ``"clear":
 true`` for numerically neutral pass-through ops (TensorFlow's clear list). Each entry also lists the float dtypes
 the target has kernels for, which source that came from, and which reference the colour follows.
+
+The library holds each op as an :class:`OpInfo`, read without pydantic from a file as ``ampconfig ops-info`` writes
+it (the packaged ones): a rewrite loads no pydantic. Any other file goes through the file's pydantic models
+(:mod:`ampconfig.opinfo.ops_info_file`), which check what a user gives, with located errors.
 """
 
 from __future__ import annotations
