@@ -66,17 +66,23 @@ REWRITE_IMPORTS = (
     "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.settings.resolve, "
     "ampconfig.engine.in_place, ampconfig.prove.calibration"
 )
-#: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here).
+#: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here;
+#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only).
 RUN_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['run']); "
-    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.formats.lock_file, "
-    "ampconfig.lock.record, ampconfig.prove.run, ampconfig.report.run_report, ampconfig.prove.calibration"
+    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
+    "ampconfig.report.run_report, ampconfig.prove.calibration"
 )
-#: Each pair: (ours, the libraries alone), timed in the same round.
-IMPORT_PAIRS = {
+#: What ``run`` imported before it opened the model up to 73f8c17 (its forecast and the lock's format, every time).
+RUN_IMPORTS_AT_73F8C17 = (
+    RUN_IMPORTS + ", ampconfig.diagnose.tune.forecast, ampconfig.formats.lock_file, ampconfig.lock.record"
+)
+#: Each pair: (ours, the libraries alone), timed in the same round; a third statement is the ``--before`` tree's,
+#: where it imported more.
+IMPORT_PAIRS: dict[str, tuple[str, ...]] = {
     "import ampconfig.api": ("import ampconfig.api", "import onnx_ir"),
     "rewrite's imports": (REWRITE_IMPORTS, CLI_LIBRARIES),
-    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES),
+    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES, RUN_IMPORTS_AT_73F8C17),
 }
 
 
@@ -117,6 +123,13 @@ def _wall(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     return time.perf_counter() - start, done.returncode
 
 
+def _statement(pair: tuple[str, ...], side: str) -> str:
+    """A pair's statement for a side: ours first, the libraries second, the ``--before`` tree's third (else ours)."""
+    if side == "libraries":
+        return pair[1]
+    return pair[2] if side == "before" and len(pair) > 2 else pair[0]
+
+
 def import_costs(rounds: int, env: dict[str, str], before: Path | None) -> None:
     """Print, per pair, the medians of each side (wall and CPU seconds of the whole process) and our modules' cost:
     the median of each round's difference, ours minus the libraries' (on a shared machine the CPU time moves far
@@ -126,14 +139,14 @@ def import_costs(rounds: int, env: dict[str, str], before: Path | None) -> None:
     if before is not None:
         sides["before"] = {**env, "PYTHONPATH": str(before)}
     table = {
-        (name, side): ([sys.executable, "-c", pair[side == "libraries"]], side_env)
+        (name, side): ([sys.executable, "-c", _statement(pair, side)], side_env)
         for name, pair in IMPORT_PAIRS.items()
         for side, side_env in sides.items()
     }
     runs = _interleaved(table, rounds)
     print("| statement | wall median s | CPU median s | ours minus libraries: wall s | CPU s |")
     print("|---|---|---|---|---|")
-    for name, (_, libraries) in IMPORT_PAIRS.items():
+    for name, (_, libraries, *_) in IMPORT_PAIRS.items():
         theirs = runs[(name, "libraries")]
         print(f"| `{libraries}` | {_median(theirs, 0):.3f} | {_median(theirs, 1):.3f} | | |")
         for side in [side for side in sides if side != "libraries"]:
