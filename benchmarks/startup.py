@@ -199,6 +199,8 @@ def peer_ratio(peer_python: str, rounds: int, env: dict[str, str], before: Path 
     rewrite += ["-m", "allow_mix_precision", "--target", "cpu"]
     table = {
         ("cnn", "ampconfig rewrite"): (rewrite, env),
+        # The peer loads nothing in ONNX Runtime: the same command without its load check (issue 43), for scale.
+        ("cnn", "ampconfig rewrite --no-load-check"): ([*rewrite, "--no-load-check"], env),
         ("cnn", "onnxconverter-common's process"): (
             [peer_python, "-c", PEER_PROCESS, str(model), str(folder / "peer.onnx")],
             env,
