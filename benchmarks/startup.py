@@ -12,6 +12,7 @@ Run by hand (from a folder outside the source tree, or ``python -m ampconfig`` w
     python benchmarks/startup.py --rounds 7 [--json startup.json]
     python benchmarks/startup.py --imports --rounds 9 [--before /tmp/base-tree]
     python benchmarks/startup.py --peer /tmp/peer/bin/python --rounds 7 [--before /tmp/base-tree]
+    python benchmarks/startup.py --tree --rounds 3 [--before /tmp/base-tree]
 
 It prints a Markdown table (best and median of the rounds per command) and, with ``--json``, every run.
 
@@ -24,6 +25,10 @@ commands the CLI's libraries too), each pair taking turns within a round.
 32 channels, a Relu and an Add: 150 nodes, 1.8 MB of weights; allow_mix_precision, target cpu) and the whole process
 of onnxconverter-common (installed in PYTHON's environment, e.g. a throwaway venv) loading, converting
 (``keep_io_types=True``) and saving the same model, and prints the medians and their ratio.
+
+``--tree`` prints ``python -X importtime -c "import ampconfig.api"`` (with ``--before``, the base's too, taking
+turns): the run of median total among the rounds, pruned to imports of 30 ms or more, 5 levels deep, and below it
+the count of modules, of ours, and our modules' own time summed (each module's least over the rounds).
 """
 
 from __future__ import annotations
@@ -61,17 +66,23 @@ REWRITE_IMPORTS = (
     "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.settings.resolve, "
     "ampconfig.engine.in_place, ampconfig.prove.calibration"
 )
-#: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here).
+#: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here;
+#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only).
 RUN_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['run']); "
-    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.formats.lock_file, "
-    "ampconfig.lock.record, ampconfig.prove.run, ampconfig.report.run_report, ampconfig.prove.calibration"
+    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
+    "ampconfig.report.run_report, ampconfig.prove.calibration"
 )
-#: Each pair: (ours, the libraries alone), timed in the same round.
-IMPORT_PAIRS = {
+#: What ``run`` imported before it opened the model up to 73f8c17 (its forecast and the lock's format, every time).
+RUN_IMPORTS_AT_73F8C17 = (
+    RUN_IMPORTS + ", ampconfig.diagnose.tune.forecast, ampconfig.formats.lock_file, ampconfig.lock.record"
+)
+#: Each pair: (ours, the libraries alone), timed in the same round; a third statement is the ``--before`` tree's,
+#: where it imported more.
+IMPORT_PAIRS: dict[str, tuple[str, ...]] = {
     "import ampconfig.api": ("import ampconfig.api", "import onnx_ir"),
     "rewrite's imports": (REWRITE_IMPORTS, CLI_LIBRARIES),
-    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES),
+    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES, RUN_IMPORTS_AT_73F8C17),
 }
 
 
@@ -112,6 +123,13 @@ def _wall(command: list[str], env: dict[str, str]) -> tuple[float, int]:
     return time.perf_counter() - start, done.returncode
 
 
+def _statement(pair: tuple[str, ...], side: str) -> str:
+    """A pair's statement for a side: ours first, the libraries second, the ``--before`` tree's third (else ours)."""
+    if side == "libraries":
+        return pair[1]
+    return pair[2] if side == "before" and len(pair) > 2 else pair[0]
+
+
 def import_costs(rounds: int, env: dict[str, str], before: Path | None) -> None:
     """Print, per pair, the medians of each side (wall and CPU seconds of the whole process) and our modules' cost:
     the median of each round's difference, ours minus the libraries' (on a shared machine the CPU time moves far
@@ -121,14 +139,14 @@ def import_costs(rounds: int, env: dict[str, str], before: Path | None) -> None:
     if before is not None:
         sides["before"] = {**env, "PYTHONPATH": str(before)}
     table = {
-        (name, side): ([sys.executable, "-c", pair[side == "libraries"]], side_env)
+        (name, side): ([sys.executable, "-c", _statement(pair, side)], side_env)
         for name, pair in IMPORT_PAIRS.items()
         for side, side_env in sides.items()
     }
     runs = _interleaved(table, rounds)
     print("| statement | wall median s | CPU median s | ours minus libraries: wall s | CPU s |")
     print("|---|---|---|---|---|")
-    for name, (_, libraries) in IMPORT_PAIRS.items():
+    for name, (_, libraries, *_) in IMPORT_PAIRS.items():
         theirs = runs[(name, "libraries")]
         print(f"| `{libraries}` | {_median(theirs, 0):.3f} | {_median(theirs, 1):.3f} | | |")
         for side in [side for side in sides if side != "libraries"]:
@@ -181,6 +199,8 @@ def peer_ratio(peer_python: str, rounds: int, env: dict[str, str], before: Path 
     rewrite += ["-m", "allow_mix_precision", "--target", "cpu"]
     table = {
         ("cnn", "ampconfig rewrite"): (rewrite, env),
+        # The peer loads nothing in ONNX Runtime: the same command without its load check (issue 43), for scale.
+        ("cnn", "ampconfig rewrite --no-load-check"): ([*rewrite, "--no-load-check"], env),
         ("cnn", "onnxconverter-common's process"): (
             [peer_python, "-c", PEER_PROCESS, str(model), str(folder / "peer.onnx")],
             env,
@@ -195,6 +215,50 @@ def peer_ratio(peer_python: str, rounds: int, env: dict[str, str], before: Path 
     print("|---|---|---|---|")
     for (_, name), each in runs.items():
         print(f"| {name} | {_median(each, 0):.3f} | {_median(each, 1):.3f} | {_median(each, 0) / peer:.2f}x |")
+
+
+#: One ``-X importtime`` line: (own microseconds, cumulative microseconds, depth, module).
+ImportLine = tuple[int, int, int, str]
+
+
+def _import_lines(env: dict[str, str]) -> list[ImportLine]:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import ampconfig.api"], capture_output=True, text=True, env=env
+    )
+    lines = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, cumulative, name = line.removeprefix("import time:").split("|")
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        lines.append((int(own), int(cumulative), depth, name.strip()))
+    return lines
+
+
+def import_trees(rounds: int, env: dict[str, str], before: Path | None) -> None:
+    """Print the pruned ``-X importtime`` tree of ``import ampconfig.api`` for each side (see the module's doc)."""
+    sides = {"after": env} if before is None else {"before": {**env, "PYTHONPATH": str(before)}, "after": env}
+    for side_env in sides.values():  # untimed: bytecode caches written
+        _import_lines(side_env)
+    trees: dict[str, list[list[ImportLine]]] = {side: [] for side in sides}
+    for _ in range(rounds):
+        for side, side_env in sides.items():
+            trees[side].append(_import_lines(side_env))
+    for side, runs in trees.items():
+        runs.sort(key=lambda lines: max(cumulative for _, cumulative, depth, _ in lines if depth == 0))
+        shown = runs[len(runs) // 2]
+        ours: dict[str, int] = {}
+        for lines in runs:
+            for own, _, _, name in lines:
+                if name.startswith("ampconfig"):
+                    ours[name] = min(own, ours.get(name, own))
+        print(f"{side}: {len(shown)} modules, {len(ours)} ours, their own time {sum(ours.values()) / 1000:.0f} ms")
+        print("```")
+        # -X importtime prints a module after what it imports: reversed, each parent comes before its children.
+        for own, cumulative, depth, name in reversed(shown):
+            if cumulative >= 30_000 and depth < 5:
+                print(f"{cumulative // 1000:7d} ms cum {own // 1000:6d} ms self  {'  ' * depth}{name}")
+        print("```")
 
 
 def _median(runs: list[tuple[float, float]], index: int) -> float:
@@ -224,10 +288,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (one run of each per round)")
     parser.add_argument("--json", type=Path, help="write every run here")
     parser.add_argument("--imports", action="store_true", help="time our modules' cost on top of the libraries")
-    parser.add_argument("--before", type=Path, help="with --imports: a source tree of the base, timed alongside")
+    parser.add_argument(
+        "--before", type=Path, help="with --imports, --peer or --tree: a source tree of the base, timed alongside"
+    )
     parser.add_argument("--peer", help="a Python with onnxconverter-common: time rewrite against its process")
+    parser.add_argument("--tree", action="store_true", help="print the -X importtime tree of import ampconfig.api")
     args = parser.parse_args()
     env = _user_environment()
+    if args.tree:
+        import_trees(args.rounds, env, args.before)
+        return
     if args.peer:
         print(f"{platform.node()}: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}, {args.rounds} rounds")
         with tempfile.TemporaryDirectory() as folder:

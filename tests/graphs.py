@@ -13,7 +13,7 @@ from onnx import helper as oh
 
 from ampconfig.decide.context import DecisionContext
 from ampconfig.decide.plan import Plan, build_plan
-from ampconfig.opinfo.library import OpInfoEntry, OpInfoLibrary, PrecisionReduce
+from ampconfig.opinfo.library import OpInfo, OpInfoLibrary, ReduceFlag
 from ampconfig.precision_modes import parse_mode
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
@@ -73,13 +73,11 @@ def library(
 ) -> OpInfoLibrary:
     """An op info library with the given colours (None = gray) and the same kernels for every op."""
 
-    def entry(colour: str | None) -> OpInfoEntry:
+    def entry(colour: str | None) -> OpInfo:
         kernels = dict(dtypes=list(dtypes), dtype_source="probe")
         if colour in ("white", "black"):
-            return OpInfoEntry(
-                precision_reduce=PrecisionReduce(flag="true" if colour == "white" else "false"), **kernels
-            )
-        return OpInfoEntry(clear=colour == "clear", **kernels)
+            return OpInfo(precision_reduce=ReduceFlag("true" if colour == "white" else "false"), **kernels)
+        return OpInfo(clear=colour == "clear", **kernels)
 
     return OpInfoLibrary("cpu", "CPUExecutionProvider", "test", {op: entry(c) for op, c in colours.items()})
 

@@ -125,6 +125,65 @@ def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> No
     assert not _under(modules, ("ampconfig.formats",)) - LIGHT_FORMATS
 
 
+#: The session config's format and the file formats it reads (a mixlist, a customize file, keep_dtype), which a
+#: command needs only when a config or such a file is given.
+SESSION_FORMATS = {
+    "ampconfig.formats.session_config",
+    "ampconfig.formats.documents",
+    "ampconfig.formats.mixlist_file",
+    "ampconfig.formats.customize_dtypes_file",
+    "ampconfig.formats.keep_dtype_file",
+}
+
+
+def test_the_api_and_its_first_rewrite_load_no_pydantic(tmp_path: Path) -> None:
+    """The built-in op info is read without pydantic (``opinfo.library``): ``import ampconfig.api`` and a first
+    rewrite with no file load none; a user's file brings it. On main at 73f8c17 ``opinfo.library`` imported it, and
+    ``import ampconfig.api`` with it: about 50 ms of the 0.136 s CPU our modules cost on top of onnx-ir."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    done = script_in_fresh_process(
+        "import sys, ampconfig.api; imported = 'pydantic' in sys.modules;"
+        f" ampconfig.rewrite_model({str(model)!r}, 'allow_mix_precision');"
+        " print(imported, 'pydantic' in sys.modules)"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_a_rewrite_loads_the_session_config_formats_only_with_a_config(tmp_path: Path) -> None:
+    """Without a config (or a mixlist or customize file) a ``rewrite`` loads none of the session config's formats;
+    with one it does, and the config's mode is the one used. On main at 73f8c17 ``settings.resolve`` imported them
+    for every command."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    out = tmp_path / "out.onnx"
+    plain = command_in_fresh_process(tmp_path, "rewrite", model, "-o", out, "--target", "cpu")
+    assert plain["exit_code"] == 0, plain["stderr"]
+    assert "onnx_ir" in plain["modules"] and not plain["modules"] & SESSION_FORMATS
+    config = tmp_path / "ampconfig.json"
+    config.write_text(json.dumps({"precision_mode": "force_fp16"}), encoding="utf-8")
+    configured = command_in_fresh_process(tmp_path, "rewrite", model, "-o", out, "--target", "cpu", "--config", config)
+    assert configured["exit_code"] == 0, configured["stderr"]
+    assert "ampconfig.formats.session_config" in configured["modules"]
+    assert "(force_fp16, target cpu)" in configured["stdout"] + configured["stderr"]
+
+
+def test_a_run_that_passes_loads_no_diagnosing_module_nor_the_locks_format(tmp_path: Path) -> None:
+    """``run`` imports tune's forecast (diagnose/) only after a FAIL, and the lock's format only with --lock-out.
+    On main at 73f8c17 every run loaded diagnose.tune.forecast with 20 more modules of diagnose/ and instrument/,
+    formats.lock_file and lock.record before it opened the model."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    outcome = command_in_fresh_process(
+        tmp_path, "run", model, "-m", "allow_mix_precision", "--target", "cpu", "--warmup", "0", "--iterations", "1"
+    )
+    assert outcome["exit_code"] == 0, outcome["stderr"]
+    assert "PASS" in outcome["stdout"]
+    assert not _under(outcome["modules"], ("ampconfig.diagnose",))
+    assert not outcome["modules"] & {"ampconfig.formats.lock_file", "ampconfig.lock.record"}
+
+
 def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
     mixlist = tmp_path / "mixlist.json"
     mixlist.write_text(json.dumps({"black-list": {"to-add": ["Erf"]}, "white-list": {"to-remove": ["Conv"]}}))

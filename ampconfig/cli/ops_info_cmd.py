@@ -24,7 +24,7 @@ from ampconfig.opinfo.targets import TARGETS
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydantic nor the op info library
     from ampconfig.files.guard import Destination, OutputGuard
-    from ampconfig.opinfo.library import OpInfoEntry, OpsInfoFile
+    from ampconfig.opinfo.ops_info_file import OpInfoEntry, OpsInfoFile
     from ampconfig.opinfo.targets import TargetName
 
 OpInfoOutputOpt = Annotated[

@@ -23,7 +23,7 @@ from ampconfig.opinfo.targets import DEFAULT_TARGET
 from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydantic nor the op info library
-    from ampconfig.opinfo.library import OpInfoEntry
+    from ampconfig.opinfo.library import OpInfo
 
 
 @subcommand("apply-strategy")
@@ -115,8 +115,8 @@ def _joined(dtypes: Sequence[str] | None) -> str:
     return "?" if dtypes is None else ", ".join(dtypes) or "-"
 
 
-def _json_entry(entry: OpInfoEntry, emulated: list[str] | None) -> dict[str, Any]:
-    shown: dict[str, Any] = {"colour": entry.colour.value, **entry.model_dump(exclude_none=True)}
+def _json_entry(entry: OpInfo, emulated: list[str] | None) -> dict[str, Any]:
+    shown: dict[str, Any] = {"colour": entry.colour.value, **entry.as_json(exclude_none=True)}
     if emulated is not None:
         shown["emulated_dtypes"] = emulated
     return shown

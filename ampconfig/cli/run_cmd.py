@@ -14,8 +14,11 @@ from ampconfig.cli.typer_app import command
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
 if TYPE_CHECKING:
+    from ampconfig.diagnose.tune.forecast import FailedRunForecast, FixForecast
     from ampconfig.files.guard import Destination, OutputGuard
     from ampconfig.prove.outcome import RunReport
+    from ampconfig.prove.request import Prepared
+    from ampconfig.settings.resolve import Settings
 
 _HELP = """Rewrite MODEL for a precision mode, run it and the fp32 original on the same inputs in ONNX
 Runtime, and report accuracy (relative L2, max abs, cosine, non-finite values, arg-max agreement) and latency.
@@ -113,9 +116,6 @@ def run(
         ),
     ] = None,
 ) -> None:
-    from ampconfig.diagnose.tune.forecast import FailedRunForecast
-    from ampconfig.formats.lock_file import lock_text
-    from ampconfig.lock.record import lock_of_run
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
     from ampconfig.report.run_report import render_run, run_payload
     from ampconfig.settings.declared_files import settings_role
@@ -133,7 +133,7 @@ def run(
                 f"--ranges-out: no value ranges are measured ({why})",
                 hint="drop --ranges-out, or let run measure the ranges (without --ranges and --no-range-check)",
             )
-        forecast = FailedRunForecast(settings, options.range_check)  # after a FAIL: where the error is, the fix
+        forecast = _Forecast(settings, options.range_check)  # after a FAIL: where the error is, the fix
         report = execute(
             settings,
             start.progress,
@@ -149,11 +149,32 @@ def run(
         if ranges_file is not None and ranges_out is not None:
             report.notes.append(f"wrote the value ranges {write_ranges(guard, ranges_file, report, ranges_out)}")
         if lock_file is not None and lock_out is not None:
+            from ampconfig.formats.lock_file import lock_text  # the lock's format: only with --lock-out
+            from ampconfig.lock.record import lock_of_run
+
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
             report.notes.append(f"wrote the precision lock {written}")
     exit_code = EXIT_OK if report.passed else EXIT_CHECK_FAILED
     if options.json_output:
-        print_result(run_payload(report, forecast.fix), exit_code)
+        print_result(run_payload(report, forecast.fix()), exit_code)
     else:
-        render_run(report, stdout, forecast.fix)
+        render_run(report, stdout, forecast.fix())
     raise typer.Exit(exit_code)
+
+
+class _Forecast:
+    """``run``'s hook after a FAIL (:class:`~ampconfig.diagnose.tune.forecast.FailedRunForecast`), whose modules
+    (tune's, diagnose/) are imported after a FAIL only: a run that passes never loads them."""
+
+    def __init__(self, settings: Settings, range_check: bool) -> None:
+        self.settings, self.range_check = settings, range_check
+        self.failed: FailedRunForecast | None = None
+
+    def __call__(self, prepared: Prepared, report: RunReport) -> None:
+        from ampconfig.diagnose.tune.forecast import FailedRunForecast
+
+        self.failed = FailedRunForecast(self.settings, self.range_check)
+        self.failed(prepared, report)
+
+    def fix(self) -> FixForecast | None:
+        return self.failed.fix if self.failed is not None else None

@@ -20,8 +20,9 @@ from typing import Any
 
 from ampconfig.errors import Problem, Severity
 from ampconfig.formats.documents import Document, describe_value
-from ampconfig.opinfo.library import Colour, OpInfoEntry, OpsInfoFile, PrecisionReduce
+from ampconfig.opinfo.library import Colour
 from ampconfig.opinfo.op_names import AmbiguousOpName, Vocabulary, read_op_name
+from ampconfig.opinfo.ops_info_file import OpInfoEntry, OpsInfoFile, PrecisionReduce
 
 #: Which colour wins when several Ascend names of one ONNX op disagree: the one keeping more float32.
 _SAFER = {Colour.BLACK: 0, Colour.GRAY: 1, Colour.WHITE: 2, Colour.CLEAR: 3}

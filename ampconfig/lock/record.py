@@ -85,7 +85,7 @@ def setting_source(settings: Settings, name: str) -> SettingSource:
 
 def op_info_sha256(library: OpInfoLibrary) -> str:
     """The op info's content, independent of how its file is formatted."""
-    entries = {key: library.entries[key].model_dump(mode="json") for key in sorted(library.entries)}
+    entries = {key: library.entries[key].as_json() for key in sorted(library.entries)}
     header = {"target": library.target, "provider": library.provider, "onnxruntime": library.onnxruntime_version}
     return text_sha256(json.dumps({"header": header, "ops": entries}, sort_keys=True))
 

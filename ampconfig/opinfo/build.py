@@ -20,8 +20,9 @@ from ampconfig.dtypes import FLOAT_DTYPES
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.colours import STRATEGY, StrategyEntry
 from ampconfig.opinfo.kernel_claims import AcrossOpsets
-from ampconfig.opinfo.library import Colour, OpInfoEntry, OpsInfoFile, PrecisionReduce
+from ampconfig.opinfo.library import Colour, OpInfo
 from ampconfig.opinfo.numerics import target_colour
+from ampconfig.opinfo.ops_info_file import OpInfoEntry, OpsInfoFile, PrecisionReduce
 from ampconfig.opinfo.targets import TargetName
 
 FloatDtype = Literal["float32", "float16", "bfloat16"]
@@ -280,7 +281,7 @@ def strategy_applied(existing: OpsInfoFile) -> OpsInfoFile:
     return existing.model_copy(update={"ops": entries, "generated_by": generated_by})
 
 
-def native_and_emulated(op: OpInfoEntry) -> tuple[list[str] | None, list[str] | None]:
+def native_and_emulated(op: OpInfoEntry | OpInfo) -> tuple[list[str] | None, list[str] | None]:
     """The dtypes the target runs natively, and those it runs only through casts ONNX Runtime inserts; None for
     both when the source cannot tell."""
     if op.native_dtypes is None:

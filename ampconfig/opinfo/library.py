@@ -4,6 +4,10 @@ The file follows Ascend's ops-info convention: ``"precision_reduce": {"flag": "t
 precision), ``"false"`` is black (keep fp32), absent is gray (follow the neighbours). ampconfig adds ``"clear":
 true`` for numerically neutral pass-through ops (TensorFlow's clear list). Each entry also lists the float dtypes
 the target has kernels for, which source that came from, and which reference the colour follows.
+
+The library holds each op as an :class:`OpInfo`, read without pydantic from a file as ``ampconfig ops-info`` writes
+it (the packaged ones): a rewrite loads no pydantic. Any other file goes through the file's pydantic models
+(:mod:`ampconfig.opinfo.ops_info_file`), which check what a user gives, with located errors.
 """
 
 from __future__ import annotations
@@ -11,13 +15,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem
@@ -29,11 +31,17 @@ from ampconfig.opinfo.targets import CUDA_PROVIDER as CUDA_PROVIDER
 from ampconfig.opinfo.targets import DEFAULT_TARGET as DEFAULT_TARGET
 from ampconfig.opinfo.targets import PROVIDERS as PROVIDERS
 from ampconfig.opinfo.targets import TARGETS as TARGETS
-from ampconfig.opinfo.targets import TargetName
+
+if TYPE_CHECKING:  # the file's pydantic models: imported where a file is validated (parse_ops_info)
+    from ampconfig.opinfo.ops_info_file import OpsInfoFile
 
 #: A node's attribute value by name (its schema default where it leaves the attribute out), None when neither.
 AttributeReader = Callable[[str], "str | int | None"]
 
+
+#: The float dtypes an op info file names, and the low ones a kernel may sum in.
+FloatDtype = Literal["float32", "float16", "bfloat16"]
+LowDtype = Literal["float16", "bfloat16"]
 
 #: The colour names as a type (the values of :class:`Colour`; tests/test_typing.py checks they stay equal).
 ColourName = Literal["white", "black", "gray", "clear"]
@@ -51,110 +59,45 @@ def op_key(domain: str, op_type: str) -> str:
     return op_type if domain in DEFAULT_DOMAINS else f"{domain}::{op_type}"
 
 
-class PrecisionReduce(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-    flag: Literal["true", "false"] = Field(
-        description='"true": white list (always computed in low precision); "false": black list (kept in fp32).'
-    )
+@dataclass(frozen=True, slots=True)
+class ReduceFlag:
+    """Ascend's list flag (the file's ``precision_reduce``): "true" white, "false" black."""
+
+    flag: Literal["true", "false"]
 
 
-class AttributeVariant(BaseModel):
-    """Nodes of an op whose attribute takes one of some values, and the float dtypes the target runs those in:
-    ONNX Runtime's kernels can refuse a dtype for some attribute values only (ScatterND's ``reduction``)."""
+@dataclass(frozen=True, slots=True)
+class OpInfoVariant:
+    """Nodes of an op whose attribute takes one of some values, and the float dtypes the target runs those in (the
+    file's ``variants``: :class:`~ampconfig.opinfo.ops_info_file.AttributeVariant` says what each field means)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
-
-    attribute: str = Field(description="The node attribute (its schema default where the node leaves it out).")
-    values: list[str | int] = Field(min_length=1, description="The attribute values this variant covers.")
-    dtypes: list[Literal["float32", "float16", "bfloat16"]] = Field(
-        description="Float dtypes the target runs such a node in: a subset of the op's `dtypes`. A dtype of the "
-        "op's `dtypes` missing here has no kernel for these attribute values."
-    )
-    source: str = Field(
-        description="Where this comes from: 'probe' (one-node probes of these attribute values), or 'refusal' "
-        "(ONNX Runtime refused a real model's node with these values; the one-node probes did not)."
-    )
-    note: str = Field(default="", description="What was measured: the model, the message, the onnxruntime wheel.")
+    attribute: str
+    values: list[str | int]
+    dtypes: list[FloatDtype]
+    source: str
+    note: str = ""
 
 
-class OpInfoEntry(BaseModel):
-    """One op type on one target."""
+@dataclass(frozen=True, slots=True)
+class OpInfo:
+    """One op type on one target, as the library holds it: the fields of the file's entry
+    (:class:`~ampconfig.opinfo.ops_info_file.OpInfoEntry`, which says what each means), in its order, with its
+    defaults, and without pydantic."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
-
-    precision_reduce: PrecisionReduce | None = Field(
-        default=None,
-        description="Ascend list flag. Absent means gray (the op follows its neighbours) unless `clear` is true.",
-    )
-    clear: bool = Field(
-        default=False,
-        description="Numerically neutral pass-through op (reshape, transpose, concat, relu...): it follows its "
-        "neighbours and never forces a cast. Only valid without precision_reduce.",
-    )
-    dtypes: list[Literal["float32", "float16", "bfloat16"]] = Field(
-        default_factory=list,
-        description="Float dtypes the target runs the op in: every probe model of the op that loads and runs in "
-        "float32 also loads and runs in this dtype. Empty with dtype_source 'not-probed' means unknown.",
-    )
-    native_dtypes: list[Literal["float32", "float16", "bfloat16"]] | None = Field(
-        default=None,
-        description="The subset of `dtypes` with a native kernel. A dtype in `dtypes` but not here runs through "
-        "casts ONNX Runtime inserts around the node (the CPU provider does this for float16): it is valid and "
-        "exact to float16 storage, but not faster. Absent when the source cannot tell (kernel table).",
-    )
-    dtype_source: str = Field(
-        default="not-probed",
-        description="Where `dtypes` comes from: 'probe' (measured by `ampconfig ops-info probe`), "
-        "'kernel-table' (ONNX Runtime's docs/OperatorKernels.md), 'kernel-registry' (a dump of ORT's registered "
-        "kernels, `ampconfig ops-info import-kernels`), or 'not-probed'.",
-    )
-    reference: str = Field(
-        default="",
-        description="Which reference the colour follows (TensorFlow AMP lists, PyTorch autocast lists, ...).",
-    )
-    accumulation: dict[Literal["float16", "bfloat16"], Literal["float32", "float16", "bfloat16"]] | None = Field(
-        default=None,
-        description="Per low dtype, the dtype the target's kernel sums in (norm statistics, softmax denominators), "
-        "where known: the reason an op the reference lists keep in float32 can be gray on this target.",
-    )
-    accumulation_source: str | None = Field(
-        default=None, description="Where `accumulation` is stated (ONNX Runtime source files), or why it holds."
-    )
-    colour_note: str | None = Field(
-        default=None,
-        description="Why this target's colour differs from the reference lists' (see `accumulation`).",
-    )
-    dtypes_by_opset: dict[str, list[Literal["float32", "float16", "bfloat16"]]] | None = Field(
-        default=None,
-        description="Per default-domain opset measured (13, 17, and the newest schema version with a kernel): the "
-        "dtypes that opset's schema version runs in. `dtypes` is what holds at all of them. Absent: one opset "
-        "only (contrib ops, kernel table).",
-    )
-    no_kernel_opsets: list[int] | None = Field(
-        default=None,
-        description="Opsets at which the target has no kernel for the op's schema version in any dtype (ONNX "
-        "Runtime serves an open-ended kernel registration only for the schema version it starts at).",
-    )
-    note: str | None = Field(
-        default=None,
-        description="Why dtypes are unknown (dtype_source 'not-probed'), or what the measurement left out.",
-    )
-    variants: list[AttributeVariant] | None = Field(
-        default=None,
-        description="Attribute values for which the target runs fewer dtypes than `dtypes` (the first variant a "
-        "node matches applies). Absent: every node of the op runs in `dtypes`.",
-    )
-    keeps_dtype: str | None = Field(
-        default=None,
-        description="Set for packed or quantized ops whose float tensors are tied to their packing or scales: the "
-        "node keeps its dtypes whatever the mode, for the reason given.",
-    )
-
-    @model_validator(mode="after")
-    def _clear_is_uncoloured(self) -> OpInfoEntry:
-        if self.clear and self.precision_reduce is not None:
-            raise ValueError("an op cannot be both clear and carry precision_reduce")
-        return self
+    precision_reduce: ReduceFlag | None = None
+    clear: bool = False
+    dtypes: list[FloatDtype] = field(default_factory=list)
+    native_dtypes: list[FloatDtype] | None = None
+    dtype_source: str = "not-probed"
+    reference: str = ""
+    accumulation: dict[LowDtype, FloatDtype] | None = None
+    accumulation_source: str | None = None
+    colour_note: str | None = None
+    dtypes_by_opset: dict[str, list[FloatDtype]] | None = None
+    no_kernel_opsets: list[int] | None = None
+    note: str | None = None
+    variants: list[OpInfoVariant] | None = None
+    keeps_dtype: str | None = None
 
     @property
     def colour(self) -> Colour:
@@ -162,20 +105,11 @@ class OpInfoEntry(BaseModel):
             return Colour.WHITE if self.precision_reduce.flag == "true" else Colour.BLACK
         return Colour.CLEAR if self.clear else Colour.GRAY
 
-
-class OpsInfoFile(BaseModel):
-    """ampconfig op info library for one execution target."""
-
-    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
-
-    schema_ref: str | None = Field(default=None, alias="$schema", description="JSON Schema of this file.")
-    target: TargetName = Field(description="Execution target these kernels belong to.")
-    provider: str = Field(description="ONNX Runtime execution provider name, e.g. CPUExecutionProvider.")
-    onnxruntime_version: str = Field(description="ONNX Runtime version the dtypes were measured or read for.")
-    generated_by: str = Field(default="", description="Command or process that wrote this file.")
-    ops: dict[str, OpInfoEntry] = Field(
-        description="Per op type (`Op`, or `domain::Op` outside the default ONNX domain)."
-    )
+    def as_json(self, *, exclude_none: bool = False) -> dict[str, Any]:
+        """The entry as the file's model dumps it (``model_dump(mode="json")``), without its None fields when
+        ``exclude_none`` (none of a variant's fields can be None)."""
+        dumped = asdict(self)
+        return {k: v for k, v in dumped.items() if v is not None} if exclude_none else dumped
 
 
 @dataclass(frozen=True)
@@ -209,7 +143,7 @@ class OpInfoLibrary:
     target: str
     provider: str
     onnxruntime_version: str
-    entries: Mapping[str, OpInfoEntry]
+    entries: Mapping[str, OpInfo]
     source: str = field(default="")
 
     def knows(self, key: str) -> bool:
@@ -259,7 +193,7 @@ class OpInfoLibrary:
         entry = self.entries.get(key)
         return entry is not None and bool(entry.variants)
 
-    def variant_for(self, key: str, attribute_of: AttributeReader) -> AttributeVariant | None:
+    def variant_for(self, key: str, attribute_of: AttributeReader) -> OpInfoVariant | None:
         """The first variant of the op whose attribute value the node has (``attribute_of(name)``: the node's
         value, or its schema default; None when neither)."""
         entry = self.entries.get(key)
@@ -283,9 +217,13 @@ def source_ops_info_path(target: str) -> Path | None:
 
 
 def parse_ops_info(text: str, source: str) -> OpsInfoFile:
-    """The op info file in ``text``. A file a user names is scanned for its limits first (nesting, value count:
-    :func:`ampconfig.cli.ops_info_cmd.read_ops_info`); the installation's own files are ampconfig's, and a nesting
-    deeper than the parser's recursion is still an error here, never a traceback."""
+    """The op info file in ``text``, checked by its pydantic models. A file a user names is scanned for its limits
+    first (nesting, value count: :func:`ampconfig.cli.ops_info_cmd.read_ops_info`); the installation's own files are
+    ampconfig's, and a nesting deeper than the parser's recursion is still an error here, never a traceback."""
+    from pydantic import ValidationError
+
+    from ampconfig.opinfo.ops_info_file import OpsInfoFile
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -303,11 +241,12 @@ def parse_ops_info(text: str, source: str) -> OpsInfoFile:
 
 
 def library_from_file(model: OpsInfoFile, source: str) -> OpInfoLibrary:
+    """The library of a file its pydantic models checked."""
     return OpInfoLibrary(
         target=model.target,
         provider=model.provider,
         onnxruntime_version=model.onnxruntime_version,
-        entries=dict(model.ops),
+        entries={key: _op_info(entry.model_dump(mode="json")) for key, entry in model.ops.items()},
         source=source,
     )
 
@@ -337,6 +276,141 @@ def ops_info_library(path: Path) -> OpInfoLibrary:
 
 @lru_cache(maxsize=8)  # a few versions of the two targets' files
 def _read_library(path: str, identity: tuple[int, int, int, int]) -> OpInfoLibrary:
+    """The library in the file. A file as ``ampconfig ops-info`` writes it (every value of the type its field
+    names, nothing unknown: :func:`canonical_library`) is read without pydantic; anything else goes through the
+    file's pydantic models, which give it their values, or their located errors."""
     del identity  # the cache's key only
-    model = parse_ops_info(Path(path).read_text(encoding="utf-8"), path)
-    return library_from_file(model, path)
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = None  # parse_ops_info says where
+    library = canonical_library(data, path)
+    return library if library is not None else library_from_file(parse_ops_info(text, path), path)
+
+
+# ------------------------------------------------------------------------------------ reading without pydantic
+# What the file's pydantic models accept without converting anything: a value of exactly the type each field
+# names. A file of such values reads the same through them or through canonical_library (tests/opinfo checks it
+# on the packaged files); any other value (a number for a string, an unknown key...) goes to the models.
+_FLOAT_DTYPES: frozenset[object] = frozenset(get_args(FloatDtype))
+_LOW_DTYPES: frozenset[object] = frozenset(get_args(LowDtype))
+
+
+def _is_str(value: object) -> bool:
+    return type(value) is str
+
+
+def _is_optional_str(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+def _are_dtypes(value: object) -> bool:
+    return type(value) is list and all(type(d) is str and d in _FLOAT_DTYPES for d in value)
+
+
+def _is_flag(value: object) -> bool:
+    return value is None or (type(value) is dict and value.keys() == {"flag"} and value["flag"] in ("true", "false"))
+
+
+def _is_accumulation(value: object) -> bool:
+    return value is None or (
+        type(value) is dict
+        and all(type(k) is str and k in _LOW_DTYPES and type(v) is str and v in _FLOAT_DTYPES for k, v in value.items())
+    )
+
+
+def _are_dtypes_by_opset(value: object) -> bool:
+    return value is None or (type(value) is dict and all(type(k) is str and _are_dtypes(v) for k, v in value.items()))
+
+
+def _are_opsets(value: object) -> bool:
+    return value is None or (type(value) is list and all(type(opset) is int for opset in value))
+
+
+def _is_variant(value: object) -> bool:
+    return (
+        type(value) is dict
+        and _VARIANT_REQUIRED <= value.keys() <= _VARIANT_FIELDS.keys()
+        and all(_VARIANT_FIELDS[key](item) for key, item in value.items())
+    )
+
+
+def _are_variants(value: object) -> bool:
+    return value is None or (type(value) is list and all(_is_variant(variant) for variant in value))
+
+
+def _are_values(value: object) -> bool:
+    return type(value) is list and bool(value) and all(type(item) in (str, int) for item in value)
+
+
+_VARIANT_FIELDS: dict[str, Callable[[object], bool]] = {
+    "attribute": _is_str,
+    "values": _are_values,
+    "dtypes": _are_dtypes,
+    "source": _is_str,
+    "note": _is_str,
+}
+_VARIANT_REQUIRED = frozenset(("attribute", "values", "dtypes", "source"))
+_ENTRY_FIELDS: dict[str, Callable[[object], bool]] = {
+    "precision_reduce": _is_flag,
+    "clear": lambda value: type(value) is bool,
+    "dtypes": _are_dtypes,
+    "native_dtypes": lambda value: value is None or _are_dtypes(value),
+    "dtype_source": _is_str,
+    "reference": _is_str,
+    "accumulation": _is_accumulation,
+    "accumulation_source": _is_optional_str,
+    "colour_note": _is_optional_str,
+    "dtypes_by_opset": _are_dtypes_by_opset,
+    "no_kernel_opsets": _are_opsets,
+    "note": _is_optional_str,
+    "variants": _are_variants,
+    "keeps_dtype": _is_optional_str,
+}
+_FILE_FIELDS: dict[str, Callable[[object], bool]] = {
+    "$schema": _is_optional_str,
+    "target": lambda value: value in TARGETS and type(value) is str,
+    "provider": _is_str,
+    "onnxruntime_version": _is_str,
+    "generated_by": _is_str,
+    "ops": lambda value: type(value) is dict and all(_is_entry(entry) for entry in value.values()),
+}
+_FILE_REQUIRED = frozenset(("target", "provider", "onnxruntime_version", "ops"))
+
+
+def _is_entry(value: object) -> bool:
+    return (
+        type(value) is dict
+        and value.keys() <= _ENTRY_FIELDS.keys()
+        and all(_ENTRY_FIELDS[key](item) for key, item in value.items())
+        and not (value.get("clear") and value.get("precision_reduce") is not None)  # OpInfoEntry's own check
+    )
+
+
+def canonical_library(data: object, source: str) -> OpInfoLibrary | None:
+    """The library of a parsed op info file whose every value has exactly its field's type (what ``ampconfig
+    ops-info`` writes), read without pydantic; None for any other data, which :func:`parse_ops_info` checks."""
+    if not (
+        type(data) is dict
+        and _FILE_REQUIRED <= data.keys() <= _FILE_FIELDS.keys()
+        and all(_FILE_FIELDS[key](value) for key, value in data.items())
+    ):
+        return None
+    return OpInfoLibrary(
+        target=data["target"],
+        provider=data["provider"],
+        onnxruntime_version=data["onnxruntime_version"],
+        entries={key: _op_info(entry) for key, entry in data["ops"].items()},
+        source=source,
+    )
+
+
+def _op_info(entry: dict[str, Any]) -> OpInfo:
+    """An entry of checked data (:func:`canonical_library`, or a pydantic entry's dump) as the library's."""
+    flag, variants = entry.get("precision_reduce"), entry.get("variants")
+    return OpInfo(
+        **{key: value for key, value in entry.items() if key not in ("precision_reduce", "variants")},
+        precision_reduce=ReduceFlag(flag["flag"]) if flag is not None else None,
+        variants=[OpInfoVariant(**variant) for variant in variants] if variants is not None else None,
+    )

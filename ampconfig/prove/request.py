@@ -29,7 +29,6 @@ from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
-from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.inputs.datasets import SampleSet, Shard, load_data, single_sample
 from ampconfig.inputs.feeds import InputSet, model_input_specs, prepare_inputs
 from ampconfig.rewrite.names import with_node_names
@@ -119,8 +118,12 @@ class Prepared:
         if not use_request_lists:
             # The customize_dtypes file stays the request's, read with the request's op names.
             customize = settings.customize_dtypes
-            if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
-                customize = load_customize_dtypes(customize, settings.op_names)
+            if customize is not None and op_names != settings.op_names:
+                # its format: imported where there is such a file
+                from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
+
+                if not isinstance(customize, CustomizeFile):
+                    customize = load_customize_dtypes(customize, settings.op_names)
             options = options.with_lists(modify_mixlist, keep_dtype, op_names, customize)
         source = settings.model_path if self.from_files else self.graph
         facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})

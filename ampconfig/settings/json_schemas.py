@@ -22,7 +22,7 @@ from ampconfig.formats.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
 from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.formats.ranges_file import RANGES_SCHEMA_FILE, RangesFile
 from ampconfig.formats.session_config import SessionConfig
-from ampconfig.opinfo.library import OpsInfoFile
+from ampconfig.opinfo.ops_info_file import OpsInfoFile
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_BASE_URL = "https://ampconfig.dev/schemas/"

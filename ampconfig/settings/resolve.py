@@ -23,18 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import check_margin
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
-from ampconfig.formats.customize_dtypes_file import CustomizeFile
-from ampconfig.formats.documents import RELATIVE_TO_CONFIG
-from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
-from ampconfig.formats.session_config import SessionConfig, Tolerance, load_session_config, mode_mixlist_problem
+from ampconfig.formats.tolerance import Tolerance
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import AUTO_DEVICE as AUTO_DEVICE  # re-exported: the default device of every command
@@ -42,6 +39,11 @@ from ampconfig.opinfo.targets import DEVICES
 from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
 from ampconfig.settings.input_options import parse_input_options
+
+if TYPE_CHECKING:  # the session config's formats: imported where a config, a mixlist or a customize file is given
+    from ampconfig.formats.customize_dtypes_file import CustomizeFile
+    from ampconfig.formats.mixlist_file import Mixlist
+    from ampconfig.formats.session_config import SessionConfig
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +159,9 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready data (what ``-v`` logs)."""
+        from ampconfig.formats.customize_dtypes_file import CustomizeFile
+        from ampconfig.formats.mixlist_file import Mixlist
+
         mixlist = self.modify_mixlist
         return {
             "precision_mode": self.precision_mode.value,
@@ -240,6 +245,8 @@ def require_config_files(settings: Settings) -> None:
             hint = f"`{key}` in the config {settings.config}"
             raise AmpconfigError(f"{what}: the path {UNNAMEABLE[kind]}", file=str(value), hint=hint)
         if kind == "missing":
+            from ampconfig.formats.documents import RELATIVE_TO_CONFIG
+
             hint = f"`{key}` in the config {settings.config}; {RELATIVE_TO_CONFIG}"
             raise AmpconfigError(f"{what} not found", file=str(value), hint=hint)
 
@@ -267,6 +274,8 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     if flags.tolerance is not None:  # a flag's own number is checked before any file is read
         check_positive_finite(flags.tolerance, "--tolerance")
     if config is None and flags.config is not None:
+        from ampconfig.formats.session_config import load_session_config
+
         config = load_session_config(flags.config)
     config_mode = config.resolved_mode() if _has_mode(config) else None
     merged = _Merge(flags, config)
@@ -407,6 +416,10 @@ def _mode_mixlist_problems(
 ) -> list[Problem]:
     """Where the resolved mode meets the resolved mixlist for every command (the rewrite checks the pair it is
     handed again, for the API's callers); the finding points at the mixlist's origin."""
+    if mixlist is None:  # no finding without a mixlist (mode_mixlist_problem's first check)
+        return []
+    from ampconfig.formats.session_config import mode_mixlist_problem
+
     from_config = mixlist is not None and merged.sources["modify_mixlist"].startswith("config")
     if from_config and config is not None:
         origin = config.source

@@ -54,7 +54,7 @@ from ampconfig.formats.mixlist_file import (
 )
 from ampconfig.formats.numeric_limits import FILE_KINDS
 from ampconfig.formats.tf_env_lists import is_tf_lists_text
-from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, OpsInfoFile, load_ops_info
+from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
 
@@ -379,6 +379,8 @@ def _keep_dtype_file_problems(
 
 
 def _ops_info_problems(document: Document) -> list[Problem]:
+    from ampconfig.opinfo.ops_info_file import OpsInfoFile  # its models are built for an op info file only
+
     problems = list(document.problems)
     try:
         model = OpsInfoFile.model_validate(document.data)

@@ -19,7 +19,7 @@ import ampconfig
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.formats.lock_file import load_lock, lock_data, lock_text
 from ampconfig.lock.record import decide_lock
-from ampconfig.opinfo.library import PrecisionReduce, load_ops_info
+from ampconfig.opinfo.library import ReduceFlag, load_ops_info
 from ampconfig.settings.resolve import Flags, resolve
 from tests import value_models
 from tests.exporter_models import EXPORTER_MODELS
@@ -237,7 +237,7 @@ def test_an_op_info_release_change_is_put_down_to_the_op_info(tmp_path: Path) ->
     black) against today's, where it is gray."""
     tree = example_tree(tmp_path)
     current = load_ops_info("cuda")
-    entry = current.entries["LayerNormalization"].model_copy(update={"precision_reduce": PrecisionReduce(flag="false")})
+    entry = dataclasses.replace(current.entries["LayerNormalization"], precision_reduce=ReduceFlag("false"))
     old = dataclasses.replace(
         current, onnxruntime_version="1.26.0", entries={**current.entries, "LayerNormalization": entry}
     )

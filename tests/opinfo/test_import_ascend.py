@@ -43,7 +43,7 @@ def test_an_ascend_ops_info_file_sets_the_colours_of_the_onnx_ops(tmp_path: Path
     assert ops["Conv"]["dtypes"] == list(built_in.entries["Conv"].dtypes)  # the target's kernels stay
     assert "precision_reduce" not in ops["ReduceMean"]
     untouched = {key for key in built_in.entries if key not in ("Conv", "MatMul", "ReduceMean")}
-    assert all(ops[key] == built_in.entries[key].model_dump(mode="json", exclude_none=True) for key in untouched)
+    assert all(ops[key] == built_in.entries[key].as_json(exclude_none=True) for key in untouched)
     assert runner.invoke(app, ["validate", str(out)]).exit_code == 0
 
 

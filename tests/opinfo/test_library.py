@@ -14,22 +14,26 @@ from typer.testing import CliRunner
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.library import (
-    AttributeVariant,
-    OpInfoEntry,
+    OpInfo,
     OpInfoLibrary,
+    OpInfoVariant,
+    canonical_library,
+    library_from_file,
     load_ops_info,
     ops_info_library,
     ops_info_path,
     parse_ops_info,
 )
+from ampconfig.opinfo.targets import TARGETS
+from tests.fresh_process import script_in_fresh_process
 from tests.graphs import resize_chain
 
 runner = CliRunner()
 
 
 def _scatter_library() -> OpInfoLibrary:
-    variant = AttributeVariant(attribute="reduction", values=["add", "mul"], dtypes=["float32"], source="probe")
-    entry = OpInfoEntry(dtypes=["float32", "float16"], dtype_source="probe", variants=[variant])
+    variant = OpInfoVariant(attribute="reduction", values=["add", "mul"], dtypes=["float32"], source="probe")
+    entry = OpInfo(dtypes=["float32", "float16"], dtype_source="probe", variants=[variant])
     return OpInfoLibrary("cpu", "CPUExecutionProvider", "test", {"ScatterND": entry})
 
 
@@ -118,3 +122,81 @@ def test_an_op_info_file_is_read_once_per_version(tmp_path: Path) -> None:
 
 def test_the_packaged_op_info_is_the_same_object_while_its_file_is_unchanged() -> None:
     assert load_ops_info("cpu") is load_ops_info("cpu") is ops_info_library(ops_info_path("cpu"))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_packaged_op_info_reads_without_pydantic_exactly_as_its_pydantic_models_read_it(target: str) -> None:
+    """The built-in op info is read without pydantic (a rewrite then loads none): for every op of every target,
+    the library holds what the file's pydantic models give, field by field, with the same colour, and the same
+    header."""
+    path = ops_info_path(target)
+    text = path.read_text(encoding="utf-8")
+    checked = parse_ops_info(text, str(path))
+    read = canonical_library(json.loads(text), str(path))
+    assert read is not None  # the packaged file is what `ops-info` writes
+    assert load_ops_info(target) == read
+    assert (read.target, read.provider, read.onnxruntime_version) == (
+        checked.target,
+        checked.provider,
+        checked.onnxruntime_version,
+    )
+    assert list(read.entries) == list(checked.ops)
+    for key, entry in checked.ops.items():
+        assert read.entries[key].as_json() == entry.model_dump(mode="json"), key
+        assert read.entries[key].as_json(exclude_none=True) == entry.model_dump(mode="json", exclude_none=True), key
+        assert read.entries[key].colour is entry.colour, key
+    assert read.entries == library_from_file(checked, str(path)).entries
+
+
+#: Values the file's pydantic models convert or refuse, each in an otherwise packaged entry: the reader without
+#: pydantic hands such a file to them.
+NOT_CANONICAL: list[tuple[str, object]] = [
+    ("clear", "true"),  # a string pydantic reads as a boolean
+    ("no_kernel_opsets", [22.0]),  # a float pydantic reads as an integer
+    ("dtypes", ["float64"]),
+    ("precision_reduce", {"flag": "true", "extra": 1}),
+    ("unknown_field", 1),
+    ("variants", [{"attribute": "mode", "values": [], "dtypes": [], "source": "probe"}]),
+    ("variants", [{"attribute": "mode", "values": [True], "dtypes": [], "source": "probe"}]),
+    ("accumulation", {"float32": "float32"}),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), NOT_CANONICAL, ids=[f"{f}={v!r}" for f, v in NOT_CANONICAL])
+def test_a_file_with_a_value_pydantic_would_convert_or_refuse_goes_to_the_pydantic_models(
+    tmp_path: Path, field: str, value: object
+) -> None:
+    """Read from a file, such an entry gives what the pydantic models give: their value, or their located error."""
+    document = json.loads(ops_info_path("cpu").read_text(encoding="utf-8"))
+    document["ops"]["Relu"] = {**document["ops"]["Relu"], field: value}
+    assert canonical_library(document, "cpu.json") is None
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    try:
+        checked = parse_ops_info(path.read_text(encoding="utf-8"), str(path))
+    except AmpconfigError as refused:
+        with pytest.raises(AmpconfigError) as caught:
+            ops_info_library(path)
+        assert caught.value.problems == refused.problems and caught.value.problems[0].json_path.startswith("$.ops.Relu")
+        return
+    assert ops_info_library(path).entries["Relu"].as_json() == checked.ops["Relu"].model_dump(mode="json")
+
+
+def test_an_op_both_clear_and_coloured_is_refused_as_the_models_refuse_it(tmp_path: Path) -> None:
+    document = json.loads(ops_info_path("cpu").read_text(encoding="utf-8"))
+    document["ops"]["Relu"] = {**document["ops"]["Relu"], "clear": True, "precision_reduce": {"flag": "true"}}
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(AmpconfigError, match="both clear and carry precision_reduce"):
+        ops_info_library(path)
+
+
+def test_reading_the_packaged_op_info_loads_no_pydantic() -> None:
+    """On main at 73f8c17 ``opinfo.library`` imported pydantic, and ``import ampconfig.api`` with it."""
+    done = script_in_fresh_process(
+        "import sys; from ampconfig.opinfo.library import load_ops_info;"
+        " print(len(load_ops_info('cpu').entries), len(load_ops_info('cuda').entries), 'pydantic' in sys.modules)"
+    )
+    assert done.returncode == 0, done.stderr
+    cpu, cuda, pydantic_loaded = done.stdout.split()
+    assert int(cpu) > 100 and int(cuda) > 100 and pydantic_loaded == "False"
