@@ -16,7 +16,6 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -24,6 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.data_dirs import OPS_INFO, data_dir, source_data_dir
+from ampconfig.opinfo.list_colour import Colour as Colour  # re-exported: the colours the library holds
+from ampconfig.opinfo.list_colour import ColourName as ColourName
 
 # Re-exported (``as``): the one table of targets and providers lives in opinfo/targets.py.
 from ampconfig.opinfo.targets import CPU_PROVIDER as CPU_PROVIDER
@@ -42,16 +43,6 @@ AttributeReader = Callable[[str], "str | int | None"]
 #: The float dtypes an op info file names, and the low ones a kernel may sum in.
 FloatDtype = Literal["float32", "float16", "bfloat16"]
 LowDtype = Literal["float16", "bfloat16"]
-
-#: The colour names as a type (the values of :class:`Colour`; tests/test_typing.py checks they stay equal).
-ColourName = Literal["white", "black", "gray", "clear"]
-
-
-class Colour(str, Enum):
-    WHITE = "white"
-    BLACK = "black"
-    GRAY = "gray"
-    CLEAR = "clear"
 
 
 def op_key(domain: str, op_type: str) -> str:

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ampconfig.opinfo.library import Colour
+from ampconfig.opinfo.list_colour import Colour
 from ampconfig.opinfo.targets import TargetName
 
 
