@@ -29,7 +29,6 @@ from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import output_ir_version, with_ir_version
 from ampconfig.files.models import OpenedModel, load_model, open_model
-from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 from ampconfig.inputs.datasets import SampleSet, Shard, load_data, single_sample
 from ampconfig.inputs.feeds import InputSet, model_input_specs, prepare_inputs
 from ampconfig.rewrite.names import with_node_names
@@ -116,12 +115,8 @@ class Prepared:
         (:mod:`ampconfig.engine.safety_net`). Both are measured facts, handed to the engine apart from the choices."""
         settings = self.request
         options = settings.rewrite_options
-        if not use_request_lists:
-            # The customize_dtypes file stays the request's, read with the request's op names.
-            customize = settings.customize_dtypes
-            if customize is not None and not isinstance(customize, CustomizeFile) and op_names != settings.op_names:
-                customize = load_customize_dtypes(customize, settings.op_names)
-            options = options.with_lists(modify_mixlist, keep_dtype, op_names, customize)
+        if not use_request_lists:  # the customize_dtypes file stays the request's, read with its op names
+            options = options.with_lists(modify_mixlist, keep_dtype, op_names)
         source = settings.model_path if self.from_files else self.graph
         facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
         return rewrite_with_options(source, options, facts)
