@@ -27,9 +27,7 @@ def lists(options: SharedOptions) -> None:
 
     settings = options.settings(opens_model=False)
     library = load_ops_info(settings.target)
-    effective, warnings, notes = effective_lists(
-        settings.precision_mode, library, settings.modify_mixlist, settings.op_names
-    )
+    effective, warnings, notes = effective_lists(library, settings.read_mixlist(), settings.op_names)
     for note in notes:  # each TensorFlow/Ascend name read as its ONNX op, where the mixlist says it
         stderr.print(f"note: {note}", markup=False)
     for warning in warnings:

@@ -7,16 +7,16 @@ ranges, overflowing nodes, ONNX Runtime's refusals) travels apart, as
 Building one checks the names (a keyword it has no field for is a TypeError), reads the precision mode and checks
 every option's type and range (:func:`check_options`: one validation for the API, the pass and every command, an
 :class:`~ampconfig.errors.AmpconfigError` naming the option, never a bare TypeError or ValueError from deep
-inside), and normalises what it is given once: a path as a :class:`~pathlib.Path`, a mixlist mapping as the
-:class:`~ampconfig.formats.mixlist_file.Mixlist` it means, node names as a tuple. The files it names (mixlist,
-keep_dtype, customize_dtypes) are read when the rewrite runs, each error at its file and line. What a caller
-changes in its own dict or list afterwards changes no options already made.
+inside), and normalises what it is given once, at the edge: the lists it is given (a mixlist file or mapping, a
+keep_dtype file or node names, a customize_dtypes file) are read there into their one form each
+(:mod:`ampconfig.decide.chosen_lists`: the content with the file it came from), each error at its file and line,
+so nothing below reads a file or asks which form it holds. What a caller changes in its own dict or list
+afterwards changes no options already made.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,6 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
 
+from ampconfig.decide.chosen_lists import (
+    ChosenKeepDtype,
+    ChosenMixlist,
+    is_path,
+    read_customize,
+    read_keep_dtype,
+    read_mixlist,
+)
 from ampconfig.decide.judgement_types import Judges
 from ampconfig.decide.measured_facts import MeasuredFacts, check_option
 from ampconfig.decide.value_limits import check_margin
@@ -42,9 +50,10 @@ if TYPE_CHECKING:  # the file formats (pydantic's models) are imported when a fi
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
 
 #: A mixlist file, a loaded :class:`~ampconfig.formats.mixlist_file.Mixlist`, or the mixlist as a mapping (what
-#: the API takes; :class:`RewriteOptions` holds a Path or a Mixlist).
+#: the API takes; :class:`RewriteOptions` holds it read, a :class:`~ampconfig.decide.chosen_lists.ChosenMixlist`).
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
-#: A keep_dtype file, or the node names (``OpType::name`` allowed; :class:`RewriteOptions` holds a Path or a tuple).
+#: A keep_dtype file, or the node names (``OpType::name`` allowed; :class:`RewriteOptions` holds them read, a
+#: :class:`~ampconfig.decide.chosen_lists.ChosenKeepDtype`).
 KeepDtypeInput: TypeAlias = "str | Path | Sequence[str] | None"
 
 
@@ -57,17 +66,20 @@ class RewriteOptions:
     rule's margin) and ``judges`` (the caller's judgements of op types). How to work: ``op_info`` (in place of
     ``target``'s built-in op info), ``float16_encoder`` (None: the one every command uses) and ``with_cost``
     (False: no cost report). What the output carries: ``decision_metadata`` (False: no node gets its decision in
-    its ``metadata_props``)."""
+    its ``metadata_props``).
+
+    Made from what the user gave (the lists as :data:`MixlistInput`, :data:`KeepDtypeInput`, a customize_dtypes
+    path), it holds each list read: one type per field from here on."""
 
     precision_mode: PrecisionMode
-    modify_mixlist: Path | Mixlist | None = None
-    keep_dtype: Path | tuple[str, ...] | None = None
+    modify_mixlist: ChosenMixlist | None = None
+    keep_dtype: ChosenKeepDtype | None = None
     target: str = DEFAULT_TARGET
     keep_io_types: bool = True
     float16_encoder: Float16Encoder | None = None
     op_names: str | None = None
     op_info: OpInfoLibrary | None = None
-    customize_dtypes: Path | CustomizeFile | None = None
+    customize_dtypes: CustomizeFile | None = None
     judges: Judges = field(default_factory=lambda: MappingProxyType({}))
     clamp_values: bool = False
     data_max: float | None = None
@@ -83,16 +95,23 @@ class RewriteOptions:
         self._normalise()
 
     def _normalise(self) -> None:
-        """Hold each choice in one form, copied: a path as a Path, a mixlist mapping as its Mixlist, node names as a
-        tuple, the judges read-only (a caller changing its dict or list afterwards changes nothing here)."""
+        """Hold each choice in one form, copied: the judges read-only (a caller changing its dict or list afterwards
+        changes nothing here), and each list read (a mixlist mapping as its Mixlist first); a list read already is
+        kept as it is."""
         object.__setattr__(self, "judges", MappingProxyType(dict(self.judges)))
-        for name in ("modify_mixlist", "keep_dtype", "customize_dtypes"):
-            if _is_path(getattr(self, name)):
-                object.__setattr__(self, name, Path(getattr(self, name)))
-        if isinstance(self.modify_mixlist, Mapping):
-            object.__setattr__(self, "modify_mixlist", _inline_mixlist(self.precision_mode, self.modify_mixlist))
-        if _is_names(self.keep_dtype):
-            object.__setattr__(self, "keep_dtype", tuple(cast("Sequence[str]", self.keep_dtype)))
+        given: Any = self.modify_mixlist
+        if isinstance(given, Mapping):
+            given = _inline_mixlist(self.precision_mode, given)
+        if given is not None and not isinstance(given, ChosenMixlist):
+            given = read_mixlist(self.precision_mode, Path(given) if is_path(given) else given, self.op_names)
+        object.__setattr__(self, "modify_mixlist", given)
+        keep: Any = self.keep_dtype
+        if keep is not None and not isinstance(keep, ChosenKeepDtype):
+            keep = read_keep_dtype(Path(keep) if is_path(keep) else tuple(cast("Sequence[str]", keep)), self.op_names)
+        object.__setattr__(self, "keep_dtype", keep)
+        customize: Any = self.customize_dtypes
+        if is_path(customize):
+            object.__setattr__(self, "customize_dtypes", read_customize(Path(customize), self.op_names))
 
     @classmethod
     def of(cls, precision_mode: str | PrecisionMode, **options: Any) -> RewriteOptions:
@@ -100,15 +119,12 @@ class RewriteOptions:
         return cls(parse_mode(precision_mode), **options)
 
     def with_lists(
-        self,
-        modify_mixlist: MixlistInput,
-        keep_dtype: KeepDtypeInput,
-        op_names: str | None,
-        customize_dtypes: Path | CustomizeFile | None,
+        self, modify_mixlist: MixlistInput, keep_dtype: KeepDtypeInput, op_names: str | None
     ) -> RewriteOptions:
-        """These choices with other lists (tune's trials), given as the API takes them and normalised as its are."""
+        """These choices with other lists (tune's trials), given as the API takes them and read as its are (with
+        ``op_names``); the customize_dtypes file stays as these choices read it."""
         lists: dict[str, Any] = {"modify_mixlist": modify_mixlist, "keep_dtype": keep_dtype}
-        return replace(self, **lists, op_names=op_names, customize_dtypes=customize_dtypes)
+        return replace(self, **lists, op_names=op_names)
 
 
 #: Where the findings about a mixlist handed in as a mapping point.
@@ -141,16 +157,12 @@ def from_keywords(
     ranges = keywords.pop("ranges", None)
     options = RewriteOptions.of(precision_mode, **keywords)
     facts = MeasuredFacts(**found)
-    check_option("ranges", ranges, lambda v: v is None or _is_path(v), "a value ranges file's path, or None")
+    check_option("ranges", ranges, lambda v: v is None or is_path(v), "a value ranges file's path, or None")
     return options, facts, Path(ranges) if ranges is not None else None
 
 
 #: The API's keywords that are measured facts, not choices.
 _FACTS = ("value_ranges", "overflow_nodes", "runtime_refused")
-
-
-def _is_path(value: object) -> bool:
-    return isinstance(value, (str, os.PathLike))
 
 
 def _is_names(value: object) -> bool:
@@ -162,7 +174,7 @@ def _is_names(value: object) -> bool:
 def _is_mixlist(value: object) -> bool:
     from ampconfig.formats.mixlist_file import Mixlist
 
-    return isinstance(value, Mixlist)
+    return isinstance(value, (Mixlist, ChosenMixlist))
 
 
 def _is_customize_file(value: object) -> bool:
@@ -175,17 +187,20 @@ def _is_customize_file(value: object) -> bool:
 _EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "precision_mode": (lambda v: isinstance(v, PrecisionMode), "a precision mode"),
     "modify_mixlist": (
-        lambda v: v is None or _is_path(v) or isinstance(v, Mapping) or _is_mixlist(v),
+        lambda v: v is None or is_path(v) or isinstance(v, Mapping) or _is_mixlist(v),
         "a mixlist file's path, the mixlist as a mapping, or None",
     ),
-    "keep_dtype": (lambda v: v is None or _is_path(v) or _is_names(v), "a keep_dtype file's path, node names, or None"),
+    "keep_dtype": (
+        lambda v: v is None or is_path(v) or _is_names(v) or isinstance(v, ChosenKeepDtype),
+        "a keep_dtype file's path, node names, or None",
+    ),
     "target": (lambda v: isinstance(v, str), "a target's name (" + ", ".join(TARGETS) + ")"),
     "keep_io_types": (lambda v: isinstance(v, bool), "true or false"),
     "float16_encoder": (lambda v: v is None or callable(v), "a function of a float32 array, or None"),
     "op_names": (lambda v: v is None or v in OP_NAME_CHOICES, "one of " + ", ".join(OP_NAME_CHOICES) + ", or None"),
     "op_info": (lambda v: v is None or isinstance(v, OpInfoLibrary), "an OpInfoLibrary, or None"),
     "customize_dtypes": (
-        lambda v: v is None or _is_path(v) or _is_customize_file(v),
+        lambda v: v is None or is_path(v) or _is_customize_file(v),
         "a customize_dtypes file's path, or None",
     ),
     "judges": (lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v), "a mapping of op keys"),

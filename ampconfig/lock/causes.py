@@ -89,9 +89,8 @@ class SettingsSide:
         mixlist = settings.modify_mixlist
         if isinstance(mixlist, Path):
             mixlist = load_mixlist(mixlist)
-        customize = settings.customize_dtypes
-        if isinstance(customize, Path):
-            customize = load_customize_dtypes(customize, settings.op_names)
+        given = settings.customize_dtypes
+        customize = load_customize_dtypes(given, settings.op_names) if given is not None else None
         return cls(settings, mixlist, _keep_lines(settings, config), config, customize)
 
     def customize_cause(self, node: LockedNode, removed: bool = False) -> Cause | None:

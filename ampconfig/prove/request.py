@@ -115,16 +115,8 @@ class Prepared:
         (:mod:`ampconfig.engine.safety_net`). Both are measured facts, handed to the engine apart from the choices."""
         settings = self.request
         options = settings.rewrite_options
-        if not use_request_lists:
-            # The customize_dtypes file stays the request's, read with the request's op names.
-            customize = settings.customize_dtypes
-            if customize is not None and op_names != settings.op_names:
-                # its format: imported where there is such a file
-                from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
-
-                if not isinstance(customize, CustomizeFile):
-                    customize = load_customize_dtypes(customize, settings.op_names)
-            options = options.with_lists(modify_mixlist, keep_dtype, op_names, customize)
+        if not use_request_lists:  # the customize_dtypes file stays the request's, read with its op names
+            options = options.with_lists(modify_mixlist, keep_dtype, op_names)
         source = settings.model_path if self.from_files else self.graph
         facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
         return rewrite_with_options(source, options, facts)

@@ -21,10 +21,12 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from ampconfig.decide.chosen_lists import ChosenMixlist, read_mixlist
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import check_margin
 from ampconfig.errors import AmpconfigError, Problem
@@ -41,7 +43,6 @@ from ampconfig.settings.flags import Flags as Flags  # the resolver's input, rea
 from ampconfig.settings.input_options import parse_input_options
 
 if TYPE_CHECKING:  # the session config's formats: imported where a config, a mixlist or a customize file is given
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
     from ampconfig.formats.mixlist_file import Mixlist
     from ampconfig.formats.session_config import SessionConfig
 
@@ -90,13 +91,23 @@ class Settings:
     """Everything a command needs to know, resolved. ``sources`` says where each setting came from: the flag
     (``--target``), the config (``config session.yaml``) or ``default``.
 
-    What the rewrite reads of them is one :class:`~ampconfig.decide.rewrite_options.RewriteOptions`,
-    ``rewrite_options`` (mode, target, lists, op names, keep_io_types, clamping, the decisions written into the
-    model), read here through properties of the same names. The ranges file and its margin (``ranges``,
+    The user's choices for the rewrite are held as the user named them (a mixlist, keep_dtype or customize_dtypes
+    file by its path, what the lock records and the roles name); :attr:`rewrite_options` is them normalised once,
+    the one frozen :class:`~ampconfig.decide.rewrite_options.RewriteOptions` with those files read (on first use:
+    a command that never rewrites, ``validate`` or ``lists``, reads none of them, and a command that does reads
+    them where it always has, after its model and inputs are checked). The ranges file and its margin (``ranges``,
     ``data_max``) are not among them: the commands read the file (against the model they opened, with that margin)
     and hand the rewrite its :class:`~ampconfig.decide.value_limits.ValueRanges`."""
 
-    rewrite_options: RewriteOptions
+    precision_mode: PrecisionMode
+    target: str
+    modify_mixlist: Path | Mixlist | None  # a file, or a config's inline mixlist
+    keep_dtype: Path | tuple[str, ...] | None  # a file, or a config's list of node names
+    customize_dtypes: Path | None
+    op_names: str | None  # whose op names the lists use: tensorflow, ascend, onnx; None: each name read by the table
+    keep_io_types: bool
+    clamp_values: bool  # constants beyond the low type's range clamped (warned) instead of kept float32
+    decision_metadata: bool  # each node's decision written into the rewritten model's node metadata
     device: str
     model_path: Path
     example: str | None  # the bundled example's name when no model was given
@@ -116,50 +127,19 @@ class Settings:
     def mode_source(self) -> str:
         return self.sources["precision_mode"]
 
-    # What the rewrite reads, by the names the commands have always read it by.
-    @property
-    def precision_mode(self) -> PrecisionMode:
-        return self.rewrite_options.precision_mode
+    @cached_property
+    def rewrite_options(self) -> RewriteOptions:
+        """The choices the rewrite reads, its lists read (each error at its file and line)."""
+        return RewriteOptions.of(self.precision_mode, **{name: getattr(self, name) for name in _REWRITE_CHOICES})
 
-    @property
-    def target(self) -> str:
-        return self.rewrite_options.target
-
-    @property
-    def modify_mixlist(self) -> Path | Mixlist | None:
-        return self.rewrite_options.modify_mixlist
-
-    @property
-    def keep_dtype(self) -> Path | tuple[str, ...] | None:
-        return self.rewrite_options.keep_dtype
-
-    @property
-    def customize_dtypes(self) -> Path | CustomizeFile | None:
-        """The Ascend customize_dtypes file (or one already read)."""
-        return self.rewrite_options.customize_dtypes
-
-    @property
-    def op_names(self) -> str | None:
-        """Whose op names the lists use: tensorflow, ascend, onnx; None: each name read by the table."""
-        return self.rewrite_options.op_names
-
-    @property
-    def keep_io_types(self) -> bool:
-        return self.rewrite_options.keep_io_types
-
-    @property
-    def clamp_values(self) -> bool:
-        """Constants beyond the low type's range clamped (warned) instead of kept float32."""
-        return self.rewrite_options.clamp_values
-
-    @property
-    def decision_metadata(self) -> bool:
-        """Each node's decision written into the rewritten model's node metadata."""
-        return self.rewrite_options.decision_metadata
+    def read_mixlist(self) -> ChosenMixlist | None:
+        """The mixlist alone, read (what ``lists`` shows); None without one."""
+        if self.modify_mixlist is None:
+            return None
+        return read_mixlist(self.precision_mode, self.modify_mixlist, self.op_names)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready data (what ``-v`` logs)."""
-        from ampconfig.formats.customize_dtypes_file import CustomizeFile
         from ampconfig.formats.mixlist_file import Mixlist
 
         mixlist = self.modify_mixlist
@@ -173,9 +153,7 @@ class Settings:
             if isinstance(mixlist, Mixlist)
             else _text(mixlist),
             "keep_dtype": list(self.keep_dtype) if isinstance(self.keep_dtype, tuple) else _text(self.keep_dtype),
-            "customize_dtypes": _text(self.customize_dtypes)
-            if not isinstance(self.customize_dtypes, CustomizeFile)
-            else self.customize_dtypes.source,
+            "customize_dtypes": _text(self.customize_dtypes),
             "op_names": self.op_names,
             "keep_io_types": self.keep_io_types,
             "allow_tf32": self.allow_tf32,
@@ -191,6 +169,19 @@ class Settings:
             "config": _text(self.config),
             "sources": dict(self.sources),
         }
+
+
+#: The settings the rewrite reads beside the mode: :class:`RewriteOptions`' fields of the same names.
+_REWRITE_CHOICES = (
+    "modify_mixlist",
+    "keep_dtype",
+    "target",
+    "keep_io_types",
+    "op_names",
+    "customize_dtypes",
+    "clamp_values",
+    "decision_metadata",
+)
 
 
 def require_files(settings: Settings, *, model: bool = True) -> None:
@@ -310,19 +301,16 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     decision_metadata = merged.pick(
         "decision_metadata", flags.decision_metadata, _set(config, "decision_metadata"), True
     )
-    rewrite_options = RewriteOptions(
-        precision_mode,
+    settings = Settings(
+        precision_mode=precision_mode,
+        target=checked_target,
         modify_mixlist=mixlist,
         keep_dtype=tuple(keep) if isinstance(keep, list) else keep,
-        target=checked_target,
-        keep_io_types=keep_io_types,
-        op_names=op_names,
         customize_dtypes=customize,
+        op_names=op_names,
+        keep_io_types=keep_io_types,
         clamp_values=clamp_values,
         decision_metadata=decision_metadata,
-    )
-    settings = Settings(
-        rewrite_options=rewrite_options,
         device=checked_device,
         model_path=model,
         example=example,

@@ -225,20 +225,24 @@ def test_a_config_s_missing_file_says_how_its_path_was_resolved_a_flag_s_does_no
     assert given.stderr.rstrip().endswith("mixlist file not found (check the path)")
 
 
-def test_the_settings_hold_the_rewrites_options_and_read_them(session_config: Path) -> None:
-    """What the rewrite reads of the settings is one RewriteOptions held by them (none of its fields copied beside
-    it); the ranges file and its margin stay the commands' to read."""
+def test_the_settings_read_the_rewrites_options_once(session_config: Path) -> None:
+    """The settings hold the choices as the user named them (the files by their paths, what the lock records);
+    what the rewrite reads of them is one RewriteOptions with those files read, once (issue 46, item 4); the
+    ranges file and its margin stay the commands' to read."""
     from ampconfig.decide.rewrite_options import RewriteOptions
 
     settings = resolve(Flags(config=session_config))
+    assert settings.keep_dtype == ("OpType::LayerNormalization",)
+    assert settings.modify_mixlist == session_config.parent / "mixlist.json"
+    assert settings.customize_dtypes == session_config.parent / "customize.cfg"
     options = settings.rewrite_options
-    assert isinstance(options, RewriteOptions)
+    assert isinstance(options, RewriteOptions) and settings.rewrite_options is options
     assert options.precision_mode is settings.precision_mode and options.target == settings.target == "cpu"
     assert (options.op_names, options.keep_io_types, options.clamp_values) == ("ascend", False, True)
-    assert options.keep_dtype == settings.keep_dtype == ("OpType::LayerNormalization",)
-    assert options.modify_mixlist == settings.modify_mixlist == session_config.parent / "mixlist.json"
-    assert options.customize_dtypes == settings.customize_dtypes == session_config.parent / "customize.cfg"
+    assert options.keep_dtype is not None and options.keep_dtype.source is None  # the config's list
+    assert [entry.op_type for entry in options.keep_dtype.entries] == ["LayerNormalization"]
+    assert options.modify_mixlist is not None and options.modify_mixlist.path == settings.modify_mixlist
+    assert options.customize_dtypes is not None
+    assert options.customize_dtypes.source == str(settings.customize_dtypes)
     assert options.data_max is None and settings.data_max == 30000.0
     assert "ranges" not in {field.name for field in dataclasses.fields(RewriteOptions)}  # a fact, read at the edge
-    shared = {field.name for field in dataclasses.fields(RewriteOptions)}
-    assert not shared & {field.name for field in dataclasses.fields(settings)} - {"data_max"}
