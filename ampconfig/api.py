@@ -21,14 +21,14 @@ from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput, from_
 from ampconfig.decide.user_judgements import Judges
 from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
-from ampconfig.files.models import OpenedModel
+from ampconfig.model_io.models import OpenedModel
 from ampconfig.opinfo.library import DEFAULT_TARGET, OpInfoLibrary
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.rewrite.tensors import Float16Encoder
 
 if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a file is given
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile
 
 __all__ = ["close", "onnx_runtime_worker", "rewrite_model", "rewrite_model_detailed"]
 
@@ -87,7 +87,7 @@ def rewrite_model_detailed(
 
     Args:
         model: a path, an ``onnx.ModelProto`` (never modified) or a model already opened with
-            :func:`~ampconfig.files.models.open_model`.
+            :func:`~ampconfig.model_io.models.open_model`.
         precision_mode: the precision mode (``allow_mix_precision``, ``force_fp16``, ...; v2 names too).
         modify_mixlist: a path to a mixlist JSON or the mixlist as a dict.
         keep_dtype: a path to a keep_dtype file or a list of node names (``OpType::name`` allowed).

@@ -620,9 +620,13 @@ def validity_table(reports: Sequence[ValidityCounts]) -> str:
 
 #: The phases of ``rewrite_model_detailed`` as (file suffix, function) in the profile.
 PHASES: tuple[tuple[str, str, str], ...] = (
-    ("admit_input_model (full check + type inference of the input)", "ampconfig/files/repair.py", "admit_input_model"),
-    ("light_proto (graph-only copies for the checks)", "ampconfig/files/models.py", "light_proto"),
-    ("checker_complaint (full_check of the output)", "ampconfig/files/node_checks.py", "checker_complaint"),
+    (
+        "admit_input_model (full check + type inference of the input)",
+        "ampconfig/model_io/repair.py",
+        "admit_input_model",
+    ),
+    ("light_proto (graph-only copies for the checks)", "ampconfig/model_io/models.py", "light_proto"),
+    ("checker_complaint (full_check of the output)", "ampconfig/model_io/node_checks.py", "checker_complaint"),
     ("onnx-ir deserialize_model", "onnx_ir/serde.py", "deserialize_model"),
     ("name_unnamed_nodes", "ampconfig/rewrite/names.py", "name_unnamed_nodes"),
     ("annotate_dtypes", "ampconfig/rewrite/types.py", "annotate_dtypes"),
@@ -630,10 +634,10 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("apply_plan (rewrite)", "ampconfig/rewrite/apply.py", "apply_plan"),
     (
         "skeleton_of (the output serialised once, without its large weights)",
-        "ampconfig/files/skeleton.py",
+        "ampconfig/model_io/skeleton.py",
         "skeleton_of",
     ),
-    ("full_proto (the API's proto: weights converted and copied in)", "ampconfig/files/skeleton.py", "full_proto"),
+    ("full_proto (the API's proto: weights converted and copied in)", "ampconfig/model_io/skeleton.py", "full_proto"),
     ("… of which float32 -> float16 casts (ORT kernel)", "ampconfig/rewrite/float_cast.py", "float32_to_float16"),
 )
 

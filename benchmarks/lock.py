@@ -4,7 +4,7 @@ On a node-heavy graph (``compare_peers.build_synthetic``, 25,000 nodes by defaul
 of the tests, this times, in this process with the garbage collector paused as the command line pauses it:
 
   rewrite      ``rewrite_with_options``: the decision and the rewrite a lock records
-  fingerprint  the model's structural fingerprint and weights hash (``files/identity.py``)
+  fingerprint  the model's structural fingerprint and weights hash (``model_io/identity.py``)
   lock         ``decide_lock``: both, plus the settings, versions and per-node records
   write        ``lock_text``: the file's text; its size in bytes and lines
   read         ``load_lock``: bounded reading and validation of the file
@@ -39,12 +39,12 @@ sys.path.insert(0, str(BENCHMARKS.parent))
 
 from compare_peers import build_synthetic  # noqa: E402
 
+from ampconfig.documents.lock_file import load_lock, lock_text  # noqa: E402
 from ampconfig.engine.in_place import rewrite_with_options  # noqa: E402
-from ampconfig.files.identity import model_fingerprint  # noqa: E402
-from ampconfig.formats.lock_file import load_lock, lock_text  # noqa: E402
 from ampconfig.gc_pause import gc_paused  # noqa: E402
 from ampconfig.lock.check import check_lock  # noqa: E402
 from ampconfig.lock.record import decide_lock  # noqa: E402
+from ampconfig.model_io.identity import model_fingerprint  # noqa: E402
 from ampconfig.settings.resolve import Flags, resolve  # noqa: E402
 from tests.exporter_models import gpt2  # noqa: E402
 

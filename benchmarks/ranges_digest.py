@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from large_model import matmul_chain
 
 from ampconfig.decide.ranges_input import ranges_identity, structure_sha256
-from ampconfig.files.models import open_model
+from ampconfig.model_io.models import open_model
 
 
 def _model(megabytes: int) -> onnx.ModelProto:

@@ -63,19 +63,19 @@ CLI_LIBRARIES = "import onnx_ir, typer, typer._adapters, rich.console, rich.tabl
 #: function imports (``cli/rewrite_cmd.py``), the engine among them.
 REWRITE_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['rewrite']); "
-    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.settings.resolve, "
+    "import ampconfig.model_io.models, ampconfig.settings.declared_files, ampconfig.settings.resolve, "
     "ampconfig.engine.in_place, ampconfig.prove.calibration"
 )
 #: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here;
 #: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only).
 RUN_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['run']); "
-    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
+    "import ampconfig.model_io.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
     "ampconfig.report.run_report, ampconfig.prove.calibration"
 )
 #: What ``run`` imported before it opened the model up to 73f8c17 (its forecast and the lock's format, every time).
 RUN_IMPORTS_AT_73F8C17 = (
-    RUN_IMPORTS + ", ampconfig.diagnose.tune.forecast, ampconfig.formats.lock_file, ampconfig.lock.record"
+    RUN_IMPORTS + ", ampconfig.diagnose.tune.forecast, ampconfig.documents.lock_file, ampconfig.lock.record"
 )
 #: Each pair: (ours, the libraries alone), timed in the same round; a third statement is the ``--before`` tree's,
 #: where it imported more.

@@ -16,8 +16,8 @@ import onnx
 import onnxruntime as ort
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import light_proto
-from ampconfig.files.node_checks import NodePieces, check_output
+from ampconfig.model_io.models import light_proto
+from ampconfig.model_io.node_checks import NodePieces, check_output
 from ampconfig.rewrite.names import with_node_names
 
 TOLERANCE = 1e-2
@@ -133,7 +133,7 @@ def new_checker_complaint(original: onnx.ModelProto, rewritten: onnx.ModelProto)
     model worse than its input (ONNX's own ``test_mvn`` already fails the strict check: inference of its function
     body disagrees with itself). Judged by verdicts, not wording: any complaint counts when ``original`` passes;
     when it does not, a complaint counts where a node (matched by name, unnamed nodes named as ampconfig names
-    them) fails on its own in ``rewritten`` and passed in ``original`` (``ampconfig.files.node_checks``)."""
+    them) fails on its own in ``rewritten`` and passed in ``original`` (``ampconfig.model_io.node_checks``)."""
     complaint = _full_check_complaint(rewritten)
     if complaint is None or _full_check_complaint(original) is None:
         return complaint

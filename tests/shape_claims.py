@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import onnx
 
-from ampconfig.files.repair import graphs
+from ampconfig.model_io.repair import graphs
 
 Shape = tuple[int | str | None, ...]
 

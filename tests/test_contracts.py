@@ -23,8 +23,8 @@ from ampconfig.decide.passes.flexible import SettleFlexible
 from ampconfig.decide.passes.mode_rules import ModePolicy
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.errors import EXIT_INTERNAL
-from ampconfig.files.ir_bridge import to_ir
-from ampconfig.files.models import light_proto
+from ampconfig.model_io.ir_bridge import to_ir
+from ampconfig.model_io.models import light_proto
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.pipeline import admit_input

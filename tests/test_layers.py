@@ -25,9 +25,10 @@ LEVELS: dict[str, float] = {
     "precision_modes": 0.5,
     "examples": 1,
     "files": 1,
+    "model_io": 1.1,
     "worker": 1.25,
     "opinfo": 1.5,
-    "formats": 2,
+    "documents": 2,
     "inputs": 4.5,
     "settings": 8.5,
     "decide": 3,
@@ -181,7 +182,7 @@ def test_the_onnx_runtime_server_imports_nothing_above_its_package() -> None:
     """The worker's server runs generic requests (a session from bytes, a run of feeds, timed runs, counts of
     values): it and every ampconfig module it may import are the worker package's own or single ground modules
     (errors, value_counts), nothing of runner/, opinfo/ or the settings. On main at 73f8c17 it imported
-    ``runner.timing``, and through it ``formats.numeric_limits``."""
+    ``runner.timing``, and through it ``documents.numeric_limits``."""
     reached = _reached_from("ampconfig.worker.server")
     above = sorted(
         name

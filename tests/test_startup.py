@@ -16,11 +16,11 @@ from tests.fresh_process import command_in_fresh_process, script_in_fresh_proces
 from tests.graphs import transformer_block
 
 HEAVY = ("onnx", "onnx_ir", "onnxruntime", "numpy", "sympy")
-#: The modules of formats/ with no file format in them (constants and limits a rewrite uses).
+#: The modules of documents/ with no file format in them (constants and limits a rewrite uses).
 LIGHT_FORMATS = {
-    "ampconfig.formats",
-    "ampconfig.formats.numeric_limits",
-    "ampconfig.formats.document_limits",
+    "ampconfig.documents",
+    "ampconfig.documents.numeric_limits",
+    "ampconfig.documents.document_limits",
 }
 
 
@@ -90,20 +90,20 @@ def test_the_api_loads_no_measuring_reporting_or_file_format_module() -> None:
     """``import ampconfig.api`` loads nothing of instrument/, report/ or diagnose/, none of the file formats (their
     pydantic models: imported when a file is given) and not the ONNX Runtime worker's process machinery (imported
     when a model runs). On main at ea62462 it loaded instrument.expose and instrument.scopes, 14 modules of
-    formats/, runner.worker and runner.channel (now worker.client and worker.channel)."""
+    documents/, runner.worker and runner.channel (now worker.client and worker.channel)."""
     done = script_in_fresh_process("import sys, ampconfig.api; print(' '.join(sorted(sys.modules)))")
     assert done.returncode == 0, done.stderr
     modules = set(done.stdout.split())
     assert "ampconfig.api" in modules and "onnx_ir" in modules
     assert not _under(modules, NOT_FOR_A_REWRITE)
-    assert not _under(modules, ("ampconfig.formats",)) - LIGHT_FORMATS
-    assert not modules & {"ampconfig.worker.client", "ampconfig.worker.channel", "ampconfig.formats.documents"}
+    assert not _under(modules, ("ampconfig.documents",)) - LIGHT_FORMATS
+    assert not modules & {"ampconfig.worker.client", "ampconfig.worker.channel", "ampconfig.documents.parsing"}
 
 
 def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> None:
     """A file-to-file ``rewrite`` with no data loads nothing of instrument/ or diagnose/, of report/ only the table
     it prints, and not the ranges file's format; the API's first rewrite with no file loads no file format either.
-    On main at ea62462 the command loaded formats.ranges_file (through prove.calibration) and the API's rewrite
+    On main at ea62462 the command loaded documents.ranges_file (through prove.calibration) and the API's rewrite
     instrument.expose, instrument.scopes and the formats."""
     model = tmp_path / "block.onnx"
     onnx.save(transformer_block(), model)
@@ -113,7 +113,7 @@ def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> No
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert "ampconfig.engine.in_place" in outcome["modules"]
     assert _under(outcome["modules"], NOT_FOR_A_REWRITE) == {"ampconfig.report", "ampconfig.report.tables"}
-    assert "ampconfig.formats.ranges_file" not in outcome["modules"]  # no --ranges, no data: none read or written
+    assert "ampconfig.documents.ranges_file" not in outcome["modules"]  # no --ranges, no data: none read or written
     done = script_in_fresh_process(
         f"import sys, ampconfig; ampconfig.rewrite_model({str(model)!r}, 'allow_mix_precision');"
         " print(' '.join(sorted(sys.modules)))"
@@ -122,17 +122,17 @@ def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> No
     modules = set(done.stdout.split())
     assert "ampconfig.engine.in_place" in modules
     assert not _under(modules, NOT_FOR_A_REWRITE)
-    assert not _under(modules, ("ampconfig.formats",)) - LIGHT_FORMATS
+    assert not _under(modules, ("ampconfig.documents",)) - LIGHT_FORMATS
 
 
 #: The session config's format and the file formats it reads (a mixlist, a customize file, keep_dtype), which a
 #: command needs only when a config or such a file is given.
 SESSION_FORMATS = {
-    "ampconfig.formats.session_config",
-    "ampconfig.formats.documents",
-    "ampconfig.formats.mixlist_file",
-    "ampconfig.formats.customize_dtypes_file",
-    "ampconfig.formats.keep_dtype_file",
+    "ampconfig.documents.session_config",
+    "ampconfig.documents.parsing",
+    "ampconfig.documents.mixlist_file",
+    "ampconfig.documents.customize_dtypes_file",
+    "ampconfig.documents.keep_dtype_file",
 }
 
 
@@ -165,14 +165,14 @@ def test_a_rewrite_loads_the_session_config_formats_only_with_a_config(tmp_path:
     config.write_text(json.dumps({"precision_mode": "force_fp16"}), encoding="utf-8")
     configured = command_in_fresh_process(tmp_path, "rewrite", model, "-o", out, "--target", "cpu", "--config", config)
     assert configured["exit_code"] == 0, configured["stderr"]
-    assert "ampconfig.formats.session_config" in configured["modules"]
+    assert "ampconfig.documents.session_config" in configured["modules"]
     assert "(force_fp16, target cpu)" in configured["stdout"] + configured["stderr"]
 
 
 def test_a_run_that_passes_loads_no_diagnosing_module_nor_the_locks_format(tmp_path: Path) -> None:
     """``run`` imports tune's forecast (diagnose/) only after a FAIL, and the lock's format only with --lock-out.
     On main at 73f8c17 every run loaded diagnose.tune.forecast with 20 more modules of diagnose/ and instrument/,
-    formats.lock_file and lock.record before it opened the model."""
+    documents.lock_file and lock.record before it opened the model."""
     model = tmp_path / "block.onnx"
     onnx.save(transformer_block(), model)
     outcome = command_in_fresh_process(
@@ -181,7 +181,7 @@ def test_a_run_that_passes_loads_no_diagnosing_module_nor_the_locks_format(tmp_p
     assert outcome["exit_code"] == 0, outcome["stderr"]
     assert "PASS" in outcome["stdout"]
     assert not _under(outcome["modules"], ("ampconfig.diagnose",))
-    assert not outcome["modules"] & {"ampconfig.formats.lock_file", "ampconfig.lock.record"}
+    assert not outcome["modules"] & {"ampconfig.documents.lock_file", "ampconfig.lock.record"}
 
 
 def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
@@ -194,7 +194,7 @@ def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:
     # Only the validate command is built, and none of the session config's or the lock's models.
     commands = {name.rpartition(".")[2] for name in outcome["modules"] if name.endswith("_cmd")}
     assert commands == {"validate_cmd"}
-    assert not outcome["modules"] & {"ampconfig.formats.session_config", "ampconfig.formats.lock_file", "yaml"}
+    assert not outcome["modules"] & {"ampconfig.documents.session_config", "ampconfig.documents.lock_file", "yaml"}
 
 
 def test_each_command_name_registers_that_command() -> None:

@@ -18,7 +18,7 @@ def test_mode_names_are_the_modes() -> None:
 def test_lock_names_are_the_rules_colours_and_vocabularies() -> None:
     """A lock names only what ampconfig can write (issue 38): its Literals follow the enums and tables."""
     from ampconfig.decide.decisions import Rule
-    from ampconfig.formats.lock_file import RuleName
+    from ampconfig.documents.lock_file import RuleName
     from ampconfig.opinfo.library import Colour, ColourName
     from ampconfig.opinfo.op_names import OP_NAME_CHOICES, VocabularyName
 

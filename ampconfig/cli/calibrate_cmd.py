@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, output_option
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import workbench
 
 _HELP = """Run the float32 MODEL on data and write every float value's range (min, max, largest magnitude,
 non-finite and zero counts, binary-exponent histogram) to RANGES.json, with the model's structure hash, its
@@ -64,12 +64,12 @@ def calibrate(
     from ampconfig.prove.request import prepare
 
     part = parse_shard(shard) if shard is not None else None
-    with opened(options) as start:
-        settings = start.settings
-        destination = start.guard.output("value ranges (--output)", ranges_path)
-        prepared = prepare(settings, command="calibrate", guard=start.guard, progress=start.progress, shard=part)
-        calibration = measured(prepared, start.progress)
-        ranges, written = write_ranges_file(start.guard, destination, calibration, settings.model_path, ranges_path)
+    with workbench(options) as bench:
+        settings = bench.settings
+        destination = bench.guard.output("value ranges (--output)", ranges_path)
+        prepared = prepare(settings, command="calibrate", guard=bench.guard, progress=bench.progress, shard=part)
+        calibration = measured(prepared, bench.progress)
+        ranges, written = write_ranges_file(bench.guard, destination, calibration, settings.model_path, ranges_path)
     nonfinite = sorted(key for key, value in ranges.values.items() if value.nonfinite)
     largest = sorted(((key, value.max_abs) for key, value in ranges.values.items()), key=lambda item: -item[1])[:3]
     warnings = list(prepared.inputs.warnings)

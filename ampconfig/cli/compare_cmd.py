@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import workbench
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the runner
@@ -40,17 +40,17 @@ def compare(options: SharedOptions) -> None:
     from ampconfig.report.compare import compare_payload, render_compare
     from ampconfig.report.html import render_html
 
-    with opened(options) as start:
-        prepared = prepare(start.settings, command="compare", guard=start.guard, progress=start.progress)
+    with workbench(options) as bench:
+        prepared = prepare(bench.settings, command="compare", guard=bench.guard, progress=bench.progress)
         result = compare_rewrite(
             prepared,
             threshold=options.threshold,
             range_check=options.range_check,
             data_max=options.flags.data_max,
-            progress=start.progress,
+            progress=bench.progress,
         )
         payload = compare_payload(result, prepared)
-        start.write_html(lambda: render_html(_explained(result, prepared), payload, command="compare"))
+        bench.write_html(lambda: render_html(_explained(result, prepared), payload, command="compare"))
     exit_code = EXIT_OK if result.passed else EXIT_CHECK_FAILED
     if options.json_output:
         print_result(payload, exit_code)

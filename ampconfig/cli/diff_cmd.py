@@ -111,7 +111,7 @@ def _sides(
             hint="give --base-config, --base-mixlist, --base-keep-dtype, --base-customize-dtypes or "
             "--base-precision-mode (or --base-lock and --lock)",
         )
-    from ampconfig.files.models import open_model
+    from ampconfig.model_io.models import open_model
     from ampconfig.prove.calibration import decision_values, prepared_samples, with_margin
 
     new = options.settings()

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import Workbench, workbench
 
 _HELP = """Explain how MODEL is rewritten for a precision mode: every node with its op type, name, scope, dtype
 before and after, list colour, the rule that decided it and the neighbour that caused it; then counts per
@@ -54,39 +54,39 @@ def explain(
     from ampconfig.report.explain import render_explain
     from ampconfig.report.html import render_html
 
-    with opened(options) as start:
+    with workbench(options) as bench:
         # Values given (a ranges file, data, inputs) decide, as in every deciding command; so they do where the
         # fp32 model runs anyway (--compare).
-        settings = start.settings
+        settings = bench.settings
         given_values = settings.ranges is not None or has_value_inputs(settings)
         if options.range_check or given_values or compare:
-            payload, compare_data = _explain_with_runs(start, options, compare)
+            payload, compare_data = _explain_with_runs(bench, options, compare)
         else:
-            payload, compare_data = _explain_decisions(start), None
-        start.write_html(lambda: render_html(payload, compare_data))
+            payload, compare_data = _explain_decisions(bench), None
+        bench.write_html(lambda: render_html(payload, compare_data))
     if options.json_output:
         print_result(payload)
     else:  # with --html the node table is in the report, searchable; the terminal gets the summary
-        table_in = None if start.html is None else "the HTML report" if start.html.is_stdout else str(options.html)
+        table_in = None if bench.html is None else "the HTML report" if bench.html.is_stdout else str(options.html)
         render_explain(payload, stdout, table_in=table_in)
 
 
-def _explain_decisions(start: Opened) -> dict[str, Any]:
+def _explain_decisions(bench: Workbench) -> dict[str, Any]:
     """Decide and rewrite only: no device and no ONNX Runtime (except to convert large weights quickly)."""
     from ampconfig.engine.in_place import rewrite_with_options
-    from ampconfig.files.models import open_model
+    from ampconfig.model_io.models import open_model
     from ampconfig.report.explain import explain_payload
     from ampconfig.settings.declared_files import declare_model
 
-    settings = start.settings
+    settings = bench.settings
     model = open_model(settings.model_path, map_weights=True)
-    declare_model(start.guard, model)
+    declare_model(bench.guard, model)
     rewrite = rewrite_with_options(model, settings.rewrite_options)
     return explain_payload(rewrite, model=str(settings.model_path), op_names=settings.op_names)
 
 
 def _explain_with_runs(
-    start: Opened, options: SharedOptions, compare: bool
+    bench: Workbench, options: SharedOptions, compare: bool
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """--range-check and/or --compare: calibration runs on the device (ONNX Runtime loads here). A data set given
     or --compare implies the range check."""
@@ -96,7 +96,7 @@ def _explain_with_runs(
     from ampconfig.report.explain import explain_payload
 
     prepared = prepare(
-        start.settings, command="explain --range-check/--compare", guard=start.guard, progress=start.progress
+        bench.settings, command="explain --range-check/--compare", guard=bench.guard, progress=bench.progress
     )
     compare_data: dict[str, Any] | None = None
     if compare:
@@ -105,21 +105,21 @@ def _explain_with_runs(
             threshold=options.threshold,
             range_check=True,
             data_max=options.flags.data_max,
-            progress=start.progress,
+            progress=bench.progress,
         )
         rewrite, ranges = result.rewrite, result.range
         compare_data = compare_payload(result, prepared)
     else:
         # the calibration run makes (its numbers only: nothing kept but them), unless a ranges file is given
-        measured = start.settings.ranges is not None
-        calibration = None if measured else calibrate(prepared, start.progress)
+        measured = bench.settings.ranges is not None
+        calibration = None if measured else calibrate(prepared, bench.progress)
         ranges = range_report(prepared, calibration, options.flags.data_max) if measured or calibration else None
         rewrite = prepared.rewrite(ranges.ranges if ranges is not None else None)
     payload = explain_payload(
         rewrite,
-        model=str(start.settings.model_path),
+        model=str(bench.settings.model_path),
         range_report=ranges.to_dict() if ranges is not None else None,
-        op_names=start.settings.op_names,
+        op_names=bench.settings.op_names,
     )
     payload["warnings"].extend([*prepared.inputs.warnings, *prepared.notes])
     if compare_data is not None:

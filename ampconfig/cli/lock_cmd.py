@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, output_option
 from ampconfig.cli.output import output_guard, print_json, print_warning, say, stderr
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import workbench
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the lock machinery
@@ -96,29 +96,29 @@ def lock(
 
 
 def _write_lock(options: SharedOptions, lock_out: Path | None, as_json: bool) -> None:
-    from ampconfig.files.models import open_model
-    from ampconfig.formats.lock_file import lock_text
+    from ampconfig.documents.lock_file import lock_text
     from ampconfig.lock.record import decide_lock
+    from ampconfig.model_io.models import open_model
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
     from ampconfig.report.lock import lock_payload, lock_summary_text, shown_path
     from ampconfig.settings.declared_files import declare_model
 
-    with opened(options) as start:
-        settings = start.settings
+    with workbench(options) as bench:
+        settings = bench.settings
         if lock_out is None:
             raise AmpconfigError("no output path given", hint="pass -o precision.lock.json (or --check LOCK)")
-        destination = start.guard.output(LOCK_ROLE, lock_out)  # refused before any work
+        destination = bench.guard.output(LOCK_ROLE, lock_out)  # refused before any work
         model = open_model(settings.model_path)
-        declare_model(start.guard, model)
+        declare_model(bench.guard, model)
         values = decision_values(
             settings,
             model.proto,
-            lambda: prepared_samples(settings, command="lock", guard=start.guard),
-            progress=start.progress,
+            lambda: prepared_samples(settings, command="lock", guard=bench.guard),
+            progress=bench.progress,
         )
         decided = decide_lock(settings, lock_out, opened=model, value_ranges=values.ranges)
         decided.result.warnings.extend([*values.warnings, *not_checked(decided.result)])
-        start.guard.write_text(destination, lock_text(decided.lock))
+        bench.guard.write_text(destination, lock_text(decided.lock))
     where = shown_path(lock_out) or str(lock_out)
     if as_json:
         print_json(lock_payload(decided.lock, where))

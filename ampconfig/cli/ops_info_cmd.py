@@ -88,7 +88,7 @@ def check_target(target: str) -> TargetName:
 
 
 def read_ops_info(path: Path, what: str = "op info file") -> OpsInfoFile:
-    from ampconfig.formats.documents import read_text, scan_json
+    from ampconfig.documents.parsing import read_text, scan_json
     from ampconfig.opinfo.library import parse_ops_info
 
     text = read_text(path, what)

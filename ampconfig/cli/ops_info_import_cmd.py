@@ -15,7 +15,7 @@ from ampconfig.errors import AmpconfigError
 from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
-    from ampconfig.formats.ascend_ops_info import AscendImport
+    from ampconfig.documents.ascend_ops_info import AscendImport
 
 
 @ops_info.subcommand("import-ascend")
@@ -48,8 +48,8 @@ def import_ascend_command(
 
       ampconfig ops-info import-ascend aic-ascend910-ops-info.json --target cuda -o cuda-from-ascend.json
     """
-    from ampconfig.formats.ascend_ops_info import ascend_colours, with_ascend_colours
-    from ampconfig.formats.documents import parse_document, read_text
+    from ampconfig.documents.ascend_ops_info import ascend_colours, with_ascend_colours
+    from ampconfig.documents.parsing import parse_document, read_text
     from ampconfig.opinfo.library import ops_info_path
     from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ampconfig.files.paths import refuse_folder_spelling
-from ampconfig.formats.numeric_limits import (
+from ampconfig.documents.numeric_limits import (
     DEFAULT_THRESHOLD,
     MAX_ITERATIONS,
     MAX_SEED,
@@ -34,6 +33,7 @@ from ampconfig.formats.numeric_limits import (
     check_count,
     check_positive_finite,
 )
+from ampconfig.files.paths import refuse_folder_spelling
 from ampconfig.precision_modes import V1_NAMES, V2_ALIASES
 from ampconfig.settings.flags import Flags
 

@@ -9,17 +9,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ampconfig.cli.opening import Opened, opened
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import print_result, print_warning, stderr, stdout
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import Workbench, workbench
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import shown_path
 from ampconfig.report.tables import print_table
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the rewrite machinery
     from ampconfig.files.guard import Destination
-    from ampconfig.files.models import OpenedModel
+    from ampconfig.model_io.models import OpenedModel
     from ampconfig.rewrite.results import RewriteResult
 
 _HELP = """Rewrite MODEL for a precision mode and write the result to --output. Nothing is run on data: use
@@ -66,14 +66,14 @@ node metadata: it gets none, and a note says so.
 """
 
 
-def _declare_files(start: Opened) -> tuple[OpenedModel, Destination]:
+def _declare_files(bench: Workbench) -> tuple[OpenedModel, Destination]:
     """The model this rewrite reads and the output it writes, checked before any work: the output may be none of the
     inputs (model, its external data, mixlist, keep_dtype, config), nor may its external data file."""
-    from ampconfig.files.models import open_model
+    from ampconfig.model_io.models import open_model
     from ampconfig.settings.declared_files import declare_model, declare_model_output, settings_role
     from ampconfig.settings.resolve import require_model
 
-    settings = start.settings
+    settings = bench.settings
     source = str(settings.config) if settings.config is not None else None
     if settings.example is not None:
         raise AmpconfigError("no model given", file=source, hint="pass MODEL or set `model` in the config")
@@ -81,10 +81,10 @@ def _declare_files(start: Opened) -> tuple[OpenedModel, Destination]:
         raise AmpconfigError("no output path given", file=source, hint="pass -o OUT.onnx or set `output`")
     require_model(settings)
     output_role = settings_role(settings, "output model", "--output", "output")
-    start.guard.output(output_role, settings.output)  # refused before the model is even read
+    bench.guard.output(output_role, settings.output)  # refused before the model is even read
     model = open_model(settings.model_path, map_weights=True)
-    declare_model(start.guard, model)
-    return model, declare_model_output(start.guard, settings.output, output_role, model)
+    declare_model(bench.guard, model)
+    return model, declare_model_output(bench.guard, settings.output, output_role, model)
 
 
 def rewrite_summary(result: RewriteResult, model: Path, output: Path) -> dict[str, Any]:
@@ -130,17 +130,17 @@ def rewrite(options: SharedOptions) -> None:
     from ampconfig.decide.measured_facts import MeasuredFacts
     from ampconfig.engine.in_place import rewrite_with_options
     from ampconfig.engine.load_check import load_checked
-    from ampconfig.files.models import save_model_atomic
+    from ampconfig.model_io.models import save_model_atomic
     from ampconfig.prove.calibration import decision_values, not_checked, prepared_samples
 
-    with opened(options, opens_model=False) as start:
-        settings = start.settings
-        opened_model, destination = _declare_files(start)
+    with workbench(options, opens_model=False) as bench:
+        settings = bench.settings
+        opened_model, destination = _declare_files(bench)
         values = decision_values(
             settings,
             opened_model.proto,
-            lambda: prepared_samples(settings, command="rewrite", guard=start.guard),
-            progress=start.progress,
+            lambda: prepared_samples(settings, command="rewrite", guard=bench.guard),
+            progress=bench.progress,
         )
 
         choices = replace(settings.rewrite_options, with_cost=False)  # the summary shows no cost
@@ -152,7 +152,7 @@ def rewrite(options: SharedOptions) -> None:
         if options.load_check:  # before it is written: a crash the net cannot help writes nothing
             result = load_checked(result, rewrite_keeping, file=str(settings.model_path))
         result.warnings.extend([*values.warnings, *not_checked(result)])
-        written = save_model_atomic(result.savable, destination, guard=start.guard)
+        written = save_model_atomic(result.savable, destination, guard=bench.guard)
     summary = rewrite_summary(result, settings.model_path, written)
     summary["notes"] = [*settings.notes, *result.notes]
     if options.json_output:

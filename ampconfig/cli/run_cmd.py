@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, output_option
 from ampconfig.cli.output import print_result, stderr, stdout
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import workbench
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, AmpconfigError
 
 if TYPE_CHECKING:
@@ -120,8 +120,8 @@ def run(
     from ampconfig.report.run_report import render_run, run_payload
     from ampconfig.settings.declared_files import settings_role
 
-    with opened(options) as start:
-        settings, guard = start.settings, start.guard
+    with workbench(options) as bench:
+        settings, guard = bench.settings, bench.guard
         if settings.example is not None:
             stderr.print(f"no model given: running the bundled example {settings.example!r}", markup=False)
         output_role = settings_role(settings, "output model", "--output", "output")
@@ -136,7 +136,7 @@ def run(
         forecast = _Forecast(settings, options.range_check)  # after a FAIL: where the error is, the fix
         report = execute(
             settings,
-            start.progress,
+            bench.progress,
             guard,
             output_role,
             range_check=options.range_check,
@@ -149,7 +149,7 @@ def run(
         if ranges_file is not None and ranges_out is not None:
             report.notes.append(f"wrote the value ranges {write_ranges(guard, ranges_file, report, ranges_out)}")
         if lock_file is not None and lock_out is not None:
-            from ampconfig.formats.lock_file import lock_text  # the lock's format: only with --lock-out
+            from ampconfig.documents.lock_file import lock_text  # the lock's format: only with --lock-out
             from ampconfig.lock.record import lock_of_run
 
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))

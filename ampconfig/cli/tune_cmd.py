@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from ampconfig.cli.opening import opened
 from ampconfig.cli.options import SharedOptions, count_between, output_option, positive_finite
 from ampconfig.cli.output import print_result, stdout
 from ampconfig.cli.progress import shown, tune_progress
 from ampconfig.cli.typer_app import command
+from ampconfig.cli.workbench import workbench
+from ampconfig.documents.numeric_limits import MAX_TUNE_RUNS
 from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK
-from ampconfig.formats.numeric_limits import MAX_TUNE_RUNS
 
 DEFAULT_MAX_RUNS = 20  # ampconfig.diagnose.tune.workflow.DEFAULT_MAX_RUNS (not imported: ONNX Runtime loads late)
 DEFAULT_MIN_LOW_FRACTION = 0.5
@@ -125,9 +125,9 @@ def tune(
             data_max=options.flags.data_max,
             calibration_batch=calibration_batch,
         )
-        # `start.settings` are the settings every command resolves; `settings` are tune's own.
-        with opened(options, progress=False) as start:
-            request, guard = start.settings, start.guard
+        # `bench.settings` are the settings every command resolves; `settings` are tune's own.
+        with workbench(options, progress=False) as bench:
+            request, guard = bench.settings, bench.guard
             # Refused before any input is generated or model run: bad settings, outputs that clash with inputs.
             check_settings(prepare(request, need_inputs=False, guard=guard), settings)
             outputs = declare_outputs(settings, guard)

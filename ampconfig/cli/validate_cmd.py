@@ -10,8 +10,8 @@ import typer
 from ampconfig.cli.options import SharedOptions
 from ampconfig.cli.output import error_fields, print_json, say
 from ampconfig.cli.typer_app import command
+from ampconfig.documents.numeric_limits import FILE_KINDS
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError, Problem
-from ampconfig.formats.numeric_limits import FILE_KINDS
 from ampconfig.report.annotations import format_github
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery

@@ -19,9 +19,9 @@ from ampconfig.errors import AmpconfigError, Problem, Severity
 from ampconfig.precision_modes import PrecisionMode
 
 if TYPE_CHECKING:  # the file formats (pydantic's models) are imported when a list is given
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
-    from ampconfig.formats.keep_dtype_file import KeepDtypeEntry
-    from ampconfig.formats.mixlist_file import Mixlist
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile
+    from ampconfig.documents.keep_dtype_file import KeepDtypeEntry
+    from ampconfig.documents.mixlist_file import Mixlist
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ class ChosenKeepDtype:
 def read_mixlist(mode: PrecisionMode, given: Path | Mixlist, op_names: str | None) -> ChosenMixlist:
     """The mixlist ``given`` (a file, read now, or one read already) for ``mode``: a mode that takes none is refused
     before the file is read, and an entry that cannot apply (an invalid combination, an ambiguous op name) raises."""
-    from ampconfig.formats.mixlist_file import load_mixlist, mixlist_problems
-    from ampconfig.formats.session_config import check_mode_accepts_mixlist
+    from ampconfig.documents.mixlist_file import load_mixlist, mixlist_problems
+    from ampconfig.documents.session_config import check_mode_accepts_mixlist
 
     check_mode_accepts_mixlist(mode, True, str(given))
     mixlist = load_mixlist(given) if isinstance(given, Path) else given
@@ -65,8 +65,8 @@ def read_mixlist(mode: PrecisionMode, given: Path | Mixlist, op_names: str | Non
 def read_keep_dtype(given: Path | Sequence[str], op_names: str | None) -> ChosenKeepDtype:
     """The keep_dtype entries of a file (read now) or of node names, their op names read; an invalid entry or an
     ambiguous op name raises."""
-    from ampconfig.formats.documents import SourceMap
-    from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
+    from ampconfig.documents.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
+    from ampconfig.documents.parsing import SourceMap
 
     source = str(given) if isinstance(given, Path) else None
     entries, problems = read_keep_dtype_names(list(keep_dtype_from_config(given)), op_names, SourceMap(source))
@@ -79,7 +79,7 @@ def read_keep_dtype(given: Path | Sequence[str], op_names: str | None) -> Chosen
 def read_customize(given: Path | CustomizeFile, op_names: str | None) -> CustomizeFile:
     """The customize_dtypes file read, its format checked (errors raise, each at its line); one read already (with
     the op names it was written in) is taken as it is."""
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile, load_customize_dtypes
 
     return given if isinstance(given, CustomizeFile) else load_customize_dtypes(given, op_names)
 

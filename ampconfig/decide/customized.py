@@ -1,7 +1,7 @@
 """customize_dtypes against the model: which nodes each entry names, checked against their facts (docs/design.md §4).
 
-The file is read and its format checked in :mod:`ampconfig.formats.customize_dtypes_file`; here each node gets a
-:class:`~ampconfig.formats.customize_dtypes_file.NodeSignature` from its facts (its present inputs and outputs, which of
+The file is read and its format checked in :mod:`ampconfig.documents.customize_dtypes_file`; here each node gets a
+:class:`~ampconfig.documents.customize_dtypes_file.NodeSignature` from its facts (its present inputs and outputs, which of
 them its compute type variable binds, what the schema and the target's kernels allow), the entries are checked
 against those, and every customised node gets the dtype it computes in. :class:`~ampconfig.decide.passes.fixed.
 FixedVerdicts` turns that into a verdict under rule ``customized``, before keep_dtype (Ascend's precedence).
@@ -22,7 +22,7 @@ from ampconfig.opinfo.library import OpInfoLibrary, op_key
 from ampconfig.opinfo.typing_source import TypingSource
 
 if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtypes file is given
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile, NodeSignature
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile, NodeSignature
 
 
 def _dtype_name(value: ir.Value) -> str | None:
@@ -50,7 +50,7 @@ def _blocker(facts: NodeFacts) -> str | None:
 
 def signature(facts: NodeFacts, library: OpInfoLibrary) -> NodeSignature:
     """What checking a customize_dtypes entry needs to know of ``facts``' node."""
-    from ampconfig.formats.customize_dtypes_file import NodeSignature
+    from ampconfig.documents.customize_dtypes_file import NodeSignature
 
     node = facts.node
     inputs, outputs = _present(node.inputs), _present(node.outputs)
@@ -75,7 +75,7 @@ def match_customized(
     """Every node the file customises, with the dtype it computes in and the reason the report shows; and the
     warnings (an op type no node has). Any error (unknown node, wrong dtype count, a dtype the schema or the
     target's kernels do not allow) raises one AmpconfigError carrying every error, each at its line."""
-    from ampconfig.formats.customize_dtypes_file import check_against_model
+    from ampconfig.documents.customize_dtypes_file import check_against_model
 
     facts = [f for scope in iter_scopes(model, low_dtype, typing) for f in scope.facts]
     by_name = {f.node.name: f.node for f in facts if f.node.name}

@@ -19,7 +19,7 @@ from ampconfig.decide.decisions import Rule
 from ampconfig.decide.value_ranges import subgraph_key_path
 from ampconfig.domains import DEFAULT_DOMAINS
 from ampconfig.dtypes import MOVABLE_BY_ELEM_TYPE, MOVABLE_DTYPES, Dtype
-from ampconfig.files.ir_bridge import StandIn, model_graphs, stand_in_nodes
+from ampconfig.model_io.ir_bridge import StandIn, model_graphs, stand_in_nodes
 from ampconfig.opinfo.library import op_key
 from ampconfig.opinfo.schema import ABSENT, NodeTyping, compute_variables, default_opset
 from ampconfig.opinfo.typing_source import OnnxTyping, TypingSource
@@ -173,7 +173,7 @@ def node_facts(
     typing_source: TypingSource = ONNX_TYPING,
     stand_ins: Mapping[ir.Node, StandIn] | None = None,
 ) -> NodeFacts:
-    """``stand_ins``: the model's stand-in nodes (:func:`~ampconfig.files.ir_bridge.stand_in_nodes`), looked up
+    """``stand_ins``: the model's stand-in nodes (:func:`~ampconfig.model_io.ir_bridge.stand_in_nodes`), looked up
     here when not given; a caller asking for many nodes looks them up once."""
     if stand_ins is None:
         stand_ins = stand_in_nodes(model)
@@ -214,7 +214,7 @@ def node_facts(
 
 
 def _touches_sparse(node: ir.Node, stand_ins: Mapping[ir.Node, StandIn]) -> bool:
-    """Whether ``node`` stands in for a sparse tensor (files/ir_bridge.py) or reads the value of one."""
+    """Whether ``node`` stands in for a sparse tensor (model_io/ir_bridge.py) or reads the value of one."""
     if stand_ins.get(node) is StandIn.SPARSE:
         return True
     producers = (value.producer() for value in node.inputs if value is not None)
@@ -222,7 +222,7 @@ def _touches_sparse(node: ir.Node, stand_ins: Mapping[ir.Node, StandIn]) -> bool
 
 
 def graphs_of(model: ir.Model) -> list[ir.Graph]:
-    """The main graph and every subgraph (:func:`ampconfig.files.ir_bridge.model_graphs`: walked once per
+    """The main graph and every subgraph (:func:`ampconfig.model_io.ir_bridge.model_graphs`: walked once per
     model)."""
     return model_graphs(model)
 

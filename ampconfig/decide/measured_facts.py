@@ -57,7 +57,7 @@ def check_option(name: str, value: object, accepts: Callable[[Any], bool], expec
     """Refuse a keyword of the API of the wrong type, naming it, what it must be and what it got (exit 2 in the
     CLI)."""
     if not accepts(value):
-        from ampconfig.formats.documents import describe_value
+        from ampconfig.documents.parsing import describe_value
 
         raise AmpconfigError(
             f"{name} must be {expected}, got {describe_value(value)}",

@@ -15,7 +15,7 @@ from ampconfig.decide.value_limits import ValueRanges, ValueSpread
 from ampconfig.errors import AmpconfigError
 
 if TYPE_CHECKING:  # the fingerprints (hashing every weight): imported when a ranges file is read or written
-    from ampconfig.files.identity import ModelFingerprint, TensorBytes
+    from ampconfig.model_io.identity import ModelFingerprint, TensorBytes
 
 #: What a deciding command says when neither ranges nor data were given (a warning: the result may overflow).
 NOT_CHECKED = (
@@ -28,7 +28,7 @@ def structure_sha256(model: onnx.ModelProto) -> str:
     """The structure value ranges are keyed by: the lock's structure hash without the declared types of
     intermediate values (``value_info``), which exporters and tools add or drop without moving any value. No weight
     is read."""
-    from ampconfig.files.identity import model_fingerprint
+    from ampconfig.model_io.identity import model_fingerprint
 
     return model_fingerprint(model, weights=False, declared_types=False).structure_sha256
 
@@ -39,7 +39,7 @@ def ranges_identity(
     """The structure (:func:`structure_sha256`) and the weights digest (a lock's) of ``model``, in one walk that
     reads every weight once (external ones from the folder of ``model_path``; ``left_out``: the main-graph weights a
     weightless proto holds without their bytes)."""
-    from ampconfig.files.identity import model_fingerprint
+    from ampconfig.model_io.identity import model_fingerprint
 
     return model_fingerprint(model, model_path, declared_types=False, left_out=left_out)
 
@@ -56,8 +56,8 @@ def read_ranges(
     of ``model_path``; ``left_out``: the weights a weightless proto holds without bytes) with the range rule's
     ``margin`` (None: the default): a file measured on another model structure, or (version 2) on other weights,
     is refused (exit 2), both hashes named. Checking the weights reads each of them once."""
-    from ampconfig.files.identity import model_fingerprint
-    from ampconfig.formats.ranges_file import load_ranges  # pydantic's models: only with a ranges file
+    from ampconfig.documents.ranges_file import load_ranges  # pydantic's models: only with a ranges file
+    from ampconfig.model_io.identity import model_fingerprint
 
     ranges, sha256 = load_ranges(path)
     measured = f" (measured on {ranges.model.path})" if ranges.model.path else ""

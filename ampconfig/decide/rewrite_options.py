@@ -43,13 +43,13 @@ from ampconfig.opinfo.targets import DEFAULT_TARGET, TARGETS
 from ampconfig.precision_modes import PrecisionMode, parse_mode
 
 if TYPE_CHECKING:  # the file formats (pydantic's models) are imported when a file or a loaded one is given
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
-    from ampconfig.formats.mixlist_file import Mixlist
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile
+    from ampconfig.documents.mixlist_file import Mixlist
 
 #: float32 array in, float16 array of the same shape out, bit-identical to ``array.astype(np.float16)``.
 Float16Encoder = Callable[[np.ndarray], np.ndarray]
 
-#: A mixlist file, a loaded :class:`~ampconfig.formats.mixlist_file.Mixlist`, or the mixlist as a mapping (what
+#: A mixlist file, a loaded :class:`~ampconfig.documents.mixlist_file.Mixlist`, or the mixlist as a mapping (what
 #: the API takes; :class:`RewriteOptions` holds it read, a :class:`~ampconfig.decide.chosen_lists.ChosenMixlist`).
 MixlistInput: TypeAlias = "str | Path | Mixlist | Mapping[str, Any] | None"
 #: A keep_dtype file, or the node names (``OpType::name`` allowed; :class:`RewriteOptions` holds them read, a
@@ -133,9 +133,9 @@ INLINE_MIXLIST = "<inline mixlist>"
 
 def _inline_mixlist(mode: PrecisionMode, data: Mapping[str, Any]) -> Mixlist:
     """The mixlist a mapping means, validated as a mixlist file is (a mode that takes none refused first)."""
-    from ampconfig.formats.documents import SourceMap
-    from ampconfig.formats.mixlist_file import mixlist_from_data
-    from ampconfig.formats.session_config import check_mode_accepts_mixlist
+    from ampconfig.documents.mixlist_file import mixlist_from_data
+    from ampconfig.documents.parsing import SourceMap
+    from ampconfig.documents.session_config import check_mode_accepts_mixlist
 
     check_mode_accepts_mixlist(mode, True, INLINE_MIXLIST)
     # One line, as the API's users have always read its findings: the mapping has no lines of its own.
@@ -172,13 +172,13 @@ def _is_names(value: object) -> bool:
 
 
 def _is_mixlist(value: object) -> bool:
-    from ampconfig.formats.mixlist_file import Mixlist
+    from ampconfig.documents.mixlist_file import Mixlist
 
     return isinstance(value, (Mixlist, ChosenMixlist))
 
 
 def _is_customize_file(value: object) -> bool:
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile
 
     return isinstance(value, CustomizeFile)
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ampconfig.documents.numeric_limits import is_positive_finite
 from ampconfig.dtypes import Dtype
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.numeric_limits import is_positive_finite
 
 #: The largest finite value of each low dtype.
 LOW_MAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38}

@@ -27,7 +27,7 @@ import numpy as np
 
 from ampconfig.decide.decisions import NodeDecision
 from ampconfig.diagnose.graph_values import GraphNode
-from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
+from ampconfig.documents.numeric_limits import DEFAULT_THRESHOLD
 from ampconfig.prove.accuracy import compare_output
 
 #: Largest finite value of each low dtype.

@@ -16,8 +16,8 @@ from ampconfig.decide.value_ranges import ValueStats
 from ampconfig.diagnose.graph_values import float_constants, graph_nodes
 from ampconfig.diagnose.locate import Localization, locate
 from ampconfig.diagnose.ranges import RangeFinding, check_data_max, overflow_nodes, range_findings
+from ampconfig.documents.numeric_limits import DEFAULT_THRESHOLD
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.numeric_limits import DEFAULT_THRESHOLD
 from ampconfig.prove.accuracy import OutputMetrics, OutputSpread
 from ampconfig.prove.calibration import Calibration, calibration_of
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare

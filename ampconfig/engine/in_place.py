@@ -24,11 +24,11 @@ from ampconfig.decide.ranges_input import coverage_warnings, read_ranges
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.read_settings import ReadOptions, read_options
-from ampconfig.engine.sources import InputSource, IrSource, OpenedSource, Runnable
+from ampconfig.engine.sources import InputSource, IrSource, ProtoSource, Runnable
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.ir_version import output_ir_version
-from ampconfig.files.models import OpenedModel, light_proto, open_model
-from ampconfig.files.node_checks import NodePieces
+from ampconfig.model_io.ir_version import output_ir_version
+from ampconfig.model_io.models import OpenedModel, light_proto, open_model
+from ampconfig.model_io.node_checks import NodePieces
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.pipeline import PipelineOutcome, admit_input, run_pipeline
@@ -52,14 +52,14 @@ def rewrite_with_options(
     opened (a path or proto read into an ``ir.Model`` once), ``ranges`` (a value ranges file, the API's) read
     against it, then rewritten in place (:func:`rewrite_in_place`)."""
     if not isinstance(model, (str, os.PathLike, onnx.ModelProto, OpenedModel)):
-        from ampconfig.formats.documents import describe_value  # the file formats: only for the message
+        from ampconfig.documents.parsing import describe_value  # the file formats: only for the message
 
         raise AmpconfigError(
             f"model must be a model file's path, an onnx.ModelProto or an opened model, got {describe_value(model)}",
             hint="see ampconfig.rewrite_model_detailed's model",
         )
     read = read_options(options)
-    source = OpenedSource(open_model(model, map_weights=True))
+    source = ProtoSource(open_model(model, map_weights=True))
     result, _ = rewrite_in_place(source, read, _with_ranges(facts or MeasuredFacts(), ranges, options, source))
     return result
 

@@ -16,8 +16,8 @@ from ampconfig.rewrite.float_cast import float32_to_float16
 from ampconfig.rewrite.steps.run_context import RewriteSetup
 
 if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a list is given
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
-    from ampconfig.formats.keep_dtype_file import KeepDtypeEntry
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile
+    from ampconfig.documents.keep_dtype_file import KeepDtypeEntry
 
 
 def effective_lists(
@@ -28,7 +28,7 @@ def effective_lists(
     mixlist uses."""
     if modify_mixlist is None:  # the file formats (pydantic's models) are imported only with a mixlist
         return library.lists(), [], []
-    from ampconfig.formats.mixlist_file import apply_mixlist
+    from ampconfig.documents.mixlist_file import apply_mixlist
 
     lists, problems = apply_mixlist(library.lists(), modify_mixlist.mixlist, op_names)
     return (

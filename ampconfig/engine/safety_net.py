@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import open_model, save_model_atomic
 from ampconfig.inputs.feeds import adapt_feeds
+from ampconfig.model_io.models import open_model, save_model_atomic
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.sessions import LOAD_FAILED, RUN_FAILED, ModelFile, create_session, run_once
 from ampconfig.worker.client import Phase, WorkerCrashed

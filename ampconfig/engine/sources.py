@@ -1,6 +1,6 @@
 """The model a rewrite starts from, in one of two kinds, and everything the one rewrite path asks of it.
 
-- :class:`OpenedSource`: a path or an ``onnx.ModelProto`` the API opened (its proto, its path and external data,
+- :class:`ProtoSource`: a path or an ``onnx.ModelProto`` the API opened (its proto, its path and external data,
   its training information are known; its weights may stay in its file);
 - :class:`IrSource`: an ``ir.Model`` handed to :class:`ampconfig.MixedPrecisionPass`, rewritten as it is.
 
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, TypeAlias
 import onnx
 import onnx_ir as ir
 
-from ampconfig.files.ir_bridge import to_proto
-from ampconfig.files.ir_version import with_ir_version
-from ampconfig.files.models import OpenedModel, light_proto, light_proto_of_ir, weightless_proto
-from ampconfig.files.skeleton import ModelSkeleton
+from ampconfig.model_io.ir_bridge import to_proto
+from ampconfig.model_io.ir_version import with_ir_version
+from ampconfig.model_io.models import OpenedModel, light_proto, light_proto_of_ir, weightless_proto
+from ampconfig.model_io.skeleton import ModelSkeleton
 from ampconfig.rewrite.pipeline import admit_input, restart_from_copy
 from ampconfig.rewrite.steps.run_context import InputAdmission
 
@@ -85,8 +85,8 @@ class InputSource(ABC):
         written to a file first (its tensors stay on disk)."""
 
 
-class OpenedSource(InputSource):
-    """A model the API opened (:func:`~ampconfig.files.models.open_model`): its proto, path and files are known."""
+class ProtoSource(InputSource):
+    """A model the API opened (:func:`~ampconfig.model_io.models.open_model`): its proto, path and files are known."""
 
     def __init__(self, opened: OpenedModel) -> None:
         super().__init__(opened.to_ir(), light_proto(opened.proto))

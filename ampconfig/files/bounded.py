@@ -1,8 +1,8 @@
 """Bounded reading of user files: a file's size is checked before it is read (and while reading, for a file
 that grows), and a FIFO, device or socket is refused, never opened to wait.
 
-Parsing is bounded too, by the readers of each format (:mod:`ampconfig.formats.documents` scans JSON and TOML
-for nesting depth and value count before parsing them, :mod:`ampconfig.formats.bounded_yaml` composes YAML with
+Parsing is bounded too, by the readers of each format (:mod:`ampconfig.documents.parsing` scans JSON and TOML
+for nesting depth and value count before parsing them, :mod:`ampconfig.documents.bounded_yaml` composes YAML with
 the same limits).
 """
 
@@ -18,7 +18,7 @@ from ampconfig.files.paths import open_regular, require_file
 #: info files about 70 KB.
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 #: Precision lock files (``ampconfig lock``) hold one line per node of a model: a larger limit (and a larger
-#: count of values, :data:`ampconfig.formats.documents.MAX_LOCK_VALUES`). About 140 bytes a node, so this admits
+#: count of values, :data:`ampconfig.documents.parsing.MAX_LOCK_VALUES`). About 140 bytes a node, so this admits
 #: models of about 100,000 nodes.
 MAX_LOCK_BYTES = 16 * 1024 * 1024
 

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
+from ampconfig.documents.parsing import scan_json
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import open_regular, path_kind, require_file
-from ampconfig.formats.documents import scan_json
 from ampconfig.inputs.array_files import load_array_bytes, load_npz
 from ampconfig.inputs.feeds import (
     InputSet,

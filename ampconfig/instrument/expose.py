@@ -137,7 +137,7 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """The shape of every main-graph value that ONNX's shape inference finds fully known from the graph alone:
     inferred on a light copy without the model's own declarations of intermediate values (which exporters leave
     stale), so a shape here is what the ops make of the inputs' fixed dimensions."""
-    from ampconfig.files.models import INFERENCE_FAILURES, light_proto
+    from ampconfig.model_io.models import INFERENCE_FAILURES, light_proto
 
     light = light_proto(model)
     del light.graph.value_info[:]

@@ -11,8 +11,8 @@ import onnx_ir as ir
 
 from ampconfig.decide.facts import ONNX_TYPING, graphs_of, node_facts
 from ampconfig.dtypes import LOW_DTYPES, Dtype
-from ampconfig.files.ir_bridge import stand_in_nodes, to_ir, to_proto
-from ampconfig.files.models import open_model, save_model_sharing_data
+from ampconfig.model_io.ir_bridge import stand_in_nodes, to_ir, to_proto
+from ampconfig.model_io.models import open_model, save_model_sharing_data
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.rewrite.casts import hand_over_declaration, insert_cast, new_cast, new_value

@@ -120,7 +120,7 @@ def has_subgraphs(model: onnx.ModelProto) -> bool:
 def leniently_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with the types ONNX's inference derives (lenient: no type check, no strict mode), or ``model``
     itself when inference fails: the values it states still count."""
-    from ampconfig.files.models import INFERENCE_FAILURES
+    from ampconfig.model_io.models import INFERENCE_FAILURES
 
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=False)

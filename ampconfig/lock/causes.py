@@ -13,17 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ampconfig.formats.customize_dtypes_file import CustomizeFile, load_customize_dtypes
-from ampconfig.formats.documents import SourceMap
-from ampconfig.formats.keep_dtype_file import (
+from ampconfig.documents.customize_dtypes_file import CustomizeFile, load_customize_dtypes
+from ampconfig.documents.keep_dtype_file import (
     KeepDtypeEntry,
     keep_dtype_list_problems,
     load_keep_dtype,
     read_keep_dtype_names,
 )
-from ampconfig.formats.lock_file import LockedNode, LockValues, PrecisionLock
-from ampconfig.formats.mixlist_file import Mixlist, MixlistEntry, entries_by_op, load_mixlist
-from ampconfig.formats.session_config import SessionConfig, load_session_config
+from ampconfig.documents.lock_file import LockedNode, LockValues, PrecisionLock
+from ampconfig.documents.mixlist_file import Mixlist, MixlistEntry, entries_by_op, load_mixlist
+from ampconfig.documents.parsing import SourceMap
+from ampconfig.documents.session_config import SessionConfig, load_session_config
 from ampconfig.settings.resolve import Settings
 
 #: How far a cause is followed from neighbour to neighbour before giving up.

@@ -16,16 +16,16 @@ import onnx
 
 from ampconfig.decide.ranges_input import read_ranges
 from ampconfig.decide.value_limits import ValueRanges
+from ampconfig.documents.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
+from ampconfig.documents.parsing import JsonPath
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.files.hashing import file_sha256
-from ampconfig.files.models import open_model
 from ampconfig.files.paths import path_kind, resolve_path
-from ampconfig.formats.documents import JsonPath
-from ampconfig.formats.lock_file import LockDocument, PrecisionLock, load_lock, lock_data, lock_text
 from ampconfig.instrument.scopes import ModelValueNames
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.drift import FieldChange, LockDiff, compare_locks
 from ampconfig.lock.record import Decided, decide_lock, flags_from_lock, lock_relative, recorded_ranges
+from ampconfig.model_io.models import open_model
 from ampconfig.opinfo.library import OpInfoLibrary
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.resolve import Settings, require_model, resolve

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from ampconfig.decide.value_limits import ValueRanges
+from ampconfig.documents.lock_file import PrecisionLock, load_lock
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.hashing import file_sha256
-from ampconfig.files.models import open_model
 from ampconfig.files.paths import path_kind
-from ampconfig.formats.lock_file import PrecisionLock, load_lock
 from ampconfig.lock.causes import SettingsSide
 from ampconfig.lock.check import prepare_check
 from ampconfig.lock.drift import LockDiff, compare_locks
 from ampconfig.lock.record import decide_lock, lock_relative
+from ampconfig.model_io.models import open_model
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.rewrite.tensors import Float16Encoder
 from ampconfig.settings.resolve import Settings

@@ -12,8 +12,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ampconfig.formats.documents import JsonPath, format_json_path
-from ampconfig.formats.lock_file import LockedNode, PrecisionLock, lock_data
+from ampconfig.documents.lock_file import LockedNode, PrecisionLock, lock_data
+from ampconfig.documents.parsing import JsonPath, format_json_path
 from ampconfig.lock.causes import Attributor, Cause, SettingsSide, global_causes
 
 #: The summary figures a comparison reports, in order.

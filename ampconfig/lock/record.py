@@ -1,5 +1,5 @@
 """Making a precision lock: the decisions of one rewrite, with the settings, versions and model identity they came
-from, as :class:`~ampconfig.formats.lock_file.PrecisionLock` data; and the flags that make the same decisions
+from, as :class:`~ampconfig.documents.lock_file.PrecisionLock` data; and the flags that make the same decisions
 again from a lock (what ``lock --check`` decides with).
 
 Pure data in and out, except for reading the files it hashes. Paths are written relative to the lock's folder.
@@ -18,14 +18,8 @@ import onnx
 
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.value_limits import ValueRanges, ValueSpread
-from ampconfig.engine.in_place import rewrite_with_options
-from ampconfig.files.hashing import file_sha256, text_sha256
-from ampconfig.files.identity import model_fingerprint
-from ampconfig.files.ir_version import installed_onnxruntime
-from ampconfig.files.models import OpenedModel, open_model
-from ampconfig.files.paths import real_location, relative_path
-from ampconfig.formats.format_tags import LOCK_FORMAT
-from ampconfig.formats.lock_file import (
+from ampconfig.documents.format_tags import LOCK_FORMAT
+from ampconfig.documents.lock_file import (
     LOCK_FORMAT_VERSION,
     ConfigFile,
     FileDigest,
@@ -49,8 +43,14 @@ from ampconfig.formats.lock_file import (
     SettingSource,
     TargetSetting,
 )
-from ampconfig.formats.mixlist_file import Mixlist
+from ampconfig.documents.mixlist_file import Mixlist
+from ampconfig.engine.in_place import rewrite_with_options
+from ampconfig.files.hashing import file_sha256, text_sha256
+from ampconfig.files.paths import real_location, relative_path
 from ampconfig.instrument.scopes import ModelValueNames
+from ampconfig.model_io.identity import model_fingerprint
+from ampconfig.model_io.ir_version import installed_onnxruntime
+from ampconfig.model_io.models import OpenedModel, open_model
 from ampconfig.opinfo.library import OpInfoLibrary, load_ops_info
 from ampconfig.prove.accuracy import output_failures
 from ampconfig.prove.outcome import RunReport

@@ -15,11 +15,11 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ampconfig.documents.lock_file import PrecisionLock, load_lock
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import same_file
-from ampconfig.files.models import open_model
-from ampconfig.formats.lock_file import PrecisionLock, load_lock
 from ampconfig.lock.record import lock_relative
+from ampconfig.model_io.models import open_model
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ampconfig.formats.tolerance import Tolerance
+from ampconfig.documents.tolerance import Tolerance
 
 __all__ = [
     "OutputMetrics",

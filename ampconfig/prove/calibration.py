@@ -31,17 +31,17 @@ import onnx
 from ampconfig.decide.ranges_input import NOT_CHECKED, ranges_identity, read_ranges
 from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.decide.value_ranges import ValueStats
+from ampconfig.documents.format_tags import RANGES_FORMAT
+from ampconfig.documents.numeric_limits import MAX_SEED, check_count
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import path_argument, real_location, relative_path
-from ampconfig.formats.format_tags import RANGES_FORMAT
-from ampconfig.formats.numeric_limits import MAX_SEED, check_count
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.resolve import Settings
 from ampconfig.version import __version__
 
 if TYPE_CHECKING:  # ONNX Runtime is loaded only where something runs: a decision from a ranges file needs none
+    from ampconfig.documents.ranges_file import RangesFile, RangesShard, ValueRange  # (only where measuring)
     from ampconfig.files.guard import Destination, OutputGuard
-    from ampconfig.formats.ranges_file import RangesFile, RangesShard, ValueRange  # (only where measuring)
     from ampconfig.inputs.datasets import Shard
     from ampconfig.prove.request import Prepared
     from ampconfig.runner.timing import ProgressCallback
@@ -101,7 +101,7 @@ class Calibration:
     def file(self, model_path: Path, written_to: Path) -> RangesFile:
         """The ranges file of this measurement, to be written at ``written_to``: the model's path is recorded
         relative to that file's folder, with ``/`` separators, as a lock records paths."""
-        from ampconfig.formats.ranges_file import RANGES_FORMAT_VERSION, RangesData, RangesFile, RangesModel
+        from ampconfig.documents.ranges_file import RANGES_FORMAT_VERSION, RangesData, RangesFile, RangesModel
         from ampconfig.settings.json_schemas import schema_reference
 
         written_to = real_location(written_to)  # through a symbolic link: relative to the real file
@@ -123,7 +123,7 @@ class Calibration:
 
 def value_range(stats: ValueStats) -> ValueRange:
     """One value's line of a ranges file."""
-    from ampconfig.formats.ranges_file import ValueRange
+    from ampconfig.documents.ranges_file import ValueRange
 
     return ValueRange(
         min=stats.minimum,
@@ -171,7 +171,7 @@ def calibrate(prepared: Prepared, progress: ProgressCallback | None = None) -> C
 def calibration_of(prepared: Prepared, stats: Mapping[str, ValueStats]) -> Calibration:
     """The :class:`Calibration` of ``stats``, measured on ``prepared``'s calibration samples (by :func:`calibrate`,
     or from a run that carried every value out for more than its numbers: compare's and tune's reference)."""
-    from ampconfig.formats.ranges_file import RangesShard
+    from ampconfig.documents.ranges_file import RangesShard
 
     samples = prepared.calibration.samples
     identity = ranges_identity(prepared.opened.proto, prepared.opened.path)
@@ -211,7 +211,7 @@ def write_ranges_file(
 ) -> tuple[RangesFile, Path]:
     """Write ``calibration``'s ranges file through ``guard`` (atomically, never over an input) to ``destination``,
     declared for the path ``written_to``; the file and where it went."""
-    from ampconfig.formats.ranges_file import ranges_text
+    from ampconfig.documents.ranges_file import ranges_text
 
     ranges = calibration.file(model_path, written_to)
     return ranges, guard.write_text(destination, ranges_text(ranges))
@@ -409,11 +409,11 @@ def merge_ranges(shards: Sequence[str | Path], output: str | Path) -> RangesFile
 def write_merged(
     guard: OutputGuard, destination: Destination, paths: Sequence[Path], written_to: Path
 ) -> tuple[RangesFile, Path]:
-    """Read the shard files, merge them (:func:`ampconfig.formats.ranges_file.merge_ranges`) and write the result
+    """Read the shard files, merge them (:func:`ampconfig.documents.ranges_file.merge_ranges`) and write the result
     through ``guard`` to ``destination``, declared for the path ``written_to``: its model path relative to that
     file's folder (where the first shard's recorded path leads to a file), its schema reference for there."""
-    from ampconfig.formats.ranges_file import load_ranges, ranges_text
-    from ampconfig.formats.ranges_file import merge_ranges as join
+    from ampconfig.documents.ranges_file import load_ranges, ranges_text
+    from ampconfig.documents.ranges_file import merge_ranges as join
     from ampconfig.settings.json_schemas import schema_reference
 
     merged = join([(load_ranges(path)[0], str(path)) for path in paths])

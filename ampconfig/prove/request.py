@@ -5,7 +5,7 @@ to judge and to calibrate on, and the device.
 The model's tensors stay on disk until something needs them in memory (:attr:`Prepared.model`): ``run`` hands ONNX
 Runtime files for a model with external data, or one too large for one protobuf; the debugging runs (exposed
 intermediates, tune's trials) need the whole model in memory and refuse, naming the command, a model over
-:data:`~ampconfig.files.models.IN_MEMORY_LIMIT`.
+:data:`~ampconfig.model_io.models.IN_MEMORY_LIMIT`.
 
 Samples (:mod:`ampconfig.inputs.datasets`): ``--data`` (several samples) or one batch (``--inputs``/``--input``,
 else generated). Calibration samples (value ranges, tune's ranking): ``--calibration-data``, else the first
@@ -25,12 +25,12 @@ from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput
 from ampconfig.decide.value_limits import ValueRanges
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
-from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
-from ampconfig.files.ir_version import output_ir_version, with_ir_version
-from ampconfig.files.models import OpenedModel, load_model, open_model
 from ampconfig.inputs.datasets import SampleSet, Shard, load_data, single_sample
 from ampconfig.inputs.feeds import InputSet, model_input_specs, prepare_inputs
+from ampconfig.model_io import models as model_io
+from ampconfig.model_io.ir_version import output_ir_version, with_ir_version
+from ampconfig.model_io.models import OpenedModel, load_model, open_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.proof import REFERENCE_FAILED

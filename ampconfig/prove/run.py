@@ -22,11 +22,11 @@ from ampconfig.engine.safety_net import Failure, Outcome, repair
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
-from ampconfig.files.ir_version import with_ir_version
-from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.inputs.datasets import SampleSet
 from ampconfig.inputs.feeds import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
 from ampconfig.instrument.rounding import save_low_precision_rounding_copy
+from ampconfig.model_io.ir_version import with_ir_version
+from ampconfig.model_io.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.outcome import RunReport

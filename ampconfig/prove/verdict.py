@@ -8,7 +8,7 @@ All three judge the same way:
   the float16 rounding of chains of nodes it has no native float16 kernel for;
 - the metrics are :func:`ampconfig.prove.accuracy.compare_outputs` and the verdict
   :func:`ampconfig.prove.accuracy.tolerance_failures` against the one
-  :class:`~ampconfig.formats.tolerance.Tolerance`;
+  :class:`~ampconfig.documents.tolerance.Tolerance`;
   an inf/NaN in the rewritten output where the reference is finite always fails;
 - an fp32 output without a single finite value is an input error (exit 2): there is nothing to compare against;
 - over a data set of several samples (``--data``) every sample is judged on its own, and **the rewrite passes when

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from html import escape as html_escape
 from typing import Any
 
+from ampconfig.documents.lock_file import LockDocument, PrecisionLock
 from ampconfig.errors import Problem, Severity, printable
-from ampconfig.formats.lock_file import LockDocument, PrecisionLock
 from ampconfig.lock.causes import Cause
 from ampconfig.lock.check import LockCheck
 from ampconfig.lock.drift import FieldChange, LockDiff, NodeChange

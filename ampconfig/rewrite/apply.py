@@ -16,7 +16,7 @@ from ampconfig.decide.facts import constant_tensor, graphs_of, is_onnx_op
 from ampconfig.decide.needs import Conversion
 from ampconfig.decide.plan import Plan
 from ampconfig.dtypes import MOVABLE_DTYPES, Dtype
-from ampconfig.files.ir_bridge import ir_shape
+from ampconfig.model_io.ir_bridge import ir_shape
 from ampconfig.rewrite.casts import hand_over_declaration, insert_cast, new_cast, owner_graph
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats

@@ -7,7 +7,7 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.facts import graphs_of
-from ampconfig.files.ir_bridge import to_ir, to_proto
+from ampconfig.model_io.ir_bridge import to_ir, to_proto
 
 
 class NameAllocator:

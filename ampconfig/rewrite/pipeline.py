@@ -19,8 +19,8 @@ from typing import TypeVar
 import onnx_ir as ir
 
 from ampconfig.contracts import PostconditionBroken
-from ampconfig.files.ir_bridge import move_into
-from ampconfig.files.models import refuse_invalid_output
+from ampconfig.model_io.ir_bridge import move_into
+from ampconfig.model_io.models import refuse_invalid_output
 from ampconfig.rewrite.steps.admit_input import AdmitInputPass
 from ampconfig.rewrite.steps.annotate_types import AnnotateTypesPass
 from ampconfig.rewrite.steps.apply_plan import ApplyPlanPass

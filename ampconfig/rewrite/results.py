@@ -14,8 +14,8 @@ import onnx_ir as ir
 from ampconfig.decide.decisions import DecisionCost, NodeDecision
 from ampconfig.decide.facts import is_onnx_op
 from ampconfig.decide.value_limits import ValueRanges
-from ampconfig.files.ir_bridge import model_graphs, to_proto
-from ampconfig.files.skeleton import ModelSkeleton
+from ampconfig.model_io.ir_bridge import model_graphs, to_proto
+from ampconfig.model_io.skeleton import ModelSkeleton
 
 
 @dataclass(frozen=True)

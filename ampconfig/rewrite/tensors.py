@@ -23,7 +23,7 @@ import onnx_ir as ir
 from ampconfig.decide.rewrite_options import Float16Encoder as Float16Encoder
 from ampconfig.decide.value_ranges import SENTINEL, Bounds, bounds
 from ampconfig.dtypes import LOW_DTYPES, Dtype
-from ampconfig.files.ir_bridge import ir_shape, release_mapped
+from ampconfig.model_io.ir_bridge import ir_shape, release_mapped
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
 
 #: Arrays this large are worth a faster encoder (an ONNX Runtime session run costs more than numpy's cast below).

@@ -16,8 +16,8 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.decide.facts import ONNX_TYPING, graphs_of
-from ampconfig.files.ir_bridge import stand_in_type
-from ampconfig.files.models import call_onnx_api, inferred_types
+from ampconfig.model_io.ir_bridge import stand_in_type
+from ampconfig.model_io.models import call_onnx_api, inferred_types
 from ampconfig.opinfo.schema import NodeTyping, default_opset
 from ampconfig.opinfo.typing_source import TypingSource
 
@@ -61,7 +61,7 @@ def _fill(model: ir.Model, types: Mapping[str, onnx.TypeProto]) -> int:
 
 
 def _ir_type(model: ir.Model, name: str, type_proto: onnx.TypeProto) -> ir.TypeProtocol | None:
-    """:func:`~ampconfig.files.ir_bridge.stand_in_type`, a plain tensor type read here directly (as onnx-ir reads
+    """:func:`~ampconfig.model_io.ir_bridge.stand_in_type`, a plain tensor type read here directly (as onnx-ir reads
     it): inference types every value of a model, and most are plain tensors."""
     if type_proto.HasField("tensor_type") and type_proto.tensor_type.HasField("elem_type"):
         data_type = _DATA_TYPES.get(type_proto.tensor_type.elem_type)

@@ -27,8 +27,8 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import open_model, save_model_atomic
 from ampconfig.inputs.feeds import adapt_feeds, prepare_inputs
+from ampconfig.model_io.models import open_model, save_model_atomic
 from ampconfig.runner.sessions import (
     LOAD_FAILED,
     KernelMissing,

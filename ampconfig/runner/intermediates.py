@@ -30,10 +30,10 @@ from ampconfig.decide.value_ranges import ValueStats as ValueStats
 from ampconfig.decide.value_ranges import float_stats as float_stats
 from ampconfig.decide.value_ranges import value_stats as value_stats
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.models import INFERENCE_FAILURES, light_proto
 from ampconfig.inputs.feeds import adapt_feeds
 from ampconfig.instrument.expose import FLAT, STACKED, ValueGroup, expose_keys, float_value_keys, static_shapes
 from ampconfig.memory import available_memory
+from ampconfig.model_io.models import INFERENCE_FAILURES, light_proto
 from ampconfig.runner.proof import PROGRESS_SAMPLES
 from ampconfig.runner.sessions import (
     RUN_FAILED,

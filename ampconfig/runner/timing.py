@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count
+from ampconfig.documents.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count
 from ampconfig.worker.timed import ProgressCallback as ProgressCallback  # re-exported: what callers pass
 from ampconfig.worker.timed import timed_runs
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ampconfig.files.guard import Destination, FileRole, OutputGuard
-from ampconfig.files.models import OpenedModel, external_data_name, stream_refused, writes_external_data
 from ampconfig.files.paths import path_kind
+from ampconfig.model_io.models import OpenedModel, external_data_name, stream_refused, writes_external_data
 
 if TYPE_CHECKING:
     from ampconfig.settings.resolve import Settings

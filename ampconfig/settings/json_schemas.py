@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ampconfig.documents.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
+from ampconfig.documents.mixlist_file import Mixlist
+from ampconfig.documents.ranges_file import RANGES_SCHEMA_FILE, RangesFile
+from ampconfig.documents.session_config import SessionConfig
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.data_dirs import PACKAGE_DIR, SCHEMAS, data_dir, source_data_dir
 from ampconfig.files.guard import OutputGuard
-from ampconfig.formats.lock_file import LOCK_SCHEMA_FILE, PrecisionLock
-from ampconfig.formats.mixlist_file import Mixlist
-from ampconfig.formats.ranges_file import RANGES_SCHEMA_FILE, RangesFile
-from ampconfig.formats.session_config import SessionConfig
 from ampconfig.opinfo.ops_info_file import OpsInfoFile
 
 JSON_SCHEMA_DRAFT = "https://json-schema.org/draft/2020-12/schema"

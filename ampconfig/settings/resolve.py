@@ -3,7 +3,7 @@
 :func:`resolve` turns the command line's :class:`Flags` and the session config into one frozen :class:`Settings`.
 Every command goes through it (run, rewrite, explain, compare, tune, lists, and validate for a config), so the
 same config gives the same settings whatever the command. It is pure: it reads the config file through
-:func:`~ampconfig.formats.session_config.load_session_config` and nothing else (no model, no ONNX Runtime).
+:func:`~ampconfig.documents.session_config.load_session_config` and nothing else (no model, no ONNX Runtime).
 
 Two settings are easily confused and are kept apart:
 
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from ampconfig.decide.chosen_lists import ChosenMixlist, read_mixlist
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.decide.value_limits import check_margin
+from ampconfig.documents.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
+from ampconfig.documents.tolerance import Tolerance
 from ampconfig.errors import AmpconfigError, Problem
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
 from ampconfig.files.paths import UNNAMEABLE, path_kind, require_file
-from ampconfig.formats.numeric_limits import MAX_ITERATIONS, MAX_WARMUP, check_count, check_positive_finite
-from ampconfig.formats.tolerance import Tolerance
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.opinfo.targets import AUTO_DEVICE as AUTO_DEVICE  # re-exported: the default device of every command
@@ -43,8 +43,8 @@ from ampconfig.settings.flags import Flags as Flags  # the resolver's input, rea
 from ampconfig.settings.input_options import parse_input_options
 
 if TYPE_CHECKING:  # the session config's formats: imported where a config, a mixlist or a customize file is given
-    from ampconfig.formats.mixlist_file import Mixlist
-    from ampconfig.formats.session_config import SessionConfig
+    from ampconfig.documents.mixlist_file import Mixlist
+    from ampconfig.documents.session_config import SessionConfig
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as JSON-ready data (what ``-v`` logs)."""
-        from ampconfig.formats.mixlist_file import Mixlist
+        from ampconfig.documents.mixlist_file import Mixlist
 
         mixlist = self.modify_mixlist
         return {
@@ -236,7 +236,7 @@ def require_config_files(settings: Settings) -> None:
             hint = f"`{key}` in the config {settings.config}"
             raise AmpconfigError(f"{what}: the path {UNNAMEABLE[kind]}", file=str(value), hint=hint)
         if kind == "missing":
-            from ampconfig.formats.documents import RELATIVE_TO_CONFIG
+            from ampconfig.documents.parsing import RELATIVE_TO_CONFIG
 
             hint = f"`{key}` in the config {settings.config}; {RELATIVE_TO_CONFIG}"
             raise AmpconfigError(f"{what} not found", file=str(value), hint=hint)
@@ -265,7 +265,7 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     if flags.tolerance is not None:  # a flag's own number is checked before any file is read
         check_positive_finite(flags.tolerance, "--tolerance")
     if config is None and flags.config is not None:
-        from ampconfig.formats.session_config import load_session_config
+        from ampconfig.documents.session_config import load_session_config
 
         config = load_session_config(flags.config)
     config_mode = config.resolved_mode() if _has_mode(config) else None
@@ -406,7 +406,7 @@ def _mode_mixlist_problems(
     handed again, for the API's callers); the finding points at the mixlist's origin."""
     if mixlist is None:  # no finding without a mixlist (mode_mixlist_problem's first check)
         return []
-    from ampconfig.formats.session_config import mode_mixlist_problem
+    from ampconfig.documents.session_config import mode_mixlist_problem
 
     from_config = mixlist is not None and merged.sources["modify_mixlist"].startswith("config")
     if from_config and config is not None:

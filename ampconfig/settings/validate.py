@@ -23,27 +23,15 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
-from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
-from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
-from ampconfig.files.sniff import ONNX_TEXT_SUFFIXES, Content, content_of
-from ampconfig.formats.customize_dtypes_file import customize_problems, is_customize_text, read_customize_names
-from ampconfig.formats.documents import (
-    RELATIVE_TO_CONFIG,
-    Document,
-    SourceMap,
-    parse_document,
-    read_text,
-    validation_problems,
-)
-from ampconfig.formats.format_tags import LOCK_FORMAT, RANGES_FORMAT
-from ampconfig.formats.keep_dtype_file import (
+from ampconfig.documents.customize_dtypes_file import customize_problems, is_customize_text, read_customize_names
+from ampconfig.documents.format_tags import LOCK_FORMAT, RANGES_FORMAT
+from ampconfig.documents.keep_dtype_file import (
     keep_dtype_list_problems,
     keep_dtype_problems,
     read_keep_dtype_names,
     unknown_op_type_warnings,
 )
-from ampconfig.formats.mixlist_file import (
+from ampconfig.documents.mixlist_file import (
     OP_KEY_PATTERN,
     Mixlist,
     apply_mixlist,
@@ -52,8 +40,20 @@ from ampconfig.formats.mixlist_file import (
     mixlist_from_text,
     mixlist_problems,
 )
-from ampconfig.formats.numeric_limits import FILE_KINDS
-from ampconfig.formats.tf_env_lists import is_tf_lists_text
+from ampconfig.documents.numeric_limits import FILE_KINDS
+from ampconfig.documents.parsing import (
+    RELATIVE_TO_CONFIG,
+    Document,
+    SourceMap,
+    parse_document,
+    read_text,
+    validation_problems,
+)
+from ampconfig.documents.tf_env_lists import is_tf_lists_text
+from ampconfig.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, AmpconfigError, Problem, Severity
+from ampconfig.files.bounded import MAX_DOCUMENT_BYTES, MAX_LOCK_BYTES
+from ampconfig.files.paths import UNNAMEABLE, path_kind, resolve_path
+from ampconfig.files.sniff import ONNX_TEXT_SUFFIXES, Content, content_of
 from ampconfig.opinfo.library import DEFAULT_TARGET, TARGETS, OpLists, load_ops_info
 from ampconfig.opinfo.op_names import OP_NAME_CHOICES
 from ampconfig.precision_modes import V1_NAMES, V2_ALIASES, PrecisionMode
@@ -70,7 +70,7 @@ _MIXLIST_KEYS = frozenset({"black-list", "white-list", "gray-list"})
 def _config_keys() -> frozenset[str]:
     """The keys a session config may have (the config model is imported only when a file needs it: validating
     a mixlist loads none of the config's or the lock's models, a tenth of the command's start-up)."""
-    from ampconfig.formats.session_config import SessionConfig
+    from ampconfig.documents.session_config import SessionConfig
 
     return frozenset(info.alias or name for name, info in SessionConfig.model_fields.items()) - {"$schema"}
 
@@ -221,12 +221,12 @@ def _validate_file(
         if report.kind is None:
             report.kind = _kind_from_content(path, document)
         if report.kind == "lock":  # any flaw makes a lock unusable: nothing can be compared with it
-            from ampconfig.formats.lock_file import parse_lock
+            from ampconfig.documents.lock_file import parse_lock
 
             parse_lock(text, str(path))
             return [report]
         if report.kind == "ranges":  # as a lock: a flawed ranges file decides nothing
-            from ampconfig.formats.ranges_file import parse_ranges
+            from ampconfig.documents.ranges_file import parse_ranges
 
             parse_ranges(text, str(path))
             return [report]
@@ -261,7 +261,7 @@ def _parse(path: Path, text: str, kind: str | None) -> Document:
     # Mixlists and op info are JSON whatever their suffix; a config's format follows its suffix.
     if kind in (None, "mixlist", "ops-info"):
         return parse_document(text, str(path), "json")
-    from ampconfig.formats.session_config import CONFIG_FORMATS
+    from ampconfig.documents.session_config import CONFIG_FORMATS
 
     return parse_document(text, str(path), CONFIG_FORMATS.get(path.suffix.lower(), "yaml"))
 
@@ -402,7 +402,7 @@ def _config_problems(path: Path, document: Document, context: _Context) -> tuple
     The parts (mode pairing, mixlist, keep_dtype, model path) are checked from the parsed data, each on its
     own, so a wrong type in one key does not hide the problems of the others.
     """
-    from ampconfig.formats.session_config import session_config_from_document
+    from ampconfig.documents.session_config import session_config_from_document
     from ampconfig.settings.resolve import Flags, resolve_with_problems
 
     config, problems = session_config_from_document(document, path.parent)
@@ -502,7 +502,7 @@ def _raw_mode_problems(data: Mapping[str, Any], origin: SourceMap) -> list[Probl
     mode = _mode_of(data)
     if mode is None:
         return []
-    from ampconfig.formats.session_config import mode_mixlist_problem
+    from ampconfig.documents.session_config import mode_mixlist_problem
 
     problem = mode_mixlist_problem(
         mode,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ampconfig.formats.keep_dtype_file import OP_TYPE_PREFIX
+from ampconfig.documents.keep_dtype_file import OP_TYPE_PREFIX
 from ampconfig.opinfo.op_names import AmbiguousOpName, Vocabulary, names_in, read_op_name
 
 _LIST_KEYS = ("black-list", "white-list", "gray-list")

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.formats.numeric_limits import FILE_KINDS
+from ampconfig.documents.numeric_limits import FILE_KINDS
 from ampconfig.precision_modes import V1_NAMES, V2_NAMES
 
 runner = CliRunner()

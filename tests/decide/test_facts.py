@@ -9,7 +9,7 @@ import pytest
 
 from ampconfig.decide.facts import iter_scopes, node_facts
 from ampconfig.dtypes import Dtype
-from ampconfig.files.ir_bridge import stand_in_nodes, to_ir
+from ampconfig.model_io.ir_bridge import stand_in_nodes, to_ir
 from ampconfig.rewrite.names import name_unnamed_nodes
 from ampconfig.rewrite.types import annotate_dtypes
 from tests import exporter_models, unusual_models, value_models

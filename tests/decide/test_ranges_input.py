@@ -14,8 +14,8 @@ import pytest
 from ampconfig import MixedPrecisionPass, rewrite_model
 from ampconfig.decide.ranges_input import ranges_identity
 from ampconfig.errors import AmpconfigError
-from ampconfig.files.identity import model_fingerprint
-from ampconfig.files.models import weightless_proto
+from ampconfig.model_io.identity import model_fingerprint
+from ampconfig.model_io.models import weightless_proto
 from tests.lock_trees import cli
 from tests.value_models import MLP_WIDTH, mlp
 

@@ -13,9 +13,9 @@ from ampconfig.decide.decisions import Rule
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import RewriteOptions, from_keywords
 from ampconfig.decide.user_judgements import Judgement
+from ampconfig.documents.mixlist_file import Mixlist
 from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.mixlist_file import Mixlist
 from ampconfig.precision_modes import PrecisionMode
 from tests.graphs import transformer_block
 

@@ -21,7 +21,7 @@ from ampconfig.decide.passes import keep_in_range as value_pass
 from ampconfig.decide.ranges_input import NOT_CHECKED
 from ampconfig.decide.value_limits import ValueRanges, ValueSpread
 from ampconfig.decide.value_ranges import bounds, out_of_range, out_of_range_each
-from ampconfig.files import mapped
+from ampconfig.model_io import mapped
 from tests.exporter_models import gpt2, gpt2_overflow
 from tests.graphs import const, make_model, tensor, weight
 from tests.underflow_models import FRONT_END, write_front_end

@@ -13,7 +13,7 @@ from ampconfig.diagnose.graph_values import GraphNode, float_constants, graph_no
 from ampconfig.diagnose.locate import locate
 from ampconfig.diagnose.ranges import overflow_nodes, range_findings
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
-from ampconfig.formats.mixlist_file import Mixlist, apply_mixlist, parse_mixlist
+from ampconfig.documents.mixlist_file import Mixlist, apply_mixlist, parse_mixlist
 from ampconfig.instrument.expose import EXPOSED_FLOAT32_SUFFIX, expose_values
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.runner.intermediates import run_with_intermediates

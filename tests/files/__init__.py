@@ -1,0 +1,1 @@
+"""Safe file I/O: the output guard, input paths, what a file holds."""

@@ -574,7 +574,7 @@ def test_a_stale_data_file_comes_back_when_the_command_fails_later(tmp_path: Pat
     out, data = tmp_path / "out.onnx", tmp_path / "out.onnx.data"
     assert invoke("rewrite", _big_external_model(tmp_path), "-m", "force_fp16", "-o", out).exit_code == 0
     before = (out.read_bytes(), data.read_bytes())
-    from ampconfig.files.models import save_model_atomic
+    from ampconfig.model_io.models import save_model_atomic
 
     with contextlib.suppress(RuntimeError), OutputGuard() as guard:
         save_model_atomic(small_model(), guard.output("output model", out), guard=guard)
@@ -585,7 +585,7 @@ def test_a_stale_data_file_comes_back_when_the_command_fails_later(tmp_path: Pat
 
 
 def test_a_data_file_that_is_an_input_is_never_taken_away(tmp_path: Path) -> None:
-    from ampconfig.files.models import save_model_atomic
+    from ampconfig.model_io.models import save_model_atomic
 
     out, data = tmp_path / "out.onnx", tmp_path / "out.onnx.data"
     assert invoke("rewrite", _big_external_model(tmp_path), "-m", "force_fp16", "-o", out).exit_code == 0

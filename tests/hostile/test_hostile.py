@@ -34,8 +34,8 @@ from typer.testing import CliRunner, Result
 
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
+from ampconfig.documents.mixlist_file import VALID_COMBINATIONS, Edit
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.mixlist_file import VALID_COMBINATIONS, Edit
 from tests.cli.test_signals import signalled_at
 from tests.files.test_guard import reading
 from tests.graphs import IR_VERSION

@@ -29,8 +29,8 @@ from onnx import helper as oh
 from typer.testing import CliRunner, Result
 
 from ampconfig.cli import app
+from ampconfig.documents.ranges_file import MAX_RANGES_BYTES, RANGES_FORMAT_VERSION
 from ampconfig.files.bounded import MAX_DOCUMENT_BYTES
-from ampconfig.formats.ranges_file import MAX_RANGES_BYTES, RANGES_FORMAT_VERSION
 from tests.graphs import IR_VERSION
 from tests.input_models import normalized_phoneme_model, phoneme_model
 

@@ -10,7 +10,7 @@ import onnx
 
 from ampconfig.api import rewrite_model_detailed
 from ampconfig.decide.value_ranges import escape_key_part, subgraph_key_path, value_key
-from ampconfig.formats.ranges_file import load_ranges
+from ampconfig.documents.ranges_file import load_ranges
 from ampconfig.instrument.expose import float_value_keys
 from tests.lock_trees import cli
 from tests.value_models import COLLIDING_NAME, branch_named_main

@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ampconfig
+from ampconfig.documents.lock_file import load_lock, lock_data, lock_text
 from ampconfig.examples import DEFAULT_EXAMPLE, example_path
-from ampconfig.formats.lock_file import load_lock, lock_data, lock_text
 from ampconfig.lock.record import decide_lock
 from ampconfig.opinfo.library import ReduceFlag, load_ops_info
 from ampconfig.settings.resolve import Flags, resolve

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+from ampconfig.documents.document_limits import MAX_NESTING_DEPTH
+from ampconfig.documents.format_tags import LOCK_FORMAT
+from ampconfig.documents.lock_file import LOCK_FORMAT_VERSION, load_lock
 from ampconfig.files.bounded import MAX_LOCK_BYTES
-from ampconfig.formats.document_limits import MAX_NESTING_DEPTH
-from ampconfig.formats.format_tags import LOCK_FORMAT
-from ampconfig.formats.lock_file import LOCK_FORMAT_VERSION, load_lock
 from ampconfig.settings.json_schemas import SCHEMA_KINDS, generate_schema
 from tests.lock_trees import Tree, cli, cli_json, example_tree, line_of, working_directory
 

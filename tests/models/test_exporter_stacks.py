@@ -24,8 +24,8 @@ import onnxruntime as ort
 import pytest
 
 from ampconfig import rewrite_model_detailed
+from ampconfig.documents.session_config import Tolerance
 from ampconfig.domains import is_default_domain
-from ampconfig.formats.session_config import Tolerance
 from ampconfig.prove.verdict import AccuracyReference, accuracy_model
 from ampconfig.rewrite.results import RewriteResult
 from tests.transformer_stacks import StackSize, bert_stack, gpt2_stack, token_feeds

@@ -23,8 +23,8 @@ from typer.testing import CliRunner, Result
 
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
+from ampconfig.documents.mixlist_file import mixlist_problems, parse_mixlist
 from ampconfig.errors import EXIT_OK, EXIT_USAGE
-from ampconfig.formats.mixlist_file import mixlist_problems, parse_mixlist
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.runner.sessions import cuda_unavailable_reason
 from tests.graphs import FLOAT, IR_VERSION, MODES, rel_l2, run, session, tensor, weight

@@ -28,8 +28,8 @@ from typer.testing import CliRunner, Result
 from ampconfig import rewrite_model_detailed
 from ampconfig.cli import app
 from ampconfig.errors import EXIT_OK, EXIT_USAGE, AmpconfigError
-from ampconfig.files.ir_version import installed_onnxruntime, max_ir_version_loadable
-from ampconfig.files.repair import contradiction
+from ampconfig.model_io.ir_version import installed_onnxruntime, max_ir_version_loadable
+from ampconfig.model_io.repair import contradiction
 from tests.graphs import FLOAT, IR_VERSION, MODES, rel_l2, run, weight
 from tests.node_cases import new_checker_complaint
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
-from ampconfig.formats.mixlist_file import load_mixlist, mixlist_entries
+from ampconfig.documents.mixlist_file import load_mixlist, mixlist_entries
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.opinfo.op_names import (
     _TRAINING_OP,

@@ -154,8 +154,8 @@ def test_tolerance_bounds() -> None:
 
 
 def test_one_tolerance_object_for_config_and_judging() -> None:
-    from ampconfig.formats.session_config import SessionConfig
-    from ampconfig.formats.session_config import Tolerance as ConfigTolerance
+    from ampconfig.documents.session_config import SessionConfig
+    from ampconfig.documents.session_config import Tolerance as ConfigTolerance
 
     assert Tolerance is ConfigTolerance  # the config's section is what run/compare/tune judge by
     config = SessionConfig.model_validate(

@@ -335,7 +335,7 @@ def test_the_ranges_file_holds_the_numbers_counted_in_this_process(spectrum: tup
     value's line of its file is the line of the same value's array brought back and counted here by
     ``decide.value_ranges.value_stats``, to the byte."""
     from ampconfig.decide.value_ranges import value_stats
-    from ampconfig.formats.ranges_file import parse_ranges, ranges_text
+    from ampconfig.documents.ranges_file import parse_ranges, ranges_text
     from ampconfig.prove.calibration import value_range
     from ampconfig.runner.intermediates import run_with_intermediates
 

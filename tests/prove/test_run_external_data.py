@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from ampconfig.cli import app
 from ampconfig.errors import AmpconfigError
-from ampconfig.files import models as model_io
+from ampconfig.model_io import models as model_io
 from ampconfig.runner import sessions
 from tests.worker_faults import fresh_worker, inject, left_behind
 

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ampconfig.cli import app
+from ampconfig.documents.session_config import Tolerance
 from ampconfig.errors import AmpconfigError
-from ampconfig.formats.session_config import Tolerance
 from ampconfig.settings.resolve import (
     AUTO_DEVICE,
     DEFAULT_MODE,

@@ -34,7 +34,7 @@ from ampconfig.decide.value_ranges import (
     value_key,
 )
 from ampconfig.dtypes import Dtype
-from ampconfig.files.ir_bridge import release_mapped
+from ampconfig.model_io.ir_bridge import release_mapped
 from ampconfig.opinfo.library import Colour
 from ampconfig.precision_modes import PrecisionMode
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ampconfig.diagnose.tune.search import Candidate
-from ampconfig.formats.mixlist_file import Mixlist, mixlist_entries
+from ampconfig.documents.mixlist_file import Mixlist, mixlist_entries
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.write_op_names import mixlist_in
 

@@ -30,9 +30,9 @@ from ampconfig.diagnose.graph_values import graph_nodes
 from ampconfig.diagnose.reference_runs import Prepared, accuracy_reference, reference_run
 from ampconfig.diagnose.tune.answer import keep_dtype_lines, mixlist_data
 from ampconfig.diagnose.tune.search import Candidate
-from ampconfig.formats.documents import SourceMap
-from ampconfig.formats.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
-from ampconfig.formats.mixlist_file import Mixlist, load_mixlist, parse_mixlist
+from ampconfig.documents.keep_dtype_file import keep_dtype_from_config, read_keep_dtype_names
+from ampconfig.documents.mixlist_file import Mixlist, load_mixlist, parse_mixlist
+from ampconfig.documents.parsing import SourceMap
 from ampconfig.inputs.datasets import SampleSet
 from ampconfig.inputs.feeds import InputSet, first_samples
 from ampconfig.instrument.inject import InjectionModel, injection_model

@@ -1,5 +1,5 @@
 """Step 0a, admit: the input checked as every output is checked, its stale or contradictory declarations repaired
-first where the check needs it (:mod:`ampconfig.files.repair`). The repairs are found on the input's light proto
+first where the check needs it (:mod:`ampconfig.model_io.repair`). The repairs are found on the input's light proto
 (its graphs without the large weights) and made in the ``ir.Model`` itself: nodes put in the same order, each
 repaired value given the type and shape the repaired proto declares (or none, where its declaration was dropped).
 No proto of the model's weights is made. Runs once, before the rewrite's attempts."""
@@ -12,15 +12,15 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.domains import is_default_domain
-from ampconfig.files.ir_bridge import ir_shape, sparse_initializer_stand_ins, stand_in_type
-from ampconfig.files.repair import SUBGRAPH_OPS, admit_input_model, graphs
+from ampconfig.model_io.ir_bridge import ir_shape, sparse_initializer_stand_ins, stand_in_type
+from ampconfig.model_io.repair import SUBGRAPH_OPS, admit_input_model, graphs
 from ampconfig.rewrite.steps.conditions import RewriteStep, read_before_made
 from ampconfig.rewrite.steps.run_context import InputAdmission
 
 
 class AdmitInputPass(RewriteStep):
     """Requires ``admission.light`` to be a light proto of the model as handed in: the same graphs, with as many
-    nodes each (as :func:`~ampconfig.files.models.light_proto` or :func:`~ampconfig.files.models.light_proto_of_ir`
+    nodes each (as :func:`~ampconfig.model_io.models.light_proto` or :func:`~ampconfig.model_io.models.light_proto_of_ir`
     make it). Ensures ``admission`` holds the inferred types, the repairs and the checker's remaining complaints;
     the model's graphs still match ``admission.light``, now repaired; and, where the checker accepts the input,
     every graph is in topological order (the admission sorts it). Modified when a repair changed something."""
@@ -61,7 +61,7 @@ class AdmitInputPass(RewriteStep):
 def misaligned(model: ir.Model, light: onnx.ModelProto, what: str) -> str | None:
     """Whether the model's graphs and ``light``'s, visited alike, do not hold as many nodes each: the repairs found
     on ``light`` are made in the model graph by graph, node by node. The stand-in of a sparse initializer is a node
-    of the model that its proto does not have (:mod:`ampconfig.files.ir_bridge`)."""
+    of the model that its proto does not have (:mod:`ampconfig.model_io.ir_bridge`)."""
     extra = sparse_initializer_stand_ins(model)
     counts = [sum(1 for node in graph if node not in extra) for graph in _graphs(model.graph)]
     light_counts = [len(graph.node) for graph in graphs(light.graph)]
@@ -81,7 +81,7 @@ def unsorted(model: ir.Model) -> str | None:
 
 
 def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
-    """A node's subgraphs in attribute order, where :func:`ampconfig.files.repair.graphs` looks for them."""
+    """A node's subgraphs in attribute order, where :func:`ampconfig.model_io.repair.graphs` looks for them."""
     if node.op_type not in SUBGRAPH_OPS and is_default_domain(node.domain):
         return
     for attribute in node.attributes.values():
@@ -94,7 +94,7 @@ def _subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
 
 
 def _graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
-    """``graph`` and its subgraphs in the order :func:`ampconfig.files.repair.graphs` visits their protos."""
+    """``graph`` and its subgraphs in the order :func:`ampconfig.model_io.repair.graphs` visits their protos."""
     yield graph
     for node in graph:
         for subgraph in _subgraphs(node):
@@ -104,7 +104,7 @@ def _graphs(graph: ir.Graph) -> Iterator[ir.Graph]:
 def _reorder(graph: ir.Graph, orders: Iterator[tuple[int, ...] | None]) -> None:
     """Put the nodes of ``graph`` and its subgraphs in the orders the light proto's sort chose (visited as the sort
     visits them). The proto's nodes are the graph's last ones: a graph with sparse initializers starts with the
-    stand-in nodes for them (:mod:`ampconfig.files.ir_bridge`), which read nothing and stay first."""
+    stand-in nodes for them (:mod:`ampconfig.model_io.ir_bridge`), which read nothing and stay first."""
     order = next(orders)
     if order is not None:
         nodes = list(graph)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ampconfig.files.models import light_proto
-from ampconfig.files.node_checks import check_output
-from ampconfig.files.skeleton import skeleton_of
+from ampconfig.model_io.models import light_proto
+from ampconfig.model_io.node_checks import check_output
+from ampconfig.model_io.skeleton import skeleton_of
 from ampconfig.rewrite.steps.conditions import RewriteStep, misnamed_node
 from ampconfig.rewrite.steps.run_context import RewriteRun
 

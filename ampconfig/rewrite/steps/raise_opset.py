@@ -1,6 +1,6 @@
 """Step 0b, raise the opset for bfloat16: a model below opset 13 is converted to it (Cast-13 and most arithmetic
 ops gained bfloat16 there) by ONNX's version converter, run on a proto of the model without its large weights
-(:func:`~ampconfig.files.models.weightless_proto`: they stay initializers of their type and shape, which the
+(:func:`~ampconfig.model_io.models.weightless_proto`: they stay initializers of their type and shape, which the
 converter keeps as they are). The converted graph replaces the model's, the very weight tensors put back: none
 is copied or read. Where the converter fails or would change the model's inputs or outputs, the opset stays (a
 warning says so) and ops without bfloat16 at it stay float32. Runs once, after the admission, in the bfloat16
@@ -12,9 +12,15 @@ import onnx
 import onnx_ir as ir
 
 from ampconfig.domains import onnx_opset
-from ampconfig.files.ir_bridge import move_into, to_ir
-from ampconfig.files.models import INFERENCE_FAILURES, inferred_types, light_proto, weightless_proto, with_weights_back
-from ampconfig.files.repair import graphs
+from ampconfig.model_io.ir_bridge import move_into, to_ir
+from ampconfig.model_io.models import (
+    INFERENCE_FAILURES,
+    inferred_types,
+    light_proto,
+    weightless_proto,
+    with_weights_back,
+)
+from ampconfig.model_io.repair import graphs
 from ampconfig.rewrite.steps.admit_input import misaligned, unsorted
 from ampconfig.rewrite.steps.conditions import RewriteStep, onnx_opset_of
 from ampconfig.rewrite.steps.run_context import InputAdmission

@@ -8,7 +8,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ampconfig.dtypes import Dtype
-from ampconfig.files.ir_bridge import model_graphs
+from ampconfig.model_io.ir_bridge import model_graphs
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.steps.conditions import RewriteStep
 from ampconfig.rewrite.steps.run_context import RewriteRun

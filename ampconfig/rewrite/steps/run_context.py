@@ -15,9 +15,9 @@ from ampconfig.decide.judgement_types import Judges
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.plan import Plan
 from ampconfig.decide.rewrite_options import Float16Encoder
-from ampconfig.files.node_checks import NodePieces, OutputCheck
-from ampconfig.files.repair import Repair
-from ampconfig.files.skeleton import ModelSkeleton
+from ampconfig.model_io.node_checks import NodePieces, OutputCheck
+from ampconfig.model_io.repair import Repair
+from ampconfig.model_io.skeleton import ModelSkeleton
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists
 from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.precision_modes import PrecisionMode
@@ -26,7 +26,7 @@ from ampconfig.rewrite.results import RewriteStats
 from ampconfig.rewrite.tensors import WeightReads
 
 if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtypes file is read
-    from ampconfig.formats.customize_dtypes_file import CustomizeFile
+    from ampconfig.documents.customize_dtypes_file import CustomizeFile
 
 
 @dataclass(frozen=True)

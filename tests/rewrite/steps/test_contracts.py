@@ -19,8 +19,8 @@ from ampconfig.decide.facts import ONNX_TYPING
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.dtypes import Dtype
-from ampconfig.files.ir_bridge import to_ir
-from ampconfig.files.models import light_proto
+from ampconfig.model_io.ir_bridge import to_ir
+from ampconfig.model_io.models import light_proto
 from ampconfig.opinfo.library import load_ops_info
 from ampconfig.rewrite.steps.admit_input import AdmitInputPass
 from ampconfig.rewrite.steps.annotate_types import AnnotateTypesPass

@@ -15,8 +15,8 @@ from ampconfig.contracts import PostconditionBroken
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.read_settings import read_options
-from ampconfig.files.ir_bridge import to_ir
-from ampconfig.files.models import light_proto
+from ampconfig.model_io.ir_bridge import to_ir
+from ampconfig.model_io.models import light_proto
 from ampconfig.rewrite.pipeline import steps
 from ampconfig.rewrite.steps.admit_input import AdmitInputPass
 from ampconfig.rewrite.steps.read_weights import ReadWeightsPass
