@@ -10,9 +10,10 @@ from pathlib import Path
 import ampconfig
 
 #: Each top-level package or module of ampconfig and its level; an import must go to a lower level, or stay in its
-#: own package. opinfo finds its data through files (data_dirs), and report reads what diagnose and lock found
-#: (data in, text out). worker (the process boundary to ONNX Runtime) stands just above files: the op info probes
-#: ask it, and inputs (the users' input data) stand above the settings that name them.
+#: own package. model_io (the ONNX model in and out) reads and writes through files (safe file I/O), opinfo finds
+#: its data through files (data_dirs), and report reads what diagnose and lock found (data in, text out). worker (the
+#: process boundary to ONNX Runtime) stands just above model_io: the op info probes ask it, and inputs (the users'
+#: input data) stand above the settings that name them.
 LEVELS: dict[str, float] = {
     "dtypes": 0,
     "version": 0,

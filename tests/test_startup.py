@@ -90,7 +90,7 @@ def test_the_api_loads_no_measuring_reporting_or_file_format_module() -> None:
     """``import ampconfig.api`` loads nothing of instrument/, report/ or diagnose/, none of the file formats (their
     pydantic models: imported when a file is given) and not the ONNX Runtime worker's process machinery (imported
     when a model runs). On main at ea62462 it loaded instrument.expose and instrument.scopes, 14 modules of
-    documents/, runner.worker and runner.channel (now worker.client and worker.channel)."""
+    formats/ (now documents/), runner.worker and runner.channel (now worker.client and worker.channel)."""
     done = script_in_fresh_process("import sys, ampconfig.api; print(' '.join(sorted(sys.modules)))")
     assert done.returncode == 0, done.stderr
     modules = set(done.stdout.split())
@@ -103,7 +103,7 @@ def test_the_api_loads_no_measuring_reporting_or_file_format_module() -> None:
 def test_a_rewrite_loads_no_measuring_or_diagnosing_module(tmp_path: Path) -> None:
     """A file-to-file ``rewrite`` with no data loads nothing of instrument/ or diagnose/, of report/ only the table
     it prints, and not the ranges file's format; the API's first rewrite with no file loads no file format either.
-    On main at ea62462 the command loaded documents.ranges_file (through prove.calibration) and the API's rewrite
+    On main at ea62462 the command loaded formats.ranges_file (through prove.calibration) and the API's rewrite
     instrument.expose, instrument.scopes and the formats."""
     model = tmp_path / "block.onnx"
     onnx.save(transformer_block(), model)

@@ -1,5 +1,5 @@
-"""The opening every model command shares: the settings resolved, an output guard that knows every file they read
-(so no output lands on an input), the HTML report's place refused or taken before any work, and the progress
+"""The workbench every model command works at: the settings resolved, an output guard that knows every file they
+read (so no output lands on an input), the HTML report's place refused or taken before any work, and the progress
 callback."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the s
 
 @dataclass(frozen=True)
 class Workbench:
-    """What a command works with once its inputs are declared."""
+    """What a command works with once its inputs are declared: its settings, guard, progress and HTML report."""
 
     settings: Settings
     guard: OutputGuard

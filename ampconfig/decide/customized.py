@@ -1,9 +1,9 @@
 """customize_dtypes against the model: which nodes each entry names, checked against their facts (docs/design.md §4).
 
-The file is read and its format checked in :mod:`ampconfig.documents.customize_dtypes_file`; here each node gets a
-:class:`~ampconfig.documents.customize_dtypes_file.NodeSignature` from its facts (its present inputs and outputs, which of
-them its compute type variable binds, what the schema and the target's kernels allow), the entries are checked
-against those, and every customised node gets the dtype it computes in. :class:`~ampconfig.decide.passes.fixed.
+The file is read and its format checked in :mod:`ampconfig.documents.customize_dtypes_file`; here each node gets
+a :class:`~ampconfig.documents.customize_dtypes_file.NodeSignature` from its facts (its present inputs and outputs,
+which of them its compute type variable binds, what the schema and the target's kernels allow), the entries are
+checked against those, and every customised node gets the dtype it computes in. :class:`~ampconfig.decide.passes.fixed.
 FixedVerdicts` turns that into a verdict under rule ``customized``, before keep_dtype (Ascend's precedence).
 """
 

@@ -1,7 +1,7 @@
 """The model a rewrite starts from, in one of two kinds, and everything the one rewrite path asks of it.
 
-- :class:`ProtoSource`: a path or an ``onnx.ModelProto`` the API opened (its proto, its path and external data,
-  its training information are known; its weights may stay in its file);
+- :class:`ProtoSource`: a model file or an ``onnx.ModelProto``, opened as a proto (its path and external data, its
+  training information are known; its weights may stay in its file);
 - :class:`IrSource`: an ``ir.Model`` handed to :class:`ampconfig.MixedPrecisionPass`, rewritten as it is.
 
 The path (:func:`ampconfig.engine.in_place.rewrite_in_place`) never asks which kind it holds: it asks the source
@@ -86,7 +86,8 @@ class InputSource(ABC):
 
 
 class ProtoSource(InputSource):
-    """A model the API opened (:func:`~ampconfig.model_io.models.open_model`): its proto, path and files are known."""
+    """A model opened as a proto (:func:`~ampconfig.model_io.models.open_model`): its proto, path and files are
+    known."""
 
     def __init__(self, opened: OpenedModel) -> None:
         super().__init__(opened.to_ir(), light_proto(opened.proto))

@@ -20,10 +20,11 @@ from ampconfig.rewrite.steps.run_context import InputAdmission
 
 class AdmitInputPass(RewriteStep):
     """Requires ``admission.light`` to be a light proto of the model as handed in: the same graphs, with as many
-    nodes each (as :func:`~ampconfig.model_io.models.light_proto` or :func:`~ampconfig.model_io.models.light_proto_of_ir`
-    make it). Ensures ``admission`` holds the inferred types, the repairs and the checker's remaining complaints;
-    the model's graphs still match ``admission.light``, now repaired; and, where the checker accepts the input,
-    every graph is in topological order (the admission sorts it). Modified when a repair changed something."""
+    nodes each (as :func:`~ampconfig.model_io.models.light_proto` or
+    :func:`~ampconfig.model_io.models.light_proto_of_ir` make it). Ensures ``admission`` holds the inferred types,
+    the repairs and the checker's remaining complaints; the model's graphs still match ``admission.light``, now
+    repaired; and, where the checker accepts the input, every graph is in topological order (the admission sorts
+    it). Modified when a repair changed something."""
 
     def __init__(self, admission: InputAdmission) -> None:
         super().__init__()
