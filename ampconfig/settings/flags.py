@@ -372,7 +372,10 @@ RESULTS_OPTIONS = ("json_output", "html")
 
 def shared_option(name: str) -> SharedOption:
     """The entry of the option ``name`` (read from the table as it is now: a test may add one)."""
-    return next(option for option in SHARED_OPTIONS if option.name == name)
+    found = next((option for option in SHARED_OPTIONS if option.name == name), None)
+    if found is None:
+        raise KeyError(f"no shared option {name!r} in the table")
+    return found
 
 
 def spelled(name: str) -> str:
