@@ -86,6 +86,7 @@ class WrittenOpInfo:
 
     @classmethod
     def of(cls, given: Mapping[str, Any]) -> WrittenOpInfo:
+        """The ``--target`` and ``--output`` given, the target checked (a located error where it is unknown)."""
         return cls(check_target(given["target"]), given["output"])
 
 

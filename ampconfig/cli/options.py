@@ -113,7 +113,7 @@ _VALUE_CHECKS: dict[str, dict[str, Any]] = {
 def typer_info(option: SharedOption, wording: Wording | None = None) -> Any:
     """The ``typer.Option`` (the model: ``typer.Argument``) of ``option``, worded as ``wording`` says (by default
     as its entry does), with what typer checks or parses of its value."""
-    said = wording or option.help_for("")
+    said = wording or Wording(option.help, option.shown_default)
     more = dict(_VALUE_CHECKS.get(option.name, {}))
     if option.metavar is not None:
         more["metavar"] = option.metavar
