@@ -8,9 +8,9 @@ Two things must happen before the model libraries' imports (onnx, the decision e
 - **the ONNX Runtime worker is forked** (:func:`ampconfig.worker.client.prestart`) for a command that will run
   models, while this process still has one thread: later, ONNX Runtime's import has started threads of its own,
   and a fork could deadlock. For a command that runs a model only when asked, the prediction reads the table of
-  shared options (:mod:`ampconfig.cli.model_runs`: typer and the table, which the command line imports next anyway,
-  and which start no thread). A command that turns out to run a model the prediction missed still gets a worker,
-  started as a new interpreter.
+  shared options (:data:`ampconfig.settings.flags.SHARED_OPTIONS`, through :mod:`ampconfig.cli.model_runs`:
+  typer and the table, which the command line imports next anyway, and which start no thread). A command that
+  turns out to run a model the prediction missed still gets a worker, started as a new interpreter.
 """
 
 import sys  # loaded with the interpreter: no import step before the handler below
@@ -27,7 +27,7 @@ _PRINT_ONLY = frozenset({"--help", "-h", "--version"})
 #: The commands that run a model in ONNX Runtime whatever they are given.
 ALWAYS_RUN = frozenset({"run", "calibrate", "compare", "tune"})
 #: The commands that run one when asked, and their own options that ask (the shared options that do are marked in
-#: their table, :data:`ampconfig.cli.options.SHARED_OPTIONS`).
+#: their table, :data:`ampconfig.settings.flags.SHARED_OPTIONS`).
 RUN_WHEN_ASKED: dict[str, tuple[str, ...]] = {"explain": ("--compare",), "rewrite": (), "lock": (), "diff": ("--run",)}
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from ampconfig.cli.options import COMMANDS, SHARED_OPTIONS, uses
+from ampconfig.cli.options import uses
 from ampconfig.entry import ALWAYS_RUN, RUN_WHEN_ASKED, runs_models
+from ampconfig.settings.flags import COMMANDS, SHARED_OPTIONS
 from tests.graphs import transformer_block
 from tests.worker_faults import run_console
 

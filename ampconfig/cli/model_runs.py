@@ -1,6 +1,6 @@
 """Whether a command that runs a model only when asked (:data:`ampconfig.entry.RUN_WHEN_ASKED`) is asked, by a
-shared option that runs a model (:attr:`~ampconfig.cli.options.SharedOption.runs_model` in the table) or one of its
-own: on the command line, or through the session config it names (``run.data`` in ``--config session.yaml``
+shared option that runs a model (``runs_model`` in :data:`~ampconfig.settings.flags.SHARED_OPTIONS`) or one
+of its own: on the command line, or through the session config it names (``run.data`` in ``--config session.yaml``
 runs the fp32 model as ``--data`` does). The config is only glanced at here, never checked: the command reads it
 properly, and reports what is wrong with it."""
 
@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ampconfig.cli.options import SharedOption, uses
+from ampconfig.settings import flags as flag_table
+from ampconfig.settings.flags import SharedOption
 
 #: A config larger than this is not glanced at (the command then starts the worker when it needs it).
 _GLANCED_BYTES = 1 << 20
@@ -20,7 +21,7 @@ _GLANCED_BYTES = 1 << 20
 def asked_to_run(command: str, args: Sequence[str], own: Sequence[str]) -> bool:
     """Whether the command line ``args`` of ``command`` gives an option that runs a model: a shared one, one of the
     command's ``own`` flags, or the config's key of a shared one."""
-    taken = uses(command).options
+    taken = [option for option in flag_table.SHARED_OPTIONS if command in option.commands]
     running = {flag for option in taken if option.runs_model for flag in option.flags()}
     words = {word.split("=", 1)[0] for word in args}
     if words & (running | set(own)):

@@ -10,17 +10,19 @@ coloured by the built-in strategy (:mod:`ampconfig.opinfo.colours`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from ampconfig.cli.options import output_path
+from ampconfig.cli.options import output_path, receiving_bundled
 from ampconfig.cli.output import stderr
 from ampconfig.cli.typer_app import SubcommandGroup, app, register_command
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.targets import TARGETS
+from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS, TARGETS
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads neither pydantic nor the op info library
     from ampconfig.files.guard import Destination, OutputGuard
@@ -61,6 +63,47 @@ app.add_typer(ops_info_app, name="ops-info")
 def subcommand(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         register_command(ops_info_app, name, func)
+        return func
+
+    return register
+
+
+@dataclass(frozen=True)
+class WrittenOpInfo:
+    """What a command that writes a target's op info file was given: the target (checked) and ``--output``."""
+
+    target: TargetName
+    output: Path | None
+
+    @property
+    def provider(self) -> str:
+        """The target's ONNX Runtime execution provider."""
+        return PROVIDERS[self.target]
+
+    def path(self) -> Path:
+        """Where the file goes: ``--output``, else the checkout's ``ops_info/<target>.json``."""
+        return self.output or default_output(self.target)
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> WrittenOpInfo:
+        """The ``--target`` and ``--output`` given, the target checked (a located error where it is unknown)."""
+        return cls(check_target(given["target"]), given["output"])
+
+
+def writing_subcommand(
+    name: str, target: Any = TargetOpt, default_target: str = DEFAULT_TARGET
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``func(written: WrittenOpInfo, *, own...)``, a subcommand that writes a target's op info file: its
+    options are ``--target`` (declared ``target``, its default ``default_target``) and ``--output``, declared
+    here once for every such subcommand, then its own; it receives the first two as one :class:`WrittenOpInfo`."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    shared = [
+        inspect.Parameter("target", keyword, default=default_target, annotation=target),
+        inspect.Parameter("output", keyword, default=None, annotation=OpInfoOutputOpt),
+    ]
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        register_command(ops_info_app, name, receiving_bundled(func, shared, [], WrittenOpInfo.of))
         return func
 
     return register

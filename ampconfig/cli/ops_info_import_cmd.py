@@ -12,7 +12,7 @@ from ampconfig.cli import ops_info_cmd as ops_info
 from ampconfig.cli.options import output_option
 from ampconfig.cli.output import output_guard, print_json, print_warning, stderr
 from ampconfig.errors import AmpconfigError
-from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS
+from ampconfig.opinfo.targets import DEFAULT_TARGET
 
 if TYPE_CHECKING:  # imported where used: `ampconfig --help` loads none of the settings machinery
     from ampconfig.documents.ascend_ops_info import AscendImport
@@ -86,11 +86,10 @@ def _ascend_summary(found: AscendImport, name: str) -> str:
     )
 
 
-@ops_info.subcommand("import-kernels")
+@ops_info.writing_subcommand("import-kernels")
 def import_kernels_command(
+    written: ops_info.WrittenOpInfo,
     dump: Annotated[Path, typer.Argument(help="Kernel registry dump (benchmarks/dump_kernels.py).")],
-    target: ops_info.TargetOpt = DEFAULT_TARGET,
-    output: ops_info.OpInfoOutputOpt = None,
     probe: Annotated[
         Path | None,
         typer.Option(
@@ -123,12 +122,11 @@ def import_kernels_command(
     from ampconfig.opinfo.build import registry_document
     from ampconfig.opinfo.kernel_dump import dump_claims, read_kernel_dump
 
-    target = ops_info.check_target(target)
-    provider = PROVIDERS[target]
+    target, provider = written.target, written.provider
     with output_guard() as guard:
         guard.read("kernel dump (DUMP)", dump)
         guard.read("measured op info (--probe)", probe)
-        destination = guard.output(ops_info.OUTPUT_ROLE, output or ops_info.default_output(target))
+        destination = guard.output(ops_info.OUTPUT_ROLE, written.path())
         loaded = read_kernel_dump(dump)
         version = loaded.onnxruntime_version or "unknown"
         measured = (probe, ops_info.read_ops_info(probe, "measured op info")) if probe is not None else None

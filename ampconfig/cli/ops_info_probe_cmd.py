@@ -13,22 +13,23 @@ import typer
 from ampconfig.cli import ops_info_cmd as ops_info
 from ampconfig.cli.options import count_between, output_option
 from ampconfig.cli.output import output_guard, stderr
-from ampconfig.opinfo.targets import DEFAULT_TARGET, PROVIDERS
+
+#: probe's --target: the target measured, by default the one every machine has.
+_MEASURED_TARGET = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        "-t",
+        metavar="cpu|cuda",
+        help="Execution target to measure: cpu or cuda. Probing runs every op, so the default is the target "
+        "every machine has (cpu); --target cuda needs a GPU.",
+    ),
+]
 
 
-@ops_info.subcommand("probe")
+@ops_info.writing_subcommand("probe", _MEASURED_TARGET, "cpu")
 def probe_command(
-    target: Annotated[
-        str,
-        typer.Option(
-            "--target",
-            "-t",
-            metavar="cpu|cuda",
-            help="Execution target to measure: cpu or cuda. Probing runs every op, so the default is the target "
-            "every machine has (cpu); --target cuda needs a GPU.",
-        ),
-    ] = "cpu",
-    output: ops_info.OpInfoOutputOpt = None,
+    written: ops_info.WrittenOpInfo,
     ops: Annotated[
         str | None,
         typer.Option("--ops", help="Comma-separated op keys to probe (default: every op of the strategy)."),
@@ -65,11 +66,10 @@ def probe_command(
     from ampconfig.opinfo.build import probe_document, probed, selected_keys
     from ampconfig.opinfo.kernels import measure_op_across_opsets, onnxruntime_version, require_provider
 
-    target = ops_info.check_target(target)
-    provider = PROVIDERS[target]
+    target, provider = written.target, written.provider
     require_provider(provider)  # onnxruntime-gpu lists CUDA even where its libraries are missing
     keys = selected_keys(ops)
-    path = output or ops_info.default_output(target)
+    path = written.path()
     with output_guard() as guard:
         destination = guard.output(ops_info.OUTPUT_ROLE, path)  # checked before minutes of probing
         details_destination = guard.output("probe details (--details)", details) if details is not None else None
@@ -90,11 +90,10 @@ def probe_command(
         )
 
 
-@ops_info.subcommand("import-table")
+@ops_info.writing_subcommand("import-table")
 def import_table_command(
+    written: ops_info.WrittenOpInfo,
     table: Annotated[Path, typer.Argument(help="Local copy of onnxruntime's docs/OperatorKernels.md.")],
-    target: ops_info.TargetOpt = DEFAULT_TARGET,
-    output: ops_info.OpInfoOutputOpt = None,
     ort_version: Annotated[
         str, typer.Option("--ort-version", help="ONNX Runtime version the table documents.")
     ] = "1.31.1",
@@ -117,9 +116,7 @@ def import_table_command(
     from ampconfig.opinfo.build import table_document
     from ampconfig.opinfo.kernels import kernel_table_dtypes
 
-    target = ops_info.check_target(target)
-    provider = PROVIDERS[target]
-    path = output or ops_info.default_output(target)
+    target, provider, path = written.target, written.provider, written.path()
     with output_guard() as guard:
         guard.read("kernel table (TABLE)", table)
         destination = guard.output(ops_info.OUTPUT_ROLE, path)

@@ -45,12 +45,17 @@ UsageError = _usage_error()
 
 
 def json_in_arguments(args: Sequence[str]) -> bool:
-    """Whether the command line asks for JSON output: ``--json``, or ``--format json`` (validate)."""
+    """Whether the command line asks for JSON output: the shared option ``json_output`` (``--json``, as the table
+    of shared options spells it), or ``--format json`` (validate). Read only where an error is reported: the table
+    is not imported on the way to a command."""
+    from ampconfig.settings.flags import shared_option
+
     words = list(args)
     if "--" in words:
         words = words[: words.index("--")]
     pairs = zip(words, [*words[1:], ""])
-    return any(word in ("--json", "--format=json") or (word == "--format" and after == "json") for word, after in pairs)
+    asking = {*shared_option("json_output").flags(), "--format=json"}
+    return any(word in asking or (word == "--format" and after == "json") for word, after in pairs)
 
 
 def json_in_options(options: Mapping[str, Any]) -> bool:
@@ -103,14 +108,13 @@ class AmpconfigGroup(SubcommandGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: _ClickContext) -> Any:
-        as_json = json_in_arguments(ctx.meta.get(_ARGS_KEY, []))
         try:
             return super().invoke(ctx)
         except AmpconfigError as exc:  # an option's callback refused its value
-            report_error(exc.as_problems(), as_json=as_json)
+            report_error(exc.as_problems(), as_json=json_in_arguments(ctx.meta.get(_ARGS_KEY, [])))
             raise typer.Exit(reports.finish(EXIT_USAGE)) from None
         except UsageError as exc:  # click prints the usage message on stderr as it always does
-            if as_json:
+            if json_in_arguments(ctx.meta.get(_ARGS_KEY, [])):
                 usage_ctx = getattr(exc, "ctx", None)
                 hint = f"see `{usage_ctx.command_path} --help`" if usage_ctx is not None else None
                 print_json(_usage_payload(exc.format_message(), hint))
@@ -298,7 +302,7 @@ def command(name: str, *, pause_gc: bool = True, **kwargs: Any) -> Callable[[F],
     """Register a command on the app with error reporting and (unless ``pause_gc`` is false) the garbage collector
     paused while it runs. A command taking shared options declares ``options: SharedOptions`` as its first parameter,
     then its own options (keyword-only): its signature as registered is the shared options
-    :data:`~ampconfig.cli.options.SHARED_OPTIONS` gives it, its own, then how the results are shown."""
+    :data:`~ampconfig.settings.flags.SHARED_OPTIONS` gives it, its own, then how the results are shown."""
 
     def register(func: F) -> F:
         REGISTERED[name] = (func, pause_gc, dict(kwargs))

@@ -40,6 +40,7 @@ from ampconfig.opinfo.targets import AUTO_DEVICE as AUTO_DEVICE  # re-exported: 
 from ampconfig.opinfo.targets import DEVICES
 from ampconfig.precision_modes import PrecisionMode, parse_mode
 from ampconfig.settings.flags import Flags as Flags  # the resolver's input, read where the settings are
+from ampconfig.settings.flags import spelled
 from ampconfig.settings.input_options import parse_input_options
 
 if TYPE_CHECKING:  # the session config's formats: imported where a config, a mixlist or a customize file is given
@@ -263,7 +264,7 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     """:func:`resolve`, returning the settings together with what is wrong with their combination (a mixlist with
     a mode that takes none) instead of raising it: ``validate`` reports it as a finding."""
     if flags.tolerance is not None:  # a flag's own number is checked before any file is read
-        check_positive_finite(flags.tolerance, "--tolerance")
+        check_positive_finite(flags.tolerance, spelled("tolerance"))
     if config is None and flags.config is not None:
         from ampconfig.documents.session_config import load_session_config
 
@@ -293,8 +294,8 @@ def resolve_with_problems(flags: Flags, config: SessionConfig | None = None) -> 
     allow_tf32 = merged.pick("allow_tf32", None, _set(config, "allow_tf32"), False)
     output = merged.pick("output", flags.output, config.output if config else None)
     inputs = _input_request(flags, config, merged)
-    checked_warmup = check_count(warmup, "--warmup", 0, MAX_WARMUP)
-    checked_iterations = check_count(iterations, "--iterations", 1, MAX_ITERATIONS)
+    checked_warmup = check_count(warmup, spelled("warmup"), 0, MAX_WARMUP)
+    checked_iterations = check_count(iterations, spelled("iterations"), 1, MAX_ITERATIONS)
     tolerance = _tolerance(flags, config, merged)
     sources = MappingProxyType(dict(merged.sources))
     # Picked after `sources` was copied, as it always has been: its source is not among them (nor in -v's log).
@@ -338,9 +339,11 @@ class _Merge:
         self.config = config
         self.sources: dict[str, str] = {}
 
-    def pick(self, name: str, flag: Any, from_config: Any, default: Any = None) -> Any:
+    def pick(self, name: str, flag: Any, from_config: Any, default: Any = None, *, option: str | None = None) -> Any:
+        """The setting ``name``: the ``flag`` given (of the shared option ``option``, by default of the same name),
+        else the value ``from_config``, else the ``default``."""
         if flag is not None:
-            self.sources[name] = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+            self.sources[name] = spelled(option or name)  # as the table spells the option
             return flag
         if from_config is not None:
             self.sources[name] = f"config {self.flags.config or self.config_file()}"
@@ -350,15 +353,6 @@ class _Merge:
 
     def config_file(self) -> str:
         return (self.config.source_file if self.config is not None else None) or "<config>"
-
-
-_FLAG_NAMES = {
-    "model": "MODEL",
-    "inputs": "--inputs",
-    "keep_io_types": "--keep-io-types/--no-keep-io-types",
-    "clamp_values": "--clamp-values",
-    "decision_metadata": "--decision-metadata/--no-decision-metadata",
-}
 
 
 def _has_mode(config: SessionConfig | None) -> TypeGuard[SessionConfig]:
@@ -437,9 +431,9 @@ def _input_request(flags: Flags, config: SessionConfig | None, merged: _Merge) -
     # Each --shape over the config's run.shapes entry for its input, as every flag is over the config.
     shapes.update((name, tuple(dims)) for name, dims in flag_shapes.items())
     merged.sources["shapes"] = _shapes_source(merged, bool(flag_shapes), bool(run is not None and run.shapes))
-    merged.sources["arrays"] = "--input" if arrays else DEFAULT_SOURCE
+    merged.sources["arrays"] = spelled("input_files") if arrays else DEFAULT_SOURCE
     return InputRequest(
-        npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None),
+        npz=merged.pick("inputs", flags.inputs_npz, run.inputs if run else None, option="inputs_npz"),
         data=merged.pick("data", flags.data, run.data if run else None),
         calibration_data=merged.pick("calibration_data", flags.calibration_data, run.calibration_data if run else None),
         arrays=MappingProxyType(arrays),
@@ -455,15 +449,15 @@ def _shapes_source(merged: _Merge, from_flags: bool, from_config: bool) -> str:
     for its input), or neither."""
     config = f"config {merged.flags.config or merged.config_file()}"
     if from_flags and from_config:
-        return f"--shape over {config}"
-    return "--shape" if from_flags else config if from_config else DEFAULT_SOURCE
+        return f"{spelled('shapes')} over {config}"
+    return spelled("shapes") if from_flags else config if from_config else DEFAULT_SOURCE
 
 
 def _tolerance(flags: Flags, config: SessionConfig | None, merged: _Merge) -> Tolerance:
     base = merged.pick("tolerance", None, _set(config, "tolerance"), Tolerance())
     if flags.tolerance is None:
         return base
-    merged.sources["tolerance"] = "--tolerance" + (" (max_abs, min_cosine from the config)" if config else "")
+    merged.sources["tolerance"] = spelled("tolerance") + (" (max_abs, min_cosine from the config)" if config else "")
     return Tolerance(rel_l2=flags.tolerance, max_abs=base.max_abs, min_cosine=base.min_cosine)
 
 

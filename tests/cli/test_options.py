@@ -1,12 +1,12 @@
 """One option table (issues 20 and 46): every command takes exactly the shared options it documents, each declared
-once (an entry of :data:`ampconfig.cli.options.SHARED_OPTIONS`, which the command's registered signature is built
+once (an entry of :data:`ampconfig.settings.flags.SHARED_OPTIONS`, which the command's registered signature is built
 from) and handed to the command as one typed :class:`~ampconfig.cli.options.SharedOptions`: the settings flags as
 one :class:`~ampconfig.settings.flags.Flags` (the type the resolver reads) and the few options only the command line
 reads, each option a field of one of them, never of both.
 
 A dropped flag (a command gone from an option's entry) or an extra one (a command declaring a shared flag again, or
 a shared option declared a second way) fails here, and an option added to the table reaches every command it
-names."""
+names, and the resolver by its spelling."""
 
 from __future__ import annotations
 
@@ -27,21 +27,21 @@ from ampconfig.cli.options import (
     COMMAND_LINE_NAMES,
     COMMAND_OPTIONS,
     FLAG_NAMES,
-    RESULTS_OPTIONS,
-    SHARED_OPTIONS,
-    SharedOption,
     SharedOptions,
     receiving_shared_options,
+    typer_info,
 )
 from ampconfig.cli.typer_app import REGISTERED, register_command
-from ampconfig.settings.flags import Flags
+from ampconfig.settings import flags as flag_table
+from ampconfig.settings.flags import RESULTS_OPTIONS, SHARED_OPTIONS, Flags, SharedOption, shared_option
+from ampconfig.settings.resolve import _Merge
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
 SHARED = {*FLAG_NAMES, *COMMAND_LINE_NAMES}
 #: The order --help lists the shared options in: the table's.
 ORDER = [option.name for option in SHARED_OPTIONS]
-DECLARATIONS = {option.name: option.declaration for option in SHARED_OPTIONS}
+DECLARATIONS = {option.name: option.spellings for option in SHARED_OPTIONS}
 
 
 def _typed(name: str, value: Any) -> Any:
@@ -100,11 +100,10 @@ def _commands() -> dict[str, Any]:
 
 
 def _declared_flags(name: str) -> set[str]:
-    """The flags SharedOptions declares for field ``name`` (the argument: its name)."""
-    info = DECLARATIONS[name].__metadata__[0]
-    if isinstance(info, typer.models.ArgumentInfo):
+    """The flags the table declares for field ``name`` (the argument: its name)."""
+    if not DECLARATIONS[name]:
         return {name}
-    return {flag for spelled in (info.default, *info.param_decls) for flag in spelled.split("/")}
+    return {flag for spelled in DECLARATIONS[name] for flag in spelled.split("/")}
 
 
 def _flags(parameter: Any) -> set[str]:
@@ -216,7 +215,9 @@ def test_a_command_that_declares_a_shared_option_again_is_caught() -> None:
     """The check above finds a command that spells a shared flag under a name of its own."""
 
     def twice(
-        *, seed: shared.Seed = None, own_seed: Annotated[int, typer.Option("--seed", help="A seed again.")] = 0
+        *,
+        seed: Annotated[int | None, typer_info(shared_option("seed"))] = None,
+        own_seed: Annotated[int, typer.Option("--seed", help="A seed again.")] = 0,
     ) -> None:
         del seed, own_seed
 
@@ -226,10 +227,12 @@ def test_a_command_that_declares_a_shared_option_again_is_caught() -> None:
     assert _declared_again("run", command) == ["own_seed"]
 
 
-#: A shared option only this test declares: a settings flag of three commands.
+#: A shared option only this test declares: a settings flag of three commands, declared as data in the one table.
 STRICT_NAMES = SharedOption(
     "strict_names",
-    Annotated[bool | None, typer.Option("--strict-names/--loose-names", help="Refuse op names of another framework.")],
+    ("--strict-names/--loose-names",),
+    bool,
+    "Refuse op names of another framework.",
     ("run", "lists", "validate"),
 )
 #: What each command needs on its command line besides the shared options (calibrate: -o, validate: a path).
@@ -251,7 +254,7 @@ def _recording(name: str, function: Callable[..., Any], received: dict[str, Shar
 def app_with_strict_names(monkeypatch: pytest.MonkeyPatch) -> tuple[typer.Typer, dict[str, SharedOptions]]:
     """Every command registered again on a fresh app, with one entry added to the table (and the field of Flags
     that holds its value, as a real settings flag has); each command's stand-in records what it receives."""
-    monkeypatch.setattr(shared, "SHARED_OPTIONS", (*SHARED_OPTIONS, STRICT_NAMES))
+    monkeypatch.setattr(flag_table, "SHARED_OPTIONS", (*SHARED_OPTIONS, STRICT_NAMES))
     with_field = dataclasses.make_dataclass(
         "FlagsWithStrictNames", [("strict_names", "bool | None", None)], bases=(Flags,), frozen=True
     )
@@ -267,17 +270,25 @@ def test_a_shared_option_added_to_the_table_reaches_every_command_that_takes_it(
     app_with_strict_names: tuple[typer.Typer, dict[str, SharedOptions]],
 ) -> None:
     """One entry added to the table: each command it names lists it in --help and receives it in its
-    SharedOptions, given or not; every other command refuses it as an unknown option (exit 2)."""
+    SharedOptions, given or not; every other command refuses it as an unknown option (exit 2). The resolver
+    picking the setting from those flags names where it came from by the table's spelling."""
     fresh, received = app_with_strict_names
     assert set(REGISTERED) == set(COMMAND_OPTIONS)
     for name in REGISTERED:
         help_text = runner.invoke(fresh, [name, "--help"], env=WIDE).output
         takes = name in STRICT_NAMES.commands
-        assert ("--strict-names" in help_text) == takes, name
+        assert ("--strict-names" in help_text) == takes == (STRICT_NAMES.help in help_text), name
         result = runner.invoke(fresh, [name, *REQUIRED.get(name, []), "--loose-names"])
         assert result.exit_code == (0 if takes else 2), (name, result.output)
         if takes:
-            assert vars(received.pop(name).flags)["strict_names"] is False, name
+            assert _resolved(received.pop(name).flags) == (False, "--strict-names/--loose-names"), name
             assert runner.invoke(fresh, [name, *REQUIRED.get(name, [])]).exit_code == 0
-            assert vars(received.pop(name).flags)["strict_names"] is None, name
+            assert _resolved(received.pop(name).flags) == (True, "default"), name
     assert received == {}
+
+
+def _resolved(flags: Flags) -> tuple[object, str]:
+    """The strict_names setting as the resolver picks it from ``flags`` (the flag over the config, here none, over
+    the default, on), and where it says the setting came from."""
+    merged = _Merge(flags, None)
+    return merged.pick("strict_names", vars(flags)["strict_names"], None, True), merged.sources["strict_names"]

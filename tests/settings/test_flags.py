@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
-from ampconfig.settings.flags import Flags
+from ampconfig.settings import flags as flag_table
+from ampconfig.settings.flags import Flags, SharedOption
 from ampconfig.settings.resolve import resolve
 
 
@@ -34,3 +36,23 @@ def test_flags_are_frozen_and_say_what_was_given_in_field_order() -> None:
     assert Flags().given() == []
     with pytest.raises(dataclasses.FrozenInstanceError):
         flags.seed = 1  # type: ignore[misc]
+
+
+def test_a_settings_option_the_fields_of_flags_do_not_hold_fails_the_import_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Flags' fields are checked against the table of shared options when the module is imported: the table as it
+    is passes; an option added without its field fails, and so does an option whose type is not its field's."""
+    flag_table._check_fields()
+    added = SharedOption("strict_names", ("--strict-names",), bool, "Refuse foreign op names.", ("run",))
+    monkeypatch.setattr(flag_table, "_SETTINGS", (*flag_table._SETTINGS, added))
+    with pytest.raises(TypeError, match="strict_names"):
+        flag_table._check_fields()
+    retyped = [
+        dataclasses.replace(option, value_type=int) if option.name == "keep_io_types" else option
+        for option in flag_table._SETTINGS
+        if option is not added
+    ]
+    monkeypatch.setattr(flag_table, "_SETTINGS", tuple(retyped))
+    with pytest.raises(TypeError, match=re.escape("('keep_io_types', 'int | None')")):
+        flag_table._check_fields()
