@@ -67,22 +67,22 @@ REWRITE_IMPORTS = (
     "ampconfig.engine.in_place, ampconfig.prove.calibration"
 )
 #: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here;
-#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only).
+#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only; the samples', the proof's and the
+#: report's modules once the model is open: ``tests/test_startup.py`` checks what is loaded when it opens).
 RUN_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['run']); "
     "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
-    "ampconfig.report.run_report, ampconfig.prove.calibration"
+    "ampconfig.prove.calibration"
 )
-#: What ``run`` imported before it opened the model up to 73f8c17 (its forecast and the lock's format, every time).
-RUN_IMPORTS_AT_73F8C17 = (
-    RUN_IMPORTS + ", ampconfig.diagnose.tune.forecast, ampconfig.formats.lock_file, ampconfig.lock.record"
-)
+#: What ``run`` imported before it opened the model at 80483c2 (``prove.run`` loaded the proof's modules, the
+#: command the report's).
+RUN_IMPORTS_AT_80483C2 = RUN_IMPORTS + ", ampconfig.report.run_report"
 #: Each pair: (ours, the libraries alone), timed in the same round; a third statement is the ``--before`` tree's,
 #: where it imported more.
 IMPORT_PAIRS: dict[str, tuple[str, ...]] = {
     "import ampconfig.api": ("import ampconfig.api", "import onnx_ir"),
     "rewrite's imports": (REWRITE_IMPORTS, CLI_LIBRARIES),
-    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES, RUN_IMPORTS_AT_73F8C17),
+    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES, RUN_IMPORTS_AT_80483C2),
 }
 
 

@@ -34,7 +34,6 @@ from onnx import TensorProto
 
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.paths import open_regular, path_kind, require_file
-from ampconfig.formats.documents import scan_json
 from ampconfig.inputs.array_files import load_array_bytes, load_npz
 from ampconfig.inputs.feeds import (
     InputSet,
@@ -335,6 +334,8 @@ def _read_json(specs: Sequence[InputSpec], path: Path, label: str, changed: Chan
             text = file.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
+    from ampconfig.formats.documents import scan_json  # (with tomllib: for a JSON data set only)
+
     # Nesting is bounded before json.loads recurses; values are not (a plain list of numbers may hold millions:
     # the memory check above bounds them).
     scan_json(text, str(path), max_values=len(text) + 1)
