@@ -67,16 +67,16 @@ REWRITE_IMPORTS = (
     "ampconfig.engine.in_place, ampconfig.prove.calibration"
 )
 #: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here;
-#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only; the samples', the proof's and the
-#: report's modules once the model is open: ``tests/test_startup.py`` checks what is loaded when it opens).
+#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only; the engine's, the samples', the
+#: proof's and the report's modules once the model is open: ``tests/test_startup.py`` checks what is loaded when it
+#: opens).
 RUN_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['run']); "
-    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
-    "ampconfig.prove.calibration"
+    "import ampconfig.files.models, ampconfig.settings.declared_files, ampconfig.prove.run"
 )
-#: What ``run`` imported before it opened the model at 80483c2 (``prove.run`` loaded the proof's modules, the
-#: command the report's).
-RUN_IMPORTS_AT_80483C2 = RUN_IMPORTS + ", ampconfig.report.run_report"
+#: What ``run`` imported before it opened the model at 80483c2 (``prove.run`` loaded the engine, the calibration and
+#: the proof's modules, the command the report's).
+RUN_IMPORTS_AT_80483C2 = RUN_IMPORTS + ", ampconfig.prove.calibration, ampconfig.report.run_report"
 #: Each pair: (ours, the libraries alone), timed in the same round; a third statement is the ``--before`` tree's,
 #: where it imported more.
 IMPORT_PAIRS: dict[str, tuple[str, ...]] = {

@@ -24,7 +24,6 @@ import onnx
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput
 from ampconfig.decide.value_limits import ValueRanges
-from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
 from ampconfig.files import models as model_io
 from ampconfig.files.guard import OutputGuard
@@ -126,6 +125,9 @@ class Prepared:
                 if not isinstance(customize, CustomizeFile):
                     customize = load_customize_dtypes(customize, settings.op_names)
             options = options.with_lists(modify_mixlist, keep_dtype, op_names, customize)
+        # the engine: imported once the model is open (``run``'s start-up, issue 45)
+        from ampconfig.engine.in_place import rewrite_with_options
+
         source = settings.model_path if self.from_files else self.graph
         facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
         return rewrite_with_options(source, options, facts)

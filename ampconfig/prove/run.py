@@ -18,20 +18,18 @@ import onnx
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.value_limits import ValueRanges
-from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
 from ampconfig.files.ir_version import with_ir_version
 from ampconfig.files.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.prove.calibration import decision_values, not_checked
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
 from ampconfig.rewrite.results import RewriteResult
 from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.resolve import Settings
 
-# What runs, judges and reports the models is imported where it is used, once the model is open: ``run``'s
-# start-up (issue 45) loads none of the proof's, the worker client's or the report's modules before that.
+# What decides, runs, judges and reports is imported where it is used, once the model is open: ``run``'s start-up
+# (issue 45) loads none of the engine's, the proof's, the worker client's or the report's modules before that.
 if TYPE_CHECKING:
     from ampconfig.inputs.datasets import SampleSet
     from ampconfig.prove.outcome import RunReport
@@ -82,7 +80,9 @@ def execute(
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
     prepared = prepare(settings, command="run", guard=guard, map_weights=True, progress=progress)  # weights on disk
-    from ampconfig.prove.verdict import samples_verdict  # (the model is open: see the imports above)
+    # (the model is open: see the imports above)
+    from ampconfig.prove.calibration import decision_values, not_checked
+    from ampconfig.prove.verdict import samples_verdict
 
     opened = prepared.opened
     if settings.output is not None:
@@ -235,6 +235,7 @@ def _models_to_run(
     from the rewritten model's file) from a private temporary folder removed afterwards whatever happens. No
     weight is then copied into a protobuf or a bytes object on the way to ONNX Runtime."""
     # (see the imports above)
+    from ampconfig.engine.typing_chain import TYPING
     from ampconfig.instrument.rounding import save_low_precision_rounding_copy
     from ampconfig.prove.verdict import accuracy_model
     from ampconfig.runner.sessions import ModelFile
