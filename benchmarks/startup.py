@@ -208,13 +208,19 @@ def peer_ratio(peer_python: str, rounds: int, env: dict[str, str], before: Path 
     }
     if before is not None:
         table[("cnn", "ampconfig rewrite, before")] = (rewrite, {**env, "PYTHONPATH": str(before)})
+        table[("cnn", "ampconfig rewrite --no-load-check, before")] = (
+            [*rewrite, "--no-load-check"],
+            {**env, "PYTHONPATH": str(before)},
+        )
     runs = _interleaved(table, rounds)
-    peer = _median(runs[("cnn", "onnxconverter-common's process")], 0)
+    peer = runs[("cnn", "onnxconverter-common's process")]
+    peer_wall, peer_cpu = _median(peer, 0), _median(peer, 1)
     print(f"CNN: {model.stat().st_size / 1e6:.2f} MB, {len(onnx.load(model).graph.node)} nodes")
-    print("| process | wall median s | CPU median s | wall / peer's |")
-    print("|---|---|---|---|")
+    print("| process | wall median s | CPU median s | wall / peer's | CPU / peer's |")
+    print("|---|---|---|---|---|")
     for (_, name), each in runs.items():
-        print(f"| {name} | {_median(each, 0):.3f} | {_median(each, 1):.3f} | {_median(each, 0) / peer:.2f}x |")
+        wall, cpu = _median(each, 0), _median(each, 1)
+        print(f"| {name} | {wall:.3f} | {cpu:.3f} | {wall / peer_wall:.2f}x | {cpu / peer_cpu:.2f}x |")
 
 
 #: One ``-X importtime`` line: (own microseconds, cumulative microseconds, depth, module).
