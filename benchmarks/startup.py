@@ -67,22 +67,22 @@ REWRITE_IMPORTS = (
     "ampconfig.engine.in_place, ampconfig.prove.calibration"
 )
 #: The same for ``run`` (``cli/run_cmd.py``; ONNX Runtime itself is imported by the worker process, not here;
-#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only).
+#: tune's forecast after a FAIL only, the lock's format with ``--lock-out`` only; the engine's, the samples', the
+#: proof's and the report's modules once the model is open: ``tests/test_startup.py`` checks what is loaded when it
+#: opens).
 RUN_IMPORTS = (
     "from ampconfig.cli import load_commands; load_commands(['run']); "
-    "import ampconfig.model_io.models, ampconfig.settings.declared_files, ampconfig.prove.run, "
-    "ampconfig.report.run_report, ampconfig.prove.calibration"
+    "import ampconfig.model_io.models, ampconfig.settings.declared_files, ampconfig.prove.run"
 )
-#: What ``run`` imported before it opened the model up to 73f8c17 (its forecast and the lock's format, every time).
-RUN_IMPORTS_AT_73F8C17 = (
-    RUN_IMPORTS + ", ampconfig.diagnose.tune.forecast, ampconfig.documents.lock_file, ampconfig.lock.record"
-)
+#: What ``run`` imported before it opened the model at 80483c2 (``prove.run`` loaded the engine, the calibration and
+#: the proof's modules, the command the report's).
+RUN_IMPORTS_AT_80483C2 = RUN_IMPORTS + ", ampconfig.prove.calibration, ampconfig.report.run_report"
 #: Each pair: (ours, the libraries alone), timed in the same round; a third statement is the ``--before`` tree's,
 #: where it imported more.
 IMPORT_PAIRS: dict[str, tuple[str, ...]] = {
     "import ampconfig.api": ("import ampconfig.api", "import onnx_ir"),
     "rewrite's imports": (REWRITE_IMPORTS, CLI_LIBRARIES),
-    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES, RUN_IMPORTS_AT_73F8C17),
+    "run's imports": (RUN_IMPORTS, CLI_LIBRARIES, RUN_IMPORTS_AT_80483C2),
 }
 
 
@@ -208,13 +208,19 @@ def peer_ratio(peer_python: str, rounds: int, env: dict[str, str], before: Path 
     }
     if before is not None:
         table[("cnn", "ampconfig rewrite, before")] = (rewrite, {**env, "PYTHONPATH": str(before)})
+        table[("cnn", "ampconfig rewrite --no-load-check, before")] = (
+            [*rewrite, "--no-load-check"],
+            {**env, "PYTHONPATH": str(before)},
+        )
     runs = _interleaved(table, rounds)
-    peer = _median(runs[("cnn", "onnxconverter-common's process")], 0)
+    peer = runs[("cnn", "onnxconverter-common's process")]
+    peer_wall, peer_cpu = _median(peer, 0), _median(peer, 1)
     print(f"CNN: {model.stat().st_size / 1e6:.2f} MB, {len(onnx.load(model).graph.node)} nodes")
-    print("| process | wall median s | CPU median s | wall / peer's |")
-    print("|---|---|---|---|")
+    print("| process | wall median s | CPU median s | wall / peer's | CPU / peer's |")
+    print("|---|---|---|---|---|")
     for (_, name), each in runs.items():
-        print(f"| {name} | {_median(each, 0):.3f} | {_median(each, 1):.3f} | {_median(each, 0) / peer:.2f}x |")
+        wall, cpu = _median(each, 0), _median(each, 1)
+        print(f"| {name} | {wall:.3f} | {cpu:.3f} | {wall / peer_wall:.2f}x | {cpu / peer_cpu:.2f}x |")
 
 
 #: One ``-X importtime`` line: (own microseconds, cumulative microseconds, depth, module).

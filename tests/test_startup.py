@@ -6,6 +6,8 @@ thread it is imported. Checked in fresh interpreters, by what ``sys.modules`` ho
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -182,6 +184,69 @@ def test_a_run_that_passes_loads_no_diagnosing_module_nor_the_locks_format(tmp_p
     assert "PASS" in outcome["stdout"]
     assert not _under(outcome["modules"], ("ampconfig.diagnose",))
     assert not outcome["modules"] & {"ampconfig.documents.lock_file", "ampconfig.lock.record"}
+
+
+#: What ``run`` needs only once the model is open: the engine (its decisions and the rewrite's steps, the value
+#: ranges' calibration), the samples' modules (inputs/), the proof's (runner/), judging (``prove.verdict``,
+#: ``prove.accuracy``), the load check and safety net, the accuracy copy's rounding (instrument/), the report
+#: (``prove.outcome``, ``report.run_report``) and the JSON data set's scanner.
+RUN_AFTER_OPENING = {
+    "ampconfig.engine.in_place",
+    "ampconfig.decide.plan",
+    "ampconfig.rewrite.pipeline",
+    "ampconfig.prove.calibration",
+    "ampconfig.inputs.datasets",
+    "ampconfig.inputs.feeds",
+    "ampconfig.runner.proof",
+    "ampconfig.runner.sessions",
+    "ampconfig.runner.acceptance",
+    "ampconfig.prove.verdict",
+    "ampconfig.prove.accuracy",
+    "ampconfig.prove.outcome",
+    "ampconfig.engine.load_check",
+    "ampconfig.engine.safety_net",
+    "ampconfig.instrument.rounding",
+    "ampconfig.report.run_report",
+    "ampconfig.documents.parsing",
+}
+#: ``ampconfig run ARGS`` in this interpreter: prints what ``sys.modules`` held when the model file was first opened
+#: (an audit hook on ``open``), then the command's exit code.
+_MODULES_AT_OPENING = """
+import json, os, sys
+from ampconfig.cli import load_commands
+model = os.path.abspath(sys.argv[1])
+at_opening = []
+def on_open(event, args):
+    if event == "open" and not at_opening and isinstance(args[0], str) and os.path.abspath(args[0]) == model:
+        at_opening.append(sorted(sys.modules))
+sys.addaudithook(on_open)
+try:
+    load_commands(["run"])(["run", *sys.argv[1:]], prog_name="ampconfig")
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"at_opening": at_opening[0] if at_opening else None, "exit_code": code}))
+"""
+
+
+def test_run_loads_the_engine_proof_and_report_only_once_the_model_is_open(tmp_path: Path) -> None:
+    """When ``run`` opens the model (and then passes) it has loaded none of RUN_AFTER_OPENING. On main at 80483c2
+    all of them were loaded before the model was opened (``prove.run`` and ``prove.request`` imported them at module
+    level, ``inputs.datasets`` the document scanner): 1,144 modules, 150 of ampconfig (63 now), 0.109 s CPU of
+    our modules over the libraries (``benchmarks/startup.py --imports``)."""
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    args = [str(model), "-m", "allow_mix_precision", "--target", "cpu", "--warmup", "0", "--iterations", "1"]
+    done = subprocess.run(
+        [sys.executable, "-c", _MODULES_AT_OPENING, *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout.splitlines()[-1])
+    assert outcome["exit_code"] == 0, done.stderr
+    assert "PASS" in done.stdout
+    at_opening = set(outcome["at_opening"])
+    assert {"ampconfig.prove.run", "ampconfig.prove.request", "onnx_ir"} <= at_opening
+    assert not at_opening & RUN_AFTER_OPENING
 
 
 def test_validate_of_a_mixlist_loads_no_model_machinery(tmp_path: Path) -> None:

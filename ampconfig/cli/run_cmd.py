@@ -117,7 +117,6 @@ def run(
     ] = None,
 ) -> None:
     from ampconfig.prove.run import execute  # ONNX Runtime: only when running
-    from ampconfig.report.run_report import render_run, run_payload
     from ampconfig.settings.declared_files import settings_role
 
     with workbench(options) as bench:
@@ -155,6 +154,8 @@ def run(
             written = guard.write_text(lock_file, lock_text(lock_of_run(settings, report, lock_out)))
             report.notes.append(f"wrote the precision lock {written}")
     exit_code = EXIT_OK if report.passed else EXIT_CHECK_FAILED
+    from ampconfig.report.run_report import render_run, run_payload  # the report's: only once there is one
+
     if options.json_output:
         print_result(run_payload(report, forecast.fix()), exit_code)
     else:

@@ -335,6 +335,7 @@ def _read_json(specs: Sequence[InputSpec], path: Path, label: str, changed: Chan
             text = file.read().decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise AmpconfigError(f"{label}: not a JSON document: {exc}", file=str(path), hint=_JSON_HINT) from None
+
     # Nesting is bounded before json.loads recurses; values are not (a plain list of numbers may hold millions:
     # the memory check above bounds them).
     scan_json(text, str(path), max_values=len(text) + 1)

@@ -17,28 +17,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import onnx
 
 from ampconfig.decide.measured_facts import MeasuredFacts
 from ampconfig.decide.rewrite_options import KeepDtypeInput, MixlistInput
 from ampconfig.decide.value_limits import ValueRanges
-from ampconfig.engine.in_place import rewrite_with_options
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
-from ampconfig.inputs.datasets import SampleSet, Shard, load_data, single_sample
-from ampconfig.inputs.feeds import InputSet, model_input_specs, prepare_inputs
 from ampconfig.model_io import models as model_io
 from ampconfig.model_io.ir_version import output_ir_version, with_ir_version
 from ampconfig.model_io.models import OpenedModel, load_model, open_model
 from ampconfig.rewrite.names import with_node_names
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.proof import REFERENCE_FAILED
-from ampconfig.runner.sessions import DeviceChoice, choose_device
-from ampconfig.runner.timing import ProgressCallback
 from ampconfig.settings.declared_files import declare_model
 from ampconfig.settings.resolve import InputRequest, Settings
-from ampconfig.worker.client import WorkerCrashed
+
+if TYPE_CHECKING:
+    from ampconfig.inputs.datasets import SampleSet, Shard
+    from ampconfig.inputs.feeds import InputSet
+    from ampconfig.runner.sessions import DeviceChoice
+    from ampconfig.runner.timing import ProgressCallback
 
 #: Samples of ``--data`` that calibrate (value ranges, tune's ranking) when no ``--calibration-data`` is given:
 #: every calibration sample costs a run with every intermediate exposed (three in tune).
@@ -117,6 +117,9 @@ class Prepared:
         options = settings.rewrite_options
         if not use_request_lists:  # the customize_dtypes file stays the request's, read with its op names
             options = options.with_lists(modify_mixlist, keep_dtype, op_names)
+        # the engine: imported once the model is open (``run``'s start-up, issue 45)
+        from ampconfig.engine.in_place import rewrite_with_options
+
         source = settings.model_path if self.from_files else self.graph
         facts = MeasuredFacts(value_ranges, runtime_refused=runtime_refused or {})
         return rewrite_with_options(source, options, facts)
@@ -160,6 +163,10 @@ def prepare(
     if guard is not None:
         declare_model(guard, opened)
     graph = with_node_names(opened.proto)
+    # The samples' and the device's modules: imported once the model is open (``run``'s start-up, issue 45)
+    from ampconfig.inputs.datasets import SampleSet, load_data
+    from ampconfig.runner.sessions import choose_device
+
     device = choose_device(request.device)
     if not need_inputs:
         empty = SampleSet([{}], [], "none")
@@ -180,6 +187,8 @@ def _shard_samples(
     request: Settings, graph: onnx.ModelProto, shard: Shard, progress: ProgressCallback | None
 ) -> SampleSet:
     """Shard ``shard`` of the calibration data set (``--calibration-data``, else ``--data``: all of it, split)."""
+    from ampconfig.inputs.datasets import load_data  # (after the model is open, as in prepare)
+
     wanted = request.inputs
     path, label = (
         (wanted.calibration_data, "--calibration-data")
@@ -196,6 +205,8 @@ def _shard_samples(
 
 
 def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallback | None = None) -> SampleSet:
+    from ampconfig.inputs.datasets import load_data, single_sample  # (after the model is open, as in prepare)
+
     wanted = request.inputs
     if wanted.data is None:
         return single_sample(one_batch(graph, wanted))
@@ -215,6 +226,8 @@ def _samples(request: Settings, graph: onnx.ModelProto, progress: ProgressCallba
 def one_batch(graph: onnx.ModelProto, wanted: InputRequest) -> InputSet:
     """The one batch of inputs for ``graph`` that the request's input settings describe (``--inputs``/``--input``/
     ``--shape``/``--seed`` or the config's ``run`` section), each field handed to the runner by itself."""
+    from ampconfig.inputs.feeds import prepare_inputs  # (after the model is open, as in prepare)
+
     return prepare_inputs(
         graph,
         npz=wanted.npz,
@@ -231,6 +244,8 @@ def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str 
     (the fp32 model failing on generated data is most often a size it cannot take)."""
     if inputs is None or not inputs.defaulted:
         return None
+    from ampconfig.inputs.feeds import model_input_specs  # (a failed run's hint: the inputs were generated)
+
     dims = {spec.name: spec.dims or () for spec in model_input_specs(graph)}
     parts = []
     for item in inputs.inputs:
@@ -251,6 +266,10 @@ def generated_dims_hint(inputs: InputSet | None, graph: onnx.ModelProto) -> str 
 def explain_reference_failure(error: AmpconfigError, prepared: Prepared) -> AmpconfigError:
     """``error`` (the fp32 model failed to run) with :func:`generated_dims_hint` as its hint where it applies; a crash
     of ONNX Runtime located at the model's file."""
+    # the runner's: loaded by the failed run already
+    from ampconfig.runner.proof import REFERENCE_FAILED
+    from ampconfig.worker.client import WorkerCrashed
+
     if isinstance(error, WorkerCrashed):
         error.file = error.file or str(prepared.request.model_path)
         return error

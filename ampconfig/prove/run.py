@@ -11,34 +11,32 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import onnx
 
 from ampconfig.decide.decisions import Rule
 from ampconfig.decide.quantized import QuantizationKind, quantized_model
 from ampconfig.decide.value_limits import ValueRanges
-from ampconfig.engine.load_check import load_checked
-from ampconfig.engine.safety_net import Failure, Outcome, repair
-from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import AmpconfigError
 from ampconfig.files.guard import OutputGuard
-from ampconfig.inputs.datasets import SampleSet
-from ampconfig.inputs.feeds import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM
-from ampconfig.instrument.rounding import save_low_precision_rounding_copy
 from ampconfig.model_io.ir_version import with_ir_version
 from ampconfig.model_io.models import OpenedModel, open_model, save_model_atomic
 from ampconfig.precision_modes import PrecisionMode
-from ampconfig.prove.calibration import decision_values, not_checked
-from ampconfig.prove.outcome import RunReport
 from ampconfig.prove.request import Prepared, explain_reference_failure, prepare
-from ampconfig.prove.verdict import AccuracyVerdict, accuracy_model, samples_verdict
 from ampconfig.rewrite.results import RewriteResult
-from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, Proof, RewrittenRefused, prove
-from ampconfig.runner.sessions import ModelFile
-from ampconfig.runner.timing import ProgressCallback, speedup
 from ampconfig.settings.declared_files import declare_model_output
 from ampconfig.settings.resolve import Settings
-from ampconfig.worker.client import Phase, WorkerCrashed
+
+# What decides, runs, judges and reports is imported where it is used, once the model is open: ``run``'s start-up
+# (issue 45) loads none of the engine's, the proof's, the worker client's or the report's modules before that.
+if TYPE_CHECKING:
+    from ampconfig.inputs.datasets import SampleSet
+    from ampconfig.prove.outcome import RunReport
+    from ampconfig.prove.verdict import AccuracyVerdict
+    from ampconfig.runner.proof import Proof
+    from ampconfig.runner.sessions import ModelFile
+    from ampconfig.runner.timing import ProgressCallback
 
 _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST_KEEP_ORIGIN_DTYPE.value})
 
@@ -48,7 +46,7 @@ _MODES_THAT_KEEP = frozenset({PrecisionMode.FORCE_FP32.value, PrecisionMode.MUST
 #: Called after a FAIL with what the run prepared and its report: the command line forecasts the fix there
 #: (:class:`ampconfig.diagnose.tune.forecast.FailedRunForecast`; diagnose/ sits above prove/, and ``diff --run``
 #: wants no forecast).
-OnFail = Callable[[Prepared, RunReport], None]
+OnFail: TypeAlias = "Callable[[Prepared, RunReport], None]"
 
 
 def execute(
@@ -82,6 +80,10 @@ def execute(
     # The output is checked now, before any work; it is written only at the end.
     destination = guard.output(output_role, settings.output) if settings.output is not None else None
     prepared = prepare(settings, command="run", guard=guard, map_weights=True, progress=progress)  # weights on disk
+    # (the model is open: see the imports above)
+    from ampconfig.prove.calibration import decision_values, not_checked
+    from ampconfig.prove.verdict import samples_verdict
+
     opened = prepared.opened
     if settings.output is not None:
         destination = declare_model_output(guard, settings.output, output_role, opened)
@@ -122,6 +124,8 @@ def _load_checked_output(
     CPU's QDQ fusion off. Returns the rewrite to prove and write, and the notes the check made."""
     if prepared.device.device == result.target and not _has_qdq(result):
         return result, []  # the proof loads it there, at the default level; a crash goes to the net
+    from ampconfig.engine.load_check import load_checked  # (see the imports above)
+
     before = len(result.notes)
     checked = load_checked(
         result, lambda kept: prepared.rewrite(ranges, runtime_refused=kept), file=str(settings.model_path)
@@ -129,7 +133,7 @@ def _load_checked_output(
     return checked, checked.notes[before:]
 
 
-RunnableModel = onnx.ModelProto | ModelFile
+RunnableModel: TypeAlias = "onnx.ModelProto | ModelFile"
 
 #: How many times ``run`` hands a rewritten model ONNX Runtime fails on to the safety net (one per failing sample).
 MAX_REPAIRS = 3
@@ -146,6 +150,11 @@ def _prove_with_safety_net(
     it; a rewritten model ONNX Runtime crashes on or refuses while the fp32 model runs goes to the safety net
     (:func:`ampconfig.engine.safety_net.repair`: the nodes that cause it keep their dtype) and runs again. Returns
     the proof and the rewrite it ran."""
+    # (see the imports above)
+    from ampconfig.engine.safety_net import Failure, Outcome, repair
+    from ampconfig.runner.proof import RewrittenRefused
+    from ampconfig.worker.client import Phase
+
     samples = prepared.data.samples
     failure: Failure | None = None
     sample = samples[0]
@@ -184,6 +193,10 @@ def _prove(
 ) -> Proof:
     """Both models run in the worker; a refusal of the fp32 model said as the user's input's, a crash of it located
     at the model's file. ``float_qdq``: the model's Q/DQ pairs run as float ops on the CPU, as on CUDA."""
+    # (see the imports above)
+    from ampconfig.runner.proof import INPUT_REFUSED, REFERENCE_FAILED, RewrittenRefused, prove
+    from ampconfig.worker.client import WorkerCrashed
+
     try:
         return prove(
             reference,
@@ -221,6 +234,12 @@ def _models_to_run(
     reference from the input file itself, and the rewritten model (and the accuracy copy, which reads its weights
     from the rewritten model's file) from a private temporary folder removed afterwards whatever happens. No
     weight is then copied into a protobuf or a bytes object on the way to ONNX Runtime."""
+    # (see the imports above)
+    from ampconfig.engine.typing_chain import TYPING
+    from ampconfig.instrument.rounding import save_low_precision_rounding_copy
+    from ampconfig.prove.verdict import accuracy_model
+    from ampconfig.runner.sessions import ModelFile
+
     if not from_files:
         # The rewrite's IR version is one the installed ORT loads (lowered when the model allowed it): so is the
         # reference's, which is the same model.
@@ -240,6 +259,8 @@ def _models_to_run(
 
 
 def _input_notes(inputs: SampleSet) -> list[str]:
+    from ampconfig.inputs.feeds import DEFAULT_BATCH_DIM, DEFAULT_OTHER_DIM  # (see the imports above)
+
     notes = []
     if inputs.defaulted:
         notes.append(
@@ -324,6 +345,10 @@ def build_report(
     judgement: AccuracyVerdict,
     written: Path | None,
 ) -> RunReport:
+    # (see the imports above)
+    from ampconfig.prove.outcome import RunReport
+    from ampconfig.runner.timing import speedup
+
     stats = result.stats
     return RunReport(
         model=str(settings.model_path),
