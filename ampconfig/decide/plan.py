@@ -49,10 +49,11 @@ class Plan:
         """Nodes whose compute dtype changes (constants excluded: the rewrite converts them on demand)."""
         changed = {}
         for node, verdict in self.verdicts.items():
-            facts = self.facts_of[node]
-            if is_onnx_op(node, CONSTANT_OPS) or verdict.dtype is None or verdict.dtype == facts.dtype:
+            # The dtype first: most verdicts keep the node's dtype (the step contracts call this on every attempt).
+            dtype = verdict.dtype
+            if dtype is None or dtype == self.facts_of[node].dtype or is_onnx_op(node, CONSTANT_OPS):
                 continue
-            changed[node] = verdict.dtype
+            changed[node] = dtype
         return changed
 
     @cached_property

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import onnx_ir as ir
 
 from ampconfig.contracts import Contracted
-from ampconfig.decide.facts import CONSTANT_OPS, graphs_of, is_onnx_op
+from ampconfig.decide.facts import graphs_of
 from ampconfig.decide.plan import Plan
 from ampconfig.domains import is_default_domain
 from ampconfig.dtypes import Dtype
@@ -85,13 +85,10 @@ def plan_unapplied(plan: Plan | None, model: ir.Model) -> str | None:
     dtype: the plan was not applied."""
     if plan is None:
         return "no plan was made"
-    facts_of = plan.facts_of
-    for node, verdict in plan.verdicts.items():
-        # Plan.new_dtypes' test, the dtype first: most verdicts keep the node's dtype.
-        dtype, facts = verdict.dtype, facts_of[node]
-        if dtype is None or dtype == facts.dtype or node.graph is None or is_onnx_op(node, CONSTANT_OPS):
-            continue  # kept, taken out by the rewrite (a Cast made a no-op), or a constant converted on demand
-        for index in facts.output_slots:
+    for node, dtype in plan.new_dtypes().items():
+        if node.graph is None:
+            continue  # taken out by the rewrite (a Cast made a no-op)
+        for index in plan.facts_of[node].output_slots:
             value = node.outputs[index]
             if Dtype.of_value(value) is not dtype:
                 return f"node {node.name!r} computes in {dtype} by the plan, but its output {value.name!r} does not"
