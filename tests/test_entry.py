@@ -67,6 +67,24 @@ def test_a_config_the_prediction_cannot_read_predicts_no_run(tmp_path: Path) -> 
         assert not runs_models(["explain", "-c", str(config)]), config
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_config_that_is_a_fifo_or_a_device_is_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO with no writer, or a device that never ends, named as the config: the prediction reads only a regular
+    file, so it predicts no run at once, and the command refuses the config with exit 2 and its path. At 1d0a1eb
+    the prediction read the FIFO before the command started, and ``explain --config FIFO`` waited forever."""
+    fifo = tmp_path / "session.yaml"
+    os.mkfifo(fifo)
+    for config in (fifo, Path("/dev/zero")):
+        assert not runs_models(["explain", "-c", str(config)]), config
+    model = tmp_path / "block.onnx"
+    onnx.save(transformer_block(), model)
+    done = run_console(
+        ["explain", str(model), "--config", str(fifo)], cwd=tmp_path, environment=dict(os.environ), timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert str(fifo) in done.stderr and "not a regular file" in done.stderr, done.stderr
+
+
 def test_the_worker_is_forked_at_start_up_for_a_config_that_measures(tmp_path: Path) -> None:
     """End to end: ``ampconfig -v explain --config session.yaml`` whose config gives run.shapes forks the worker at
     start-up (the -v log names how it started); on main it was spawned as a new interpreter."""

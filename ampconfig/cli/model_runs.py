@@ -52,10 +52,14 @@ def _config_path(args: Sequence[str], config: SharedOption | None) -> Path | Non
 def _config_values(path: Path, keys: Sequence[str]) -> list[Any]:
     """The values the config at ``path`` gives the dotted ``keys`` (``run.data``); none where it cannot be read or
     parsed (the command says why)."""
+    from ampconfig.files.paths import open_regular  # a FIFO or device in the config's place is never waited on
+
     try:
-        if path.stat().st_size > _GLANCED_BYTES:
+        with open_regular(path, "session config") as file:
+            data = file.read(_GLANCED_BYTES + 1)
+        if len(data) > _GLANCED_BYTES:
             return []
-        document = _parsed(path.read_text(encoding="utf-8"), path.suffix.lower())
+        document = _parsed(data.decode("utf-8"), path.suffix.lower())
     except Exception:  # noqa: BLE001  # unreadable or malformed in any way (OSError, a parser's own error type)
         return []
     values = []
