@@ -975,6 +975,11 @@ onnx.save(float16.convert_float_to_float16(model, keep_io_types=True), target)
 """
 
 
+def _file_part(tool: str) -> str:
+    """A tool's name as part of a file name (``ampconfig:force_fp16/no-load-check`` holds a slash)."""
+    return tool.replace(":", "-").replace("/", "-")
+
+
 def e2e_command(tool: str, source: Path, target: Path) -> list[str]:
     """The command line of ``tool`` converting ``source`` to ``target``: ampconfig's CLI with its defaults (target
     cuda) but the mode, the peers' and the floor's ``python -c``."""
@@ -1085,7 +1090,7 @@ def end_to_end(
         nodes = len(onnx.load(str(source), load_external_data=False).graph.node)
         info: dict[str, Any] = {"bytes": source.stat().st_size, "nodes": nodes, "tools": {}, "load": []}
         for tool in tools:
-            target = folder / f"{name}.{tool.replace(':', '-')}.out.onnx"
+            target = folder / f"{name}.{_file_part(tool)}.out.onnx"
             row = _timed(e2e_command(tool, source, target), env, timeout_s)
             row["valid"] = _output_valid(target) if row.get("exit_code") == 0 else "no output"
             info["tools"][tool] = {"valid": row["valid"], "runs": [], "warm_up": row}
@@ -1094,7 +1099,7 @@ def end_to_end(
             order = list(tools[round_ % len(tools) :]) + list(tools[: round_ % len(tools)])
             info["load"].append(os.getloadavg()[0])
             for tool in order:
-                target = folder / f"{name}.{tool.replace(':', '-')}.out.onnx"
+                target = folder / f"{name}.{_file_part(tool)}.out.onnx"
                 info["tools"][tool]["runs"].append(_timed(e2e_command(tool, source, target), env, timeout_s))
         info["commands"] = {
             command: _timed(_memory_command(command, source), env, timeout_s) for command in memory_commands

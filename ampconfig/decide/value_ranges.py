@@ -39,7 +39,7 @@ Pure: arrays and numbers in, findings out.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -181,6 +181,19 @@ def bounds(array: np.ndarray) -> Bounds | None:
     if values.size == 0 or values.dtype.kind != "f":
         return None
     return Bounds(float(values.min()), float(values.max()))
+
+
+def joined_bounds(parts: Iterable[Bounds | None]) -> Bounds | None:
+    """The bounds of an array from those of its parts (None for an empty part): a NaN in one part is the
+    whole's, as in :func:`bounds`."""
+    import numpy as np
+
+    found = [part for part in parts if part is not None]
+    if not found:
+        return None
+    lows = np.array([part.low for part in found])
+    highs = np.array([part.high for part in found])
+    return Bounds(float(lows.min()), float(highs.max()))
 
 
 def out_of_range(array: np.ndarray, dtype: Dtype | str, known: Bounds | None = None) -> OutOfRange | None:

@@ -12,7 +12,7 @@ from ampconfig.decide.rewrite_options import RewriteOptions
 from ampconfig.engine.typing_chain import TYPING
 from ampconfig.errors import Severity
 from ampconfig.opinfo.library import OpInfoLibrary, OpLists, load_ops_info
-from ampconfig.rewrite.float_cast import float32_to_float16
+from ampconfig.rewrite.float_cast import float16_within_all, float32_to_float16
 from ampconfig.rewrite.steps.run_context import RewriteSetup
 
 if TYPE_CHECKING:  # the file formats (pydantic's models): imported when a list is given
@@ -64,6 +64,8 @@ class ReadOptions:
             facts,
             TYPING,
             options.float16_encoder or float32_to_float16,
+            # One pass over a weight for its bounds and its float16 bits, where the encoder is ours.
+            float16_within_all if options.float16_encoder is None else None,
             judges=options.judges,
             clamp_values=options.clamp_values,
             keep_io_types=options.keep_io_types,

@@ -10,10 +10,17 @@ used for speed alone; small arrays stay with numpy, where a request costs more t
 ONNX Runtime runs only in the worker process (:mod:`ampconfig.worker.client`), so its Cast session lives there too.
 The weights do not cross the pipe: both processes map one anonymous shared file (Linux's ``memfd_create``; the
 worker opens it through ``/proc``), this process copies a chunk of the weight in, the worker's Cast kernel writes
-the float16 chunk beside it, and only the request's names cross. The file has no name, so nothing is left behind
-whatever ends either process, and its size is bounded by :data:`CHUNK_ELEMENTS`. Where there is no such file
+the float16 chunk beside it, and only the request's names cross. The file has two such slots: the next chunk is
+copied into one while the worker converts the other. The file has no name, so nothing is left behind whatever ends
+either process, and its size is bounded by :data:`CHUNK_ELEMENTS`. Where there is no such file
 (macOS, Windows) or the worker cannot help (it crashed, or its onnxruntime cannot build the session), numpy
 converts over threads, with the same bits.
+
+Two things are done on the way, as the weights read before the decision need them
+(:func:`float16_within_all`): each piece's bounds are found as it is copied in, while it is in the cache (the
+decision's values check wants them, and a weight beyond float16's range is not converted), and the converted
+chunk comes out of the shared file as a ``bytes`` object, which the API's output proto takes as it is
+(:class:`~ampconfig.rewrite.tensors.HeldBytesTensor`), not as an array that ``tobytes`` would copy again.
 
 It lives in rewrite/ because it is the encoder of the rewrite's own tensors (:mod:`ampconfig.rewrite.tensors`,
 whose thresholds it reads), asked for by the engine and the API when weights are converted; ONNX Runtime is only
@@ -27,10 +34,13 @@ import logging
 import mmap
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from ampconfig.decide.value_ranges import Bounds, bounds, joined_bounds
 from ampconfig.errors import AmpconfigError
 from ampconfig.rewrite.tensors import LARGE_ARRAY_ELEMENTS, numpy_float16
 
@@ -41,10 +51,12 @@ log = logging.getLogger(__name__)
 
 #: Below this many elements numpy's own cast is as fast as a request to the worker.
 MIN_ELEMENTS = LARGE_ARRAY_ELEMENTS
-#: Elements converted per request: the shared file holds one chunk of float32 and its float16 (24 MiB).
+#: Elements converted per request: each of the shared file's two slots holds one chunk of float32 and its float16
+#: (24 MiB a slot). While the worker converts one slot, the next chunk is copied into the other.
 CHUNK_ELEMENTS = 1 << 22
-_OUTPUT_OFFSET = CHUNK_ELEMENTS * 4
-_SHARED_BYTES = CHUNK_ELEMENTS * 6
+_SLOT_BYTES = CHUNK_ELEMENTS * 6
+_OUTPUT_OFFSET = CHUNK_ELEMENTS * 4  # within a slot
+_SHARED_BYTES = 2 * _SLOT_BYTES
 _WHAT = "the float16 weight conversion (a Cast node)"
 
 
@@ -80,15 +92,16 @@ class _WorkerCast:
             raise
         self._descriptor = descriptor
         self.path = f"/proc/{self.owner}/fd/{descriptor}"
-        self._source = np.ndarray((CHUNK_ELEMENTS,), np.float32, self._shared, 0)
-        self._converted = np.ndarray((CHUNK_ELEMENTS,), np.float16, self._shared, _OUTPUT_OFFSET)
+        self._sources = [np.ndarray((CHUNK_ELEMENTS,), np.float32, self._shared, slot * _SLOT_BYTES) for slot in (0, 1)]
         self.process = worker.current()
         arguments = {
             "model": large_bytes(_cast_model()),
             "device": "cpu",
             "tf32": False,
             "conv_algo_search": None,
-            "config": {},
+            # Its threads sleep between requests rather than spin: they would take the cores this process's
+            # copies into the other slot run on (measured on BERT-base: 0.397 s against 0.411 s, 2 cores).
+            "config": {"session.intra_op.allow_spinning": "0"},
             "in_node_order": False,
             "folder": None,
             "optimization": None,
@@ -101,23 +114,127 @@ class _WorkerCast:
         return self.owner == os.getpid() and self.process.alive
 
     def convert(self, array: np.ndarray) -> np.ndarray:
+        """``array`` in float16."""
+        done = self.convert_all([lambda: array], None, as_bytes=False)
+        converted = done[0][1]
+        assert converted is not None  # without a limit every chunk is converted
+        return converted
+
+    def convert_all(
+        self, reads: Sequence[Callable[[], np.ndarray]], limit: float | None, *, as_bytes: bool
+    ) -> dict[int, tuple[Bounds | None, np.ndarray | None]]:
+        """By position in ``reads`` (each gives a float32 array, read when its turn comes), the array in float16
+        and, given a ``limit``, its bounds (None without one), found on each piece as it is copied into the
+        shared file: both from one read. Once an array's bounds exceed ``limit`` nothing more of it is converted,
+        and it has no float16 array. An array of another dtype, or too small to be worth a request, is left out.
+
+        Pipelined over the two slots: the next chunk is copied into one while the worker converts the other and
+        the converted values are taken out of it. ``as_bytes``: each float16 array lies over one ``bytes`` object
+        (the API's output proto takes it as it is: HeldBytesTensor); else an array of several chunks is filled
+        chunk by chunk (a weight written to a file is never held twice)."""
+        done: dict[int, tuple[Bounds | None, np.ndarray | None]] = {}
+        progress: dict[int, _Progress] = {}
+        chunks = _chunks(reads)
+        current = next(chunks, None)
+        slot = 0
+        copying = self._start_copy(current, slot, limit is not None) if current is not None else []
+        while current is not None:
+            found = [future.result() for future in copying]
+            following = next(chunks, None)
+            copying = self._start_copy(following, 1 - slot, limit is not None) if following is not None else []
+            state = progress.setdefault(current.index, _Progress())
+            state.found += found
+            if not state.beyond and limit is not None and not _within(state.found, limit):
+                state.beyond, state.pieces, state.converted = True, [], None  # only the bounds are wanted now
+            if not state.beyond:
+                self._cast(slot, current, state, as_bytes)
+            if current.last:
+                del progress[current.index]
+                known = joined_bounds(state.found) if limit is not None else None
+                done[current.index] = (known, state.result(current.shape))
+            current, slot = following, 1 - slot
+        return done
+
+    def _start_copy(self, chunk: _Chunk, slot: int, bounded: bool) -> list[Future[Bounds | None]]:
+        return _copy(self._sources[slot][: chunk.values.size], chunk.values, bounded=bounded)
+
+    def _cast(self, slot: int, chunk: _Chunk, state: _Progress, as_bytes: bool) -> None:
+        """The worker's Cast of ``chunk``, copied into ``slot``; its float16 values into ``state``. An array of one
+        chunk (most weights) comes out of the shared file as ``bytes``, one copy, which an output proto takes as
+        it is (HeldBytesTensor), where an array would be copied once more by tobytes. A larger one is joined from
+        its chunks' bytes ``as_bytes`` (the proto's copy would hold it twice anyway), else copied into its array
+        chunk by chunk."""
         from ampconfig.worker.client import Phase
 
+        count = chunk.values.size
+        base = slot * _SLOT_BYTES
+        arguments = {
+            "id": self.session,
+            "path": self.path,
+            "size": _SHARED_BYTES,
+            "inputs": {"x": (base, "float32", (count,))},
+            "outputs": {"y": (base + _OUTPUT_OFFSET, "float16", (count,))},
+        }
+        self.process.ask("run_mapped", arguments, Phase.RUN, _WHAT)
+        if (chunk.start == 0 and chunk.last) or as_bytes:
+            state.pieces.append(self._shared[base + _OUTPUT_OFFSET : base + _OUTPUT_OFFSET + 2 * count])
+            return
+        if state.converted is None:
+            state.converted = np.empty(chunk.size, np.float16)
+        converted = np.ndarray((count,), np.float16, self._shared, base + _OUTPUT_OFFSET)
+        for future in _copy(state.converted[chunk.start : chunk.start + count], converted, bounded=False):
+            future.result()
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """At most :data:`CHUNK_ELEMENTS` values of the array ``index`` (of ``shape``, ``size`` values), from its
+    flat position ``start``; ``last``: its last chunk."""
+
+    index: int
+    values: np.ndarray
+    start: int
+    last: bool
+    shape: tuple[int, ...]
+    size: int
+
+
+@dataclass
+class _Progress:
+    """One array's chunks so far: their bounds, and its float16 values (each chunk's ``bytes``, or an array filled
+    chunk by chunk), unless ``beyond`` the limit."""
+
+    found: list[Bounds | None] = field(default_factory=list)
+    pieces: list[bytes] = field(default_factory=list)
+    converted: np.ndarray | None = None
+    beyond: bool = False
+
+    def result(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        if self.beyond:
+            return None
+        if self.converted is not None:
+            return self.converted.reshape(shape)
+        held = self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+        return np.frombuffer(held, np.float16).reshape(shape)
+
+
+def _chunks(reads: Sequence[Callable[[], np.ndarray]]) -> Iterator[_Chunk]:
+    """The chunks of each float32 array of :data:`MIN_ELEMENTS` or more, in order; each array read when its
+    first chunk is wanted (at most two are held: the one converted, the next one copied)."""
+    for index, read in enumerate(reads):
+        array = read()
+        if array.dtype != np.float32 or array.size < MIN_ELEMENTS:
+            continue
         flat = array.reshape(-1)  # a copy only where ``array`` is not contiguous
-        converted = np.empty(flat.shape, np.float16)
-        for start in range(0, flat.size, CHUNK_ELEMENTS):
-            count = min(CHUNK_ELEMENTS, flat.size - start)
-            _copy(self._source[:count], flat[start : start + count])
-            arguments = {
-                "id": self.session,
-                "path": self.path,
-                "size": _SHARED_BYTES,
-                "inputs": {"x": (0, "float32", (count,))},
-                "outputs": {"y": (_OUTPUT_OFFSET, "float16", (count,))},
-            }
-            self.process.ask("run_mapped", arguments, Phase.RUN, _WHAT)
-            _copy(converted[start : start + count], self._converted[:count])
-        return converted.reshape(array.shape)
+        starts = range(0, flat.size, CHUNK_ELEMENTS)
+        for start in starts:
+            values = flat[start : start + CHUNK_ELEMENTS]
+            yield _Chunk(index, values, start, start == starts[-1], array.shape, flat.size)
+
+
+def _within(found: list[Bounds | None], limit: float) -> bool:
+    known = joined_bounds(found)
+    return known is not None and known.within(limit)
 
 
 #: Elements one thread copies at a time.
@@ -129,15 +246,18 @@ def _copiers() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="ampconfig-cast-copy")
 
 
-def _copy(destination: np.ndarray, source: np.ndarray) -> None:
-    """``destination[...] = source`` over threads: the copies into and out of the shared file are most of the
-    conversion's cost here, and much of that is first touches of pages (a weight read from its file, a new
-    array), which threads take in parallel as ONNX Runtime's own thread pool did when the Cast ran in this process."""
+def _copy(destination: np.ndarray, source: np.ndarray, *, bounded: bool) -> list[Future[Bounds | None]]:
+    """``destination[...] = source`` over threads, begun (wait on the futures): the copies into the shared file
+    are much of the conversion's cost here, and much of that is first touches of pages (a weight read from its
+    file), which threads take in parallel as ONNX Runtime's own thread pool did when the Cast ran in this process.
+    ``bounded``: each future gives the bounds of its piece, found while it is in the cache (else None)."""
 
-    def copy(start: int) -> None:
-        np.copyto(destination[start : start + _COPY_ELEMENTS], source[start : start + _COPY_ELEMENTS])
+    def copy(start: int) -> Bounds | None:
+        piece = destination[start : start + _COPY_ELEMENTS]
+        np.copyto(piece, source[start : start + _COPY_ELEMENTS])
+        return bounds(piece) if bounded else None
 
-    list(_copiers().map(copy, range(0, source.size, _COPY_ELEMENTS)))
+    return [_copiers().submit(copy, start) for start in range(0, source.size, _COPY_ELEMENTS)]
 
 
 _lock = threading.Lock()
@@ -180,3 +300,31 @@ def float32_to_float16(array: np.ndarray) -> np.ndarray:
                 log.info("the worker could not convert a weight (%s): numpy converts from now on", exc)
                 _unavailable = True
     return numpy_float16(array)
+
+
+def float16_within_all(
+    reads: Sequence[Callable[[], np.ndarray]], limit: float
+) -> list[tuple[Bounds | None, np.ndarray | None] | None]:
+    """For each array ``reads`` give (each read when its turn comes), its
+    :class:`~ampconfig.decide.value_ranges.Bounds` and, where they lie within ``limit`` (float16's largest value:
+    nothing would be clamped), its float16 array, the bits of :func:`float32_to_float16`: one read of each array
+    for both, the bounds found on each piece as it is copied to the worker, the next array copied while the
+    worker converts this one. None for an array the worker does not convert (small or not float32, or the worker
+    ended): the caller bounds and converts it itself."""
+    global _unavailable
+    found: list[tuple[Bounds | None, np.ndarray | None] | None] = [None] * len(reads)
+    if not reads:
+        return found  # no worker, nor its modules, for nothing (tests/cli/test_decision_only.py)
+    from ampconfig.worker.client import WorkerRefused
+
+    with _lock:
+        cast = _worker_cast()
+        if cast is None:
+            return found
+        try:
+            for index, read in cast.convert_all(reads, limit, as_bytes=True).items():
+                found[index] = read
+        except (AmpconfigError, WorkerRefused) as exc:  # as in float32_to_float16: numpy from now on
+            log.info("the worker could not convert a weight (%s): numpy converts from now on", exc)
+            _unavailable = True
+    return found

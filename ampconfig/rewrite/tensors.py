@@ -11,7 +11,8 @@ threads, is this module's default and the fallback. Nothing here imports ONNX Ru
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,7 +22,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ampconfig.decide.rewrite_options import Float16Encoder as Float16Encoder
-from ampconfig.decide.value_ranges import SENTINEL, Bounds, bounds
+from ampconfig.decide.value_ranges import SENTINEL, Bounds, bounds, joined_bounds
 from ampconfig.dtypes import LOW_DTYPES, Dtype
 from ampconfig.model_io.ir_bridge import ir_shape, release_mapped
 from ampconfig.rewrite.results import ClampedTensor, RewriteStats
@@ -51,6 +52,28 @@ def numpy_float16(array: np.ndarray) -> np.ndarray:
 
     list(_pool().map(convert, range(0, source.size, _CHUNK)))
     return converted.reshape(array.shape)
+
+
+class HeldBytesTensor(ir.Tensor):  # type: ignore[type-arg]  # over any array, as ir.Tensor
+    """A converted tensor whose array may lie over a ``bytes`` object (the worker's float16 conversion returns
+    such arrays): ``tobytes`` hands that object on as it is, so the API's output proto takes the bytes without the
+    copy numpy's ``tobytes`` makes (BERT-base: 218 MB). Any other array is serialised as onnx-ir does."""
+
+    def tobytes(self) -> bytes:
+        held = _held_bytes(self.raw)
+        return held if held is not None else super().tobytes()
+
+
+def _held_bytes(raw: object) -> bytes | None:
+    """The ``bytes`` object ``raw``'s values are, byte for byte in little-endian order, or None."""
+    if not isinstance(raw, np.ndarray) or not raw.flags.c_contiguous:
+        return None
+    if raw.dtype.byteorder == ">" or (raw.dtype.byteorder == "=" and sys.byteorder != "little"):
+        return None
+    base: object = raw.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base if isinstance(base, bytes) and len(base) == raw.nbytes else None
 
 
 #: In-memory tensors of at least this many bytes are converted while the output is serialised, one at a time,
@@ -238,12 +261,12 @@ class TensorConverter:
 
         def convert() -> ir.TensorProtocol:
             if cast_before:
-                return ir.Tensor(cast_before.pop(), dtype=dtype.data_type)
+                return HeldBytesTensor(cast_before.pop(), dtype=dtype.data_type)
             source = tensor.numpy()
             converted = self.cast(source, dtype) if fits else self.convert_array(source, dtype)[0]
             del source  # a view of the mapped file: gone before the file is unmapped
             release_mapped(tensor)
-            return ir.Tensor(converted, dtype=dtype.data_type)
+            return HeldBytesTensor(converted, dtype=dtype.data_type)
 
         return ir.LazyTensor(convert, dtype.data_type, ir_shape(tensor.shape), name=name)
 
@@ -261,26 +284,45 @@ class WeightReads:
     float16: dict[ir.TensorProtocol, np.ndarray] = field(default_factory=dict)
 
 
-def read_weights(tensors: Iterable[ir.TensorProtocol], encode_float16: Float16Encoder) -> WeightReads:
+#: Reads arrays (each when its turn comes) and gives, for each, its bounds and, where they lie within the limit
+#: given, its float16 array, from one read; None for an array it leaves to the caller
+#: (``ampconfig.rewrite.float_cast.float16_within_all``).
+BoundedFloat16Reader = Callable[
+    [Sequence[Callable[[], np.ndarray]], float], "list[tuple[Bounds | None, np.ndarray | None] | None]"
+]
+
+
+def read_weights(
+    tensors: Iterable[ir.TensorProtocol],
+    encode_float16: Float16Encoder,
+    read_within: BoundedFloat16Reader | None = None,
+) -> WeightReads:
     """:class:`WeightReads` of ``tensors``: those of :data:`LAZY_CONVERSION_BYTES` or more (the ones converted when
     written) whose read is a copy out of a protobuf message; other tensors are left to be read where used (an
     array in memory costs nothing to read, a weight on disk is mapped). The float16 arrays are the bits the
-    conversion would write: the same encoder, on the same values (within float16's range: nothing clamped)."""
-    reads = WeightReads()
-    limit = float(_low_limit(Dtype.FLOAT16))
+    conversion would write: the same encoder, on the same values (within float16's range: nothing clamped).
+    ``read_within``, where given, is the encoder's own reader of bounds and float16 arrays in one pass."""
+    wanted: dict[ir.TensorProtocol, None] = {}  # in order, each once
     for tensor in tensors:
-        if not isinstance(tensor, ir.TensorProtoTensor) or tensor.dtype != ir.DataType.FLOAT or tensor in reads.bounds:
-            continue
-        if tensor.nbytes < LAZY_CONVERSION_BYTES:
-            continue
-        array = tensor.numpy()
-        known = _bounds_over_threads(array)
+        is_float = isinstance(tensor, ir.TensorProtoTensor) and tensor.dtype == ir.DataType.FLOAT
+        if is_float and tensor.nbytes >= LAZY_CONVERSION_BYTES:
+            wanted.setdefault(tensor)
+    limit = float(_low_limit(Dtype.FLOAT16))
+    found = read_within([tensor.numpy for tensor in wanted], limit) if read_within is not None else [None] * len(wanted)
+    reads = WeightReads()
+    for tensor, read in zip(wanted, found, strict=True):
+        if read is None:
+            array = tensor.numpy()
+            known = _bounds_over_threads(array)
+            float16 = encode_float16(array) if known is not None and known.within(limit) else None
+            del array
+        else:
+            known, float16 = read
         if known is None:
             continue
         reads.bounds[tensor] = known
-        if known.within(limit):
-            reads.float16[tensor] = encode_float16(array)
-        del array
+        if float16 is not None:
+            reads.float16[tensor] = float16
     return reads
 
 
@@ -290,10 +332,7 @@ def _bounds_over_threads(array: np.ndarray) -> Bounds | None:
     flat = array.reshape(-1)
     if flat.size <= _CHUNK:
         return bounds(flat)
-    chunks = list(_pool().map(bounds, (flat[start : start + _CHUNK] for start in range(0, flat.size, _CHUNK))))
-    lows = np.array([chunk.low for chunk in chunks if chunk is not None])
-    highs = np.array([chunk.high for chunk in chunks if chunk is not None])
-    return Bounds(float(lows.min()), float(highs.max())) if lows.size else None
+    return joined_bounds(_pool().map(bounds, (flat[start : start + _CHUNK] for start in range(0, flat.size, _CHUNK))))
 
 
 @dataclass(frozen=True)

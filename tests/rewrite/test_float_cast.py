@@ -9,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ampconfig.rewrite import float_cast
 from ampconfig.rewrite.float_cast import MIN_ELEMENTS, float32_to_float16
+from ampconfig.rewrite.tensors import HeldBytesTensor
 from tests.fresh_process import command_in_fresh_process
 from tests.worker_faults import fresh_worker, inject
 
@@ -143,3 +145,94 @@ def test_a_worker_that_crashes_on_the_cast_leaves_the_conversion_to_numpy(
     values = np.random.default_rng(9).standard_normal(MIN_ELEMENTS * 2).astype(np.float32)
     _assert_same_as_numpy(values)
     assert float_cast._unavailable  # the worker's part ended; later weights go to numpy at once
+
+
+def _bounds_of(values: np.ndarray) -> tuple[float, float]:
+    return float(values.min()), float(values.max())
+
+
+@pytest.mark.parametrize("elements", [MIN_ELEMENTS, float_cast.CHUNK_ELEMENTS + 12_345])
+def test_the_bounded_read_gives_the_bounds_and_the_bits_of_two_reads(elements: int) -> None:
+    """One pass over a weight (its bounds found as each piece is copied to the worker) gives what the two passes
+    gave: numpy's min and max, and float32_to_float16's bits; across the shared file's chunks too."""
+    values = np.random.default_rng(4).standard_normal(elements).astype(np.float32) * 100
+    (read,) = float_cast.float16_within_all([lambda: values], 65504.0)
+    assert read is not None
+    known, converted = read
+    assert known is not None and (known.low, known.high) == _bounds_of(values)
+    assert converted is not None and converted.shape == values.shape
+    assert np.array_equal(converted.view(np.uint16), values.astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.parametrize("spoiler", [1e6, -7e4, np.nan])
+def test_the_bounded_read_converts_nothing_beyond_the_limit(spoiler: float) -> None:
+    """A value beyond float16's range (or a NaN) in the last chunk: the bounds are still the whole array's, and no
+    float16 array comes back (the conversion clamps and counts such a weight itself)."""
+    values = np.random.default_rng(5).standard_normal(float_cast.CHUNK_ELEMENTS * 2 + 7).astype(np.float32)
+    values[-3] = spoiler
+    (read,) = float_cast.float16_within_all([lambda: values], 65504.0)
+    assert read is not None
+    known, converted = read
+    assert converted is None and known is not None
+    if np.isnan(spoiler):
+        assert np.isnan(known.low) and np.isnan(known.high)
+    else:
+        assert (known.low, known.high) == _bounds_of(values)
+
+
+def test_the_bounded_read_leaves_small_and_non_float32_arrays_to_the_caller() -> None:
+    small, doubles = np.ones(MIN_ELEMENTS - 1, np.float32), np.ones(MIN_ELEMENTS * 2, np.float64)
+    assert float_cast.float16_within_all([lambda: small, lambda: doubles], 65504.0) == [None, None]
+
+
+def test_the_bounded_read_of_many_arrays_keeps_each_apart() -> None:
+    """Arrays of one and several chunks in a row, one beyond the limit between them, and one left to the caller:
+    each gets its own bounds and bits (the pipeline copies the next array while the worker converts this one)."""
+    rng = np.random.default_rng(8)
+    arrays = [
+        rng.standard_normal(float_cast.CHUNK_ELEMENTS + 5).astype(np.float32),
+        rng.standard_normal(MIN_ELEMENTS).astype(np.float32) * 1e5,  # beyond float16's range
+        np.ones(3, np.float32),  # too small: the caller's
+        rng.standard_normal((MIN_ELEMENTS // 8, 8)).astype(np.float32),
+        rng.standard_normal(2 * float_cast.CHUNK_ELEMENTS).astype(np.float32),
+    ]
+    found = float_cast.float16_within_all([lambda array=array: array for array in arrays], 65504.0)
+    assert found[2] is None
+    for index, array in enumerate(arrays):
+        if index == 2:
+            continue
+        read = found[index]
+        assert read is not None
+        known, converted = read
+        assert known is not None and (known.low, known.high) == _bounds_of(array)
+        if index == 1:
+            assert converted is None
+            continue
+        assert converted is not None and converted.shape == array.shape
+        assert np.array_equal(converted.view(np.uint16), array.astype(np.float16).view(np.uint16))
+
+
+def test_a_converted_weight_hands_its_bytes_on_without_a_copy() -> None:
+    """The worker's float16 array lies over a bytes object; the converted tensor's tobytes is that object (the
+    API's output proto takes it as it is), and equals numpy's bytes. Any other array is serialised as before."""
+    values = np.random.default_rng(6).standard_normal((MIN_ELEMENTS // 64, 64)).astype(np.float32)
+    converted = float32_to_float16(values)
+    tensor = HeldBytesTensor(converted, dtype=ir.DataType.FLOAT16)
+    held = tensor.tobytes()
+    assert held is tensor.tobytes()  # the same object each time: no copy
+    assert held == values.astype(np.float16).tobytes()
+    transposed = HeldBytesTensor(converted.T, dtype=ir.DataType.FLOAT16)  # not contiguous: serialised anew
+    assert transposed.tobytes() == np.ascontiguousarray(values.astype(np.float16).T).tobytes()
+    plain = HeldBytesTensor(values.astype(np.float16), dtype=ir.DataType.FLOAT16)
+    assert plain.tobytes() == values.astype(np.float16).tobytes()
+
+
+def test_a_weight_of_several_chunks_converted_for_a_file_is_one_array() -> None:
+    """The encoder (a weight written to a file) fills one array chunk by chunk, with numpy's bits; the API's
+    bounded read joins the chunks' bytes, which its output proto takes as they are."""
+    values = np.random.default_rng(10).standard_normal((float_cast.CHUNK_ELEMENTS * 2 + 3,)).astype(np.float32)
+    _assert_same_as_numpy(values)
+    assert float32_to_float16(values).flags.writeable  # filled in place, not joined from (read-only) bytes
+    (read,) = float_cast.float16_within_all([lambda: values], 65504.0)
+    assert read is not None and read[1] is not None
+    assert HeldBytesTensor(read[1], dtype=ir.DataType.FLOAT16).tobytes() == values.astype(np.float16).tobytes()

@@ -37,7 +37,7 @@ class ReadWeightsPass(RewriteStep):
             for value in graph.initializers.values()
             if value.const_value is not None
         )
-        self.run.weights = read_weights(tensors, self.run.setup.encode_float16)
+        self.run.weights = read_weights(tensors, self.run.setup.encode_float16, self.run.setup.read_float16_within)
         return ir.passes.PassResult(model, modified=False)
 
     def ensures(self, model: ir.Model) -> None:

@@ -23,7 +23,7 @@ from ampconfig.opinfo.typing_source import TypingSource
 from ampconfig.precision_modes import PrecisionMode
 from ampconfig.rewrite.names import NameAllocator
 from ampconfig.rewrite.results import RewriteStats
-from ampconfig.rewrite.tensors import WeightReads
+from ampconfig.rewrite.tensors import BoundedFloat16Reader, WeightReads
 
 if TYPE_CHECKING:  # the file's pydantic models: imported when a customize_dtypes file is read
     from ampconfig.documents.customize_dtypes_file import CustomizeFile
@@ -46,6 +46,8 @@ class RewriteSetup:
     facts: MeasuredFacts
     typing: TypingSource
     encode_float16: Float16Encoder
+    #: the encoder's reader of a weight's bounds and float16 array in one pass (None: bounds, then the encoder)
+    read_float16_within: BoundedFloat16Reader | None = None
     judges: Judges = field(default_factory=dict)
     clamp_values: bool = False
     keep_io_types: bool = True
