@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ampconfig.rewrite import float_cast
 from ampconfig.rewrite.float_cast import MIN_ELEMENTS, float32_to_float16
-from ampconfig.rewrite.tensors import HeldBytesTensor
+from ampconfig.rewrite.tensors import HeldBytesTensor, numpy_float16, read_weights
 from tests.fresh_process import command_in_fresh_process
 from tests.worker_faults import fresh_worker, inject
 
@@ -236,3 +236,16 @@ def test_a_weight_of_several_chunks_converted_for_a_file_is_one_array() -> None:
     (read,) = float_cast.float16_within_all([lambda: values], 65504.0)
     assert read is not None and read[1] is not None
     assert HeldBytesTensor(read[1], dtype=ir.DataType.FLOAT16).tobytes() == values.astype(np.float16).tobytes()
+
+
+def test_without_the_worker_the_bounded_read_leaves_every_weight_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No worker (no memfd, or it crashed before): the bounded read gives no answer, and the weights read ahead
+    are those of the two reads, bounds then numpy's cast."""
+    monkeypatch.setattr(float_cast, "_unavailable", True)
+    values = np.random.default_rng(11).standard_normal((512, 512)).astype(np.float32)
+    assert float_cast.float16_within_all([lambda: values], 65504.0) == [None]
+    weight = ir.serde.deserialize_tensor(numpy_helper.from_array(values, "w"))
+    reads = read_weights([weight], numpy_float16, float_cast.float16_within_all)
+    known = reads.bounds[weight]
+    assert (known.low, known.high) == _bounds_of(values)
+    assert np.array_equal(reads.float16[weight].view(np.uint16), values.astype(np.float16).view(np.uint16))
